@@ -1,0 +1,3 @@
+from inferbench.cli import main
+
+raise SystemExit(main())

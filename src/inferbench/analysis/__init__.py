@@ -1,0 +1,1 @@
+"""Aggregation of cell records into tables."""

@@ -1,0 +1,145 @@
+"""One cell = workload x engine x precision x device x batch x sequence length x threads.
+
+A cell has an id, a path under ``results/cells`` that names every dimension, and one JSON record.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from inferbench.fsutil import read_json, write_json
+
+SCHEMA_VERSION = 1
+Status = Literal["ok", "unavailable", "oom", "invalid", "failed"]
+STATUSES: tuple[str, ...] = ("ok", "unavailable", "oom", "invalid", "failed")
+
+CELL_PATTERN = "{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.json"
+_CELL_RE = re.compile(
+    r"(?P<workload>[a-z0-9_]+)/(?P<engine>[a-z0-9_]+)-(?P<precision>[a-z0-9]+)/(?P<device>[a-z]+)/"
+    r"b(?P<batch>\d+)-s(?P<seq>\d+)-t(?P<threads>\d+)\.json$"
+)
+
+
+@dataclass(frozen=True, order=True)
+class CellKey:
+    """Everything that changes what a cell measures. ``seq_len`` is 0 for non-text workloads,
+    ``threads`` is 0 on devices where the host thread count is not an axis (cuda)."""
+
+    workload: str
+    engine: str
+    precision: str
+    device: str
+    batch_size: int
+    seq_len: int
+    threads: int
+
+    @property
+    def relpath(self) -> str:
+        return CELL_PATTERN.format(
+            workload=self.workload,
+            engine=self.engine,
+            precision=self.precision,
+            device=self.device,
+            batch=self.batch_size,
+            seq=self.seq_len,
+            threads=self.threads,
+        )
+
+    @property
+    def cell_id(self) -> str:
+        return self.relpath.removesuffix(".json")
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> CellKey:
+        match = _CELL_RE.search(Path(path).as_posix())
+        if not match:
+            raise ValueError(f"{path} is not a cell path of the form {CELL_PATTERN}")
+        g = match.groupdict()
+        return cls(
+            g["workload"], g["engine"], g["precision"], g["device"],
+            int(g["batch"]), int(g["seq"]), int(g["threads"]),
+        )
+
+
+@dataclass
+class CellRecord:
+    """The one record a cell writes. Measurement fields stay ``None`` unless ``status`` is ok/invalid."""
+
+    key: CellKey
+    status: Status
+    engine_impl: str
+    reason: str | None = None
+    timing: str | None = None
+    timing_description: str | None = None
+    latency_ms: dict[str, float | None] | None = None
+    throughput_per_s: float | None = None
+    n_iters: int | None = None
+    warmup_iters: int | None = None
+    measured_s: float | None = None
+    memory_mb: dict[str, float | None] = field(default_factory=dict)
+    cold_start_s: dict[str, float] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.status != "ok" and not self.reason:
+            raise ValueError(f"a {self.status!r} record needs a reason")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["cell"] = out.pop("key")
+        out["cell"]["cell_id"] = self.key.cell_id
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellRecord:
+        data = dict(data)
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"record schema_version {version!r} is not {SCHEMA_VERSION}: re-run the cell")
+        cell = dict(data.pop("cell"))
+        cell.pop("cell_id", None)
+        return cls(key=CellKey(**cell), **data)
+
+    def save(self, path: str | Path) -> None:
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> CellRecord:
+        return cls.from_dict(read_json(path))
+
+    def flatten(self) -> dict[str, Any]:
+        """One summary row: the cell's dimensions, its status and the headline metrics."""
+        lat = self.latency_ms or {}
+        p50 = lat.get("p50")
+        row: dict[str, Any] = {
+            **asdict(self.key),
+            "engine_impl": self.engine_impl,
+            "status": self.status,
+            "reason": self.reason,
+            "timing": self.timing,
+            **{f"latency_{k}_ms": lat.get(k) for k in ("p50", "p90", "p95", "p99", "mean", "std", "min", "max")},
+            "latency_per_item_p50_ms": p50 / self.key.batch_size if p50 is not None else None,
+            "throughput_per_s": self.throughput_per_s,
+            "n_iters": self.n_iters,
+            "measured_s": self.measured_s,
+            "host_peak_rss_mb": self.memory_mb.get("host_peak_rss"),
+            "gpu_peak_allocated_mb": self.memory_mb.get("gpu_peak_allocated"),
+            **{f"{k}_s": v for k, v in self.cold_start_s.items()},
+            "hostname": self.environment.get("hostname"),
+            "cpu": self.environment.get("cpu_model"),
+            "gpu": self.environment.get("gpu_name"),
+            "python": self.environment.get("python"),
+            **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime")},
+            "created_at": self.created_at,
+        }
+        return row

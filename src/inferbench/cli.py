@@ -1,0 +1,259 @@
+"""The verbs the Snakemake rules call: ``python -m inferbench <verb> ...`` (or ``inferbench <verb>``).
+
+Each verb parses its arguments, calls the library and writes its outputs atomically. Verbs that
+compute take the machine lock shared *before* importing heavy libraries, so that they never run
+while a cell is measuring; ``run-cell`` takes it exclusively while it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from inferbench.lock import MachineLock
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
+
+
+def _write_model_meta(spec: Any, path: Path, extra: dict[str, Any]) -> None:
+    from dataclasses import asdict
+
+    from inferbench.fsutil import write_json
+
+    write_json(path, {"name": spec.name, "arch": spec.arch, "n_params": spec.n_params,
+                      "inputs": [asdict(i) for i in spec.inputs], "output_name": spec.output_name, **extra})
+
+
+def cmd_generate_data(args: argparse.Namespace) -> None:
+    from inferbench.data import heart, lendingclub
+
+    if args.dataset == "lendingclub":
+        lendingclub.generate(args.out_dir, rows=args.rows, seed=args.seed)
+    else:
+        heart.generate(args.out_dir, seed=args.seed)
+
+
+def cmd_prepare_data(args: argparse.Namespace) -> None:
+    from inferbench.data import heart, lendingclub
+    from inferbench.fsutil import atomic_path, write_json
+
+    module = lendingclub if args.dataset == "lendingclub" else heart
+    table, encoder, stats = module.clean(args.raw)
+    stats["source"] = args.source
+    stats["raw_file"] = str(args.raw)
+    with atomic_path(args.out) as tmp:
+        table.to_parquet(tmp, index=False)
+    encoder.save(args.encoders)
+    write_json(args.stats, stats)
+
+
+def cmd_train_mlp(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from inferbench.models.registry import save_checkpoint
+    from inferbench.models.training import train_mlp
+
+    options = dict(args.options)
+    hidden = options.pop("arch", {}).get("hidden")
+    train = options.pop("train", {})
+    spec, metrics = train_mlp(args.workload, pd.read_parquet(args.data), hidden=hidden, **train)
+    save_checkpoint(spec, args.out, seed=train.get("seed", 0), meta=metrics)
+    _write_model_meta(spec, args.meta, {"training": metrics})
+    print(json.dumps(metrics, indent=2))
+
+
+def cmd_build_model(args: argparse.Namespace) -> None:
+    from inferbench.models.registry import create_model, save_checkpoint
+
+    spec = create_model(args.workload, seed=args.seed, **args.arch)
+    save_checkpoint(spec, args.out, seed=args.seed)
+    _write_model_meta(spec, args.meta, {})
+
+
+def cmd_export_onnx(args: argparse.Namespace) -> None:
+    from inferbench.fsutil import write_json
+    from inferbench.models.export import export_onnx
+    from inferbench.models.registry import load_checkpoint
+
+    spec, _ = load_checkpoint(args.checkpoint)
+    report = export_onnx(spec, args.out, **args.options)
+    write_json(args.report, report)
+    print(json.dumps(report, indent=2))
+
+
+def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
+    from inferbench.cell_runner import MeasureSettings, run_cell
+    from inferbench.cells import CellKey
+
+    key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
+    record = run_cell(key, args.engine_options, args.model_meta, args.artifact,
+                      MeasureSettings(**args.measure), args.out, lock)
+    p50 = (record.latency_ms or {}).get("p50")
+    print(f"{key.cell_id}: {record.status}" + (f", p50 {p50:.3f} ms" if p50 is not None else f" ({record.reason})"))
+
+
+def cmd_aggregate(args: argparse.Namespace) -> None:
+    from inferbench.analysis.summary import write_summary
+
+    frame = write_summary(args.records, args.out_csv, args.out_parquet)
+    print(f"{len(frame)} cells: {frame['status'].value_counts().to_dict()}")
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    from inferbench.analysis.summary import summary_frame
+    from inferbench.report.plots import plot_workload
+
+    plot_workload(summary_frame(args.records), args.workload, args.out_dir, args.kind)
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from inferbench.report.markdown import write_report
+
+    write_report(args.summary, args.out, plots=args.plots, model_meta=args.model_meta,
+                 dataset_stats=args.dataset_stats)
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    if args.what == "engines":
+        from inferbench.engines.registry import ENGINES, load_engine_class
+
+        for name, info in ENGINES.items():
+            try:
+                cls = load_engine_class(name)
+                reasons = {d: cls.unavailable_reason(d, "fp32") for d in info.devices}
+            except ImportError as error:
+                reasons = {d: f"cannot import: {error}" for d in info.devices}
+            where = ", ".join(f"{d}: {'available' if r is None else 'unavailable (' + r + ')'}"
+                              for d, r in reasons.items())
+            print(f"{name:14s} precisions {'/'.join(info.precisions):14s} {where}\n{'':14s} {info.description}")
+    else:
+        from inferbench.workloads import WORKLOADS
+
+        for name, info in WORKLOADS.items():
+            print(f"{name:16s} {info.kind:8s} {info.description}")
+
+
+def cmd_clean(args: argparse.Namespace) -> None:
+    from inferbench.analysis.summary import remove_records
+
+    removed = remove_records(args.cells_dir, set(args.status))
+    print(f"removed {len(removed)} records with status {', '.join(args.status)}; the next run re-measures them")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="inferbench", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="verb", required=True)
+
+    p = sub.add_parser("generate-data", help="write a synthetic raw dataset in the real format")
+    p.add_argument("--dataset", choices=["lendingclub", "heart"], required=True)
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--rows", type=int, default=20_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_generate_data, lock=True)
+
+    p = sub.add_parser("prepare-data", help="clean and encode a raw dataset into a parquet table")
+    p.add_argument("--dataset", choices=["lendingclub", "heart"], required=True)
+    p.add_argument("--source", default="synthetic")
+    p.add_argument("--raw", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--encoders", type=Path, required=True)
+    p.add_argument("--stats", type=Path, required=True)
+    p.set_defaults(func=cmd_prepare_data, lock=True)
+
+    p = sub.add_parser("train-mlp", help="train a tabular MLP; writes a checkpoint and its metrics")
+    p.add_argument("--workload", choices=["mlp_lendingclub", "mlp_heart"], required=True)
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--options", type=_json, default={})
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--meta", type=Path, required=True)
+    p.set_defaults(func=cmd_train_mlp, lock=True)
+
+    p = sub.add_parser("build-model", help="build a model with random weights and save a checkpoint")
+    p.add_argument("--workload", required=True)
+    p.add_argument("--arch", type=_json, default={})
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--meta", type=Path, required=True)
+    p.set_defaults(func=cmd_build_model, lock=True)
+
+    p = sub.add_parser("export-onnx", help="export a checkpoint to ONNX, simplify, check parity")
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--options", type=_json, default={})
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--report", type=Path, required=True)
+    p.set_defaults(func=cmd_export_onnx, lock=True)
+
+    p = sub.add_parser("run-cell", help="measure one cell and write its record")
+    p.add_argument("--workload", required=True)
+    p.add_argument("--engine", required=True, help="the engine variant's name (config key under `engines`)")
+    p.add_argument("--engine-options", type=_json, required=True, help="the variant's config, JSON")
+    p.add_argument("--precision", required=True)
+    p.add_argument("--device", required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--seq", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--model-meta", type=Path)
+    p.add_argument("--artifact", type=Path)
+    p.add_argument("--measure", type=_json, default={})
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_run_cell, lock=True)
+
+    p = sub.add_parser("aggregate", help="collect cell records into summary.csv and summary.parquet")
+    p.add_argument("records", nargs="+", type=Path)
+    p.add_argument("--out-csv", type=Path, required=True)
+    p.add_argument("--out-parquet", type=Path, required=True)
+    p.set_defaults(func=cmd_aggregate, lock=False)
+
+    p = sub.add_parser("plot", help="plot one workload's cells")
+    p.add_argument("records", nargs="+", type=Path)
+    p.add_argument("--workload", required=True)
+    p.add_argument("--kind", choices=["batch", "seq"], default="batch", help="which sweep to plot")
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.set_defaults(func=cmd_plot, lock=False)
+
+    p = sub.add_parser("report", help="write the Markdown report")
+    p.add_argument("--summary", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--plots", nargs="*", type=Path, default=[])
+    p.add_argument("--model-meta", nargs="*", type=Path, default=[])
+    p.add_argument("--dataset-stats", nargs="*", type=Path, default=[])
+    p.set_defaults(func=cmd_report, lock=False)
+
+    p = sub.add_parser("list", help="list engines (with availability here) or workloads")
+    p.add_argument("what", choices=["engines", "workloads"])
+    p.set_defaults(func=cmd_list, lock=False)
+
+    p = sub.add_parser("clean", help="remove records (default: failed ones) so the next run retries them")
+    p.add_argument("--cells-dir", type=Path, default=Path("results/cells"))
+    p.add_argument("--status", nargs="+", default=["failed"],
+                   choices=["failed", "oom", "unavailable", "invalid", "ok"])
+    p.set_defaults(func=cmd_clean, lock=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    lock = None
+    if args.lock:
+        lock = MachineLock()
+        lock.shared()
+    try:
+        if args.func is cmd_run_cell:
+            args.func(args, lock)
+        else:
+            args.func(args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"inferbench {args.verb}: error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        if lock:
+            lock.close()
+    return 0

@@ -1,0 +1,96 @@
+"""Validate the workflow config against its JSON schema, fill defaults, and check cross-references.
+
+Errors name the config key and what is allowed, so a wrong value stops the run before any job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from inferbench.engines.registry import ENGINES
+
+DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The config is invalid; the message says which key and what is allowed."""
+
+
+def _extend_with_default(validator_class: type) -> type:
+    """A validator that also fills ``default`` values into the instance (the jsonschema FAQ recipe)."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: dict, instance: Any, schema: dict) -> Iterator[Any]:
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema and name not in instance:
+                    instance[name] = _copy(subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def _copy(value: Any) -> Any:
+    return yaml.safe_load(yaml.safe_dump(value))
+
+
+def _key(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    key = _key(error.absolute_path)
+    v, schema = error.validator, error.schema
+    if v == "enum":
+        allowed = ", ".join(map(str, schema["enum"]))
+        return f"{key}: {error.instance!r} is not allowed; allowed values: {allowed}"
+    if v == "minimum":
+        return f"{key}: {error.instance!r} is too small; it must be >= {schema['minimum']}"
+    if v == "exclusiveMinimum":
+        return f"{key}: {error.instance!r} is too small; it must be > {schema['exclusiveMinimum']}"
+    if v == "type":
+        return f"{key}: {error.instance!r} has the wrong type; expected {schema['type']}"
+    if v == "additionalProperties":
+        allowed = ", ".join(sorted(schema.get("properties", {})))
+        return f"{key}: {error.message}; allowed keys: {allowed}"
+    if v == "propertyNames":
+        return f"{key}: {error.message}"
+    return f"{key}: {error.message}"
+
+
+def validate_config(config: dict[str, Any], schema_path: Path = DEFAULT_SCHEMA) -> dict[str, Any]:
+    """Validate ``config`` in place (filling defaults) and return it; raise ConfigError on any problem."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator_class = _extend_with_default(jsonschema.validators.validator_for(schema))
+    errors = sorted(validator_class(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    problems = [_describe(e) for e in errors]
+    if not problems:
+        problems = list(_cross_reference_problems(config))
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    return config
+
+
+def _cross_reference_problems(config: dict[str, Any]) -> Iterator[str]:
+    studies, variants = config["studies"], config["engines"]
+    for i, name in enumerate(config["run"]):
+        if name not in studies:
+            yield f"run[{i}]: unknown study {name!r}; defined studies: {', '.join(sorted(studies))}"
+    for study_name, study in studies.items():
+        for i, variant in enumerate(study["engines"]):
+            if variant not in variants:
+                yield (
+                    f"studies.{study_name}.engines[{i}]: unknown engine {variant!r}; "
+                    f"defined engine variants (config key `engines`): {', '.join(sorted(variants))}"
+                )
+    for name, variant in variants.items():
+        if variant["engine"] not in ENGINES:  # also guarded by the schema's enum
+            yield f"engines.{name}.engine: unknown implementation {variant['engine']!r}"

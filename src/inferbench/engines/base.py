@@ -1,0 +1,71 @@
+"""The engine interface. Engines prepare, stage inputs and run; they never time themselves."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from inferbench.models.registry import InputSpec
+
+
+class Engine(ABC):
+    """One way of executing a model.
+
+    Life cycle, driven by the cell runner: ``unavailable_reason`` (class-level, cheap), ``prepare``
+    (load, export, compile: counted as cold start), ``stage`` (put inputs where the engine computes,
+    outside the timed region), then ``run`` repeatedly, each followed by ``synchronize``.
+    """
+
+    impl: ClassVar[str]
+    #: which clock the measuring loop should use for this engine
+    timer: ClassVar[Literal["host", "cuda_events"]] = "host"
+    #: what one timed call covers (recorded with every measurement)
+    timing: ClassVar[str] = "device"
+    timing_description: ClassVar[str] = (
+        "one run() call and its synchronisation, inputs already staged where the engine computes "
+        "and outputs left there"
+    )
+
+    def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
+        self.device, self.precision, self.threads = device, precision, threads
+        self.options = {k: v for k, v in options.items() if k != "engine"}
+
+    @classmethod
+    def unavailable_reason(cls, device: str, precision: str) -> str | None:
+        """Why this engine cannot run here with this device and precision, or None if it can."""
+        return None
+
+    @abstractmethod
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...]) -> None:
+        """Load the model from ``artifact`` (a checkpoint or an ONNX file) and get ready to run."""
+
+    @abstractmethod
+    def stage(self, batch: dict[str, np.ndarray]) -> Any:
+        """Move host inputs to where the engine computes; the result is what ``run`` takes."""
+
+    @abstractmethod
+    def run(self, staged: Any) -> Any:
+        """Compute once on staged inputs. May return before the device has finished."""
+
+    def synchronize(self) -> None:
+        """Block until all work issued by ``run`` has finished."""
+
+    @abstractmethod
+    def to_numpy(self, output: Any) -> np.ndarray:
+        """The output as a host float32 array (for parity checks; never timed)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Versions and the provider or device actually in use."""
+        return {"impl": self.impl, "options": self.options}
+
+
+def cuda_unavailable_reason() -> str | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        built = torch.version.cuda or "no CUDA"
+        return f"no CUDA device visible to PyTorch {torch.__version__} (built with {built}) on this machine"
+    return None

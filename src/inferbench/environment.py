@@ -1,0 +1,78 @@
+"""The environment fingerprint stored with every record."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import inferbench
+
+LIBRARIES = ("torch", "timm", "transformers", "onnx", "onnxruntime", "onnxruntime-gpu", "numpy", "snakemake")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(inferbench.__file__).parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "inferbench": inferbench.__version__,
+        "git_commit": _git_commit(),
+        "libraries": {name: v for name in LIBRARIES if (v := _version(name))},
+        "gpu_name": None,
+    }
+    if include_gpu:
+        import torch
+
+        env["cuda_runtime"] = torch.version.cuda
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            env |= {
+                "gpu_name": props.name,
+                "gpu_memory_mb": props.total_memory // 2**20,
+                "gpu_capability": f"{props.major}.{props.minor}",
+                "cudnn": torch.backends.cudnn.version(),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            }
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                env["gpu_driver"] = pynvml.nvmlSystemGetDriverVersion()
+            except Exception:  # NVML is optional (the `gpu` extra)
+                env["gpu_driver"] = None
+    return env

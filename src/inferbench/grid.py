@@ -1,0 +1,60 @@
+"""The cell list: the product of each study's axes, minus combinations that can never make sense.
+
+Left out (also listed in the README):
+- an engine on a device or at a precision its implementation does not support (e.g. ort_cpu on cuda);
+- sequence lengths on non-text workloads (their cells have seq_len 0);
+- the thread axis on cuda (cuda cells have threads 0: the host thread count is not swept there).
+Cells that could run on another machine (cuda without a GPU) stay in and are recorded `unavailable`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from inferbench.cells import CellKey
+from inferbench.engines.registry import engine_info
+from inferbench.workloads import WORKLOADS
+
+
+def cuda_present() -> bool:
+    import torch  # imported only when a study asks for `auto`
+
+    return bool(torch.cuda.is_available())
+
+
+def resolve_devices(devices: list[str], has_cuda: bool | None = None) -> list[str]:
+    """Replace ``auto`` with cuda when a GPU is present here, else cpu; keep order, drop duplicates."""
+    out: list[str] = []
+    for device in devices:
+        if device == "auto":
+            has_cuda = cuda_present() if has_cuda is None else has_cuda
+            device = "cuda" if has_cuda else "cpu"
+        if device not in out:
+            out.append(device)
+    return out
+
+
+def study_cells(study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cuda: bool | None = None) -> set[CellKey]:
+    cells: set[CellKey] = set()
+    devices = resolve_devices(study["devices"], has_cuda)
+    axes = itertools.product(study["workloads"], study["engines"], study["precisions"], devices)
+    for workload, variant, precision, device in axes:
+        info = engine_info(variants[variant]["engine"])
+        if device not in info.devices or precision not in info.precisions:
+            continue
+        seq_lens = study["seq_lens"] if WORKLOADS[workload].has_seq_len else [0]
+        threads = study["threads"] if device == "cpu" else [0]
+        for batch, seq, n_threads in itertools.product(study["batch_sizes"], seq_lens, threads):
+            cells.add(CellKey(workload, variant, precision, device, batch, seq, n_threads))
+    return cells
+
+
+def config_cells(config: dict[str, Any], has_cuda: bool | None = None) -> list[CellKey]:
+    """All cells of the studies named in ``config['run']``; a cell shared by two studies is one cell."""
+    if has_cuda is None and any("auto" in config["studies"][s]["devices"] for s in config["run"]):
+        has_cuda = cuda_present()
+    cells: set[CellKey] = set()
+    for name in config["run"]:
+        cells |= study_cells(config["studies"][name], config["engines"], has_cuda)
+    return sorted(cells)

@@ -1,0 +1,1 @@
+"""Measuring: the timing loop and timers, statistics, memory."""

@@ -1,0 +1,110 @@
+"""``name -> builder`` registry, in the manner of timm's ``@register_model`` / ``create_model``.
+
+A builder returns a ``ModelSpec``: the module (random weights, seeded) plus its input description with
+symbolic ``batch`` / ``seq`` dimensions, so inputs of any batch and sequence length can be made.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from inferbench.fsutil import atomic_path
+
+Dim = int | str  # "batch" or "seq" for the symbolic dimensions
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str  # also the forward() argument name (used for ONNX dynamic shapes and feeds)
+    shape: tuple[Dim, ...]
+    dtype: str  # numpy dtype name
+    kind: str = "normal"  # normal | tokens | mask
+    high: int = 0  # exclusive upper bound of token ids
+
+    def concrete_shape(self, batch: int, seq: int) -> tuple[int, ...]:
+        sizes = {"batch": batch, "seq": seq}
+        return tuple(sizes[d] if isinstance(d, str) else d for d in self.shape)
+
+
+@dataclass
+class ModelSpec:
+    name: str
+    module: torch.nn.Module
+    inputs: tuple[InputSpec, ...]
+    output_name: str
+    arch: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.module.parameters())
+
+
+_REGISTRY: dict[str, Callable[..., ModelSpec]] = {}
+
+
+def register_model(name: str) -> Callable[[Callable[..., ModelSpec]], Callable[..., ModelSpec]]:
+    def wrap(builder: Callable[..., ModelSpec]) -> Callable[..., ModelSpec]:
+        if name in _REGISTRY:
+            raise ValueError(f"model {name!r} registered twice")
+        _REGISTRY[name] = builder
+        return builder
+
+    return wrap
+
+
+def list_models(pattern: str = "*") -> list[str]:
+    _load_builders()
+    return sorted(n for n in _REGISTRY if fnmatch.fnmatch(n, pattern))
+
+
+def create_model(name: str, seed: int = 0, **arch: Any) -> ModelSpec:
+    """Build ``name`` with random weights drawn from ``seed``; ``arch`` overrides the architecture."""
+    _load_builders()
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+    torch.manual_seed(seed)
+    spec = _REGISTRY[name](**arch)
+    spec.module.eval()
+    return spec
+
+
+def _load_builders() -> None:
+    from inferbench.models import builders  # noqa: F401  (registers on import)
+
+
+def make_inputs(inputs: tuple[InputSpec, ...], batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
+    """Seeded synthetic inputs: standard normal floats, uniform token ids, all-ones attention masks."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for spec in inputs:
+        shape = spec.concrete_shape(batch, seq)
+        if spec.kind == "tokens":
+            out[spec.name] = rng.integers(0, spec.high, shape).astype(spec.dtype)
+        elif spec.kind == "mask":
+            out[spec.name] = np.ones(shape, dtype=spec.dtype)
+        else:
+            out[spec.name] = rng.standard_normal(shape, dtype=np.float32).astype(spec.dtype)
+    return out
+
+
+def save_checkpoint(spec: ModelSpec, path: str | Path, seed: int, meta: dict[str, Any] | None = None) -> None:
+    payload = {"name": spec.name, "arch": spec.arch, "seed": seed, "meta": meta or {},
+               "state_dict": spec.module.state_dict()}
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+
+
+def load_checkpoint(path: str | Path) -> tuple[ModelSpec, dict[str, Any]]:
+    """Rebuild the architecture and load the saved weights; returns (spec, meta)."""
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    spec = create_model(payload["name"], seed=payload["seed"], **payload["arch"])
+    spec.module.load_state_dict(payload["state_dict"])
+    spec.module.eval()
+    return spec, payload["meta"]

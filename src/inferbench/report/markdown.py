@@ -1,0 +1,139 @@
+"""The Markdown report: environment, datasets and models, one table per workload, plots, and the cells
+that did not run with their reasons."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from inferbench.fsutil import atomic_path, read_json
+from inferbench.workloads import WORKLOADS
+
+TABLE_COLUMNS = [
+    ("engine", "engine"), ("precision", "precision"), ("device", "device"), ("batch_size", "batch"),
+    ("seq_len", "seq"), ("threads", "threads"), ("status", "status"), ("latency_p50_ms", "p50 ms"),
+    ("latency_p90_ms", "p90 ms"), ("latency_p99_ms", "p99 ms"), ("latency_mean_ms", "mean ms"),
+    ("latency_per_item_p50_ms", "p50 ms/item"), ("throughput_per_s", "items/s"), ("n_iters", "n"),
+]
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        digits = max(0, 3 - int(math.floor(math.log10(abs(value)))) - 1)
+        return f"{value:,.{min(digits, 6)}f}"
+    return str(value)
+
+
+def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
+    lines = ["| " + " | ".join(title for _, title in columns) + " |",
+             "|" + "|".join("---" for _ in columns) + "|"]
+    for row in frame.itertuples(index=False):
+        values = row._asdict()
+        lines.append("| " + " | ".join(_fmt(values.get(col)) for col, _ in columns) + " |")
+    return "\n".join(lines)
+
+
+def _distinct(frame: pd.DataFrame, column: str) -> str:
+    if column not in frame:
+        return "–"
+    values = sorted({str(v) for v in frame[column].dropna().unique()})
+    return ", ".join(values) or "–"
+
+
+def build_report(
+    summary: pd.DataFrame,
+    plots: Sequence[Path] = (),
+    model_meta: Sequence[dict[str, Any]] = (),
+    dataset_stats: Sequence[dict[str, Any]] = (),
+    report_dir: Path = Path("results"),
+) -> str:
+    counts = summary["status"].value_counts().to_dict()
+    measured = summary[summary["status"].isin(["ok", "invalid"])]
+    out = [
+        "# inferbench report",
+        "",
+        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from {len(summary)} cells: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ".",
+        "",
+        "## What was measured",
+        "",
+        "Each cell is one engine running one workload at one precision, device, batch size, sequence length "
+        "and CPU thread count, measured in its own process while no other job of the workflow runs "
+        "(machine-wide lock). After a warm-up, calls are timed one at a time until both the minimum time "
+        "and the minimum number of calls are reached; every call is synchronised before the clock is read "
+        "(CUDA events on GPU). Timing boundary of every ok cell here: "
+        + ", ".join(f"`{t}`" for t in sorted(measured["timing"].dropna().unique())) + " (inputs staged "
+        "where the engine computes before timing, outputs left there). Percentiles from fewer samples "
+        "than they need (p90: 10, p95: 20, p99: 100) are shown as –. `n` is the number of timed calls.",
+        "",
+        "## Environment",
+        "",
+        f"- host: {_distinct(summary, 'hostname')}",
+        f"- CPU: {_distinct(summary, 'cpu')}",
+        f"- GPU: {_distinct(summary, 'gpu')}",
+        f"- Python {_distinct(summary, 'python')}, torch {_distinct(summary, 'torch')}, "
+        f"onnxruntime {_distinct(summary, 'onnxruntime')}",
+        "",
+    ]
+    if dataset_stats:
+        out += ["## Datasets", "", "| dataset | source | raw rows | rows after cleaning | positive rate | features |",
+                "|---|---|---|---|---|---|"]
+        for s in dataset_stats:
+            out.append(f"| {s['dataset']} | {s.get('source', '–')} | {s['rows_raw']:,} | {s['rows_clean']:,} | "
+                       f"{_fmt(s['positive_rate'])} | {s['n_features']} |")
+        out.append("")
+    if model_meta:
+        out += ["## Models", "", "| model | parameters | held-out AUC | held-out accuracy | test rows |",
+                "|---|---|---|---|---|"]
+        for m in model_meta:
+            t = m.get("training") or {}
+            out.append(f"| {m['name']} | {m['n_params']:,} | {_fmt(t.get('test_auc'))} | "
+                       f"{_fmt(t.get('test_accuracy'))} | {_fmt(t.get('n_test'))} |")
+        out += ["", "Models other than the MLPs have random weights: latency does not depend on the values.", ""]
+
+    plot_paths = [Path(p) for p in plots]
+    for workload in [w for w in WORKLOADS if w in set(summary["workload"])]:
+        cells = summary[summary["workload"] == workload]
+        out += [f"## {workload}", "", WORKLOADS[workload].description + ".", "",
+                markdown_table(cells, TABLE_COLUMNS), ""]
+        for path in plot_paths:
+            if path.parent.name == workload:
+                rel = os.path.relpath(path, report_dir)
+                out += [f"![{workload} {path.stem}]({rel})", ""]
+
+    not_ok = summary[summary["status"] != "ok"]
+    out += ["## Cells that did not produce a valid measurement", ""]
+    if not_ok.empty:
+        out += ["None: every cell is `ok`.", ""]
+    else:
+        for status, group in not_ok.groupby("status"):
+            out += [f"### {status}", "", "| cell | reason |", "|---|---|"]
+            for row in group.itertuples(index=False):
+                cell = f"{row.workload} {row.engine} {row.precision} {row.device} b{row.batch_size} s{row.seq_len} t{row.threads}"
+                out.append(f"| {cell} | {str(row.reason).replace('|', '/').splitlines()[0][:300]} |")
+            out.append("")
+    return "\n".join(out)
+
+
+def write_report(
+    summary_csv: str | Path,
+    out: str | Path,
+    plots: Sequence[Path] = (),
+    model_meta: Sequence[Path] = (),
+    dataset_stats: Sequence[Path] = (),
+) -> None:
+    summary = pd.read_csv(summary_csv)
+    text = build_report(summary, plots, [read_json(p) for p in model_meta], [read_json(p) for p in dataset_stats],
+                        Path(out).parent)
+    with atomic_path(out) as tmp:
+        tmp.write_text(text + "\n")

@@ -1,0 +1,96 @@
+"""Per-workload plots: latency per item vs batch (log-log), throughput vs batch, latency vs sequence length.
+
+One colour per engine variant and one line style per precision/device, kept the same in every plot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from inferbench.fsutil import atomic_path
+from inferbench.workloads import WORKLOADS
+
+PLOTS_BY_KIND = {
+    "tabular": ["latency_per_item", "throughput"],
+    "vision": ["latency_per_item", "throughput"],
+    "text": ["latency_per_item", "throughput", "latency_vs_seq"],
+}
+_PALETTE = plt.get_cmap("tab10").colors
+_STYLES = {"cpu": "-", "cuda": "--"}
+_MARKERS = {"fp32": "o", "fp16": "s", "bf16": "^"}
+
+
+def plot_names(workload: str) -> list[str]:
+    return [f"{name}.png" for name in PLOTS_BY_KIND[WORKLOADS[workload].kind]]
+
+
+def _series(frame: pd.DataFrame) -> list[tuple[str, dict, pd.DataFrame]]:
+    engines = sorted(frame["engine"].unique())
+    out = []
+    for (engine, precision, device, threads), group in frame.groupby(
+        ["engine", "precision", "device", "threads"], sort=True
+    ):
+        label = f"{engine} {precision} {device}" + (f" {threads}t" if threads else "")
+        style = {"color": _PALETTE[engines.index(engine) % len(_PALETTE)], "linestyle": _STYLES.get(device, ":"),
+                 "marker": _MARKERS.get(precision, "x")}
+        out.append((label, style, group))
+    return out
+
+
+def _save(fig: plt.Figure, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _empty(ax: plt.Axes, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+
+
+SWEEPS = {"batch": ["latency_per_item.png", "throughput.png"], "seq": ["latency_vs_seq.png"]}
+
+
+def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kind: str = "batch") -> list[Path]:
+    """Write the ``kind`` sweep's plots (``batch`` or ``seq``) of one workload into ``out_dir``."""
+    out_dir = Path(out_dir)
+    frame = summary[(summary["workload"] == workload) & (summary["status"] == "ok")]
+    frame = frame[frame["engine_impl"] != "noop"]  # harness overhead is a baseline, not an engine
+    text = WORKLOADS[workload].has_seq_len
+    # per-batch plots use the longest measured sequence length; the seq plot the largest batch
+    batch_frame = frame[frame["seq_len"] == frame["seq_len"].max()] if text and not frame.empty else frame
+    seq_note = f" (seq {int(batch_frame['seq_len'].max())})" if text and not frame.empty else ""
+    written = []
+    for name in SWEEPS[kind]:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        if name == "latency_vs_seq.png":
+            sub = frame[frame["batch_size"] == frame["batch_size"].max()] if not frame.empty else frame
+            for label, style, group in _series(sub):
+                group = group.sort_values("seq_len")
+                ax.plot(group["seq_len"], group["latency_p50_ms"], label=label, **style)
+            ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel="p50 latency (ms)",
+                   title=f"{workload}: latency vs sequence length"
+                   + (f" (batch {int(sub['batch_size'].max())})" if not sub.empty else ""))
+        else:
+            column, ylabel = (("latency_per_item_p50_ms", "p50 latency per item (ms)")
+                              if name == "latency_per_item.png" else ("throughput_per_s", "throughput (items/s)"))
+            for label, style, group in _series(batch_frame):
+                group = group.sort_values("batch_size")
+                ax.plot(group["batch_size"], group[column], label=label, **style)
+            title = "latency per item" if name == "latency_per_item.png" else "throughput"
+            ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel=ylabel,
+                   title=f"{workload}: {title} vs batch size{seq_note}")
+        if ax.lines:
+            ax.legend(fontsize=8)
+            ax.grid(True, which="both", alpha=0.3)
+        else:
+            _empty(ax, "no ok cells")
+        path = out_dir / name
+        _save(fig, path)
+        written.append(path)
+    return written

@@ -1,0 +1,73 @@
+# Validate the config, build the cell list, and small helpers for the rules' inputs and params.
+import json
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+from inferbench.config import ConfigError, validate_config
+from inferbench.engines.registry import code_version, engine_info
+from inferbench.grid import config_cells
+from inferbench.report.plots import plot_names
+from inferbench.workloads import WORKLOADS
+
+try:
+    validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+except ConfigError as error:
+    raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
+
+CELLS = config_cells(config)
+CELL_WORKLOADS = sorted({cell.workload for cell in CELLS}, key=list(WORKLOADS).index)
+RAW_FILES = {
+    "lendingclub": "data/raw/lendingclub/accepted_2007_to_2018Q4.csv.gz",
+    "heart": "data/raw/heart/processed.cleveland.data",
+}
+
+
+wildcard_constraints:
+    workload="|".join(WORKLOADS),
+    engine="[a-z0-9_]+",
+    precision="fp32|fp16|bf16",
+    device="cpu|cuda",
+    batch=r"\d+",
+    seq=r"\d+",
+    threads=r"\d+",
+    dataset="lendingclub|heart",
+
+
+def cell_record(cell):
+    return f"results/cells/{cell.relpath}"
+
+
+def workload_records(workload):
+    return [cell_record(c) for c in CELLS if c.workload == workload]
+
+
+def plot_files():
+    return [f"results/plots/{w}/{name}" for w in CELL_WORKLOADS for name in plot_names(w)]
+
+
+def final_outputs():
+    return ["results/summary.csv", "results/summary.parquet", "results/report.md", *plot_files()]
+
+
+def variant(wildcards):
+    return config["engines"][wildcards.engine]
+
+
+def cell_inputs(wildcards):
+    """The model description always; the checkpoint or the ONNX file when the engine needs one."""
+    inputs = {"meta": f"results/models/{wildcards.workload}.json"}
+    artifact = engine_info(variant(wildcards)["engine"]).artifact
+    if artifact == "checkpoint":
+        inputs["artifact"] = f"results/models/{wildcards.workload}.pt"
+    elif artifact == "onnx":
+        inputs["artifact"] = f"results/onnx/{wildcards.workload}.onnx"
+    return inputs
+
+
+def model_options(workload):
+    return json.dumps(config["models"].get(workload, {}), sort_keys=True)
+
+
+def used_datasets():
+    return sorted({WORKLOADS[w].dataset for w in CELL_WORKLOADS if WORKLOADS[w].dataset})

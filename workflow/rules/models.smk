@@ -1,0 +1,48 @@
+# Models: MLPs trained on their dataset, the others built with random weights; ONNX exports.
+
+
+rule train_mlp:
+    input:
+        lambda wc: f"data/processed/{WORKLOADS[wc.workload].dataset}.parquet",
+    output:
+        checkpoint="results/models/{workload}.pt",
+        meta="results/models/{workload}.json",
+    params:
+        options=lambda wc: model_options(wc.workload),
+    wildcard_constraints:
+        workload="mlp_lendingclub|mlp_heart",
+    log:
+        "logs/train_mlp/{workload}.log",
+    shell:
+        "python -m inferbench train-mlp --workload {wildcards.workload} --data {input}"
+        " --options {params.options:q} --out {output.checkpoint} --meta {output.meta} > {log} 2>&1"
+
+
+rule build_model:
+    output:
+        checkpoint="results/models/{workload}.pt",
+        meta="results/models/{workload}.json",
+    params:
+        arch=lambda wc: json.dumps(config["models"].get(wc.workload, {}).get("arch", {}), sort_keys=True),
+    wildcard_constraints:
+        workload="resnet50|vit_b16|bert_base|distilbert",
+    log:
+        "logs/build_model/{workload}.log",
+    shell:
+        "python -m inferbench build-model --workload {wildcards.workload} --arch {params.arch:q}"
+        " --out {output.checkpoint} --meta {output.meta} > {log} 2>&1"
+
+
+rule export_onnx:
+    input:
+        "results/models/{workload}.pt",
+    output:
+        onnx="results/onnx/{workload}.onnx",
+        report="results/onnx/{workload}.export.json",
+    params:
+        options=json.dumps(config["export"], sort_keys=True),
+    log:
+        "logs/export_onnx/{workload}.log",
+    shell:
+        "python -m inferbench export-onnx --checkpoint {input} --options {params.options:q}"
+        " --out {output.onnx} --report {output.report} > {log} 2>&1"

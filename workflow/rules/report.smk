@@ -1,0 +1,77 @@
+# Summary table, plots and the Markdown report: quick, local, re-run only when a record changes.
+
+
+localrules:
+    aggregate,
+    plot_batch_sweep,
+    plot_seq_sweep,
+    report,
+
+
+rule aggregate:
+    input:
+        [cell_record(c) for c in CELLS],
+    output:
+        csv=report("results/summary.csv", caption="../report/summary.rst", category="Summary"),
+        parquet="results/summary.parquet",
+    log:
+        "logs/aggregate.log",
+    shell:
+        "python -m inferbench aggregate {input} --out-csv {output.csv} --out-parquet {output.parquet} > {log} 2>&1"
+
+
+rule plot_batch_sweep:
+    input:
+        lambda wc: workload_records(wc.workload),
+    output:
+        latency=report(
+            "results/plots/{workload}/latency_per_item.png",
+            caption="../report/latency_per_item.rst",
+            category="Latency",
+            subcategory="{workload}",
+        ),
+        throughput=report(
+            "results/plots/{workload}/throughput.png",
+            caption="../report/throughput.rst",
+            category="Throughput",
+            subcategory="{workload}",
+        ),
+    log:
+        "logs/plot/{workload}.batch.log",
+    shell:
+        "python -m inferbench plot --kind batch --workload {wildcards.workload} --out-dir $(dirname {output.latency})"
+        " {input} > {log} 2>&1"
+
+
+rule plot_seq_sweep:
+    input:
+        lambda wc: workload_records(wc.workload),
+    output:
+        report(
+            "results/plots/{workload}/latency_vs_seq.png",
+            caption="../report/latency_vs_seq.rst",
+            category="Sequence length",
+            subcategory="{workload}",
+        ),
+    wildcard_constraints:
+        workload="bert_base|distilbert",
+    log:
+        "logs/plot/{workload}.seq.log",
+    shell:
+        "python -m inferbench plot --kind seq --workload {wildcards.workload} --out-dir $(dirname {output})"
+        " {input} > {log} 2>&1"
+
+
+rule report:
+    input:
+        summary="results/summary.csv",
+        plots=plot_files(),
+        models=[f"results/models/{w}.json" for w in CELL_WORKLOADS],
+        datasets=[f"data/processed/{d}.stats.json" for d in used_datasets()],
+    output:
+        "results/report.md",
+    log:
+        "logs/report.log",
+    shell:
+        "python -m inferbench report --summary {input.summary} --out {output} --plots {input.plots}"
+        " --model-meta {input.models} --dataset-stats {input.datasets} > {log} 2>&1"
