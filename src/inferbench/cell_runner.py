@@ -63,8 +63,12 @@ def run_cell(
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         traceback.print_exc(file=sys.stderr)
         status = "oom" if is_oom(error) else "failed"
-        record = CellRecord(**base, status=status, reason=f"{type(error).__name__}: {error}"[:2000],
-                            environment=fingerprint(include_gpu=key.device == "cuda"))
+        record = CellRecord(
+            **base,
+            status=status,
+            reason=f"{type(error).__name__}: {error}"[:2000],
+            environment=fingerprint(include_gpu=key.device == "cuda"),
+        )
     record.engine.setdefault("description", info.description)
     with atomic_path(samples_path(out)) as tmp, tmp.open("wb") as fh:
         np.save(fh, samples)
@@ -80,8 +84,9 @@ def _measure_cell(key, variant, model_meta_path, artifact, settings, lock, base)
         return CellRecord(**base, status="unavailable", reason=reason, environment=fingerprint(False)), np.empty(0)
     reason = engine_cls.unavailable_reason(key.device, key.precision)
     if reason:
-        return CellRecord(**base, status="unavailable", reason=reason,
-                          environment=fingerprint(include_gpu=False)), np.empty(0)
+        return CellRecord(
+            **base, status="unavailable", reason=reason, environment=fingerprint(include_gpu=False)
+        ), np.empty(0)
 
     engine = engine_cls(key.device, key.precision, key.threads, variant)
     specs = input_specs(read_json(model_meta_path)) if model_meta_path else ()
@@ -100,8 +105,7 @@ def _measure_cell(key, variant, model_meta_path, artifact, settings, lock, base)
     if key.device == "cuda":
         memory.reset_gpu_peak()
     with lock.exclusively():
-        result = measure(lambda: engine.run(staged), timer, settings.warmup_s, settings.min_time_s,
-                         settings.min_iters)
+        result = measure(lambda: engine.run(staged), timer, settings.warmup_s, settings.min_time_s, settings.min_iters)
     stats = latency_stats(result.samples_s, key.batch_size)
     record = CellRecord(
         **base,
@@ -113,8 +117,10 @@ def _measure_cell(key, variant, model_meta_path, artifact, settings, lock, base)
         n_iters=stats["n_iters"],
         warmup_iters=result.warmup_iters,
         measured_s=result.measured_s,
-        memory_mb={"host_peak_rss": memory.host_peak_rss_mb(),
-                   "gpu_peak_allocated": memory.gpu_peak_allocated_mb() if key.device == "cuda" else None},
+        memory_mb={
+            "host_peak_rss": memory.host_peak_rss_mb(),
+            "gpu_peak_allocated": memory.gpu_peak_allocated_mb() if key.device == "cuda" else None,
+        },
         cold_start_s=cold,
         engine=engine.describe(),
         environment=fingerprint(include_gpu=key.device == "cuda" or "torch" in sys.modules),

@@ -60,8 +60,13 @@ class CellKey:
             raise ValueError(f"{path} is not a cell path of the form {CELL_PATTERN}")
         g = match.groupdict()
         return cls(
-            g["workload"], g["engine"], g["precision"], g["device"],
-            int(g["batch"]), int(g["seq"]), int(g["threads"]),
+            g["workload"],
+            g["engine"],
+            g["precision"],
+            g["device"],
+            int(g["batch"]),
+            int(g["seq"]),
+            int(g["threads"]),
         )
 
 

@@ -28,8 +28,17 @@ def _write_model_meta(spec: Any, path: Path, extra: dict[str, Any]) -> None:
 
     from inferbench.fsutil import write_json
 
-    write_json(path, {"name": spec.name, "arch": spec.arch, "n_params": spec.n_params,
-                      "inputs": [asdict(i) for i in spec.inputs], "output_name": spec.output_name, **extra})
+    write_json(
+        path,
+        {
+            "name": spec.name,
+            "arch": spec.arch,
+            "n_params": spec.n_params,
+            "inputs": [asdict(i) for i in spec.inputs],
+            "output_name": spec.output_name,
+            **extra,
+        },
+    )
 
 
 def cmd_generate_data(args: argparse.Namespace) -> None:
@@ -94,8 +103,9 @@ def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
     from inferbench.cells import CellKey
 
     key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
-    record = run_cell(key, args.engine_options, args.model_meta, args.artifact,
-                      MeasureSettings(**args.measure), args.out, lock)
+    record = run_cell(
+        key, args.engine_options, args.model_meta, args.artifact, MeasureSettings(**args.measure), args.out, lock
+    )
     p50 = (record.latency_ms or {}).get("p50")
     print(f"{key.cell_id}: {record.status}" + (f", p50 {p50:.3f} ms" if p50 is not None else f" ({record.reason})"))
 
@@ -117,8 +127,7 @@ def cmd_plot(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from inferbench.report.markdown import write_report
 
-    write_report(args.summary, args.out, plots=args.plots, model_meta=args.model_meta,
-                 dataset_stats=args.dataset_stats)
+    write_report(args.summary, args.out, plots=args.plots, model_meta=args.model_meta, dataset_stats=args.dataset_stats)
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -131,8 +140,9 @@ def cmd_list(args: argparse.Namespace) -> None:
                 reasons = {d: cls.unavailable_reason(d, "fp32") for d in info.devices}
             except ImportError as error:
                 reasons = {d: f"cannot import: {error}" for d in info.devices}
-            where = ", ".join(f"{d}: {'available' if r is None else 'unavailable (' + r + ')'}"
-                              for d, r in reasons.items())
+            where = ", ".join(
+                f"{d}: {'available' if r is None else 'unavailable (' + r + ')'}" for d, r in reasons.items()
+            )
             print(f"{name:14s} precisions {'/'.join(info.precisions):14s} {where}\n{'':14s} {info.description}")
     else:
         from inferbench.workloads import WORKLOADS
@@ -233,8 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("clean", help="remove records (default: failed ones) so the next run retries them")
     p.add_argument("--cells-dir", type=Path, default=Path("results/cells"))
-    p.add_argument("--status", nargs="+", default=["failed"],
-                   choices=["failed", "oom", "unavailable", "invalid", "ok"])
+    p.add_argument("--status", nargs="+", default=["failed"], choices=["failed", "oom", "unavailable", "invalid", "ok"])
     p.set_defaults(func=cmd_clean, lock=False)
     return parser
 

@@ -35,7 +35,9 @@ def resolve_devices(devices: list[str], has_cuda: bool | None = None) -> list[st
     return out
 
 
-def study_cells(study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cuda: bool | None = None) -> set[CellKey]:
+def study_cells(
+    study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cuda: bool | None = None
+) -> set[CellKey]:
     cells: set[CellKey] = set()
     devices = resolve_devices(study["devices"], has_cuda)
     axes = itertools.product(study["workloads"], study["engines"], study["precisions"], devices)

@@ -18,6 +18,8 @@ rule benchmark_cell:
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
         bench_slot=1,
+    conda:
+        "../../envs/torch.yaml"
     log:
         "logs/benchmark_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
     shell:

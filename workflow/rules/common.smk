@@ -1,8 +1,15 @@
 # Validate the config, build the cell list, and small helpers for the rules' inputs and params.
 import json
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+
+# The workflow runs from a checkout whether or not the package is pip-installed (e.g. in the
+# conda environments of envs/, one per family of rules): the Snakefile and every job import it from src/.
+PACKAGE_SRC = Path(workflow.basedir) / "src"
+sys.path.insert(0, str(PACKAGE_SRC))
+shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
 from inferbench.config import ConfigError, validate_config
 from inferbench.engines.registry import code_version, engine_info

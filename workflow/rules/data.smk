@@ -7,6 +7,8 @@ rule synthetic_lendingclub:
     params:
         rows=config["datasets"]["lendingclub"]["rows"],
         seed=config["datasets"]["lendingclub"]["seed"],
+    conda:
+        "../../envs/torch.yaml"
     log:
         "logs/synthetic_lendingclub.log",
     shell:
@@ -19,6 +21,8 @@ rule synthetic_heart:
         RAW_FILES["heart"],
     params:
         seed=config["datasets"]["heart"]["seed"],
+    conda:
+        "../../envs/torch.yaml"
     log:
         "logs/synthetic_heart.log",
     shell:
@@ -35,6 +39,8 @@ rule prepare_data:
         stats="data/processed/{dataset}.stats.json",
     params:
         source=lambda wc: config["datasets"][wc.dataset]["source"],
+    conda:
+        "../../envs/torch.yaml"
     log:
         "logs/prepare_data/{dataset}.log",
     shell:

@@ -11,6 +11,8 @@ rule train_mlp:
         options=lambda wc: model_options(wc.workload),
     wildcard_constraints:
         workload="mlp_lendingclub|mlp_heart",
+    conda:
+        "../../envs/torch.yaml"
     log:
         "logs/train_mlp/{workload}.log",
     shell:
@@ -26,6 +28,8 @@ rule build_model:
         arch=lambda wc: json.dumps(config["models"].get(wc.workload, {}).get("arch", {}), sort_keys=True),
     wildcard_constraints:
         workload="resnet50|vit_b16|bert_base|distilbert",
+    conda:
+        "../../envs/torch.yaml"
     log:
         "logs/build_model/{workload}.log",
     shell:
@@ -41,6 +45,8 @@ rule export_onnx:
         report="results/onnx/{workload}.export.json",
     params:
         options=json.dumps(config["export"], sort_keys=True),
+    conda:
+        "../../envs/torch.yaml"
     log:
         "logs/export_onnx/{workload}.log",
     shell:

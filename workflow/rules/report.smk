@@ -14,6 +14,8 @@ rule aggregate:
     output:
         csv=report("results/summary.csv", caption="../report/summary.rst", category="Summary"),
         parquet="results/summary.parquet",
+    conda:
+        "../../envs/report.yaml"
     log:
         "logs/aggregate.log",
     shell:
@@ -36,6 +38,8 @@ rule plot_batch_sweep:
             category="Throughput",
             subcategory="{workload}",
         ),
+    conda:
+        "../../envs/report.yaml"
     log:
         "logs/plot/{workload}.batch.log",
     shell:
@@ -55,6 +59,8 @@ rule plot_seq_sweep:
         ),
     wildcard_constraints:
         workload="bert_base|distilbert",
+    conda:
+        "../../envs/report.yaml"
     log:
         "logs/plot/{workload}.seq.log",
     shell:
@@ -70,6 +76,8 @@ rule report:
         datasets=[f"data/processed/{d}.stats.json" for d in used_datasets()],
     output:
         "results/report.md",
+    conda:
+        "../../envs/report.yaml"
     log:
         "logs/report.log",
     shell:

@@ -17,8 +17,22 @@ from inferbench.data.encoding import TabularEncoder
 from inferbench.fsutil import atomic_path
 
 RAW_FILE = "processed.cleveland.data"
-COLUMNS = ("age", "sex", "cp", "trestbps", "chol", "fbs", "restecg", "thalach", "exang", "oldpeak",
-           "slope", "ca", "thal", "num")
+COLUMNS = (
+    "age",
+    "sex",
+    "cp",
+    "trestbps",
+    "chol",
+    "fbs",
+    "restecg",
+    "thalach",
+    "exang",
+    "oldpeak",
+    "slope",
+    "ca",
+    "thal",
+    "num",
+)
 NUMERIC = ["age", "sex", "trestbps", "chol", "fbs", "thalach", "exang", "oldpeak", "ca"]
 CATEGORICAL = {"cp": [1, 2, 3, 4], "restecg": [0, 1, 2], "slope": [1, 2, 3], "thal": [3, 6, 7]}
 ROWS, POSITIVES, MISSING = 303, 139, {"ca": 4, "thal": 2}
@@ -30,21 +44,23 @@ def generate(out_dir: str | Path, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     n = ROWS
     risk = rng.normal(size=n)
-    frame = pd.DataFrame({
-        "age": np.clip(np.round(54 + 9 * rng.normal(size=n) + 2 * risk), 29, 77),
-        "sex": (rng.random(n) < 0.68 + 0.1 * np.tanh(risk)).astype(float),
-        "cp": np.where(risk + rng.normal(size=n) > 0.5, 4.0, rng.integers(1, 4, n).astype(float)),
-        "trestbps": np.clip(np.round(131 + 17 * rng.normal(size=n)), 94, 200),
-        "chol": np.clip(np.round(246 + 51 * rng.normal(size=n)), 126, 564),
-        "fbs": (rng.random(n) < 0.15).astype(float),
-        "restecg": rng.choice([0.0, 1.0, 2.0], n, p=[0.5, 0.02, 0.48]),
-        "thalach": np.clip(np.round(150 - 12 * risk + 18 * rng.normal(size=n)), 71, 202),
-        "exang": (risk + rng.normal(size=n) > 0.8).astype(float),
-        "oldpeak": np.clip(np.round(np.abs(1.0 + 0.8 * risk + rng.normal(size=n)), 1), 0, 6.2),
-        "slope": rng.choice([1.0, 2.0, 3.0], n, p=[0.47, 0.46, 0.07]),
-        "ca": np.clip(np.round(0.7 + 0.6 * risk + 0.7 * rng.normal(size=n)), 0, 3),
-        "thal": np.where(risk + rng.normal(size=n) > 0.6, 7.0, rng.choice([3.0, 6.0], n, p=[0.9, 0.1])),
-    })
+    frame = pd.DataFrame(
+        {
+            "age": np.clip(np.round(54 + 9 * rng.normal(size=n) + 2 * risk), 29, 77),
+            "sex": (rng.random(n) < 0.68 + 0.1 * np.tanh(risk)).astype(float),
+            "cp": np.where(risk + rng.normal(size=n) > 0.5, 4.0, rng.integers(1, 4, n).astype(float)),
+            "trestbps": np.clip(np.round(131 + 17 * rng.normal(size=n)), 94, 200),
+            "chol": np.clip(np.round(246 + 51 * rng.normal(size=n)), 126, 564),
+            "fbs": (rng.random(n) < 0.15).astype(float),
+            "restecg": rng.choice([0.0, 1.0, 2.0], n, p=[0.5, 0.02, 0.48]),
+            "thalach": np.clip(np.round(150 - 12 * risk + 18 * rng.normal(size=n)), 71, 202),
+            "exang": (risk + rng.normal(size=n) > 0.8).astype(float),
+            "oldpeak": np.clip(np.round(np.abs(1.0 + 0.8 * risk + rng.normal(size=n)), 1), 0, 6.2),
+            "slope": rng.choice([1.0, 2.0, 3.0], n, p=[0.47, 0.46, 0.07]),
+            "ca": np.clip(np.round(0.7 + 0.6 * risk + 0.7 * rng.normal(size=n)), 0, 3),
+            "thal": np.where(risk + rng.normal(size=n) > 0.6, 7.0, rng.choice([3.0, 6.0], n, p=[0.9, 0.1])),
+        }
+    )
     # exactly the real class balance: the POSITIVES highest-risk rows are ill, severity 1..4
     order = np.argsort(-(risk + 0.5 * rng.normal(size=n)))
     num = np.zeros(n, dtype=int)
@@ -65,9 +81,18 @@ def generate(out_dir: str | Path, seed: int = 0) -> Path:
 
 
 def read_raw(path: str | Path) -> pd.DataFrame:
-    frame = pd.read_csv(path, header=None, names=list(COLUMNS), na_values="?")
+    frame = pd.read_csv(path, header=None, na_values="?")
     if frame.shape[1] != len(COLUMNS) or frame.empty:
-        raise ValueError(f"{path}: expected {len(COLUMNS)} comma-separated columns ({', '.join(COLUMNS)})")
+        raise ValueError(
+            f"{path}: expected rows of {len(COLUMNS)} comma-separated values ({', '.join(COLUMNS)}), "
+            f"found {frame.shape[1]} columns in {len(frame)} rows"
+        )
+    frame.columns = list(COLUMNS)
+    non_numeric = [c for c in COLUMNS if not pd.api.types.is_numeric_dtype(frame[c])]
+    if non_numeric:
+        raise ValueError(f"{path}: non-numeric values (other than '?') in columns {', '.join(non_numeric)}")
+    for col in CATEGORICAL:  # 6.0 -> 6, so that values match the documented categories
+        frame[col] = frame[col].round().astype("Int64")
     return frame
 
 

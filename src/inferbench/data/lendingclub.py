@@ -28,31 +28,90 @@ TARGET_BY_STATUS = {
 }
 # loan_status shares in the real file (2,260,668 loans), used by the generator
 STATUS_SHARES = {
-    "Fully Paid": 1_076_751, "Current": 878_317, "Charged Off": 268_559, "Late (31-120 days)": 21_467,
-    "In Grace Period": 8_436, "Late (16-30 days)": 4_349,
+    "Fully Paid": 1_076_751,
+    "Current": 878_317,
+    "Charged Off": 268_559,
+    "Late (31-120 days)": 21_467,
+    "In Grace Period": 8_436,
+    "Late (16-30 days)": 4_349,
     "Does not meet the credit policy. Status:Fully Paid": 1_988,
-    "Does not meet the credit policy. Status:Charged Off": 761, "Default": 40,
+    "Does not meet the credit policy. Status:Charged Off": 761,
+    "Default": 40,
 }
 FOOTER_ROWS = 33
 GRADES = list("ABCDEFG")
-PURPOSES = ["car", "credit_card", "debt_consolidation", "educational", "home_improvement", "house",
-            "major_purchase", "medical", "moving", "other", "renewable_energy", "small_business",
-            "vacation", "wedding"]
+PURPOSES = [
+    "car",
+    "credit_card",
+    "debt_consolidation",
+    "educational",
+    "home_improvement",
+    "house",
+    "major_purchase",
+    "medical",
+    "moving",
+    "other",
+    "renewable_energy",
+    "small_business",
+    "vacation",
+    "wedding",
+]
 HOME_OWNERSHIP = ["MORTGAGE", "RENT", "OWN", "ANY", "OTHER", "NONE"]
 VERIFICATION = ["Not Verified", "Source Verified", "Verified"]
 APPLICATION_TYPES = ["Individual", "Joint App"]
 EMP_LENGTHS = ["< 1 year", "1 year"] + [f"{n} years" for n in range(2, 10)] + ["10+ years"]
 STATES = ["CA", "TX", "NY", "FL", "IL", "NJ", "PA", "OH", "GA", "VA", "NC", "MI", "MA", "AZ", "WA"]
 
-USED_COLUMNS = ["id", "loan_status", "loan_amnt", "term", "int_rate", "installment", "grade", "sub_grade",
-                "emp_length", "home_ownership", "annual_inc", "verification_status", "issue_d", "purpose",
-                "dti", "earliest_cr_line", "fico_range_low", "fico_range_high", "open_acc", "pub_rec",
-                "revol_util", "total_acc", "mort_acc", "application_type"]
-NUMERIC = ["loan_amnt", "term_months", "int_rate", "installment", "sub_grade_rank", "emp_length_years",
-           "log_annual_inc", "dti", "credit_history_years", "fico", "open_acc", "pub_rec", "revol_util",
-           "total_acc", "mort_acc"]
-CATEGORICAL = {"grade": GRADES, "home_ownership": HOME_OWNERSHIP, "verification_status": VERIFICATION,
-               "purpose": PURPOSES, "application_type": APPLICATION_TYPES}
+USED_COLUMNS = [
+    "id",
+    "loan_status",
+    "loan_amnt",
+    "term",
+    "int_rate",
+    "installment",
+    "grade",
+    "sub_grade",
+    "emp_length",
+    "home_ownership",
+    "annual_inc",
+    "verification_status",
+    "issue_d",
+    "purpose",
+    "dti",
+    "earliest_cr_line",
+    "fico_range_low",
+    "fico_range_high",
+    "open_acc",
+    "pub_rec",
+    "revol_util",
+    "total_acc",
+    "mort_acc",
+    "application_type",
+]
+NUMERIC = [
+    "loan_amnt",
+    "term_months",
+    "int_rate",
+    "installment",
+    "sub_grade_rank",
+    "emp_length_years",
+    "log_annual_inc",
+    "dti",
+    "credit_history_years",
+    "fico",
+    "open_acc",
+    "pub_rec",
+    "revol_util",
+    "total_acc",
+    "mort_acc",
+]
+CATEGORICAL = {
+    "grade": GRADES,
+    "home_ownership": HOME_OWNERSHIP,
+    "verification_status": VERIFICATION,
+    "purpose": PURPOSES,
+    "application_type": APPLICATION_TYPES,
+}
 
 
 def generate(out_dir: str | Path, rows: int = 20_000, seed: int = 0) -> Path:
@@ -82,9 +141,10 @@ def generate(out_dir: str | Path, rows: int = 20_000, seed: int = 0) -> Path:
     names, counts = zip(*STATUS_SHARES.items(), strict=True)
     status = rng.choice(np.array(names, dtype=object), n, p=np.array(counts) / sum(counts))
     # Among finished loans, the riskier ones are the charged-off ones (same count as drawn).
-    for paid, charged in (("Fully Paid", "Charged Off"),
-                          ("Does not meet the credit policy. Status:Fully Paid",
-                           "Does not meet the credit policy. Status:Charged Off")):
+    for paid, charged in (
+        ("Fully Paid", "Charged Off"),
+        ("Does not meet the credit policy. Status:Fully Paid", "Does not meet the credit policy. Status:Charged Off"),
+    ):
         finished = np.flatnonzero((status == paid) | (status == charged))
         n_charged = int((status[finished] == charged).sum())
         score = risk[finished] + 0.9 * rng.normal(size=finished.size)
@@ -127,8 +187,9 @@ def generate(out_dir: str | Path, rows: int = 20_000, seed: int = 0) -> Path:
     frame["debt_settlement_flag"] = "N"
 
     footer = pd.DataFrame({col: [np.nan] * FOOTER_ROWS for col in ACCEPTED_COLUMNS}, dtype=object)
-    footer["id"] = [f"Total amount funded in policy code {1 + i % 2}: {int(rng.integers(1e8, 1e10))}"
-                    for i in range(FOOTER_ROWS)]
+    footer["id"] = [
+        f"Total amount funded in policy code {1 + i % 2}: {int(rng.integers(1e8, 1e10))}" for i in range(FOOTER_ROWS)
+    ]
     path = Path(out_dir) / RAW_FILE
     with atomic_path(path) as tmp:
         pd.concat([frame, footer], ignore_index=True).to_csv(tmp, index=False, compression="gzip")
@@ -155,9 +216,23 @@ def read_raw(path: str | Path) -> pd.DataFrame:
     missing = [c for c in USED_COLUMNS if c not in header]
     if missing:
         raise ValueError(f"{path}: the file lacks needed columns: {', '.join(missing)}")
-    dtypes = {c: "string" for c in ["id", "loan_status", "term", "grade", "sub_grade", "emp_length",
-                                     "home_ownership", "verification_status", "issue_d", "purpose",
-                                     "earliest_cr_line", "application_type"]}
+    dtypes = {
+        c: "string"
+        for c in [
+            "id",
+            "loan_status",
+            "term",
+            "grade",
+            "sub_grade",
+            "emp_length",
+            "home_ownership",
+            "verification_status",
+            "issue_d",
+            "purpose",
+            "earliest_cr_line",
+            "application_type",
+        ]
+    }
     return pd.read_csv(path, usecols=USED_COLUMNS, dtype=dtypes, low_memory=False)
 
 
@@ -174,25 +249,29 @@ def clean(raw_path: str | Path) -> tuple[pd.DataFrame, TabularEncoder, dict]:
     earliest = pd.to_datetime(loans["earliest_cr_line"], format="%b-%Y", errors="coerce")
     dti = pd.to_numeric(loans["dti"], errors="coerce")
     sub_grade = loans["sub_grade"].str.strip()
-    derived = pd.DataFrame({
-        "loan_amnt": loans["loan_amnt"],
-        "term_months": pd.to_numeric(loans["term"].str.extract(r"(\d+)", expand=False), errors="coerce"),
-        "int_rate": _percent(loans["int_rate"]),
-        "installment": loans["installment"],
-        "sub_grade_rank": sub_grade.str[0].map({g: i for i, g in enumerate(GRADES)}).astype("float64") * 5
-        + pd.to_numeric(sub_grade.str[1], errors="coerce") - 1,
-        "emp_length_years": _emp_years(loans["emp_length"]),
-        "log_annual_inc": np.log1p(pd.to_numeric(loans["annual_inc"], errors="coerce").clip(lower=0)),
-        "dti": dti.where((dti >= 0) & (dti < 999)),  # -1 and 999 are sentinels, not ratios
-        "credit_history_years": (issue - earliest).dt.days / 365.25,
-        "fico": (loans["fico_range_low"] + loans["fico_range_high"]) / 2,
-        "open_acc": loans["open_acc"],
-        "pub_rec": loans["pub_rec"],
-        "revol_util": _percent(loans["revol_util"]),
-        "total_acc": loans["total_acc"],
-        "mort_acc": loans["mort_acc"],
-        **{col: loans[col].str.strip() for col in CATEGORICAL},
-    }, index=loans.index)
+    derived = pd.DataFrame(
+        {
+            "loan_amnt": loans["loan_amnt"],
+            "term_months": pd.to_numeric(loans["term"].str.extract(r"(\d+)", expand=False), errors="coerce"),
+            "int_rate": _percent(loans["int_rate"]),
+            "installment": loans["installment"],
+            "sub_grade_rank": sub_grade.str[0].map({g: i for i, g in enumerate(GRADES)}).astype("float64") * 5
+            + pd.to_numeric(sub_grade.str[1], errors="coerce")
+            - 1,
+            "emp_length_years": _emp_years(loans["emp_length"]),
+            "log_annual_inc": np.log1p(pd.to_numeric(loans["annual_inc"], errors="coerce").clip(lower=0)),
+            "dti": dti.where((dti >= 0) & (dti < 999)),  # -1 and 999 are sentinels, not ratios
+            "credit_history_years": (issue - earliest).dt.days / 365.25,
+            "fico": (loans["fico_range_low"] + loans["fico_range_high"]) / 2,
+            "open_acc": loans["open_acc"],
+            "pub_rec": loans["pub_rec"],
+            "revol_util": _percent(loans["revol_util"]),
+            "total_acc": loans["total_acc"],
+            "mort_acc": loans["mort_acc"],
+            **{col: loans[col].str.strip() for col in CATEGORICAL},
+        },
+        index=loans.index,
+    )
     encoder = TabularEncoder.fit(derived, NUMERIC, CATEGORICAL)
     features = encoder.transform(derived).reset_index(drop=True)
     features["target"] = target.to_numpy()

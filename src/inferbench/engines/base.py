@@ -25,8 +25,7 @@ class Engine(ABC):
     #: what one timed call covers (recorded with every measurement)
     timing: ClassVar[str] = "device"
     timing_description: ClassVar[str] = (
-        "one run() call and its synchronisation, inputs already staged where the engine computes "
-        "and outputs left there"
+        "one run() call and its synchronisation, inputs already staged where the engine computes and outputs left there"
     )
 
     def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
@@ -50,7 +49,7 @@ class Engine(ABC):
     def run(self, staged: Any) -> Any:
         """Compute once on staged inputs. May return before the device has finished."""
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027  (a no-op is right for engines that compute synchronously)
         """Block until all work issued by ``run`` has finished."""
 
     @abstractmethod

@@ -52,5 +52,9 @@ class OrtCpu(Engine):
         return np.asarray(output[0], dtype=np.float32)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "onnxruntime": self.version, "providers": self.session.get_providers(),
-                "intra_op_threads": self.threads}
+        return {
+            **super().describe(),
+            "onnxruntime": self.version,
+            "providers": self.session.get_providers(),
+            "intra_op_threads": self.threads,
+        }

@@ -28,15 +28,24 @@ class EngineInfo:
 
 ENGINES: dict[str, EngineInfo] = {
     "noop": EngineInfo(
-        "inferbench.engines.noop:NoopEngine", ("cpu", "cuda"), ("fp32", "fp16", "bf16"), "none",
+        "inferbench.engines.noop:NoopEngine",
+        ("cpu", "cuda"),
+        ("fp32", "fp16", "bf16"),
+        "none",
         "returns a constant: measures the harness's own overhead",
     ),
     "torch_eager": EngineInfo(
-        "inferbench.engines.torch_eager:TorchEager", ("cpu", "cuda"), ("fp32", "fp16", "bf16"), "checkpoint",
+        "inferbench.engines.torch_eager:TorchEager",
+        ("cpu", "cuda"),
+        ("fp32", "fp16", "bf16"),
+        "checkpoint",
         "PyTorch eager; fp16/bf16 through autocast",
     ),
     "ort_cpu": EngineInfo(
-        "inferbench.engines.ort:OrtCpu", ("cpu",), ("fp32",), "onnx",
+        "inferbench.engines.ort:OrtCpu",
+        ("cpu",),
+        ("fp32",),
+        "onnx",
         "ONNX Runtime, CPU execution provider, on the simplified ONNX export",
     ),
 }

@@ -48,9 +48,13 @@ class TorchEager(Engine):
         return staged
 
     def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
-        with torch.inference_mode(), torch.autocast(
-            device_type=self.device, dtype=self.autocast_dtype or torch.float32,
-            enabled=self.autocast_dtype is not None,
+        with (
+            torch.inference_mode(),
+            torch.autocast(
+                device_type=self.device,
+                dtype=self.autocast_dtype or torch.float32,
+                enabled=self.autocast_dtype is not None,
+            ),
         ):
             return self.module(**staged)
 
@@ -63,7 +67,9 @@ class TorchEager(Engine):
 
     def describe(self) -> dict[str, Any]:
         return {
-            **super().describe(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            **super().describe(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
             "autocast": str(self.autocast_dtype) if self.autocast_dtype else None,
             "channels_last": self.channels_last,
         }

@@ -21,8 +21,7 @@ def latency_stats(samples_s: np.ndarray, batch_size: int) -> dict[str, Any]:
         raise ValueError("latency samples must be a non-empty array of finite, non-negative seconds")
     ms = samples * 1e3
     latency: dict[str, float | None] = {
-        name: float(np.percentile(ms, q)) if ms.size >= MIN_SAMPLES[name] else None
-        for name, q in PERCENTILES.items()
+        name: float(np.percentile(ms, q)) if ms.size >= MIN_SAMPLES[name] else None for name, q in PERCENTILES.items()
     }
     latency |= {
         "mean": float(ms.mean()),

@@ -47,14 +47,26 @@ def export_onnx(
     dynamic_shapes = {
         i.name: {axis: dims[d] for axis, d in enumerate(i.shape) if isinstance(d, str)} for i in spec.inputs
     }
-    report: dict[str, Any] = {"model": spec.name, "arch": spec.arch, "torch": torch.__version__,
-                              "onnx": onnx.__version__, "example_batch": example_batch}
+    report: dict[str, Any] = {
+        "model": spec.name,
+        "arch": spec.arch,
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+        "example_batch": example_batch,
+    }
     with atomic_path(out_path) as tmp:
         start = time.perf_counter()
         torch.onnx.export(
-            spec.module, (), kwargs=example, f=str(tmp), dynamo=True, dynamic_shapes=dynamic_shapes,
-            input_names=[i.name for i in spec.inputs], output_names=[spec.output_name],
-            external_data=False, verbose=False,
+            spec.module,
+            (),
+            kwargs=example,
+            f=str(tmp),
+            dynamo=True,
+            dynamic_shapes=dynamic_shapes,
+            input_names=[i.name for i in spec.inputs],
+            output_names=[spec.output_name],
+            external_data=False,
+            verbose=False,
         )
         report["export_s"] = time.perf_counter() - start
         model = onnx.load(str(tmp))
@@ -77,9 +89,16 @@ def export_onnx(
         session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
         actual = session.run(None, check)[0]
         error = relative_l2(actual, reference) if actual.shape == reference.shape else float("inf")
-        report.update({"check_batch": check_batch, "check_shape": list(actual.shape), "rel_l2": error,
-                       "max_abs": float(np.max(np.abs(actual - reference))) if np.isfinite(error) else None,
-                       "max_rel_l2": max_rel_l2, "onnxruntime": ort.__version__})
+        report.update(
+            {
+                "check_batch": check_batch,
+                "check_shape": list(actual.shape),
+                "rel_l2": error,
+                "max_abs": float(np.max(np.abs(actual - reference))) if np.isfinite(error) else None,
+                "max_rel_l2": max_rel_l2,
+                "onnxruntime": ort.__version__,
+            }
+        )
         if not error <= max_rel_l2:
             raise ExportParityError(
                 f"{spec.name}: ONNX output differs from PyTorch at batch {check_batch}: relative L2 error "

@@ -95,8 +95,13 @@ def make_inputs(inputs: tuple[InputSpec, ...], batch: int, seq: int, seed: int) 
 
 
 def save_checkpoint(spec: ModelSpec, path: str | Path, seed: int, meta: dict[str, Any] | None = None) -> None:
-    payload = {"name": spec.name, "arch": spec.arch, "seed": seed, "meta": meta or {},
-               "state_dict": spec.module.state_dict()}
+    payload = {
+        "name": spec.name,
+        "arch": spec.arch,
+        "seed": seed,
+        "meta": meta or {},
+        "state_dict": spec.module.state_dict(),
+    }
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
 

@@ -37,7 +37,7 @@ def train_mlp(
     features = table.drop(columns=["target"]).to_numpy(np.float32)
     labels = table["target"].to_numpy(np.int64)
     order = np.random.default_rng(seed).permutation(len(table))
-    n_test = max(1, int(round(test_fraction * len(table))))
+    n_test = max(1, round(test_fraction * len(table)))
     test_idx, train_idx = order[:n_test], order[n_test:]
 
     arch = {"in_features": features.shape[1]} | ({"hidden": hidden} if hidden else {})

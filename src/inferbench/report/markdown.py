@@ -16,10 +16,20 @@ from inferbench.fsutil import atomic_path, read_json
 from inferbench.workloads import WORKLOADS
 
 TABLE_COLUMNS = [
-    ("engine", "engine"), ("precision", "precision"), ("device", "device"), ("batch_size", "batch"),
-    ("seq_len", "seq"), ("threads", "threads"), ("status", "status"), ("latency_p50_ms", "p50 ms"),
-    ("latency_p90_ms", "p90 ms"), ("latency_p99_ms", "p99 ms"), ("latency_mean_ms", "mean ms"),
-    ("latency_per_item_p50_ms", "p50 ms/item"), ("throughput_per_s", "items/s"), ("n_iters", "n"),
+    ("engine", "engine"),
+    ("precision", "precision"),
+    ("device", "device"),
+    ("batch_size", "batch"),
+    ("seq_len", "seq"),
+    ("threads", "threads"),
+    ("status", "status"),
+    ("latency_p50_ms", "p50 ms"),
+    ("latency_p90_ms", "p90 ms"),
+    ("latency_p99_ms", "p99 ms"),
+    ("latency_mean_ms", "mean ms"),
+    ("latency_per_item_p50_ms", "p50 ms/item"),
+    ("throughput_per_s", "items/s"),
+    ("n_iters", "n"),
 ]
 
 
@@ -27,16 +37,19 @@ def _fmt(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, float):
-        if value == 0:
-            return "0"
-        digits = max(0, 3 - int(math.floor(math.log10(abs(value)))) - 1)
-        return f"{value:,.{min(digits, 6)}f}"
+        if value == 0 or abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) < 0.001:
+            return f"{value:.3g}"
+        digits = max(0, 2 - math.floor(math.log10(abs(value))))  # three significant digits
+        return f"{value:.{digits}f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
     return str(value)
 
 
 def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
-    lines = ["| " + " | ".join(title for _, title in columns) + " |",
-             "|" + "|".join("---" for _ in columns) + "|"]
+    lines = ["| " + " | ".join(title for _, title in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in frame.itertuples(index=False):
         values = row._asdict()
         lines.append("| " + " | ".join(_fmt(values.get(col)) for col, _ in columns) + " |")
@@ -63,7 +76,8 @@ def build_report(
         "# inferbench report",
         "",
         f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from {len(summary)} cells: "
-        + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ".",
+        + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        + ".",
         "",
         "## What was measured",
         "",
@@ -72,7 +86,8 @@ def build_report(
         "(machine-wide lock). After a warm-up, calls are timed one at a time until both the minimum time "
         "and the minimum number of calls are reached; every call is synchronised before the clock is read "
         "(CUDA events on GPU). Timing boundary of every ok cell here: "
-        + ", ".join(f"`{t}`" for t in sorted(measured["timing"].dropna().unique())) + " (inputs staged "
+        + ", ".join(f"`{t}`" for t in sorted(measured["timing"].dropna().unique()))
+        + " (inputs staged "
         "where the engine computes before timing, outputs left there). Percentiles from fewer samples "
         "than they need (p90: 10, p95: 20, p99: 100) are shown as –. `n` is the number of timed calls.",
         "",
@@ -86,26 +101,44 @@ def build_report(
         "",
     ]
     if dataset_stats:
-        out += ["## Datasets", "", "| dataset | source | raw rows | rows after cleaning | positive rate | features |",
-                "|---|---|---|---|---|---|"]
+        out += [
+            "## Datasets",
+            "",
+            "| dataset | source | raw rows | rows after cleaning | positive rate | features |",
+            "|---|---|---|---|---|---|",
+        ]
         for s in dataset_stats:
-            out.append(f"| {s['dataset']} | {s.get('source', '–')} | {s['rows_raw']:,} | {s['rows_clean']:,} | "
-                       f"{_fmt(s['positive_rate'])} | {s['n_features']} |")
+            out.append(
+                f"| {s['dataset']} | {s.get('source', '–')} | {s['rows_raw']:,} | {s['rows_clean']:,} | "
+                f"{_fmt(s['positive_rate'])} | {s['n_features']} |"
+            )
         out.append("")
     if model_meta:
-        out += ["## Models", "", "| model | parameters | held-out AUC | held-out accuracy | test rows |",
-                "|---|---|---|---|---|"]
+        out += [
+            "## Models",
+            "",
+            "| model | parameters | held-out AUC | held-out accuracy | test rows |",
+            "|---|---|---|---|---|",
+        ]
         for m in model_meta:
             t = m.get("training") or {}
-            out.append(f"| {m['name']} | {m['n_params']:,} | {_fmt(t.get('test_auc'))} | "
-                       f"{_fmt(t.get('test_accuracy'))} | {_fmt(t.get('n_test'))} |")
+            out.append(
+                f"| {m['name']} | {m['n_params']:,} | {_fmt(t.get('test_auc'))} | "
+                f"{_fmt(t.get('test_accuracy'))} | {_fmt(t.get('n_test'))} |"
+            )
         out += ["", "Models other than the MLPs have random weights: latency does not depend on the values.", ""]
 
     plot_paths = [Path(p) for p in plots]
     for workload in [w for w in WORKLOADS if w in set(summary["workload"])]:
         cells = summary[summary["workload"] == workload]
-        out += [f"## {workload}", "", WORKLOADS[workload].description + ".", "",
-                markdown_table(cells, TABLE_COLUMNS), ""]
+        out += [
+            f"## {workload}",
+            "",
+            WORKLOADS[workload].description + ".",
+            "",
+            markdown_table(cells, TABLE_COLUMNS),
+            "",
+        ]
         for path in plot_paths:
             if path.parent.name == workload:
                 rel = os.path.relpath(path, report_dir)
@@ -119,7 +152,10 @@ def build_report(
         for status, group in not_ok.groupby("status"):
             out += [f"### {status}", "", "| cell | reason |", "|---|---|"]
             for row in group.itertuples(index=False):
-                cell = f"{row.workload} {row.engine} {row.precision} {row.device} b{row.batch_size} s{row.seq_len} t{row.threads}"
+                cell = (
+                    f"{row.workload} {row.engine} {row.precision} {row.device} "
+                    f"b{row.batch_size} s{row.seq_len} t{row.threads}"
+                )
                 out.append(f"| {cell} | {str(row.reason).replace('|', '/').splitlines()[0][:300]} |")
             out.append("")
     return "\n".join(out)
@@ -133,7 +169,8 @@ def write_report(
     dataset_stats: Sequence[Path] = (),
 ) -> None:
     summary = pd.read_csv(summary_csv)
-    text = build_report(summary, plots, [read_json(p) for p in model_meta], [read_json(p) for p in dataset_stats],
-                        Path(out).parent)
+    text = build_report(
+        summary, plots, [read_json(p) for p in model_meta], [read_json(p) for p in dataset_stats], Path(out).parent
+    )
     with atomic_path(out) as tmp:
         tmp.write_text(text + "\n")

@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from inferbench.fsutil import atomic_path
 from inferbench.workloads import WORKLOADS
@@ -37,8 +38,11 @@ def _series(frame: pd.DataFrame) -> list[tuple[str, dict, pd.DataFrame]]:
         ["engine", "precision", "device", "threads"], sort=True
     ):
         label = f"{engine} {precision} {device}" + (f" {threads}t" if threads else "")
-        style = {"color": _PALETTE[engines.index(engine) % len(_PALETTE)], "linestyle": _STYLES.get(device, ":"),
-                 "marker": _MARKERS.get(precision, "x")}
+        style = {
+            "color": _PALETTE[engines.index(engine) % len(_PALETTE)],
+            "linestyle": _STYLES.get(device, ":"),
+            "marker": _MARKERS.get(precision, "x"),
+        }
         out.append((label, style, group))
     return out
 
@@ -47,6 +51,21 @@ def _save(fig: plt.Figure, path: Path) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+
+
+def _log_axes(ax: plt.Axes, xs: list[float]) -> None:
+    """Log-log axes labelled with plain numbers: the measured x values, and y values in a readable form."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    if xs:
+        ax.set_xticks(sorted(set(xs)))
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(plain)
+    low, high = ax.get_ylim()
+    # within one decade matplotlib has no major tick: label the minor ones instead
+    ax.yaxis.set_minor_formatter(plain if high / low < 10 else NullFormatter())
 
 
 def _empty(ax: plt.Axes, text: str) -> None:
@@ -73,18 +92,25 @@ def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kin
             for label, style, group in _series(sub):
                 group = group.sort_values("seq_len")
                 ax.plot(group["seq_len"], group["latency_p50_ms"], label=label, **style)
-            ax.set(xscale="log", yscale="log", xlabel="sequence length (tokens)", ylabel="p50 latency (ms)",
-                   title=f"{workload}: latency vs sequence length"
-                   + (f" (batch {int(sub['batch_size'].max())})" if not sub.empty else ""))
+            _log_axes(ax, list(sub["seq_len"]))
+            ax.set(
+                xlabel="sequence length (tokens)",
+                ylabel="p50 latency (ms)",
+                title=f"{workload}: latency vs sequence length"
+                + (f" (batch {int(sub['batch_size'].max())})" if not sub.empty else ""),
+            )
         else:
-            column, ylabel = (("latency_per_item_p50_ms", "p50 latency per item (ms)")
-                              if name == "latency_per_item.png" else ("throughput_per_s", "throughput (items/s)"))
+            column, ylabel = (
+                ("latency_per_item_p50_ms", "p50 latency per item (ms)")
+                if name == "latency_per_item.png"
+                else ("throughput_per_s", "throughput (items/s)")
+            )
             for label, style, group in _series(batch_frame):
                 group = group.sort_values("batch_size")
                 ax.plot(group["batch_size"], group[column], label=label, **style)
             title = "latency per item" if name == "latency_per_item.png" else "throughput"
-            ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel=ylabel,
-                   title=f"{workload}: {title} vs batch size{seq_note}")
+            _log_axes(ax, list(batch_frame["batch_size"]))
+            ax.set(xlabel="batch size", ylabel=ylabel, title=f"{workload}: {title} vs batch size{seq_note}")
         if ax.lines:
             ax.legend(fontsize=8)
             ax.grid(True, which="both", alpha=0.3)

@@ -1,0 +1,124 @@
+"""Config validation messages and the cell grid."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from inferbench.config import ConfigError, validate_config
+from inferbench.grid import config_cells, resolve_devices
+from tests.conftest import REPO
+
+DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def config(**studies):
+    cfg = copy.deepcopy(DEFAULT)
+    if studies:
+        cfg["studies"] = studies
+        cfg["run"] = list(studies)
+    return cfg
+
+
+def test_default_config_is_valid_and_gets_defaults():
+    cfg = {
+        "run": ["s"],
+        "studies": {"s": {"workloads": ["resnet50"], "engines": ["e"], "batch_sizes": [1]}},
+        "engines": {"e": {"engine": "torch_eager"}},
+    }
+    validate_config(cfg)
+    study = cfg["studies"]["s"]
+    assert study["precisions"] == ["fp32"] and study["devices"] == ["auto"] and study["threads"] == [2]
+    assert cfg["measure"]["min_iters"] == 5 and cfg["export"]["example_batch"] == 2
+    validate_config(config())
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda c: c["studies"]["vision"].update(batch_sizes=[1, 0]),
+            r"studies\.vision\.batch_sizes\[1\]: 0 is too small; it must be >= 1",
+        ),
+        (
+            lambda c: c["studies"]["text"].update(engines=["torch_eager", "tensorrt_magic"]),
+            r"studies\.text\.engines\[1\]: unknown engine 'tensorrt_magic'; defined engine variants .*ort_cpu",
+        ),
+        (
+            lambda c: c["studies"]["vision"].update(workloads=["resnet50", "resnet18"]),
+            r"studies\.vision\.workloads\[1\]: 'resnet18' is not allowed; allowed values: mlp_lendingclub, "
+            r"mlp_heart, resnet50, vit_b16, bert_base, distilbert",
+        ),
+        (
+            lambda c: c["studies"]["tabular"].update(threads=[-2]),
+            r"studies\.tabular\.threads\[0\]: -2 is too small; it must be >= 1",
+        ),
+        (
+            lambda c: c["studies"]["text"].update(precisions=["int4"]),
+            r"studies\.text\.precisions\[0\]: 'int4' is not allowed; allowed values: fp32, fp16, bf16",
+        ),
+        (
+            lambda c: c["engines"].update(trt={"engine": "tensorrt9"}),
+            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: noop, torch_eager, ort_cpu",
+        ),
+        (lambda c: c.update(run=["tabular", "nope"]), r"run\[1\]: unknown study 'nope'"),
+        (lambda c: c["measure"].update(min_iters="ten"), r"measure\.min_iters: 'ten' has the wrong type"),
+    ],
+)
+def test_invalid_config_names_key_and_allowed_values(mutate, message):
+    cfg = config()
+    mutate(cfg)
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg)
+
+
+def _study(**over):
+    base = {
+        "workloads": ["resnet50", "bert_base", "mlp_heart"],
+        "engines": ["torch_eager", "ort_cpu"],
+        "precisions": ["fp32", "fp16"],
+        "devices": ["cpu", "cuda"],
+        "batch_sizes": [1, 8],
+        "seq_lens": [64, 128],
+        "threads": [1, 4],
+    }
+    return base | over
+
+
+def test_grid_excludes_combinations_that_never_make_sense():
+    cfg = config(s=_study())
+    validate_config(cfg)
+    cells = config_cells(cfg, has_cuda=False)
+    assert not [c for c in cells if c.engine == "ort_cpu" and (c.device == "cuda" or c.precision != "fp32")]
+    assert {c.seq_len for c in cells if c.workload != "bert_base"} == {0}
+    assert {c.seq_len for c in cells if c.workload == "bert_base"} == {64, 128}
+    assert {c.threads for c in cells if c.device == "cuda"} == {0}
+    # torch_eager: 2 precisions x (cpu 2 threads + cuda 1) x 2 batches x (1 + 1 + 2 seq) workload-seq pairs
+    torch_cells = [c for c in cells if c.engine == "torch_eager"]
+    assert len(torch_cells) == 2 * 3 * 2 * 4
+    ort_cells = [c for c in cells if c.engine == "ort_cpu"]
+    assert len(ort_cells) == 1 * 2 * 2 * 4
+    assert len(cells) == len(set(cells))
+
+
+def test_cell_in_two_studies_is_one_cell():
+    a = _study(
+        workloads=["resnet50"],
+        engines=["torch_eager"],
+        precisions=["fp32"],
+        devices=["cpu"],
+        batch_sizes=[1, 8],
+        threads=[2],
+    )
+    b = a | {"batch_sizes": [8, 16]}
+    cfg = config(a=a, b=b)
+    validate_config(cfg)
+    assert [c.batch_size for c in config_cells(cfg, has_cuda=False)] == [1, 8, 16]
+
+
+def test_auto_device_resolution():
+    assert resolve_devices(["auto"], has_cuda=False) == ["cpu"]
+    assert resolve_devices(["auto", "cpu"], has_cuda=True) == ["cuda", "cpu"]
+    assert resolve_devices(["cpu", "auto"], has_cuda=False) == ["cpu"]

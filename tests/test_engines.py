@@ -1,0 +1,139 @@
+"""Engines and the cell runner on CPU: agreement, availability, and records for every outcome."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+import torch
+
+from inferbench.cell_runner import MeasureSettings, run_cell, samples_path
+from inferbench.cells import CellKey, CellRecord
+from inferbench.engines.registry import ENGINES, code_version, engine_info, load_engine_class
+from inferbench.lock import MachineLock
+from inferbench.models import create_model, make_inputs
+from inferbench.models.export import export_onnx, relative_l2
+from inferbench.models.registry import save_checkpoint
+
+FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
+NO_CUDA = not torch.cuda.is_available()
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    """A shrunk BERT: checkpoint, model description and ONNX export."""
+    root = tmp_path_factory.mktemp("bert")
+    arch = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+    spec = create_model("bert_base", **arch)
+    save_checkpoint(spec, root / "m.pt", seed=0)
+    (root / "m.json").write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
+    export_onnx(spec, root / "m.onnx")
+    return {"spec": spec, "checkpoint": root / "m.pt", "meta": root / "m.json", "onnx": root / "m.onnx"}
+
+
+def _engine(impl, artifact, spec, threads=1, **options):
+    engine = load_engine_class(impl)("cpu", "fp32", threads, {"engine": impl, **options})
+    engine.prepare(artifact, spec.inputs)
+    return engine
+
+
+def test_torch_and_ort_compute_the_same_function(artifacts):
+    spec = artifacts["spec"]
+    feed = make_inputs(spec.inputs, 3, 12, 0)
+    torch_engine = _engine("torch_eager", artifacts["checkpoint"], spec)
+    ort_engine = _engine("ort_cpu", artifacts["onnx"], spec)
+    outputs = {}
+    for engine in (torch_engine, ort_engine):
+        out = engine.run(engine.stage(feed))
+        engine.synchronize()
+        outputs[engine.impl] = engine.to_numpy(out)
+    assert outputs["torch_eager"].shape == (3, 12, 32)
+    assert relative_l2(outputs["ort_cpu"], outputs["torch_eager"]) < 1e-5
+    assert ort_engine.describe()["providers"][0] == "CPUExecutionProvider"
+    assert torch_engine.describe()["threads"] == 1
+
+
+def test_bf16_autocast_changes_precision_on_cpu(artifacts):
+    spec = artifacts["spec"]
+    engine = load_engine_class("torch_eager")("cpu", "bf16", 1, {"engine": "torch_eager"})
+    engine.prepare(artifacts["checkpoint"], spec.inputs)
+    feed = make_inputs(spec.inputs, 2, 8, 0)
+    low = engine.to_numpy(engine.run(engine.stage(feed)))
+    ref = _engine("torch_eager", artifacts["checkpoint"], spec)
+    full = ref.to_numpy(ref.run(ref.stage(feed)))
+    assert 0 < relative_l2(low, full) < 0.1  # close, but really computed in lower precision
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="checks the no-GPU path")
+def test_cuda_is_unavailable_with_reason_here():
+    for impl in ("torch_eager", "noop"):
+        reason = load_engine_class(impl).unavailable_reason("cuda", "fp32")
+        assert reason and "no CUDA device" in reason
+    assert load_engine_class("ort_cpu").unavailable_reason("cpu", "fp32") is None
+
+
+def test_registry_capabilities_and_code_version():
+    assert engine_info("ort_cpu").devices == ("cpu",) and engine_info("ort_cpu").artifact == "onnx"
+    assert engine_info("torch_eager").artifact == "checkpoint"
+    versions = {impl: code_version(impl) for impl in ENGINES}
+    assert len(set(versions.values())) == len(ENGINES)  # each engine's cells follow its own code
+    with pytest.raises(KeyError, match="unknown engine implementation"):
+        engine_info("tensorrt9")
+
+
+def _run(key, variant, artifacts, artifact, tmp_path, settings=FAST):
+    out = tmp_path / key.relpath
+    lock = MachineLock()
+    lock.shared()
+    try:
+        record = run_cell(key, variant, artifacts["meta"], artifact, settings, out, lock)
+    finally:
+        lock.close()
+    assert CellRecord.load(out) == record  # exactly what was returned was written
+    return record, np.load(samples_path(out))
+
+
+@pytest.mark.parametrize(("impl", "artifact"), [("torch_eager", "checkpoint"), ("ort_cpu", "onnx"), ("noop", None)])
+def test_run_cell_ok_record(impl, artifact, artifacts, tmp_path):
+    key = CellKey("bert_base", impl, "fp32", "cpu", 2, 16, 1)
+    record, samples = _run(key, {"engine": impl}, artifacts, artifacts.get(artifact), tmp_path)
+    assert record.status == "ok", record.reason
+    assert record.n_iters == len(samples) >= 3 and record.warmup_iters >= 1
+    assert record.latency_ms["p50"] == pytest.approx(np.median(samples) * 1e3)
+    assert record.latency_ms["p99"] is None  # too few samples for a p99
+    assert record.throughput_per_s == pytest.approx(2 * len(samples) / samples.sum())
+    assert record.timing == "device" and record.timing_description
+    assert record.cold_start_s["prepare"] >= 0 and record.cold_start_s["first_call"] > 0
+    assert record.memory_mb["host_peak_rss"] > 10
+    assert record.environment["cpu_count"] >= 1 and "torch" in record.environment["libraries"]
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="checks the no-GPU path")
+def test_run_cell_records_unavailable_cuda(artifacts, tmp_path):
+    key = CellKey("bert_base", "torch_eager", "fp32", "cuda", 2, 16, 0)
+    record, samples = _run(key, {"engine": "torch_eager"}, artifacts, artifacts["checkpoint"], tmp_path)
+    assert record.status == "unavailable" and "no CUDA device" in record.reason
+    assert record.latency_ms is None and samples.size == 0
+
+
+def test_run_cell_records_failure_and_goes_on(artifacts, tmp_path):
+    key = CellKey("bert_base", "ort_cpu", "fp32", "cpu", 2, 16, 1)
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not an onnx file")
+    record, _ = _run(key, {"engine": "ort_cpu"}, artifacts, broken, tmp_path)
+    assert record.status == "failed" and record.latency_ms is None
+    assert "broken.onnx" in record.reason or "protobuf" in record.reason.lower()
+
+
+def test_run_cell_records_oom(artifacts, tmp_path, monkeypatch):
+    from inferbench.engines.torch_eager import TorchEager
+
+    def oom(self, staged):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(TorchEager, "run", oom)
+    key = CellKey("bert_base", "torch_eager", "fp32", "cpu", 4096, 16, 1)
+    record, _ = _run(key, {"engine": "torch_eager"}, artifacts, artifacts["checkpoint"], tmp_path)
+    assert record.status == "oom" and "Tried to allocate" in record.reason

@@ -1,0 +1,47 @@
+"""Lint and packaging checks that must hold on every commit."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+from tests.conftest import REPO
+
+
+def _declared() -> dict[str, Requirement]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    reqs = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    return {Requirement(r).name.lower(): Requirement(r) for r in reqs}
+
+
+@pytest.mark.parametrize("env", sorted(p.name for p in (REPO / "envs").glob("*.yaml")))
+def test_conda_envs_pin_versions_that_pyproject_allows(env):
+    declared = _declared()
+    spec = yaml.safe_load((REPO / "envs" / env).read_text())
+    pins = [d for item in spec["dependencies"] if isinstance(item, dict) for d in item["pip"]]
+    assert pins
+    for pin in pins:
+        req = Requirement(pin)
+        version = str(next(iter(req.specifier)).version)
+        assert req.name.lower() in declared, f"{env}: {req.name} is not a dependency in pyproject.toml"
+        assert declared[req.name.lower()].specifier.contains(version), f"{env}: {pin} outside pyproject's range"
+
+
+def test_snakemake_lint_is_clean():
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Lints for" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None and not shutil.which(sys.executable), reason="ruff missing")
+def test_ruff_is_clean():
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,67 @@
+"""The cell record schema, paths and atomic writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferbench.cells import SCHEMA_VERSION, CellKey, CellRecord
+from inferbench.fsutil import write_atomic, write_json
+
+KEY = CellKey("bert_base", "ort_cpu", "fp32", "cpu", 8, 128, 2)
+
+
+def test_path_names_every_dimension_and_round_trips():
+    assert KEY.relpath == "bert_base/ort_cpu-fp32/cpu/b8-s128-t2.json"
+    assert CellKey.from_path(f"results/cells/{KEY.relpath}") == KEY
+    with pytest.raises(ValueError):
+        CellKey.from_path("results/cells/bert_base/ort_cpu/cpu/b8.json")
+
+
+def test_record_round_trip(tmp_path):
+    record = CellRecord(
+        KEY,
+        "ok",
+        "ort_cpu",
+        timing="device",
+        latency_ms={"p50": 1.5, "p99": None},
+        throughput_per_s=5333.3,
+        n_iters=40,
+        memory_mb={"host_peak_rss": 900.0},
+        cold_start_s={"prepare": 1.2, "first_call": 0.1},
+    )
+    record.save(tmp_path / "r.json")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["cell"]["cell_id"] == "bert_base/ort_cpu-fp32/cpu/b8-s128-t2"
+    assert CellRecord.load(tmp_path / "r.json") == record
+    row = record.flatten()
+    assert row["latency_p50_ms"] == 1.5 and row["latency_p99_ms"] is None
+    assert row["latency_per_item_p50_ms"] == pytest.approx(1.5 / 8)
+    assert row["prepare_s"] == 1.2 and row["batch_size"] == 8 and row["status"] == "ok"
+
+
+def test_record_validation():
+    with pytest.raises(ValueError, match="status must be one of"):
+        CellRecord(KEY, "great", "ort_cpu")
+    with pytest.raises(ValueError, match="needs a reason"):
+        CellRecord(KEY, "unavailable", "ort_cpu")
+    data = CellRecord(KEY, "failed", "ort_cpu", reason="boom").to_dict()
+    data["schema_version"] = 0
+    with pytest.raises(ValueError, match="schema_version"):
+        CellRecord.from_dict(data)
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path):
+    path = tmp_path / "out.json"
+    write_json(path, {"v": 1})
+
+    def broken(tmp):
+        tmp.write_text('{"v": 2, "half')
+        raise RuntimeError("killed mid-write")
+
+    with pytest.raises(RuntimeError):
+        write_atomic(path, broken)
+    assert json.loads(path.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary left behind

@@ -1,0 +1,67 @@
+"""Statistics and the timing loop on inputs with known answers."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from inferbench.measure.stats import latency_stats
+from inferbench.measure.timing import HostTimer, measure
+
+
+def test_percentiles_on_known_samples():
+    samples = np.arange(1, 101) * 1e-3  # 1 ms .. 100 ms
+    stats = latency_stats(samples, batch_size=4)
+    lat = stats["latency_ms"]
+    assert lat["p50"] == pytest.approx(50.5)
+    assert lat["p90"] == pytest.approx(90.1)
+    assert lat["p95"] == pytest.approx(95.05)
+    assert lat["p99"] == pytest.approx(99.01)
+    assert lat["mean"] == pytest.approx(50.5)
+    assert lat["std"] == pytest.approx(np.std(np.arange(1, 101), ddof=1))
+    assert (lat["min"], lat["max"]) == (pytest.approx(1.0), pytest.approx(100.0))
+    assert stats["n_iters"] == 100
+    assert stats["throughput_per_s"] == pytest.approx(4 * 100 / 5.050)
+
+
+def test_tail_percentiles_need_enough_samples():
+    lat = latency_stats(np.full(19, 0.002), batch_size=1)["latency_ms"]
+    assert lat["p50"] == pytest.approx(2.0) and lat["p90"] == pytest.approx(2.0)
+    assert lat["p95"] is None and lat["p99"] is None
+    assert latency_stats(np.full(5, 0.002), 1)["latency_ms"]["p90"] is None
+    assert latency_stats(np.full(99, 0.002), 1)["latency_ms"]["p99"] is None
+    assert latency_stats(np.full(100, 0.002), 1)["latency_ms"]["p99"] == pytest.approx(2.0)
+
+
+def test_single_sample_and_bad_samples():
+    stats = latency_stats(np.array([0.010]), batch_size=8)
+    assert stats["latency_ms"]["std"] == 0.0 and stats["throughput_per_s"] == pytest.approx(800)
+    for bad in (np.array([]), np.array([0.1, np.nan]), np.array([-0.1])):
+        with pytest.raises(ValueError):
+            latency_stats(bad, 1)
+
+
+def test_measure_stops_at_min_iters_when_time_is_reached():
+    calls = []
+    result = measure(lambda: calls.append(1), HostTimer(lambda: None), warmup_s=0.0, min_time_s=0.0, min_iters=7)
+    assert result.warmup_iters == 1  # at least one warm-up call
+    assert len(result.samples_s) == 7 and len(calls) == 8
+
+
+def test_measure_runs_until_min_time_and_times_the_call():
+    sleep_s = 0.004
+    result = measure(lambda: time.sleep(sleep_s), HostTimer(lambda: None), warmup_s=0.01, min_time_s=0.06, min_iters=2)
+    assert result.measured_s >= 0.06
+    assert len(result.samples_s) >= 2
+    assert result.samples_s.min() >= sleep_s  # a sleep can overshoot, never undershoot
+    assert result.warmup_iters >= 2
+
+
+def test_host_timer_includes_synchronisation():
+    """Work that completes only at synchronize() (like a GPU queue) is inside the timed interval."""
+    pending = []
+    timer = HostTimer(lambda: [time.sleep(0.003) for _ in pending.clear() or [0]])
+    result = measure(lambda: pending.append(1), timer, warmup_s=0.0, min_time_s=0.0, min_iters=3)
+    assert result.samples_s.min() >= 0.003

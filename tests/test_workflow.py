@@ -1,0 +1,194 @@
+"""The workflow through Snakemake's API: a tiny real run, then dry-runs that count jobs per rule."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import (
+    ConfigSettings,
+    DAGSettings,
+    ExecutionSettings,
+    OutputSettings,
+    Quietness,
+    ResourceSettings,
+)
+
+from inferbench.cells import CellRecord
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+TINY = {
+    "run": ["tiny"],
+    "studies": {
+        "tiny": {
+            "workloads": ["mlp_heart", "distilbert"],
+            "engines": ["noop", "torch_eager", "ort_cpu"],
+            "precisions": ["fp32"],
+            "devices": ["cpu", "cuda"],
+            "batch_sizes": [1, 2],
+            "seq_lens": [8, 16],
+            "threads": [1],
+        }
+    },
+    "engines": {"noop": {"engine": "noop"}, "torch_eager": {"engine": "torch_eager"}, "ort_cpu": {"engine": "ort_cpu"}},
+    "datasets": {"heart": {"source": "synthetic", "seed": 0}},
+    "models": {
+        "mlp_heart": {"arch": {"hidden": [8]}, "train": {"epochs": 3, "batch_size": 32}},
+        "distilbert": {"arch": {"n_layers": 1, "dim": 32, "n_heads": 2, "hidden_dim": 64}},
+    },
+    "measure": {"warmup_s": 0.0, "min_time_s": 0.01, "min_iters": 3},
+}
+CPU_CELLS = 2 * 3 + 2 * 2 * 3  # mlp_heart: 2 batches x 3 engines; distilbert: x 2 seq lens
+CUDA_CELLS = 2 * 2 + 2 * 2 * 2  # noop and torch_eager only: ort_cpu never runs on cuda
+
+
+def snakemake(workdir: Path, config: dict, dryrun: bool) -> Counter:
+    """Run (or dry-run) the workflow in ``workdir`` with ``config`` as its config file; jobs per rule."""
+    (workdir / "config").mkdir(parents=True, exist_ok=True)
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+        workflow_api = api.workflow(
+            resource_settings=ResourceSettings(cores=2),
+            config_settings=ConfigSettings(configfiles=[workdir / "config" / "config.yaml"]),
+            snakefile=REPO / "Snakefile",
+            workdir=workdir,
+        )
+        dag_api = workflow_api.dag(DAGSettings())
+        dag_api.execute_workflow(
+            executor="dryrun" if dryrun else "local", execution_settings=ExecutionSettings(keep_going=False)
+        )
+        _, stats = workflow_api._workflow.dag.stats()
+    stats.pop("total")
+    return Counter({job: n for job, n in stats.items()})
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("wf")
+    jobs = snakemake(workdir, TINY, dryrun=False)
+    return workdir, jobs
+
+
+def test_tiny_run_produces_records_summary_plots_and_report(tiny_run):
+    workdir, jobs = tiny_run
+    assert jobs["benchmark_cell"] == CPU_CELLS + CUDA_CELLS
+    records = [CellRecord.load(p) for p in (workdir / "results" / "cells").rglob("*.json")]
+    assert len(records) == CPU_CELLS + CUDA_CELLS
+    by_status = Counter((r.key.device, r.status) for r in records)
+    assert by_status == {("cpu", "ok"): CPU_CELLS, ("cuda", "unavailable"): CUDA_CELLS}
+
+    summary = pd.read_csv(workdir / "results" / "summary.csv")
+    required = [
+        "workload",
+        "engine",
+        "precision",
+        "device",
+        "batch_size",
+        "seq_len",
+        "threads",
+        "status",
+        "latency_p50_ms",
+        "latency_p90_ms",
+        "latency_p95_ms",
+        "latency_p99_ms",
+        "latency_mean_ms",
+        "throughput_per_s",
+        "n_iters",
+        "timing",
+    ]
+    assert set(required) <= set(summary.columns)
+    assert len(summary) == len(records)
+    assert pd.read_parquet(workdir / "results" / "summary.parquet").shape == summary.shape
+    ok = summary[summary["status"] == "ok"]
+    assert (ok["n_iters"] >= 3).all() and (ok["latency_p50_ms"] > 0).all() and (ok["timing"] == "device").all()
+    assert summary.loc[summary["workload"] == "mlp_heart", "seq_len"].eq(0).all()
+
+    report = (workdir / "results" / "report.md").read_text()
+    assert "## mlp_heart" in report and "## distilbert" in report and "## Environment" in report
+    assert report.count("| distilbert torch_eager fp32 cuda") == 4  # each unavailable cell, with its reason
+    assert "no CUDA device" in report
+    assert "held-out AUC" in report
+    for png in ["mlp_heart/latency_per_item.png", "mlp_heart/throughput.png", "distilbert/latency_vs_seq.png"]:
+        data = (workdir / "results" / "plots" / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+        assert f"plots/{png}" in report
+
+
+def test_rerun_has_nothing_to_do(tiny_run):
+    workdir, _ = tiny_run
+    assert snakemake(workdir, TINY, dryrun=True) == Counter()
+
+
+def test_adding_a_batch_size_schedules_only_new_cells_and_aggregates(tiny_run):
+    workdir, _ = tiny_run
+    config = copy.deepcopy(TINY)
+    config["studies"]["tiny"]["batch_sizes"] = [1, 2, 4]
+    jobs = snakemake(workdir, config, dryrun=True)
+    new_cells = (CPU_CELLS + CUDA_CELLS) // 2  # one more batch size: half as many cells as two gave
+    assert jobs == Counter(
+        {"benchmark_cell": new_cells, "aggregate": 1, "plot_batch_sweep": 2, "plot_seq_sweep": 1, "report": 1, "all": 1}
+    )
+
+
+def test_changing_one_engines_options_reruns_only_its_cells(tiny_run):
+    workdir, _ = tiny_run
+    config = copy.deepcopy(TINY)
+    config["engines"]["torch_eager"]["channels_last"] = True
+    jobs = snakemake(workdir, config, dryrun=True)
+    assert jobs["benchmark_cell"] == 2 + 4 + 2 + 4  # torch_eager cells on cpu and cuda, both workloads
+    assert "export_onnx" not in jobs and "train_mlp" not in jobs
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("batch_sizes", [0], "studies.tiny.batch_sizes[0]: 0 is too small; it must be >= 1"),
+        ("engines", ["torch_eager", "magic"], "studies.tiny.engines[1]: unknown engine 'magic'"),
+        ("workloads", ["resnet18"], "studies.tiny.workloads[0]: 'resnet18' is not allowed; allowed values: "),
+        ("threads", [-1], "studies.tiny.threads[0]: -1 is too small; it must be >= 1"),
+    ],
+)
+def test_invalid_config_fails_before_any_job_and_touches_nothing(tiny_run, key, value, message):
+    workdir, _ = tiny_run
+    before = snapshot(workdir / "results")
+    config = copy.deepcopy(TINY)
+    config["studies"]["tiny"][key] = value
+    (workdir / "bad.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "1",
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--configfile",
+            "bad.yaml",
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert message in done.stderr + done.stdout
+    assert snapshot(workdir / "results") == before
