@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 from snakemake.api import SnakemakeApi
 from snakemake.settings.types import (
@@ -21,8 +22,6 @@ from snakemake.settings.types import (
     Quietness,
     ResourceSettings,
 )
-
-import torch
 
 from inferbench.cells import CellRecord
 from tests.conftest import REPO
