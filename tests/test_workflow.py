@@ -195,3 +195,18 @@ def test_invalid_config_fails_before_any_job_and_touches_nothing(tiny_run, key, 
     assert done.returncode != 0
     assert message in done.stderr + done.stdout
     assert snapshot(workdir / "results") == before
+
+
+@pytest.mark.parametrize("placed", [True, False])
+def test_real_source_uses_a_placed_file_or_downloads(tmp_path, placed):
+    config = copy.deepcopy(TINY)
+    config["studies"]["tiny"] |= {"workloads": ["mlp_lendingclub"], "devices": ["cpu"]}
+    config["datasets"] = {"lendingclub": {"source": "kaggle", "sample_rows": 1000}}
+    if placed:
+        from inferbench.data import lendingclub
+
+        lendingclub.generate(tmp_path / "data" / "raw" / "lendingclub" / "kaggle", rows=300, seed=0)
+    jobs = snakemake(tmp_path, config, dryrun=True)
+    assert jobs["download_lendingclub"] == (0 if placed else 1)
+    assert "synthetic_lendingclub" not in jobs
+    assert jobs["prepare_data"] == 1 and jobs["train_mlp"] == 1 and jobs["benchmark_cell"] == 3 * 2

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from inferbench.errors import UserError
 from inferbench.lock import MachineLock
 
 
@@ -50,12 +51,24 @@ def cmd_generate_data(args: argparse.Namespace) -> None:
         heart.generate(args.out_dir, seed=args.seed)
 
 
+def cmd_download(args: argparse.Namespace) -> None:
+    from inferbench.data import download
+
+    if args.dataset == "lendingclub":
+        download.download_lendingclub(args.out, dataset=args.kaggle_dataset)
+    else:
+        download.download_heart(args.out, urls=args.url or download.UCI_URLS)
+    print(f"downloaded and verified {args.out}")
+
+
 def cmd_prepare_data(args: argparse.Namespace) -> None:
     from inferbench.data import heart, lendingclub
     from inferbench.fsutil import atomic_path, write_json
 
-    module = lendingclub if args.dataset == "lendingclub" else heart
-    table, encoder, stats = module.clean(args.raw)
+    if args.dataset == "lendingclub":
+        table, encoder, stats = lendingclub.clean(args.raw, sample_rows=args.sample_rows, seed=args.seed)
+    else:
+        table, encoder, stats = heart.clean(args.raw)
     stats["source"] = args.source
     stats["raw_file"] = str(args.raw)
     with atomic_path(args.out) as tmp:
@@ -169,9 +182,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_generate_data, lock=True)
 
+    p = sub.add_parser("download", help="download a real dataset (Kaggle, UCI) and verify it")
+    p.add_argument("--dataset", choices=["lendingclub", "heart"], required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--kaggle-dataset", default="wordsforthewise/lending-club")
+    p.add_argument("--url", action="append", help="UCI URL to try (repeatable; default: the archive's two)")
+    p.set_defaults(func=cmd_download, lock=True)
+
     p = sub.add_parser("prepare-data", help="clean and encode a raw dataset into a parquet table")
     p.add_argument("--dataset", choices=["lendingclub", "heart"], required=True)
     p.add_argument("--source", default="synthetic")
+    p.add_argument("--sample-rows", type=int, default=None, help="keep a seeded sample of the cleaned rows")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--raw", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--encoders", type=Path, required=True)
@@ -259,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             args.func(args, lock)
         else:
             args.func(args)
-    except (ValueError, FileNotFoundError) as error:
+    except (UserError, ValueError, FileNotFoundError) as error:
         print(f"inferbench {args.verb}: error: {error}", file=sys.stderr)
         return 2
     finally:

@@ -24,10 +24,14 @@ except ConfigError as error:
 
 CELLS = config_cells(config)
 CELL_WORKLOADS = sorted({cell.workload for cell in CELLS}, key=list(WORKLOADS).index)
-RAW_FILES = {
-    "lendingclub": "data/raw/lendingclub/accepted_2007_to_2018Q4.csv.gz",
-    "heart": "data/raw/heart/processed.cleveland.data",
-}
+# Raw files live under their source, so switching the source never reuses the other source's file.
+RAW_NAMES = {"lendingclub": "accepted_2007_to_2018Q4.csv.gz", "heart": "processed.cleveland.data"}
+
+
+def raw_file(dataset, source=None):
+    source = source or config["datasets"][dataset]["source"]
+    return f"data/raw/{dataset}/{source}/{RAW_NAMES[dataset]}"
+
 
 
 wildcard_constraints:

@@ -1,9 +1,9 @@
-# Raw datasets (synthetic, in the real formats) and their cleaning/encoding.
+# Raw datasets (generated in the real formats, or downloaded) and their cleaning/encoding.
 
 
 rule synthetic_lendingclub:
     output:
-        RAW_FILES["lendingclub"],
+        raw_file("lendingclub", "synthetic"),
     params:
         rows=config["datasets"]["lendingclub"]["rows"],
         seed=config["datasets"]["lendingclub"]["seed"],
@@ -18,7 +18,7 @@ rule synthetic_lendingclub:
 
 rule synthetic_heart:
     output:
-        RAW_FILES["heart"],
+        raw_file("heart", "synthetic"),
     params:
         seed=config["datasets"]["heart"]["seed"],
     conda:
@@ -30,19 +30,57 @@ rule synthetic_heart:
         " --out-dir $(dirname {output}) > {log} 2>&1"
 
 
+# Downloads read credentials in the package (no `envvars:`, which would stop credential-free runs).
+# A file already at the output path (placed by hand) is used as it is, without downloading.
+rule download_lendingclub:
+    output:
+        ensure(raw_file("lendingclub", "kaggle"), non_empty=True),
+    params:
+        dataset=config["datasets"]["lendingclub"]["kaggle_dataset"],
+    localrule: True
+    retries: 2
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/download_lendingclub.log",
+    shell:
+        "python -m inferbench download --dataset lendingclub --kaggle-dataset {params.dataset}"
+        " --out {output} > {log} 2>&1"
+
+
+rule download_heart:
+    output:
+        ensure(raw_file("heart", "uci"), non_empty=True),
+    params:
+        urls=" ".join(f"--url {url}" for url in config["datasets"]["heart"]["urls"]),
+    localrule: True
+    retries: 2
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/download_heart.log",
+    shell:
+        "python -m inferbench download --dataset heart {params.urls} --out {output} > {log} 2>&1"
+
+
 rule prepare_data:
     input:
-        lambda wc: RAW_FILES[wc.dataset],
+        lambda wc: raw_file(wc.dataset),
     output:
         table="data/processed/{dataset}.parquet",
         encoders="data/processed/{dataset}.encoders.json",
         stats="data/processed/{dataset}.stats.json",
     params:
         source=lambda wc: config["datasets"][wc.dataset]["source"],
+        sample=lambda wc: (
+            f"--sample-rows {n} --seed {config['datasets'][wc.dataset]['seed']}"
+            if (n := config["datasets"][wc.dataset].get("sample_rows"))
+            else ""
+        ),
     conda:
         "../../envs/torch.yaml"
     log:
         "logs/prepare_data/{dataset}.log",
     shell:
-        "python -m inferbench prepare-data --dataset {wildcards.dataset} --source {params.source}"
+        "python -m inferbench prepare-data --dataset {wildcards.dataset} --source {params.source} {params.sample}"
         " --raw {input} --out {output.table} --encoders {output.encoders} --stats {output.stats} > {log} 2>&1"

@@ -107,6 +107,7 @@ def clean(raw_path: str | Path) -> tuple[pd.DataFrame, TabularEncoder, dict]:
         "dataset": "heart",
         "rows_raw": len(raw),
         "rows_clean": len(features),
+        "rows_used": len(features),
         "positive_rate": float(target.mean()),
         "missing_values": {col: int(raw[col].isna().sum()) for col in COLUMNS if raw[col].isna().any()},
         "n_features": len(encoder.feature_names),

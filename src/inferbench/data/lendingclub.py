@@ -10,6 +10,9 @@ and are dropped. Only the columns below are read, so no post-origination (leakin
 
 from __future__ import annotations
 
+import csv
+import gzip
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -209,39 +212,78 @@ def _emp_years(series: pd.Series) -> pd.Series:
     return years.where(~text.str.startswith("<", na=False), 0.0).astype("float64")
 
 
-def read_raw(path: str | Path) -> pd.DataFrame:
-    """Read only the used columns, with compact dtypes (the real file is 2.26 M rows x 151 columns)."""
-    path = Path(path)
-    header = pd.read_csv(path, nrows=0).columns
+def _check_header(path: Path) -> None:
+    with path.open("rb") as fh:
+        magic = fh.read(2)
+    if magic != b"\x1f\x8b":
+        raise ValueError(
+            f"{path}: not a gzip file (it starts with {magic!r}); expected LendingClub's {RAW_FILE}, "
+            "a gzip-compressed CSV, as published"
+        )
+    try:
+        with gzip.open(path, "rt", newline="") as fh:
+            header = next(csv.reader([fh.readline()]), [])
+    except (EOFError, OSError, zlib.error) as error:
+        raise ValueError(f"{path}: unreadable gzip data ({error}): download the file again") from None
     missing = [c for c in USED_COLUMNS if c not in header]
     if missing:
         raise ValueError(f"{path}: the file lacks needed columns: {', '.join(missing)}")
-    dtypes = {
-        c: "string"
-        for c in [
-            "id",
-            "loan_status",
-            "term",
-            "grade",
-            "sub_grade",
-            "emp_length",
-            "home_ownership",
-            "verification_status",
-            "issue_d",
-            "purpose",
-            "earliest_cr_line",
-            "application_type",
-        ]
-    }
-    return pd.read_csv(path, usecols=USED_COLUMNS, dtype=dtypes, low_memory=False)
 
 
-def clean(raw_path: str | Path) -> tuple[pd.DataFrame, TabularEncoder, dict]:
-    """Return (encoded features + ``target``, fitted encoder, stats)."""
+def verify_raw(path: str | Path) -> None:
+    """Check a raw file completely: gzip magic, the needed columns, and an intact gzip stream to the end
+    (a truncated download fails here, not half-way through cleaning)."""
+    path = Path(path)
+    _check_header(path)
+    try:
+        with gzip.open(path, "rb") as fh:
+            while fh.read(1 << 24):
+                pass
+    except EOFError:
+        raise ValueError(f"{path}: truncated (the gzip stream ends early): download the file again") from None
+    except (OSError, zlib.error) as error:
+        raise ValueError(f"{path}: corrupt gzip data ({error}): download the file again") from None
+
+
+# Low-cardinality text columns are read as categories: the real file has 2.26 M rows.
+_CATEGORY_COLUMNS = [
+    "loan_status",
+    "term",
+    "grade",
+    "sub_grade",
+    "emp_length",
+    "home_ownership",
+    "verification_status",
+    "issue_d",
+    "purpose",
+    "earliest_cr_line",
+    "application_type",
+]
+
+
+def read_raw(path: str | Path) -> pd.DataFrame:
+    """Read only the used columns, with compact dtypes (the real file is 2.26 M rows x 151 columns)."""
+    path = Path(path)
+    _check_header(path)
+    dtypes = {"id": "string", **dict.fromkeys(_CATEGORY_COLUMNS, "category")}
+    try:
+        return pd.read_csv(path, usecols=USED_COLUMNS, dtype=dtypes, low_memory=False)
+    except EOFError:
+        raise ValueError(f"{path}: truncated (the gzip stream ends early): download the file again") from None
+    except (OSError, zlib.error) as error:
+        raise ValueError(f"{path}: corrupt gzip data ({error}): download the file again") from None
+
+
+def clean(
+    raw_path: str | Path, sample_rows: int | None = None, seed: int = 0
+) -> tuple[pd.DataFrame, TabularEncoder, dict]:
+    """Return (encoded features + ``target``, fitted encoder, stats). With ``sample_rows``, the table
+    is a seeded sample of that many cleaned rows (the encoder is fitted on all of them)."""
     raw = read_raw(raw_path)
     rows_raw = len(raw)
     loans = raw[raw["id"].str.fullmatch(r"\d+", na=False)]
     rows_loans = len(loans)
+    status_counts = {str(k): int(v) for k, v in loans["loan_status"].value_counts(dropna=False).items() if v}
     loans = loans[loans["loan_status"].isin(list(TARGET_BY_STATUS))].copy()
     target = loans["loan_status"].map(TARGET_BY_STATUS).astype("int64")
 
@@ -275,12 +317,17 @@ def clean(raw_path: str | Path) -> tuple[pd.DataFrame, TabularEncoder, dict]:
     encoder = TabularEncoder.fit(derived, NUMERIC, CATEGORICAL)
     features = encoder.transform(derived).reset_index(drop=True)
     features["target"] = target.to_numpy()
+    rows_clean = len(features)
+    if sample_rows is not None and rows_clean > sample_rows:
+        features = features.sample(n=sample_rows, random_state=seed).reset_index(drop=True)
     stats = {
         "dataset": "lendingclub",
         "rows_raw": rows_raw,
         "rows_loans": rows_loans,
-        "rows_clean": len(features),
-        "positive_rate": float(target.mean()) if len(target) else float("nan"),
+        "rows_clean": rows_clean,
+        "rows_used": len(features),
+        "status_counts": status_counts,
+        "positive_rate": float(features["target"].mean()) if len(features) else float("nan"),
         "n_features": len(encoder.feature_names),
     }
     return features, encoder, stats

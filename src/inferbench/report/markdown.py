@@ -104,15 +104,16 @@ def build_report(
         out += [
             "## Datasets",
             "",
-            "| dataset | source | raw rows | rows after cleaning | positive rate | features |",
-            "|---|---|---|---|---|---|",
+            "| dataset | source | raw rows | rows after cleaning | rows used for training | positive rate | features |",
+            "|---|---|---|---|---|---|---|",
         ]
         for s in dataset_stats:
+            used = s.get("rows_used", s["rows_clean"])
             out.append(
-                f"| {s['dataset']} | {s.get('source', '–')} | {s['rows_raw']:,} | {s['rows_clean']:,} | "
+                f"| {s['dataset']} | {s.get('source', '–')} | {s['rows_raw']:,} | {s['rows_clean']:,} | {used:,} | "
                 f"{_fmt(s['positive_rate'])} | {s['n_features']} |"
             )
-        out.append("")
+        out += ["", "Positive rate: share of the target class (charged off; heart disease) in the rows used.", ""]
     if model_meta:
         out += [
             "## Models",
