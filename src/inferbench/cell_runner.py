@@ -76,7 +76,15 @@ def run_cell(
     return record
 
 
-def _measure_cell(key, variant, model_meta_path, artifact, settings, lock, base):
+def _measure_cell(
+    key: CellKey,
+    variant: dict[str, Any],
+    model_meta_path: Path | None,
+    artifact: Path | None,
+    settings: MeasureSettings,
+    lock: MachineLock,
+    base: dict[str, Any],
+) -> tuple[CellRecord, np.ndarray]:
     try:
         engine_cls = load_engine_class(variant["engine"])
     except ImportError as error:
