@@ -57,11 +57,12 @@ def test_default_config_is_valid_and_gets_defaults():
         ),
         (
             lambda c: c["studies"]["text"].update(precisions=["int4"]),
-            r"studies\.text\.precisions\[0\]: 'int4' is not allowed; allowed values: fp32, fp16, bf16",
+            r"studies\.text\.precisions\[0\]: 'int4' is not allowed; allowed values: fp32, fp16, bf16, int8",
         ),
         (
             lambda c: c["engines"].update(trt={"engine": "tensorrt9"}),
-            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: noop, torch_eager, ort_cpu",
+            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: noop, torch_eager, torchscript, "
+            r"torch_compile, torch_cudagraph, ort_cpu, ort_cuda, ort_trt",
         ),
         (lambda c: c.update(run=["tabular", "nope"]), r"run\[1\]: unknown study 'nope'"),
         (lambda c: c["measure"].update(min_iters="ten"), r"measure\.min_iters: 'ten' has the wrong type"),

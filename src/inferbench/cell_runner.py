@@ -21,6 +21,7 @@ from inferbench.measure import memory
 from inferbench.measure.stats import latency_stats
 from inferbench.measure.timing import make_timer, measure
 from inferbench.models.registry import InputSpec, make_inputs
+from inferbench.parity import compare, load_reference, violations
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,17 @@ def run_cell(
     settings: MeasureSettings,
     out: Path,
     lock: MachineLock,
+    reference: Path | None = None,
+    tolerance: dict[str, float] | None = None,
 ) -> CellRecord:
     impl = variant["engine"]
     info = engine_info(impl)
     base = {"key": key, "engine_impl": impl, "options": dict(variant)}
     samples = np.empty(0)
     try:
-        record, samples = _measure_cell(key, variant, model_meta_path, artifact, settings, lock, base)
+        record, samples = _measure_cell(
+            key, variant, model_meta_path, artifact, settings, lock, base, reference, tolerance or {}
+        )
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         traceback.print_exc(file=sys.stderr)
         status = "oom" if is_oom(error) else "failed"
@@ -84,6 +89,8 @@ def _measure_cell(
     settings: MeasureSettings,
     lock: MachineLock,
     base: dict[str, Any],
+    reference: Path | None,
+    tolerance: dict[str, float],
 ) -> tuple[CellRecord, np.ndarray]:
     try:
         engine_cls = load_engine_class(variant["engine"])
@@ -99,15 +106,26 @@ def _measure_cell(
     engine = engine_cls(key.device, key.precision, key.threads, variant)
     specs = input_specs(read_json(model_meta_path)) if model_meta_path else ()
     cold: dict[str, float] = {}
-    start = time.perf_counter()
-    engine.prepare(artifact, specs)
-    cold["prepare"] = time.perf_counter() - start
     batch = make_inputs(specs, key.batch_size, key.seq_len, settings.seed)
+    start = time.perf_counter()
+    engine.prepare(artifact, specs, batch)
+    cold["prepare"] = time.perf_counter() - start
     staged = engine.stage(batch)
     start = time.perf_counter()
     engine.run(staged)
     engine.synchronize()
     cold["first_call"] = time.perf_counter() - start
+    cold |= engine.cold_start_s
+
+    parity_metrics, problems = None, []
+    if engine.computes and reference is not None:
+        ref_inputs, ref_output = load_reference(reference, key.batch_size)
+        output = engine.run(engine.stage(ref_inputs))
+        engine.synchronize()
+        parity_metrics = compare(engine.to_numpy(output), ref_output)
+        problems = violations(parity_metrics, tolerance)
+        parity_metrics["tolerance"] = tolerance
+        staged = engine.stage(batch)  # engines with static buffers (CUDA graphs) take the timed batch again
 
     timer = make_timer(engine.timer, engine.synchronize)
     if key.device == "cuda":
@@ -117,7 +135,9 @@ def _measure_cell(
     stats = latency_stats(result.samples_s, key.batch_size)
     record = CellRecord(
         **base,
-        status="ok",
+        status="invalid" if problems else "ok",
+        reason=f"output differs from FP32 eager: {'; '.join(problems)}" if problems else None,
+        parity=parity_metrics,
         timing=engine.timing,
         timing_description=engine.timing_description,
         latency_ms=stats["latency_ms"],

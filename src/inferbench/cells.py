@@ -85,6 +85,7 @@ class CellRecord:
     n_iters: int | None = None
     warmup_iters: int | None = None
     measured_s: float | None = None
+    parity: dict[str, Any] | None = None
     memory_mb: dict[str, float | None] = field(default_factory=dict)
     cold_start_s: dict[str, float] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
@@ -136,6 +137,7 @@ class CellRecord:
             "latency_per_item_p50_ms": p50 / self.key.batch_size if p50 is not None else None,
             "throughput_per_s": self.throughput_per_s,
             "n_iters": self.n_iters,
+            **{f"parity_{k}": (self.parity or {}).get(k) for k in ("rel_l2", "max_abs", "cosine", "top1_agreement")},
             "measured_s": self.measured_s,
             "host_peak_rss_mb": self.memory_mb.get("host_peak_rss"),
             "gpu_peak_allocated_mb": self.memory_mb.get("gpu_peak_allocated"),

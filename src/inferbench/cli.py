@@ -111,13 +111,37 @@ def cmd_export_onnx(args: argparse.Namespace) -> None:
     print(json.dumps(report, indent=2))
 
 
+def cmd_convert_onnx(args: argparse.Namespace) -> None:
+    from inferbench.fsutil import write_json
+    from inferbench.models.export import convert_fp16, quantize_int8
+
+    report = (quantize_int8 if args.to == "int8" else convert_fp16)(args.source, args.out)
+    write_json(args.report, report)
+
+
+def cmd_reference(args: argparse.Namespace) -> None:
+    from inferbench.cell_runner import input_specs
+    from inferbench.fsutil import read_json
+    from inferbench.parity import make_reference
+
+    make_reference(args.checkpoint, input_specs(read_json(args.model_meta)), args.seq, args.rows, args.out)
+
+
 def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
     from inferbench.cell_runner import MeasureSettings, run_cell
     from inferbench.cells import CellKey
 
     key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
     record = run_cell(
-        key, args.engine_options, args.model_meta, args.artifact, MeasureSettings(**args.measure), args.out, lock
+        key,
+        args.engine_options,
+        args.model_meta,
+        args.artifact,
+        MeasureSettings(**args.measure),
+        args.out,
+        lock,
+        args.reference,
+        args.tolerance,
     )
     p50 = (record.latency_ms or {}).get("p50")
     print(f"{key.cell_id}: {record.status}" + (f", p50 {p50:.3f} ms" if p50 is not None else f" ({record.reason})"))
@@ -223,6 +247,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, required=True)
     p.set_defaults(func=cmd_export_onnx, lock=True)
 
+    p = sub.add_parser("convert-onnx", help="make the int8 (dynamic quantization) or fp16 variant of an export")
+    p.add_argument("--to", choices=["int8", "fp16"], required=True)
+    p.add_argument("--source", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--report", type=Path, required=True)
+    p.set_defaults(func=cmd_convert_onnx, lock=True)
+
+    p = sub.add_parser("reference", help="FP32 eager reference outputs for the parity check")
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--model-meta", type=Path, required=True)
+    p.add_argument("--seq", type=int, default=0)
+    p.add_argument("--rows", type=int, default=2)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_reference, lock=True)
+
     p = sub.add_parser("run-cell", help="measure one cell and write its record")
     p.add_argument("--workload", required=True)
     p.add_argument("--engine", required=True, help="the engine variant's name (config key under `engines`)")
@@ -235,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-meta", type=Path)
     p.add_argument("--artifact", type=Path)
     p.add_argument("--measure", type=_json, default={})
+    p.add_argument("--reference", type=Path, help="reference inputs/outputs (npz) for the parity check")
+    p.add_argument("--tolerance", type=_json, default={}, help="parity tolerances of this precision, JSON")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_run_cell, lock=True)
 

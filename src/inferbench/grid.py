@@ -1,7 +1,8 @@
 """The cell list: the product of each study's axes, minus combinations that can never make sense.
 
 Left out (also listed in the README):
-- an engine on a device or at a precision its implementation does not support (e.g. ort_cpu on cuda);
+- an engine on a device or at a precision its implementation does not support (e.g. ort_cpu on cuda),
+  or on a device its variant's ``devices`` option leaves out;
 - sequence lengths on non-text workloads (their cells have seq_len 0);
 - the thread axis on cuda (cuda cells have threads 0: the host thread count is not swept there).
 Cells that could run on another machine (cuda without a GPU) stay in and are recorded `unavailable`.
@@ -43,7 +44,8 @@ def study_cells(
     axes = itertools.product(study["workloads"], study["engines"], study["precisions"], devices)
     for workload, variant, precision, device in axes:
         info = engine_info(variants[variant]["engine"])
-        if device not in info.devices or precision not in info.precisions:
+        allowed_devices = variants[variant].get("devices", info.devices)
+        if device not in info.devices or device not in allowed_devices or precision not in info.precisions:
             continue
         seq_lens = study["seq_lens"] if WORKLOADS[workload].has_seq_len else [0]
         threads = study["threads"] if device == "cpu" else [0]

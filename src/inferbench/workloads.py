@@ -26,5 +26,5 @@ WORKLOADS: dict[str, WorkloadInfo] = {
     "distilbert": WorkloadInfo("text", "DistilBERT encoder (transformers), random weights"),
 }
 
-PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")

@@ -14,6 +14,8 @@ rule benchmark_cell:
         # edits of the engine's module re-run its cells (Snakemake does not track imported code)
         code=lambda wc: code_version(variant(wc)["engine"]),
         artifact=lambda wc, input: f"--artifact {input.artifact}" if "artifact" in input.keys() else "",
+        reference=lambda wc, input: f"--reference {input.reference}" if "reference" in input.keys() else "",
+        tolerance=lambda wc: json.dumps(config["parity"]["tolerances"][wc.precision], sort_keys=True),
     threads: lambda wc: max(1, int(wc.threads))
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
@@ -26,5 +28,6 @@ rule benchmark_cell:
         "python -m inferbench run-cell --workload {wildcards.workload} --engine {wildcards.engine}"
         " --engine-options {params.variant:q} --precision {wildcards.precision} --device {wildcards.device}"
         " --batch {wildcards.batch} --seq {wildcards.seq} --threads {wildcards.threads}"
-        " --model-meta {input.meta} {params.artifact} --measure {params.measure:q} --out {output.record}"
+        " --model-meta {input.meta} {params.artifact} {params.reference} --tolerance {params.tolerance:q}"
+        " --measure {params.measure:q} --out {output.record}"
         " > {log} 2>&1"

@@ -12,7 +12,7 @@ sys.path.insert(0, str(PACKAGE_SRC))
 shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
 from inferbench.config import ConfigError, validate_config
-from inferbench.engines.registry import code_version, engine_info
+from inferbench.engines.registry import code_version, engine_info, onnx_path
 from inferbench.grid import config_cells
 from inferbench.report.plots import plot_names
 from inferbench.workloads import WORKLOADS
@@ -37,7 +37,7 @@ def raw_file(dataset, source=None):
 wildcard_constraints:
     workload="|".join(WORKLOADS),
     engine="[a-z0-9_]+",
-    precision="fp32|fp16|bf16",
+    precision="fp32|fp16|bf16|int8",
     device="cpu|cuda",
     batch=r"\d+",
     seq=r"\d+",
@@ -66,13 +66,16 @@ def variant(wildcards):
 
 
 def cell_inputs(wildcards):
-    """The model description always; the checkpoint or the ONNX file when the engine needs one."""
+    """The model description; the checkpoint or ONNX file the engine needs; the parity reference."""
+    impl = variant(wildcards)["engine"]
+    artifact = engine_info(impl).artifact
     inputs = {"meta": f"results/models/{wildcards.workload}.json"}
-    artifact = engine_info(variant(wildcards)["engine"]).artifact
     if artifact == "checkpoint":
         inputs["artifact"] = f"results/models/{wildcards.workload}.pt"
     elif artifact == "onnx":
-        inputs["artifact"] = f"results/onnx/{wildcards.workload}.onnx"
+        inputs["artifact"] = onnx_path(impl, wildcards.workload, wildcards.precision)
+    if artifact != "none":
+        inputs["reference"] = f"results/reference/{wildcards.workload}-s{wildcards.seq}.npz"
     return inputs
 
 

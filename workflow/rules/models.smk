@@ -52,3 +52,37 @@ rule export_onnx:
     shell:
         "python -m inferbench export-onnx --checkpoint {input} --options {params.options:q}"
         " --out {output.onnx} --report {output.report} > {log} 2>&1"
+
+
+rule onnx_variant:
+    input:
+        "results/onnx/{workload}.onnx",
+    output:
+        onnx="results/onnx/{workload}.{variant}.onnx",
+        report="results/onnx/{workload}.{variant}.json",
+    wildcard_constraints:
+        variant="int8|fp16",
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/onnx_variant/{workload}.{variant}.log",
+    shell:
+        "python -m inferbench convert-onnx --to {wildcards.variant} --source {input}"
+        " --out {output.onnx} --report {output.report} > {log} 2>&1"
+
+
+rule reference_output:
+    input:
+        checkpoint="results/models/{workload}.pt",
+        meta="results/models/{workload}.json",
+    output:
+        "results/reference/{workload}-s{seq}.npz",
+    params:
+        rows=config["parity"]["rows"],
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/reference_output/{workload}-s{seq}.log",
+    shell:
+        "python -m inferbench reference --checkpoint {input.checkpoint} --model-meta {input.meta}"
+        " --seq {wildcards.seq} --rows {params.rows} --out {output} > {log} 2>&1"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -15,22 +18,27 @@ class Engine(ABC):
     """One way of executing a model.
 
     Life cycle, driven by the cell runner: ``unavailable_reason`` (class-level, cheap), ``prepare``
-    (load, export, compile: counted as cold start), ``stage`` (put inputs where the engine computes,
-    outside the timed region), then ``run`` repeatedly, each followed by ``synchronize``.
+    (load, export, compile, capture: cold start; it gets an example batch of the cell's shape),
+    ``stage`` (put inputs where the engine computes, outside the timed region), then ``run``
+    repeatedly, each followed by ``synchronize``.
     """
 
     impl: ClassVar[str]
-    #: which clock the measuring loop should use for this engine
-    timer: ClassVar[Literal["host", "cuda_events"]] = "host"
-    #: what one timed call covers (recorded with every measurement)
-    timing: ClassVar[str] = "device"
-    timing_description: ClassVar[str] = (
+    #: which clock the measuring loop should use for this engine (instances may choose by device)
+    timer: Literal["host", "cuda_events"] = "host"
+    #: False for engines that return a constant: no output parity check applies
+    computes: ClassVar[bool] = True
+    #: what one timed call covers (recorded with every measurement); instances may narrow it
+    timing: str = "device"
+    timing_description: str = (
         "one run() call and its synchronisation, inputs already staged where the engine computes and outputs left there"
     )
 
     def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
         self.device, self.precision, self.threads = device, precision, threads
-        self.options = {k: v for k, v in options.items() if k != "engine"}
+        self.options = {k: v for k, v in options.items() if k not in ("engine", "devices")}
+        #: named cold-start costs measured inside prepare (compile, capture, build...), in seconds
+        self.cold_start_s: dict[str, float] = {}
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
@@ -38,8 +46,8 @@ class Engine(ABC):
         return None
 
     @abstractmethod
-    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...]) -> None:
-        """Load the model from ``artifact`` (a checkpoint or an ONNX file) and get ready to run."""
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
+        """Load the model from ``artifact`` and get ready to run batches shaped like ``example``."""
 
     @abstractmethod
     def stage(self, batch: dict[str, np.ndarray]) -> Any:
@@ -59,6 +67,15 @@ class Engine(ABC):
     def describe(self) -> dict[str, Any]:
         """Versions and the provider or device actually in use."""
         return {"impl": self.impl, "options": self.options}
+
+    @contextmanager
+    def cold_start(self, name: str) -> Iterator[None]:
+        """Time a named preparation step (e.g. ``compile``) into ``cold_start_s``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.cold_start_s[name] = time.perf_counter() - start
 
 
 def cuda_unavailable_reason() -> str | None:

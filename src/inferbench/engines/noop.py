@@ -14,13 +14,14 @@ from inferbench.models.registry import InputSpec
 
 class NoopEngine(Engine):
     impl = "noop"
+    computes = False
     timing_description = "one call of an engine that does no work: the harness's own per-call overhead"
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
         return cuda_unavailable_reason() if device == "cuda" else None
 
-    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...]) -> None:
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         self._output = np.zeros(1, dtype=np.float32)
 
     def stage(self, batch: dict[str, np.ndarray]) -> Any:

@@ -1,32 +1,44 @@
-"""ONNX Runtime engines on the simplified ONNX export."""
+"""ONNX Runtime engines on the simplified ONNX export: CPU, CUDA (IO binding or host-to-host), TensorRT.
+
+After the session is made, the provider actually in use is checked: ONNX Runtime falls back to other
+providers silently, and a cell must measure what its name says.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from inferbench.engines.base import Engine
+from inferbench.engines.base import Engine, cuda_unavailable_reason
 from inferbench.models.registry import InputSpec
 
 
-class OrtCpu(Engine):
-    impl = "ort_cpu"
-    provider = "CPUExecutionProvider"
+def _ort_reason(provider: str) -> str | None:
+    if importlib.util.find_spec("onnxruntime") is None:
+        return "onnxruntime is not installed (pip install onnxruntime, or onnxruntime-gpu on GPU machines)"
+    import onnxruntime as ort
+
+    if provider not in ort.get_available_providers():
+        hint = " (install onnxruntime-gpu in place of onnxruntime)" if provider != "CPUExecutionProvider" else ""
+        return f"onnxruntime {ort.__version__} has no {provider}{hint}; it has {ort.get_available_providers()}"
+    return None
+
+
+class OrtEngine(Engine):
+    provider: ClassVar[str]
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
-        if importlib.util.find_spec("onnxruntime") is None:
-            return "onnxruntime is not installed (pip install onnxruntime, or onnxruntime-gpu on GPU machines)"
-        import onnxruntime as ort
+        return _ort_reason(cls.provider)
 
-        if cls.provider not in ort.get_available_providers():
-            return f"onnxruntime {ort.__version__} lacks {cls.provider} (has {ort.get_available_providers()})"
-        return None
+    def provider_options(self) -> dict[str, Any]:
+        return {}
 
-    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...]) -> None:
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -35,20 +47,23 @@ class OrtCpu(Engine):
         if self.threads > 0:
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(artifact), options, providers=[self.provider])
+        with self.cold_start("session"):
+            self.session = ort.InferenceSession(
+                str(artifact), options, providers=[(self.provider, self.provider_options())]
+            )
         in_use = self.session.get_providers()
         if in_use[0] != self.provider:  # never fall back silently
             raise RuntimeError(f"asked for {self.provider}, ONNX Runtime uses {in_use}")
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.version = ort.__version__
 
-    def stage(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def stage(self, batch: dict[str, np.ndarray]) -> Any:
         return {name: np.ascontiguousarray(array) for name, array in batch.items()}
 
-    def run(self, staged: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def run(self, staged: Any) -> Any:
         return self.session.run(self.output_names, staged)
 
-    def to_numpy(self, output: list[np.ndarray]) -> np.ndarray:
+    def to_numpy(self, output: Any) -> np.ndarray:
         return np.asarray(output[0], dtype=np.float32)
 
     def describe(self) -> dict[str, Any]:
@@ -57,4 +72,94 @@ class OrtCpu(Engine):
             "onnxruntime": self.version,
             "providers": self.session.get_providers(),
             "intra_op_threads": self.threads,
+        }
+
+
+class OrtCpu(OrtEngine):
+    impl = "ort_cpu"
+    provider = "CPUExecutionProvider"
+
+
+class OrtCuda(OrtEngine):
+    """With ``io_binding`` (default) inputs and outputs stay on the GPU (boundary ``device``);
+    without, host arrays go in and come out on every call (boundary ``end_to_end``)."""
+
+    impl = "ort_cuda"
+    provider = "CUDAExecutionProvider"
+
+    @classmethod
+    def unavailable_reason(cls, device: str, precision: str) -> str | None:
+        return cuda_unavailable_reason() or _ort_reason(cls.provider)
+
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
+        super().prepare(artifact, inputs, example)
+        self.io_binding = bool(self.options.get("io_binding", True))
+        if not self.io_binding:
+            self.timing = "end_to_end"
+            self.timing_description = "session.run with host arrays in and host arrays out (copies included)"
+
+    def stage(self, batch: dict[str, np.ndarray]) -> Any:
+        if not self.io_binding:
+            return super().stage(batch)
+        import onnxruntime as ort
+
+        binding = self.session.io_binding()
+        self._device_inputs = []  # keep the device copies alive while bound
+        for name, array in batch.items():
+            value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), "cuda", 0)
+            self._device_inputs.append(value)
+            binding.bind_ortvalue_input(name, value)
+        for name in self.output_names:
+            binding.bind_output(name, "cuda", 0)
+        return binding
+
+    def run(self, staged: Any) -> Any:
+        if not self.io_binding:
+            return super().run(staged)
+        self.session.run_with_iobinding(staged)
+        return staged
+
+    def synchronize(self) -> None:
+        pass  # the CUDA provider synchronises its stream at the end of every run
+
+    def to_numpy(self, output: Any) -> np.ndarray:
+        if not self.io_binding:
+            return super().to_numpy(output)
+        return np.asarray(output.copy_outputs_to_cpu()[0], dtype=np.float32)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "io_binding": self.io_binding}
+
+
+def tensorrt_unavailable_reason() -> str | None:
+    """TensorRT itself (libnvinfer), which ONNX Runtime's provider and the native engine both need."""
+    if importlib.util.find_spec("tensorrt") is not None:
+        return None
+    for name in ("libnvinfer.so.10", "libnvinfer.so.8", "libnvinfer.so"):
+        try:
+            ctypes.CDLL(name)
+            return None
+        except OSError:
+            continue
+    return "TensorRT is not installed here (no `tensorrt` Python package and no libnvinfer shared library)"
+
+
+class OrtTensorRT(OrtCuda):
+    impl = "ort_trt"
+    provider = "TensorrtExecutionProvider"
+
+    @classmethod
+    def unavailable_reason(cls, device: str, precision: str) -> str | None:
+        return cuda_unavailable_reason() or _ort_reason(cls.provider) or tensorrt_unavailable_reason()
+
+    def provider_options(self) -> dict[str, Any]:
+        cache = Path(self.options.get("cache_dir", "results/engines/ort_trt"))
+        cache.mkdir(parents=True, exist_ok=True)
+        return {
+            "device_id": 0,
+            "trt_fp16_enable": self.precision == "fp16",
+            "trt_engine_cache_enable": True,
+            "trt_engine_cache_path": str(cache),
+            "trt_timing_cache_enable": True,
+            "trt_timing_cache_path": str(cache),
         }

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -24,31 +25,76 @@ class EngineInfo:
     precisions: tuple[str, ...]
     artifact: Literal["checkpoint", "onnx", "none"]  # what the engine is prepared from
     description: str
+    #: ONNX file variant per precision (results/onnx/<workload>.<variant>.onnx); absent: the fp32 export
+    onnx_variants: dict[str, str] = field(default_factory=dict)
 
 
+ALL_PRECISIONS = ("fp32", "fp16", "bf16")
 ENGINES: dict[str, EngineInfo] = {
     "noop": EngineInfo(
         "inferbench.engines.noop:NoopEngine",
         ("cpu", "cuda"),
-        ("fp32", "fp16", "bf16"),
+        ALL_PRECISIONS,
         "none",
         "returns a constant: measures the harness's own overhead",
     ),
     "torch_eager": EngineInfo(
         "inferbench.engines.torch_eager:TorchEager",
         ("cpu", "cuda"),
-        ("fp32", "fp16", "bf16"),
+        ALL_PRECISIONS,
         "checkpoint",
-        "PyTorch eager; fp16/bf16 through autocast",
+        "PyTorch eager; fp16/bf16 through autocast (or cast weights)",
+    ),
+    "torchscript": EngineInfo(
+        "inferbench.engines.torchscript:TorchScript",
+        ("cpu", "cuda"),
+        ALL_PRECISIONS,
+        "checkpoint",
+        "TorchScript: trace, freeze, optimize_for_inference; fp16/bf16 weights",
+    ),
+    "torch_compile": EngineInfo(
+        "inferbench.engines.torch_compile:TorchCompile",
+        ("cpu", "cuda"),
+        ALL_PRECISIONS,
+        "checkpoint",
+        "torch.compile (Inductor), mode configurable; compile time recorded",
+    ),
+    "torch_cudagraph": EngineInfo(
+        "inferbench.engines.torch_cudagraph:TorchCudaGraph",
+        ("cuda",),
+        ALL_PRECISIONS,
+        "checkpoint",
+        "the eager kernels captured once in a CUDA graph and replayed (static shapes)",
     ),
     "ort_cpu": EngineInfo(
         "inferbench.engines.ort:OrtCpu",
         ("cpu",),
-        ("fp32",),
+        ("fp32", "int8"),
         "onnx",
-        "ONNX Runtime, CPU execution provider, on the simplified ONNX export",
+        "ONNX Runtime, CPU execution provider; int8 through dynamic quantization",
+        {"int8": "int8"},
+    ),
+    "ort_cuda": EngineInfo(
+        "inferbench.engines.ort:OrtCuda",
+        ("cuda",),
+        ("fp32", "fp16"),
+        "onnx",
+        "ONNX Runtime, CUDA execution provider, IO binding (or host-to-host)",
+        {"fp16": "fp16"},
+    ),
+    "ort_trt": EngineInfo(
+        "inferbench.engines.ort:OrtTensorRT",
+        ("cuda",),
+        ("fp32", "fp16"),
+        "onnx",
+        "ONNX Runtime, TensorRT execution provider, engine cache under results/engines/ort_trt",
     ),
 }
+
+
+def onnx_path(impl: str, workload: str, precision: str) -> str:
+    variant = engine_info(impl).onnx_variants.get(precision)
+    return f"results/onnx/{workload}.{variant}.onnx" if variant else f"results/onnx/{workload}.onnx"
 
 
 def engine_info(impl: str) -> EngineInfo:
@@ -63,18 +109,31 @@ def load_engine_class(impl: str) -> type[Engine]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
+def _engine_modules(module_name: str, seen: set[str] | None = None) -> set[str]:
+    """The module and the inferbench.engines modules it imports (read from the source, not imported)."""
+    seen = set() if seen is None else seen
+    if module_name in seen:
+        return seen
+    seen.add(module_name)
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(module_name)
+    for imported in re.findall(r"^from (inferbench\.engines\.\w+) import", Path(spec.origin).read_text(), re.M):
+        _engine_modules(imported, seen)
+    return seen
+
+
 def code_version(impl: str) -> str:
-    """A short hash of the engine's module and the shared measuring code, without importing them.
+    """A short hash of the engine's code (its module, the engine modules that one builds on) and the
+    shared measuring code, without importing any of them.
 
     Snakemake does not see edits in imported modules; a rule param carrying this hash makes an edit
     of one engine re-run that engine's cells and nothing else.
     """
     module_name = engine_info(impl).target.split(":")[0]
-    files = [module_name, "inferbench.engines.base", "inferbench.measure.timing", "inferbench.cell_runner"]
+    shared = ["inferbench.engines.base", "inferbench.measure.timing", "inferbench.cell_runner", "inferbench.parity"]
     digest = hashlib.sha256()
-    for name in files:
+    for name in sorted(_engine_modules(module_name)) + shared:
         spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            raise ModuleNotFoundError(name)
         digest.update(Path(spec.origin).read_bytes())
     return digest.hexdigest()[:12]

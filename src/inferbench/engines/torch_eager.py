@@ -1,9 +1,15 @@
-"""PyTorch eager execution; fp16/bf16 through autocast; optional channels-last for image models."""
+"""PyTorch engines: eager, TorchScript, torch.compile and CUDA graphs, sharing loading and precision.
+
+Precision: ``autocast`` runs fp32 weights under torch.autocast (eager and torch.compile by default);
+``cast`` converts weights and float inputs to fp16/bf16 (TorchScript and CUDA graphs by default;
+option ``precision_mode`` overrides). fp32 cells on CUDA disable TF32, so fp32 means fp32.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -11,11 +17,17 @@ import torch
 from inferbench.engines.base import Engine, cuda_unavailable_reason
 from inferbench.models.registry import InputSpec, load_checkpoint
 
-AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+LOW_PRECISION = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-class TorchEager(Engine):
-    impl = "torch_eager"
+class TorchEngine(Engine):
+    """Shared by the PyTorch engines: load the checkpoint, place and cast the model, stage tensors."""
+
+    default_precision_mode: ClassVar[str] = "autocast"
+
+    def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
+        super().__init__(device, precision, threads, options)
+        self.timer = "cuda_events" if device == "cuda" else "host"
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
@@ -26,37 +38,39 @@ class TorchEager(Engine):
             return reason
         return None
 
-    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...]) -> None:
+    def _load(self, artifact: Path | None, inputs: tuple[InputSpec, ...]) -> torch.nn.Module:
         if self.threads > 0:
             torch.set_num_threads(self.threads)
-        spec, _ = load_checkpoint(artifact)
+        if self.device == "cuda":
+            fp32 = self.precision == "fp32"
+            torch.backends.cuda.matmul.allow_tf32 = not fp32
+            torch.backends.cudnn.allow_tf32 = not fp32
+        self.precision_mode = self.options.get("precision_mode", self.default_precision_mode)
+        self.low_dtype = LOW_PRECISION.get(self.precision)
         self.channels_last = bool(self.options.get("channels_last")) and any(len(i.shape) == 4 for i in inputs)
-        module = spec.module.to(self.device)
+        spec, _ = load_checkpoint(artifact)
+        module = spec.module.to(self.device).eval()
         if self.channels_last:
             module = module.to(memory_format=torch.channels_last)
-        self.module = module.eval()
-        self.autocast_dtype = AUTOCAST_DTYPES.get(self.precision)
+        if self.low_dtype is not None and self.precision_mode == "cast":
+            module = module.to(self.low_dtype)
+        return module
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        enabled = self.low_dtype is not None and self.precision_mode == "autocast"
+        return torch.autocast(device_type=self.device, dtype=self.low_dtype or torch.float32, enabled=enabled)
 
     def stage(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         staged = {}
         for name, array in batch.items():
             tensor = torch.from_numpy(array).to(self.device)
+            if tensor.is_floating_point() and self.low_dtype is not None and self.precision_mode == "cast":
+                tensor = tensor.to(self.low_dtype)
             if self.channels_last and tensor.dim() == 4:
                 tensor = tensor.contiguous(memory_format=torch.channels_last)
             staged[name] = tensor
         self.synchronize()
         return staged
-
-    def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
-        with (
-            torch.inference_mode(),
-            torch.autocast(
-                device_type=self.device,
-                dtype=self.autocast_dtype or torch.float32,
-                enabled=self.autocast_dtype is not None,
-            ),
-        ):
-            return self.module(**staged)
 
     def synchronize(self) -> None:
         if self.device == "cuda":
@@ -66,10 +80,24 @@ class TorchEager(Engine):
         return output.detach().float().cpu().numpy()
 
     def describe(self) -> dict[str, Any]:
-        return {
+        info = {
             **super().describe(),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
-            "autocast": str(self.autocast_dtype) if self.autocast_dtype else None,
+            "precision_mode": self.precision_mode if self.low_dtype is not None else None,
             "channels_last": self.channels_last,
         }
+        if self.device == "cuda":
+            info |= {"gpu": torch.cuda.get_device_name(), "tf32": torch.backends.cuda.matmul.allow_tf32}
+        return info
+
+
+class TorchEager(TorchEngine):
+    impl = "torch_eager"
+
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
+        self.module = self._load(artifact, inputs)
+
+    def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
+        with torch.inference_mode(), self._autocast():
+            return self.module(**staged)

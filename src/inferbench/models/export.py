@@ -105,3 +105,35 @@ def export_onnx(
                 f"{error:.3g} > allowed {max_rel_l2:.3g} (shapes {actual.shape} vs {reference.shape})"
             )
     return report
+
+
+def quantize_int8(src: str | Path, dst: str | Path) -> dict[str, Any]:
+    """Dynamic int8 quantization (weights int8, activations quantized at run time) of MatMul/Gemm."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    start = time.perf_counter()
+    with atomic_path(dst) as tmp:
+        quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"])
+    return {
+        "variant": "int8",
+        "source": str(src),
+        "convert_s": time.perf_counter() - start,
+        "method": "onnxruntime.quantization.quantize_dynamic, QInt8 weights, MatMul/Gemm",
+    }
+
+
+def convert_fp16(src: str | Path, dst: str | Path) -> dict[str, Any]:
+    """fp16 weights and compute, fp32 inputs and outputs (so engines stage the same arrays)."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    start = time.perf_counter()
+    model = convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+    with atomic_path(dst) as tmp:
+        onnx.save(model, str(tmp))
+    return {
+        "variant": "fp16",
+        "source": str(src),
+        "convert_s": time.perf_counter() - start,
+        "method": "onnxruntime.transformers.float16.convert_float_to_float16, keep_io_types",
+    }

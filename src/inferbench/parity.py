@@ -1,0 +1,77 @@
+"""Output parity: every cell's engine is run once on fixed reference inputs and compared with the FP32
+eager output of the same workload. A cell out of tolerance is ``invalid``: it keeps its timings but never
+counts as a speed-up.
+
+The reference holds a few rows; a batch of any size is those rows repeated (inference computes every
+row independently), so one small reference per workload and sequence length serves every batch size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from inferbench.fsutil import atomic_path
+from inferbench.models.registry import InputSpec, load_checkpoint, make_inputs
+
+REFERENCE_SEED = 1234
+
+
+def make_reference(
+    checkpoint: str | Path, inputs: tuple[InputSpec, ...], seq_len: int, rows: int, out: str | Path
+) -> None:
+    """FP32 eager outputs on the CPU for ``rows`` seeded input rows, saved with the inputs (npz)."""
+    spec, _ = load_checkpoint(checkpoint)
+    feed = make_inputs(inputs, rows, seq_len, REFERENCE_SEED)
+    with torch.inference_mode():
+        output = spec.module(**{k: torch.from_numpy(v) for k, v in feed.items()}).float().numpy()
+    with atomic_path(out) as tmp, tmp.open("wb") as fh:
+        np.savez(fh, output=output, **{f"input_{k}": v for k, v in feed.items()})
+
+
+def load_reference(path: str | Path, batch: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Reference inputs and outputs tiled to ``batch`` rows."""
+    with np.load(path) as data:
+        inputs = {k.removeprefix("input_"): data[k] for k in data.files if k.startswith("input_")}
+        output = data["output"]
+    rows = output.shape[0]
+    index = np.arange(batch) % rows
+    return {k: np.ascontiguousarray(v[index]) for k, v in inputs.items()}, output[index]
+
+
+def compare(actual: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+    """Max absolute error, relative L2 error, cosine similarity; top-1 agreement for (batch, classes)."""
+    if actual.shape != reference.shape:
+        return {"shape": list(actual.shape), "reference_shape": list(reference.shape), "rel_l2": float("inf")}
+    a, r = actual.astype(np.float64).ravel(), reference.astype(np.float64).ravel()
+    norm_r, norm_a = np.linalg.norm(r), np.linalg.norm(a)
+    metrics: dict[str, Any] = {
+        "max_abs": float(np.max(np.abs(a - r))) if a.size else 0.0,
+        "rel_l2": float(np.linalg.norm(a - r) / norm_r) if norm_r > 0 else float(np.linalg.norm(a)),
+        "cosine": float(a @ r / (norm_a * norm_r)) if norm_a > 0 and norm_r > 0 else float("nan"),
+        "finite": bool(np.isfinite(a).all()),
+    }
+    if actual.ndim == 2 and actual.shape[1] > 1:
+        metrics["top1_agreement"] = float((actual.argmax(1) == reference.argmax(1)).mean())
+    return metrics
+
+
+def violations(metrics: dict[str, Any], tolerance: dict[str, float]) -> list[str]:
+    """What is out of tolerance (empty when the output is acceptable)."""
+    problems = []
+    if not metrics.get("finite", True):
+        problems.append("non-finite outputs")
+    if "reference_shape" in metrics:
+        problems.append(f"output shape {metrics['shape']} differs from the reference {metrics['reference_shape']}")
+        return problems
+    if (limit := tolerance.get("max_rel_l2")) is not None and not metrics["rel_l2"] <= limit:
+        problems.append(f"relative L2 error {metrics['rel_l2']:.3g} > {limit:g}")
+    if (limit := tolerance.get("min_cosine")) is not None and not metrics["cosine"] >= limit:
+        problems.append(f"cosine similarity {metrics['cosine']:.6f} < {limit:g}")
+    top1 = metrics.get("top1_agreement")
+    if (limit := tolerance.get("min_top1_agreement")) is not None and top1 is not None and top1 < limit:
+        problems.append(f"top-1 agreement {top1:.3f} < {limit:g}")
+    return problems

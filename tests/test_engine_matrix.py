@@ -1,0 +1,167 @@
+"""The wider engine matrix on CPU: TorchScript, torch.compile, ORT int8, the GPU engines' availability
+logic, and the parity gate (including a deliberately wrong engine)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from inferbench.cell_runner import MeasureSettings, run_cell
+from inferbench.cells import CellKey, CellRecord
+from inferbench.engines.ort import tensorrt_unavailable_reason
+from inferbench.engines.registry import load_engine_class, onnx_path
+from inferbench.lock import MachineLock
+from inferbench.models import create_model, make_inputs
+from inferbench.models.export import convert_fp16, export_onnx, quantize_int8, relative_l2
+from inferbench.models.registry import save_checkpoint
+from inferbench.parity import compare, load_reference, make_reference, violations
+
+FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
+BERT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bert")
+    spec = create_model("bert_base", **BERT)
+    save_checkpoint(spec, root / "m.pt", seed=0)
+    (root / "m.json").write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
+    export_onnx(spec, root / "m.onnx")
+    make_reference(root / "m.pt", spec.inputs, seq_len=12, rows=2, out=root / "ref.npz")
+    return {"spec": spec, "root": root}
+
+
+def _outputs(impl, artifact, spec, feed, precision="fp32", **options):
+    engine = load_engine_class(impl)("cpu", precision, 1, {"engine": impl, **options})
+    engine.prepare(artifact, spec.inputs, feed)
+    out = engine.run(engine.stage(feed))
+    engine.synchronize()
+    return engine, engine.to_numpy(out)
+
+
+def test_torchscript_matches_eager(bert):
+    feed = make_inputs(bert["spec"].inputs, 3, 12, 0)
+    _, eager = _outputs("torch_eager", bert["root"] / "m.pt", bert["spec"], feed)
+    engine, scripted = _outputs("torchscript", bert["root"] / "m.pt", bert["spec"], feed)
+    assert relative_l2(scripted, eager) < 1e-5
+    assert "trace" in engine.cold_start_s and isinstance(engine.module, torch.jit.ScriptModule)
+
+
+@pytest.mark.slow
+def test_torch_compile_matches_eager_and_records_compile_time(tmp_path):
+    spec = create_model("mlp_heart", in_features=22, hidden=[16])
+    save_checkpoint(spec, tmp_path / "mlp.pt", seed=0)
+    feed = make_inputs(spec.inputs, 4, 0, 0)
+    _, eager = _outputs("torch_eager", tmp_path / "mlp.pt", spec, feed)
+    engine, compiled = _outputs("torch_compile", tmp_path / "mlp.pt", spec, feed)
+    assert relative_l2(compiled, eager) < 1e-5
+    assert engine.cold_start_s["compile"] > 0 and engine.describe()["mode"] == "default"
+
+
+def test_ort_int8_quantization_runs_and_stays_close(bert, tmp_path):
+    report = quantize_int8(bert["root"] / "m.onnx", tmp_path / "m.int8.onnx")
+    graph_ops = {n.op_type for n in onnx.load(str(tmp_path / "m.int8.onnx")).graph.node}
+    assert "DynamicQuantizeLinear" in graph_ops or "MatMulInteger" in graph_ops
+    assert report["variant"] == "int8"
+    feed = make_inputs(bert["spec"].inputs, 3, 12, 0)
+    _, fp32 = _outputs("ort_cpu", bert["root"] / "m.onnx", bert["spec"], feed)
+    _, int8 = _outputs("ort_cpu", tmp_path / "m.int8.onnx", bert["spec"], feed, precision="int8")
+    assert 0 < relative_l2(int8, fp32) < 0.3
+
+
+def test_fp16_conversion_keeps_fp32_io(bert, tmp_path):
+    convert_fp16(bert["root"] / "m.onnx", tmp_path / "m.fp16.onnx")
+    model = onnx.load(str(tmp_path / "m.fp16.onnx"))
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in model.graph.initializer)
+    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+
+
+def test_onnx_variant_paths():
+    assert onnx_path("ort_cpu", "bert_base", "int8") == "results/onnx/bert_base.int8.onnx"
+    assert onnx_path("ort_cuda", "bert_base", "fp16") == "results/onnx/bert_base.fp16.onnx"
+    assert onnx_path("ort_trt", "bert_base", "fp16") == "results/onnx/bert_base.onnx"  # TensorRT casts itself
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+@pytest.mark.parametrize("impl", ["torch_cudagraph", "ort_cuda", "ort_trt", "torch_compile"])
+def test_gpu_engines_say_why_they_cannot_run_here(impl):
+    reason = load_engine_class(impl).unavailable_reason("cuda", "fp16")
+    assert reason and "no CUDA device" in reason
+
+
+def test_tensorrt_absence_is_explained():
+    reason = tensorrt_unavailable_reason()
+    try:
+        import tensorrt  # noqa: F401
+    except ImportError:
+        assert reason and "TensorRT is not installed" in reason
+
+
+def test_reference_tiles_to_any_batch(bert):
+    inputs, output = load_reference(bert["root"] / "ref.npz", batch=5)
+    assert inputs["input_ids"].shape == (5, 12) and output.shape == (5, 12, 32)
+    assert np.array_equal(inputs["input_ids"][0], inputs["input_ids"][2])
+    assert np.array_equal(output[1], output[3])
+
+
+def test_compare_and_violations_on_known_values():
+    ref = np.array([[1.0, 0.0], [0.0, 1.0]])
+    assert compare(ref, ref) == {
+        "max_abs": 0.0,
+        "rel_l2": 0.0,
+        "cosine": pytest.approx(1.0),
+        "finite": True,
+        "top1_agreement": 1.0,
+    }
+    swapped = compare(ref[::-1].copy(), ref)
+    assert swapped["top1_agreement"] == 0.0 and swapped["rel_l2"] == pytest.approx(np.sqrt(4 / 2))
+    assert violations(swapped, {"max_rel_l2": 0.1}) == ["relative L2 error 1.41 > 0.1"]
+    assert violations(swapped, {"min_top1_agreement": 0.9})[0].startswith("top-1 agreement 0.000")
+    assert violations(compare(np.full((2, 2), np.nan), ref), {})[0] == "non-finite outputs"
+    assert "differs from the reference" in violations(compare(np.zeros(3), ref), {"max_rel_l2": 1})[0]
+
+
+def _cell(bert, tmp_path, impl="torch_eager", artifact="m.pt"):
+    key = CellKey("bert_base", impl, "fp32", "cpu", 3, 12, 1)
+    lock = MachineLock()
+    lock.shared()
+    try:
+        return run_cell(
+            key,
+            {"engine": impl},
+            bert["root"] / "m.json",
+            bert["root"] / artifact,
+            FAST,
+            tmp_path / key.relpath,
+            lock,
+            bert["root"] / "ref.npz",
+            {"max_rel_l2": 1e-4},
+        )
+    finally:
+        lock.close()
+
+
+@pytest.mark.parametrize(
+    ("impl", "artifact"), [("torch_eager", "m.pt"), ("ort_cpu", "m.onnx"), ("torchscript", "m.pt")]
+)
+def test_parity_gate_passes_correct_engines(bert, tmp_path, impl, artifact):
+    record = _cell(bert, tmp_path, impl, artifact)
+    assert record.status == "ok", record.reason
+    assert record.parity["rel_l2"] < 1e-5 and record.parity["cosine"] > 0.99999
+
+
+def test_parity_gate_marks_a_wrong_engine_invalid_and_keeps_timings(bert, tmp_path, monkeypatch):
+    from inferbench.engines.torch_eager import TorchEager
+
+    right = TorchEager.run
+    monkeypatch.setattr(TorchEager, "run", lambda self, staged: right(self, staged) * 1.05)  # 5 % off
+    record = _cell(bert, tmp_path)
+    assert record.status == "invalid"
+    assert record.reason.startswith("output differs from FP32 eager: relative L2 error 0.05")
+    assert record.latency_ms["p50"] > 0 and record.n_iters >= 3  # timings kept, reported apart
+    assert CellRecord.load(tmp_path / record.key.relpath).status == "invalid"
