@@ -11,6 +11,7 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/models.smk"
+include: "workflow/rules/tensorrt.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/report.smk"
 

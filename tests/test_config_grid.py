@@ -123,3 +123,32 @@ def test_auto_device_resolution():
     assert resolve_devices(["auto"], has_cuda=False) == ["cpu"]
     assert resolve_devices(["auto", "cpu"], has_cuda=True) == ["cuda", "cpu"]
     assert resolve_devices(["cpu", "auto"], has_cuda=False) == ["cpu"]
+
+
+def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
+    cfg = config()
+    validate_config(cfg)
+    cpu_cells = config_cells(cfg, has_cuda=False)
+    assert {c.device for c in cpu_cells} == {"cpu"}
+    assert {c.engine for c in cpu_cells} == {"noop", "torch_eager", "ort_cpu"}
+    assert len(cpu_cells) == 44  # 18 tabular + 8 vision + 16 text + 2 int8
+    assert {c.precision for c in cpu_cells if c.engine == "ort_cpu"} == {"fp32", "int8"}
+    gpu_cells = config_cells(cfg, has_cuda=True)
+    assert {c.device for c in gpu_cells if c.engine != "ort_cpu"} == {"cuda"}
+    engines = {cfg["engines"][c.engine]["engine"] for c in gpu_cells}
+    assert engines == {
+        "noop",
+        "torch_eager",
+        "torchscript",
+        "torch_compile",
+        "torch_cudagraph",
+        "ort_cpu",
+        "ort_cuda",
+        "ort_trt",
+        "tensorrt",
+    }  # every engine of the issue runs in the GPU default
+    # the variant's `precisions` option keeps the expensive compile to fp16
+    assert {c.precision for c in gpu_cells if c.engine == "torch_compile"} == {"fp16"}
+    assert {c.precision for c in gpu_cells if c.engine == "torch_eager_cl"} == {"fp16", "bf16"}
+    # ort engines have no bf16: those combinations are left out, not recorded
+    assert not [c for c in gpu_cells if c.engine.startswith("ort") and c.precision == "bf16"]

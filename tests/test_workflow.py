@@ -33,7 +33,7 @@ TINY = {
     "studies": {
         "tiny": {
             "workloads": ["mlp_heart", "distilbert"],
-            "engines": ["noop", "torch_eager", "ort_cpu"],
+            "engines": ["noop", "torch_eager", "ort_cpu", "tensorrt"],
             "precisions": ["fp32"],
             "devices": ["cpu", "cuda"],
             "batch_sizes": [1, 2],
@@ -41,7 +41,12 @@ TINY = {
             "threads": [1],
         }
     },
-    "engines": {"noop": {"engine": "noop"}, "torch_eager": {"engine": "torch_eager"}, "ort_cpu": {"engine": "ort_cpu"}},
+    "engines": {
+        "noop": {"engine": "noop"},
+        "torch_eager": {"engine": "torch_eager"},
+        "ort_cpu": {"engine": "ort_cpu"},
+        "tensorrt": {"engine": "tensorrt"},
+    },
     "datasets": {"heart": {"source": "synthetic", "seed": 0}},
     "models": {
         "mlp_heart": {"arch": {"hidden": [8]}, "train": {"epochs": 3, "batch_size": 32}},
@@ -50,8 +55,10 @@ TINY = {
     "measure": {"warmup_s": 0.0, "min_time_s": 0.01, "min_iters": 3},
 }
 CPU_CELLS = 2 * 3 + 2 * 2 * 3  # mlp_heart: 2 batches x 3 engines; distilbert: x 2 seq lens
-CUDA_CELLS = 2 * 2 + 2 * 2 * 2  # noop and torch_eager only: ort_cpu never runs on cuda
+CUDA_CELLS = 2 * 2 + 2 * 2 * 2  # noop and torch_eager: ort_cpu never runs on cuda
+TRT_CELLS = 2 + 2 * 2  # tensorrt runs on cuda only, and TensorRT is installed on none of our machines
 CUDA_STATUS = "ok" if torch.cuda.is_available() else "unavailable"
+ALL_CELLS = CPU_CELLS + CUDA_CELLS + TRT_CELLS
 
 
 def snakemake(workdir: Path, config: dict, dryrun: bool) -> Counter:
@@ -91,11 +98,14 @@ def tiny_run(tmp_path_factory):
 
 def test_tiny_run_produces_records_summary_plots_and_report(tiny_run):
     workdir, jobs = tiny_run
-    assert jobs["benchmark_cell"] == CPU_CELLS + CUDA_CELLS
+    assert jobs["benchmark_cell"] == ALL_CELLS
+    assert "build_tensorrt_engine" not in jobs  # nothing to build without TensorRT: the cells say why
     records = [CellRecord.load(p) for p in (workdir / "results" / "cells").rglob("*.json")]
-    assert len(records) == CPU_CELLS + CUDA_CELLS
-    by_status = Counter((r.key.device, r.status) for r in records)
+    assert len(records) == ALL_CELLS
+    by_status = Counter((r.key.device, r.status) for r in records if r.key.engine != "tensorrt")
     assert by_status == {("cpu", "ok"): CPU_CELLS, ("cuda", CUDA_STATUS): CUDA_CELLS}
+    trt = [r for r in records if r.key.engine == "tensorrt"]
+    assert len(trt) == TRT_CELLS and all(r.status == "unavailable" and "tensorrt" in r.reason for r in trt)
 
     summary = pd.read_csv(workdir / "results" / "summary.csv")
     required = [
@@ -145,7 +155,7 @@ def test_adding_a_batch_size_schedules_only_new_cells_and_aggregates(tiny_run):
     config = copy.deepcopy(TINY)
     config["studies"]["tiny"]["batch_sizes"] = [1, 2, 4]
     jobs = snakemake(workdir, config, dryrun=True)
-    new_cells = (CPU_CELLS + CUDA_CELLS) // 2  # one more batch size: half as many cells as two gave
+    new_cells = ALL_CELLS // 2  # one more batch size: half as many cells as two gave
     assert jobs == Counter(
         {"benchmark_cell": new_cells, "aggregate": 1, "plot_batch_sweep": 2, "plot_seq_sweep": 1, "report": 1, "all": 1}
     )

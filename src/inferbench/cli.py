@@ -119,6 +119,35 @@ def cmd_convert_onnx(args: argparse.Namespace) -> None:
     write_json(args.report, report)
 
 
+def cmd_build_trt_engine(args: argparse.Namespace) -> None:
+    from inferbench.cell_runner import input_specs
+    from inferbench.engines import tensorrt
+    from inferbench.fsutil import read_json, write_json
+
+    inputs = input_specs(read_json(args.model_meta))
+    calibration = None
+    if args.precision == "int8":
+        features = None
+        if args.data:  # tabular workloads calibrate on their real, encoded rows
+            import pandas as pd
+
+            features = pd.read_parquet(args.data).drop(columns=["target"]).to_numpy()
+        n_batches = int(args.options.get("calibration_batches", 16))
+        calibration = tensorrt.calibration_batches(inputs, args.batch, args.seq, n_batches, features)
+    report = tensorrt.build_engine(
+        args.onnx,
+        inputs,
+        args.precision,
+        args.batch,
+        args.seq,
+        args.out,
+        calibration,
+        workspace_gib=float(args.options.get("workspace_gib", 8.0)),
+    )
+    write_json(tensorrt.build_report_path(args.out), report)
+    print(json.dumps(report, indent=2))
+
+
 def cmd_reference(args: argparse.Namespace) -> None:
     from inferbench.cell_runner import input_specs
     from inferbench.fsutil import read_json
@@ -253,6 +282,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--report", type=Path, required=True)
     p.set_defaults(func=cmd_convert_onnx, lock=True)
+
+    p = sub.add_parser("build-trt-engine", help="build a native TensorRT engine (plan) from the fp32 ONNX export")
+    p.add_argument("--onnx", type=Path, required=True)
+    p.add_argument("--model-meta", type=Path, required=True)
+    p.add_argument("--precision", choices=["fp32", "fp16", "int8"], required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--seq", type=int, default=0)
+    p.add_argument("--options", type=_json, default={}, help="the engine variant (workspace_gib, calibration_batches)")
+    p.add_argument("--data", type=Path, help="processed dataset whose rows calibrate int8 (tabular workloads)")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_build_trt_engine, lock=True)
 
     p = sub.add_parser("reference", help="FP32 eager reference outputs for the parity check")
     p.add_argument("--checkpoint", type=Path, required=True)

@@ -2,7 +2,7 @@
 
 Left out (also listed in the README):
 - an engine on a device or at a precision its implementation does not support (e.g. ort_cpu on cuda),
-  or on a device its variant's ``devices`` option leaves out;
+  or on a device or precision its variant's ``devices`` / ``precisions`` options leave out;
 - sequence lengths on non-text workloads (their cells have seq_len 0);
 - the thread axis on cuda (cuda cells have threads 0: the host thread count is not swept there).
 Cells that could run on another machine (cuda without a GPU) stay in and are recorded `unavailable`.
@@ -40,12 +40,19 @@ def study_cells(
     study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cuda: bool | None = None
 ) -> set[CellKey]:
     cells: set[CellKey] = set()
+    if study.get("requires_gpu"):
+        has_cuda = cuda_present() if has_cuda is None else has_cuda
+        if not has_cuda:
+            return cells
     devices = resolve_devices(study["devices"], has_cuda)
     axes = itertools.product(study["workloads"], study["engines"], study["precisions"], devices)
     for workload, variant, precision, device in axes:
         info = engine_info(variants[variant]["engine"])
         allowed_devices = variants[variant].get("devices", info.devices)
-        if device not in info.devices or device not in allowed_devices or precision not in info.precisions:
+        allowed_precisions = variants[variant].get("precisions", info.precisions)
+        if device not in info.devices or device not in allowed_devices:
+            continue
+        if precision not in info.precisions or precision not in allowed_precisions:
             continue
         seq_lens = study["seq_lens"] if WORKLOADS[workload].has_seq_len else [0]
         threads = study["threads"] if device == "cpu" else [0]
@@ -56,9 +63,10 @@ def study_cells(
 
 def config_cells(config: dict[str, Any], has_cuda: bool | None = None) -> list[CellKey]:
     """All cells of the studies named in ``config['run']``; a cell shared by two studies is one cell."""
-    if has_cuda is None and any("auto" in config["studies"][s]["devices"] for s in config["run"]):
+    studies = [config["studies"][name] for name in config["run"]]
+    if has_cuda is None and any("auto" in s["devices"] or s.get("requires_gpu") for s in studies):
         has_cuda = cuda_present()
     cells: set[CellKey] = set()
-    for name in config["run"]:
-        cells |= study_cells(config["studies"][name], config["engines"], has_cuda)
+    for study in studies:
+        cells |= study_cells(study, config["engines"], has_cuda)
     return sorted(cells)

@@ -13,6 +13,7 @@ shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}
 
 from inferbench.config import ConfigError, validate_config
 from inferbench.engines.registry import code_version, engine_info, onnx_path
+from inferbench.engines.tensorrt import current_target, plan_path
 from inferbench.grid import config_cells
 from inferbench.report.plots import plot_names
 from inferbench.workloads import WORKLOADS
@@ -23,6 +24,9 @@ except ConfigError as error:
     raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
 
 CELLS = config_cells(config)
+# GPU model + TensorRT version naming the engine cache; None where TensorRT or the GPU is missing
+USES_TENSORRT = any(config["engines"][c.engine]["engine"] == "tensorrt" for c in CELLS)
+TRT_TARGET = current_target() if USES_TENSORRT else None
 CELL_WORKLOADS = sorted({cell.workload for cell in CELLS}, key=list(WORKLOADS).index)
 # Raw files live under their source, so switching the source never reuses the other source's file.
 RAW_NAMES = {"lendingclub": "accepted_2007_to_2018Q4.csv.gz", "heart": "processed.cleveland.data"}
@@ -74,9 +78,29 @@ def cell_inputs(wildcards):
         inputs["artifact"] = f"results/models/{wildcards.workload}.pt"
     elif artifact == "onnx":
         inputs["artifact"] = onnx_path(impl, wildcards.workload, wildcards.precision)
+    elif artifact == "trt_plan" and TRT_TARGET and wildcards.device == "cuda":
+        # without TensorRT there is nothing to build: the cell runs without a plan and records why
+        inputs["artifact"] = str(
+            plan_path(
+                TRT_TARGET,
+                wildcards.engine,
+                wildcards.workload,
+                wildcards.precision,
+                int(wildcards.batch),
+                int(wildcards.seq),
+            )
+        )
     if artifact != "none":
         inputs["reference"] = f"results/reference/{wildcards.workload}-s{wildcards.seq}.npz"
     return inputs
+
+
+def tensorrt_calibration_data(wildcards):
+    """INT8 engines of tabular workloads calibrate on the real (processed) rows of their dataset."""
+    dataset = WORKLOADS[wildcards.workload].dataset
+    if wildcards.precision == "int8" and dataset:
+        return f"data/processed/{dataset}.parquet"
+    return []
 
 
 def model_options(workload):

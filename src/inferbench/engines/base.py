@@ -36,7 +36,7 @@ class Engine(ABC):
 
     def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
         self.device, self.precision, self.threads = device, precision, threads
-        self.options = {k: v for k, v in options.items() if k not in ("engine", "devices")}
+        self.options = {k: v for k, v in options.items() if k not in ("engine", "devices", "precisions")}
         #: named cold-start costs measured inside prepare (compile, capture, build...), in seconds
         self.cold_start_s: dict[str, float] = {}
 

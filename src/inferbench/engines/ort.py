@@ -6,7 +6,6 @@ providers silently, and a cell must measure what its name says.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 from pathlib import Path
 from typing import Any, ClassVar
@@ -14,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from inferbench.engines.base import Engine, cuda_unavailable_reason
+from inferbench.engines.tensorrt import tensorrt_unavailable_reason
 from inferbench.models.registry import InputSpec
 
 
@@ -129,19 +129,6 @@ class OrtCuda(OrtEngine):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "io_binding": self.io_binding}
-
-
-def tensorrt_unavailable_reason() -> str | None:
-    """TensorRT itself (libnvinfer), which ONNX Runtime's provider and the native engine both need."""
-    if importlib.util.find_spec("tensorrt") is not None:
-        return None
-    for name in ("libnvinfer.so.10", "libnvinfer.so.8", "libnvinfer.so"):
-        try:
-            ctypes.CDLL(name)
-            return None
-        except OSError:
-            continue
-    return "TensorRT is not installed here (no `tensorrt` Python package and no libnvinfer shared library)"
 
 
 class OrtTensorRT(OrtCuda):

@@ -23,7 +23,8 @@ class EngineInfo:
     target: str  # "module:Class"
     devices: tuple[str, ...]
     precisions: tuple[str, ...]
-    artifact: Literal["checkpoint", "onnx", "none"]  # what the engine is prepared from
+    #: what the engine is prepared from; trt_plan: a TensorRT engine built by the workflow from the fp32 ONNX
+    artifact: Literal["checkpoint", "onnx", "trt_plan", "none"]
     description: str
     #: ONNX file variant per precision (results/onnx/<workload>.<variant>.onnx); absent: the fp32 export
     onnx_variants: dict[str, str] = field(default_factory=dict)
@@ -88,6 +89,13 @@ ENGINES: dict[str, EngineInfo] = {
         ("fp32", "fp16"),
         "onnx",
         "ONNX Runtime, TensorRT execution provider, engine cache under results/engines/ort_trt",
+    ),
+    "tensorrt": EngineInfo(
+        "inferbench.engines.tensorrt:TensorRTEngine",
+        ("cuda",),
+        ("fp32", "fp16", "int8"),
+        "trt_plan",
+        "native TensorRT engine (static shape profile, cached per GPU and TensorRT version), device buffers",
     ),
 }
 

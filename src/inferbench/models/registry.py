@@ -106,10 +106,15 @@ def save_checkpoint(spec: ModelSpec, path: str | Path, seed: int, meta: dict[str
         torch.save(payload, tmp)
 
 
-def load_checkpoint(path: str | Path) -> tuple[ModelSpec, dict[str, Any]]:
-    """Rebuild the architecture and load the saved weights; returns (spec, meta)."""
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    spec = create_model(payload["name"], seed=payload["seed"], **payload["arch"])
+def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[ModelSpec, dict[str, Any]]:
+    """Rebuild the architecture on ``device`` and load the saved weights; returns (spec, meta).
+
+    Building under ``torch.device(device)`` runs the (discarded) random initialisation where the
+    model will live: on a GPU that takes milliseconds instead of seconds for BERT-sized models.
+    """
+    payload = torch.load(path, map_location=device, weights_only=True)
+    with torch.device(device):
+        spec = create_model(payload["name"], seed=payload["seed"], **payload["arch"])
     spec.module.load_state_dict(payload["state_dict"])
     spec.module.eval()
     return spec, payload["meta"]

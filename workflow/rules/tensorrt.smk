@@ -1,0 +1,29 @@
+# Native TensorRT engines: one plan per engine variant x workload x precision x shape, cached under a
+# folder named after the GPU model and TensorRT version (TRT_TARGET, found where snakemake runs).
+# Where TensorRT is missing, tensorrt cells take no plan and record `unavailable` (see cell_inputs).
+
+
+rule build_tensorrt_engine:
+    input:
+        onnx="results/onnx/{workload}.onnx",
+        meta="results/models/{workload}.json",
+        data=lambda wc: tensorrt_calibration_data(wc),
+    output:
+        plan="results/engines/tensorrt/{target}/{engine}/{workload}.{precision}.b{batch}-s{seq}.plan",
+        report="results/engines/tensorrt/{target}/{engine}/{workload}.{precision}.b{batch}-s{seq}.json",
+    params:
+        variant=lambda wc: json.dumps(variant(wc), sort_keys=True),
+        data=lambda wc, input: f"--data {input.data}" if input.data else "",
+    wildcard_constraints:
+        target="[a-z0-9.-]+",
+        precision="fp32|fp16|int8",
+    resources:
+        gpu=1,
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/build_tensorrt_engine/{target}/{engine}/{workload}.{precision}.b{batch}-s{seq}.log",
+    shell:
+        "python -m inferbench build-trt-engine --onnx {input.onnx} --model-meta {input.meta}"
+        " --precision {wildcards.precision} --batch {wildcards.batch} --seq {wildcards.seq}"
+        " --options {params.variant:q} {params.data} --out {output.plan} > {log} 2>&1"
