@@ -19,11 +19,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=cs
 start=$(date +%s)
 timeout "${1:-540}" snakemake --cores 16 --resources gpu=1 > "$out/snakemake.log" 2>&1
 echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee "$out/timing.txt"
-start=$(date +%s.%N)
+start=$(date +%s%N)
 snakemake --cores 16 --resources gpu=1 -n > "$out/rerun.log" 2>&1
-echo "dry re-run rc=$? wall_s=$(echo "$(date +%s.%N) - $start" | bc)" | tee -a "$out/timing.txt"
+echo "dry re-run rc=$? wall_ms=$(( ($(date +%s%N) - start) / 1000000 ))" | tee -a "$out/timing.txt"
 tail -3 "$out/rerun.log"
 
+python3 benchmarks/cell_overhead.py --workload bert_base --device cuda --out "$out/cell_overhead.json" > /dev/null
 cp results/summary.csv results/report.md "$out/" 2>/dev/null
 tar czf "$out/cells.tgz" results/cells results/onnx/*.json results/engines logs 2>/dev/null
 python3 - <<'PY'

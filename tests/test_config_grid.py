@@ -137,7 +137,6 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
     assert {c.device for c in gpu_cells if c.engine != "ort_cpu"} == {"cuda"}
     engines = {cfg["engines"][c.engine]["engine"] for c in gpu_cells}
     assert engines == {
-        "noop",
         "torch_eager",
         "torchscript",
         "torch_compile",

@@ -47,6 +47,23 @@ def test_checkpoint_round_trip(tmp_path):
     assert meta == {"note": "x"}
 
 
+def test_checkpoint_restores_buffers_outside_the_state_dict(tmp_path):
+    # BERT keeps position ids in a non-persistent buffer; loading builds on the meta device, so the
+    # checkpoint must carry it, and a checkpoint without it is refused rather than left uninitialised
+    spec = create_model("bert_base", **TINY["bert_base"])
+    save_checkpoint(spec, tmp_path / "b.pt", seed=0)
+    loaded, _ = load_checkpoint(tmp_path / "b.pt")
+    assert not any(t.is_meta for t in [*loaded.module.parameters(), *loaded.module.buffers()])
+    inputs = {k: torch.from_numpy(v) for k, v in make_inputs(spec.inputs, 2, 9, 0).items()}
+    with torch.inference_mode():
+        assert torch.equal(spec.module(**inputs), loaded.module(**inputs))
+    payload = torch.load(tmp_path / "b.pt", weights_only=True)
+    payload.pop("extra_buffers")
+    torch.save(payload, tmp_path / "old.pt")
+    with pytest.raises(ValueError, match=r"no saved values for .*position_ids"):
+        load_checkpoint(tmp_path / "old.pt")
+
+
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_export_parity_on_larger_batch_than_example(name, tmp_path):
     spec = create_model(name, **TINY[name])

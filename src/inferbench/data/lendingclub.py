@@ -287,8 +287,9 @@ def clean(
     loans = loans[loans["loan_status"].isin(list(TARGET_BY_STATUS))].copy()
     target = loans["loan_status"].map(TARGET_BY_STATUS).astype("int64")
 
-    issue = pd.to_datetime(loans["issue_d"], format="%b-%Y", errors="coerce")
-    earliest = pd.to_datetime(loans["earliest_cr_line"], format="%b-%Y", errors="coerce")
+    # from strings: pandas 3.0 keeps a categorical's dtype through to_datetime (3.1 does not)
+    issue = pd.to_datetime(loans["issue_d"].astype("string"), format="%b-%Y", errors="coerce")
+    earliest = pd.to_datetime(loans["earliest_cr_line"].astype("string"), format="%b-%Y", errors="coerce")
     dti = pd.to_numeric(loans["dti"], errors="coerce")
     sub_grade = loans["sub_grade"].str.strip()
     derived = pd.DataFrame(

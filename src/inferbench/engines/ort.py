@@ -91,6 +91,10 @@ class OrtCuda(OrtEngine):
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
         return cuda_unavailable_reason() or _ort_reason(cls.provider)
 
+    def provider_options(self) -> dict[str, Any]:
+        # the CUDA provider uses TF32 for fp32 matmuls and convolutions by default: fp32 means fp32
+        return {"device_id": 0, "use_tf32": 0 if self.precision == "fp32" else 1}
+
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         super().prepare(artifact, inputs, example)
         self.io_binding = bool(self.options.get("io_binding", True))
@@ -128,7 +132,7 @@ class OrtCuda(OrtEngine):
         return np.asarray(output.copy_outputs_to_cpu()[0], dtype=np.float32)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "io_binding": self.io_binding}
+        return {**super().describe(), "io_binding": self.io_binding, "provider_options": self.provider_options()}
 
 
 class OrtTensorRT(OrtCuda):

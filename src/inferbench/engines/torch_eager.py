@@ -48,7 +48,8 @@ class TorchEngine(Engine):
         self.precision_mode = self.options.get("precision_mode", self.default_precision_mode)
         self.low_dtype = LOW_PRECISION.get(self.precision)
         self.channels_last = bool(self.options.get("channels_last")) and any(len(i.shape) == 4 for i in inputs)
-        spec, _ = load_checkpoint(artifact, self.device)
+        with self.cold_start("load_model"):
+            spec, _ = load_checkpoint(artifact, self.device)
         module = spec.module.eval()
         if self.channels_last:
             module = module.to(memory_format=torch.channels_last)
