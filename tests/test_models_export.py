@@ -49,7 +49,7 @@ def test_checkpoint_round_trip(tmp_path):
 
 def test_checkpoint_restores_buffers_outside_the_state_dict(tmp_path):
     # BERT keeps position ids in a non-persistent buffer; loading builds on the meta device, so the
-    # checkpoint must carry it, and a checkpoint without it is refused rather than left uninitialised
+    # checkpoint must carry it; a buffer it lacks is refused rather than left uninitialised
     spec = create_model("bert_base", **TINY["bert_base"])
     save_checkpoint(spec, tmp_path / "b.pt", seed=0)
     loaded, _ = load_checkpoint(tmp_path / "b.pt")
@@ -58,10 +58,15 @@ def test_checkpoint_restores_buffers_outside_the_state_dict(tmp_path):
     with torch.inference_mode():
         assert torch.equal(spec.module(**inputs), loaded.module(**inputs))
     payload = torch.load(tmp_path / "b.pt", weights_only=True)
-    payload.pop("extra_buffers")
-    torch.save(payload, tmp_path / "old.pt")
+    del payload["extra_buffers"]["model.embeddings.position_ids"]
+    torch.save(payload, tmp_path / "broken.pt")
     with pytest.raises(ValueError, match=r"no saved values for .*position_ids"):
-        load_checkpoint(tmp_path / "old.pt")
+        load_checkpoint(tmp_path / "broken.pt")
+    del payload["extra_buffers"]  # a checkpoint from before they were saved: built the slow way
+    torch.save(payload, tmp_path / "old.pt")
+    old, _ = load_checkpoint(tmp_path / "old.pt")
+    with torch.inference_mode():
+        assert torch.equal(spec.module(**inputs), old.module(**inputs))
 
 
 @pytest.mark.parametrize("name", sorted(TINY))

@@ -118,6 +118,11 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[ModelSpec, d
     cell compared with building with random weights and copying the loaded ones over them.
     """
     payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    if "extra_buffers" not in payload:  # written before checkpoints carried every buffer: build, then load
+        spec = create_model(payload["name"], seed=payload["seed"], **payload["arch"])
+        spec.module.load_state_dict(payload["state_dict"])
+        spec.module.to(device).eval()
+        return spec, payload["meta"]
     with torch.device("meta"):
         spec = create_model(payload["name"], seed=payload["seed"], **payload["arch"])
     module = spec.module
