@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -65,3 +66,15 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
         write_atomic(path, broken)
     assert json.loads(path.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary left behind
+
+
+def test_fingerprint_names_the_onnxruntime_that_was_imported(monkeypatch):
+    # onnxruntime and onnxruntime-gpu install one module; with both present, the imported one ran
+    import types
+
+    from inferbench.environment import fingerprint
+
+    env = fingerprint(include_gpu=False)
+    assert env["python"] and env["cpu_count"] >= 1 and "numpy" in env["libraries"]
+    monkeypatch.setitem(sys.modules, "onnxruntime", types.SimpleNamespace(__version__="9.9.9-gpu"))
+    assert fingerprint(include_gpu=False)["libraries"]["onnxruntime"] == "9.9.9-gpu"

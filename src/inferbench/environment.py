@@ -7,6 +7,7 @@ import importlib.metadata
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,16 @@ def _version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def _libraries() -> dict[str, str]:
+    versions = {name: v for name in LIBRARIES if (v := _version(name))}
+    # onnxruntime and onnxruntime-gpu install the same module; where both are present, the one that
+    # was imported is the one that ran: its own version is what "onnxruntime" means in a record
+    module = sys.modules.get("onnxruntime")
+    if module is not None and getattr(module, "__version__", None):
+        versions["onnxruntime"] = module.__version__
+    return versions
 
 
 @functools.cache
@@ -57,7 +68,7 @@ def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "inferbench": inferbench.__version__,
         "git_commit": _git_commit(),
-        "libraries": {name: v for name in LIBRARIES if (v := _version(name))},
+        "libraries": _libraries(),
         "gpu_name": None,
     }
     if include_gpu:

@@ -15,6 +15,10 @@ import pandas as pd
 from inferbench.fsutil import atomic_path, read_json
 from inferbench.workloads import WORKLOADS
 
+BOUNDARIES = {
+    "device": "inputs staged where the engine computes before timing, outputs left there",
+    "end_to_end": "host arrays in, host arrays out, copies to and from the device included",
+}
 TABLE_COLUMNS = [
     ("engine", "engine"),
     ("precision", "precision"),
@@ -85,10 +89,11 @@ def build_report(
         "and CPU thread count, measured in its own process while no other job of the workflow runs "
         "(machine-wide lock). After a warm-up, calls are timed one at a time until both the minimum time "
         "and the minimum number of calls are reached; every call is synchronised before the clock is read "
-        "(CUDA events on GPU). Timing boundary of every ok cell here: "
-        + ", ".join(f"`{t}`" for t in sorted(measured["timing"].dropna().unique()))
-        + " (inputs staged "
-        "where the engine computes before timing, outputs left there). Percentiles from fewer samples "
+        "(CUDA events on GPU). Timing boundaries of the ok cells here: "
+        + "; ".join(
+            f"`{t}`: {BOUNDARIES.get(t, 'see the records')}" for t in sorted(measured["timing"].dropna().unique())
+        )
+        + ". Percentiles from fewer samples "
         "than they need (p90: 10, p95: 20, p99: 100) are shown as –. `n` is the number of timed calls.",
         "",
         "## Environment",
