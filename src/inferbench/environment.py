@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import subprocess
@@ -40,7 +41,25 @@ def _libraries() -> dict[str, str]:
     module = sys.modules.get("onnxruntime")
     if module is not None and getattr(module, "__version__", None):
         versions["onnxruntime"] = module.__version__
+    elif (importable := _importable_version("onnxruntime", ("onnxruntime-gpu", "onnxruntime"))) is not None:
+        versions["onnxruntime"] = importable
     return versions
+
+
+def _importable_version(module: str, distributions: tuple[str, ...]) -> str | None:
+    """The version of the distribution whose copy of ``module`` an import would load."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return None
+    site = Path(spec.origin).resolve().parent.parent
+    for name in distributions:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if Path(str(dist.locate_file(""))).resolve() == site:
+            return dist.version
+    return None
 
 
 @functools.cache
