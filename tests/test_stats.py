@@ -35,6 +35,32 @@ def test_tail_percentiles_need_enough_samples():
     assert latency_stats(np.full(100, 0.002), 1)["latency_ms"]["p99"] == pytest.approx(2.0)
 
 
+def test_confidence_intervals_cover_the_true_percentile_95_percent_of_the_time():
+    # exponential latencies with mean 1 ms: the true median is ln 2 ms, the true p90 ln 10 ms
+    rng = np.random.default_rng(3)
+    trials = [latency_stats(rng.exponential(1e-3, 200), 1) for _ in range(200)]
+    for name, truth in (("p50", np.log(2)), ("p90", np.log(10))):
+        covered = np.mean([lo < truth < hi for lo, hi in (t["latency_ci95_ms"][name] for t in trials)])
+        assert 0.88 <= covered <= 0.99, (name, covered)
+    assert np.median([t["cv"] for t in trials]) == pytest.approx(1.0, abs=0.1)  # exponential: std = mean
+
+
+def test_confidence_intervals_narrow_with_more_samples():
+    rng = np.random.default_rng(4)
+    few, many = latency_stats(rng.exponential(1e-3, 200), 1), latency_stats(rng.exponential(1e-3, 20_000), 1)
+    width = [s["latency_ci95_ms"]["p50"][1] - s["latency_ci95_ms"]["p50"][0] for s in (few, many)]
+    assert width[1] < width[0] / 5  # ~1/sqrt(n): 100x the samples, ~10x narrower
+    assert set(few["latency_ci95_ms"]) == {"p50", "p90", "p95", "p99"}
+    assert "p99" not in latency_stats(rng.exponential(1e-3, 50), 1)["latency_ci95_ms"]  # no CI where no p99
+
+
+def test_confidence_interval_is_seeded_and_degenerate_for_constant_samples():
+    samples = np.random.default_rng(0).exponential(1e-3, 500)
+    assert latency_stats(samples, 1)["latency_ci95_ms"] == latency_stats(samples, 1)["latency_ci95_ms"]
+    constant = latency_stats(np.full(30, 0.002), 1)
+    assert constant["latency_ci95_ms"]["p50"] == [2.0, 2.0] and constant["cv"] == 0.0
+
+
 def test_single_sample_and_bad_samples():
     stats = latency_stats(np.array([0.010]), batch_size=8)
     assert stats["latency_ms"]["std"] == 0.0 and stats["throughput_per_s"] == pytest.approx(800)

@@ -141,6 +141,8 @@ def _measure_cell(
         timing=engine.timing,
         timing_description=engine.timing_description,
         latency_ms=stats["latency_ms"],
+        latency_ci95_ms=stats["latency_ci95_ms"],
+        cv=stats["cv"],
         throughput_per_s=stats["throughput_per_s"],
         n_iters=stats["n_iters"],
         warmup_iters=result.warmup_iters,

@@ -81,6 +81,10 @@ class CellRecord:
     timing: str | None = None
     timing_description: str | None = None
     latency_ms: dict[str, float | None] | None = None
+    #: 95% bootstrap confidence interval [low, high] of each reported percentile
+    latency_ci95_ms: dict[str, list[float]] | None = None
+    #: coefficient of variation of the per-call latencies (std / mean)
+    cv: float | None = None
     throughput_per_s: float | None = None
     n_iters: int | None = None
     warmup_iters: int | None = None
@@ -134,6 +138,12 @@ class CellRecord:
             "reason": self.reason,
             "timing": self.timing,
             **{f"latency_{k}_ms": lat.get(k) for k in ("p50", "p90", "p95", "p99", "mean", "std", "min", "max")},
+            **{
+                f"latency_{k}_ci95_{side}_ms": ((self.latency_ci95_ms or {}).get(k) or [None, None])[i]
+                for k in ("p50", "p99")
+                for i, side in enumerate(("low", "high"))
+            },
+            "latency_cv": self.cv,
             "latency_per_item_p50_ms": p50 / self.key.batch_size if p50 is not None else None,
             "throughput_per_s": self.throughput_per_s,
             "n_iters": self.n_iters,

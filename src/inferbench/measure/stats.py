@@ -2,6 +2,9 @@
 
 A tail percentile from too few samples is noise: p90, p95 and p99 are reported only when at least
 10, 20 and 100 samples exist (the spirit of MLPerf's minimum query counts), else ``None``.
+Each reported percentile carries a 95% confidence interval from a seeded percentile bootstrap
+(scipy.stats.bootstrap, 1,000 resamples), and the coefficient of variation says how steady the
+calls were.
 """
 
 from __future__ import annotations
@@ -9,9 +12,34 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 MIN_SAMPLES = {"p50": 1, "p90": 10, "p95": 20, "p99": 100}
+BOOTSTRAP_RESAMPLES = 1000
+
+
+def percentile_ci(
+    samples: np.ndarray, names: list[str], confidence: float = 0.95, seed: int = 0
+) -> dict[str, tuple[float, float]]:
+    """Bootstrap confidence intervals of the named percentiles (same unit as ``samples``)."""
+    if samples.size < 2 or not names:
+        return {}
+    qs = [PERCENTILES[name] for name in names]
+    if np.ptp(samples) == 0:  # every call took the same time: nothing to resample
+        return {name: (float(samples[0]), float(samples[0])) for name in names}
+    result = scipy_stats.bootstrap(
+        (samples,),
+        lambda x, axis: np.percentile(x, qs, axis=axis),
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        batch=100,  # bounds memory for cells with 10^5 calls
+        rng=np.random.default_rng(seed),
+    )
+    low, high = np.atleast_1d(result.confidence_interval.low), np.atleast_1d(result.confidence_interval.high)
+    return {name: (float(lo), float(hi)) for name, lo, hi in zip(names, low, high, strict=True)}
 
 
 def latency_stats(samples_s: np.ndarray, batch_size: int) -> dict[str, Any]:
@@ -29,9 +57,12 @@ def latency_stats(samples_s: np.ndarray, batch_size: int) -> dict[str, Any]:
         "min": float(ms.min()),
         "max": float(ms.max()),
     }
+    reported = [name for name in PERCENTILES if latency[name] is not None]
     total_s = float(samples.sum())
     return {
         "latency_ms": latency,
+        "latency_ci95_ms": {name: list(ci) for name, ci in percentile_ci(ms, reported).items()},
+        "cv": latency["std"] / latency["mean"] if latency["mean"] > 0 else None,
         "n_iters": int(samples.size),
         "throughput_per_s": batch_size * samples.size / total_s if total_s > 0 else None,
     }

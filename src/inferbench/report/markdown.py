@@ -28,11 +28,13 @@ TABLE_COLUMNS = [
     ("threads", "threads"),
     ("status", "status"),
     ("latency_p50_ms", "p50 ms"),
+    ("latency_p50_ci95", "p50 95% CI"),
     ("latency_p90_ms", "p90 ms"),
     ("latency_p99_ms", "p99 ms"),
     ("latency_mean_ms", "mean ms"),
     ("latency_per_item_p50_ms", "p50 ms/item"),
     ("throughput_per_s", "items/s"),
+    ("latency_cv", "CV"),
     ("n_iters", "n"),
 ]
 
@@ -52,7 +54,20 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _interval(low: Any, high: Any) -> str | None:
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return None
+    return f"{_fmt(float(low))}–{_fmt(float(high))}"
+
+
 def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
+    if "latency_p50_ci95_low_ms" in frame:
+        frame = frame.assign(
+            latency_p50_ci95=[
+                _interval(lo, hi)
+                for lo, hi in zip(frame["latency_p50_ci95_low_ms"], frame["latency_p50_ci95_high_ms"], strict=True)
+            ]
+        )
     lines = ["| " + " | ".join(title for _, title in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in frame.itertuples(index=False):
         values = row._asdict()
