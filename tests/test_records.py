@@ -74,7 +74,9 @@ def test_fingerprint_names_the_onnxruntime_that_was_imported(monkeypatch):
 
     from inferbench.environment import fingerprint
 
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
     env = fingerprint(include_gpu=False)
     assert env["python"] and env["cpu_count"] >= 1 and "numpy" in env["libraries"]
+    assert env["thread_env"]["OMP_NUM_THREADS"] == "3" and env["inferbench"] and env["git_commit"]
     monkeypatch.setitem(sys.modules, "onnxruntime", types.SimpleNamespace(__version__="9.9.9-gpu"))
     assert fingerprint(include_gpu=False)["libraries"]["onnxruntime"] == "9.9.9-gpu"

@@ -85,6 +85,9 @@ class CellRecord:
     latency_ci95_ms: dict[str, list[float]] | None = None
     #: coefficient of variation of the per-call latencies (std / mean)
     cv: float | None = None
+    #: the `end_to_end` boundary, measured after the engine's own one (the same one where that is
+    #: already end to end): description, latency_ms, latency_ci95_ms, cv, n_iters, throughput_per_s
+    end_to_end: dict[str, Any] | None = None
     throughput_per_s: float | None = None
     n_iters: int | None = None
     warmup_iters: int | None = None
@@ -144,6 +147,12 @@ class CellRecord:
                 for i, side in enumerate(("low", "high"))
             },
             "latency_cv": self.cv,
+            **{
+                f"e2e_latency_{k}_ms": ((self.end_to_end or {}).get("latency_ms") or {}).get(k)
+                for k in ("p50", "p99", "mean")
+            },
+            "e2e_throughput_per_s": (self.end_to_end or {}).get("throughput_per_s"),
+            "e2e_n_iters": (self.end_to_end or {}).get("n_iters"),
             "latency_per_item_p50_ms": p50 / self.key.batch_size if p50 is not None else None,
             "throughput_per_s": self.throughput_per_s,
             "n_iters": self.n_iters,

@@ -14,6 +14,7 @@ from typing import Any
 
 import inferbench
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
 LIBRARIES = ("torch", "timm", "transformers", "onnx", "onnxruntime", "onnxruntime-gpu", "numpy", "snakemake")
 
 
@@ -88,12 +89,15 @@ def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
         "inferbench": inferbench.__version__,
         "git_commit": _git_commit(),
         "libraries": _libraries(),
+        # thread settings the libraries read at start-up (an engine's own threads are in its record)
+        "thread_env": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
         "gpu_name": None,
     }
     if include_gpu:
         import torch
 
         env["cuda_runtime"] = torch.version.cuda
+        env["torch_threads"] = torch.get_num_threads()
         if torch.cuda.is_available():
             props = torch.cuda.get_device_properties(0)
             env |= {

@@ -17,7 +17,7 @@ from inferbench.workloads import WORKLOADS
 
 BOUNDARIES = {
     "device": "inputs staged where the engine computes before timing, outputs left there",
-    "end_to_end": "host arrays in, host arrays out, copies to and from the device included",
+    "end_to_end": "host arrays in, a host float32 array out, copies to and from the device included",
 }
 TABLE_COLUMNS = [
     ("engine", "engine"),
@@ -32,6 +32,7 @@ TABLE_COLUMNS = [
     ("latency_p90_ms", "p90 ms"),
     ("latency_p99_ms", "p99 ms"),
     ("latency_mean_ms", "mean ms"),
+    ("e2e_latency_p50_ms", "end-to-end p50 ms"),
     ("latency_per_item_p50_ms", "p50 ms/item"),
     ("throughput_per_s", "items/s"),
     ("latency_cv", "CV"),
@@ -104,7 +105,9 @@ def build_report(
         "and CPU thread count, measured in its own process while no other job of the workflow runs "
         "(machine-wide lock). After a warm-up, calls are timed one at a time until both the minimum time "
         "and the minimum number of calls are reached; every call is synchronised before the clock is read "
-        "(CUDA events on GPU). Timing boundaries of the ok cells here: "
+        "(CUDA events on GPU). Each cell is timed at its engine's boundary (the p50 ... columns), then "
+        "end to end on the host clock (`end_to_end`: host arrays in, a host array out), unless its "
+        "engine's boundary is already end to end. Boundaries of the ok cells here: "
         + "; ".join(
             f"`{t}`: {BOUNDARIES.get(t, 'see the records')}" for t in sorted(measured["timing"].dropna().unique())
         )
