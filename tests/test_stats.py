@@ -54,6 +54,23 @@ def test_confidence_intervals_narrow_with_more_samples():
     assert "p99" not in latency_stats(rng.exponential(1e-3, 50), 1)["latency_ci95_ms"]  # no CI where no p99
 
 
+def test_large_sample_intervals_are_exact_order_statistics_and_cheap():
+    # the no-op engine times millions of calls: no bootstrap there, the order-statistic interval
+    from inferbench.measure.stats import BOOTSTRAP_MAX_SAMPLES, _order_statistic_ci, percentile_ci
+
+    rng = np.random.default_rng(5)
+    trials = [percentile_ci(rng.exponential(1.0, BOOTSTRAP_MAX_SAMPLES + 1), ["p50"])["p50"] for _ in range(300)]
+    covered = np.mean([lo < np.log(2) < hi for lo, hi in trials])
+    assert 0.92 <= covered <= 0.99
+    at_threshold = rng.exponential(1.0, BOOTSTRAP_MAX_SAMPLES)  # both methods apply: they agree
+    boot = percentile_ci(at_threshold, ["p90"])["p90"]
+    exact = _order_statistic_ci(at_threshold, 0.90, 0.95)
+    assert boot == pytest.approx(exact, rel=0.01)
+    huge = latency_stats(rng.exponential(1e-6, 3_000_000), 1)  # seconds: a 1 µs engine
+    low, high = huge["latency_ci95_ms"]["p50"]
+    assert low < 1e-3 * np.log(2) < high
+
+
 def test_confidence_interval_is_seeded_and_degenerate_for_constant_samples():
     samples = np.random.default_rng(0).exponential(1e-3, 500)
     assert latency_stats(samples, 1)["latency_ci95_ms"] == latency_stats(samples, 1)["latency_ci95_ms"]
