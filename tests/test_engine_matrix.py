@@ -165,3 +165,13 @@ def test_parity_gate_marks_a_wrong_engine_invalid_and_keeps_timings(bert, tmp_pa
     assert record.reason.startswith("output differs from FP32 eager: relative L2 error 0.05")
     assert record.latency_ms["p50"] > 0 and record.n_iters >= 3  # timings kept, reported apart
     assert CellRecord.load(tmp_path / record.key.relpath).status == "invalid"
+
+
+def test_ort_cold_start_includes_making_the_onnx_file(tmp_path):
+    from inferbench.engines.ort import onnx_build_costs
+
+    (tmp_path / "bert_base.export.json").write_text(json.dumps({"export_s": 30.5, "simplify_s": 4.0}))
+    (tmp_path / "bert_base.int8.json").write_text(json.dumps({"convert_s": 7.25}))
+    assert onnx_build_costs(tmp_path / "bert_base.onnx") == {"export": 30.5, "simplify": 4.0}
+    assert onnx_build_costs(tmp_path / "bert_base.int8.onnx") == {"export": 30.5, "simplify": 4.0, "convert": 7.25}
+    assert onnx_build_costs(tmp_path / "resnet50.onnx") == {}  # no reports: nothing claimed

@@ -7,6 +7,7 @@ providers silently, and a cell must measure what its name says.
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +27,22 @@ def _ort_reason(provider: str) -> str | None:
         hint = " (install onnxruntime-gpu in place of onnxruntime)" if provider != "CPUExecutionProvider" else ""
         return f"onnxruntime {ort.__version__} has no {provider}{hint}; it has {ort.get_available_providers()}"
     return None
+
+
+def onnx_build_costs(onnx: str | Path) -> dict[str, float]:
+    """Seconds spent making ``onnx`` (export, onnxsim, and the fp16/int8 conversion of a variant),
+    read from the reports the workflow writes beside it: they are part of an ORT cell's cold start."""
+    onnx = Path(onnx)
+    workload = onnx.name.split(".")[0]
+    costs: dict[str, float] = {}
+    reports = [(onnx.parent / f"{workload}.export.json", {"export_s": "export", "simplify_s": "simplify"})]
+    if onnx.name.count(".") > 1:  # <workload>.<variant>.onnx
+        reports.append((onnx.with_suffix(".json"), {"convert_s": "convert"}))
+    for path, keys in reports:
+        if path.exists():
+            report = json.loads(path.read_text())
+            costs |= {name: float(report[key]) for key, name in keys.items() if report.get(key) is not None}
+    return costs
 
 
 class OrtEngine(Engine):
@@ -51,6 +68,7 @@ class OrtEngine(Engine):
             self.session = ort.InferenceSession(
                 str(artifact), options, providers=[(self.provider, self.provider_options())]
             )
+        self.cold_start_s |= onnx_build_costs(artifact)
         in_use = self.session.get_providers()
         if in_use[0] != self.provider:  # never fall back silently
             raise RuntimeError(f"asked for {self.provider}, ONNX Runtime uses {in_use}")
