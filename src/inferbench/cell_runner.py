@@ -38,7 +38,7 @@ class MeasureSettings:
 
 
 def samples_path(record_path: str | Path) -> Path:
-    """Raw per-call latencies (seconds, float64) live beside the record."""
+    """Raw per-call latencies (seconds, float32) live beside the record."""
     return Path(record_path).with_suffix(".samples.npy")
 
 
@@ -81,7 +81,7 @@ def run_cell(
         )
     record.engine.setdefault("description", info.description)
     with atomic_path(samples_path(out)) as tmp, tmp.open("wb") as fh:
-        np.save(fh, samples)
+        np.save(fh, samples.astype(np.float32))  # 7 significant digits: 0.1 µs at 1 s, half the bytes
     record.save(out)
     return record
 
