@@ -135,9 +135,8 @@ def _measure_cell(
     timer = make_timer(engine.timer, engine.synchronize)
     if key.device == "cuda":
         memory.reset_gpu_peak()
-    loop = (settings.warmup_s, settings.min_time_s, settings.min_iters)
     with lock.exclusively():
-        result = measure(lambda: engine.run(staged), timer, *loop)
+        result = measure(lambda: engine.run(staged), timer, settings.warmup_s, settings.min_time_s, settings.min_iters)
         # the second boundary: host arrays in, a host array out, host clock; engines whose run is
         # already host to host have only this one
         end_to_end = None

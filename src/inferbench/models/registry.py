@@ -127,7 +127,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[ModelSpec, d
         spec = create_model(payload["name"], seed=payload["seed"], **payload["arch"])
     module = spec.module
     module.load_state_dict(payload["state_dict"], assign=True)
-    for name, tensor in payload.get("extra_buffers", {}).items():
+    for name, tensor in payload["extra_buffers"].items():
         owner, _, attr = name.rpartition(".")
         module.get_submodule(owner).register_buffer(attr, tensor, persistent=False)
     left = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]

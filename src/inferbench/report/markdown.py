@@ -56,7 +56,7 @@ def _fmt(value: Any) -> str:
 
 
 def _interval(low: Any, high: Any) -> str | None:
-    if low is None or high is None or pd.isna(low) or pd.isna(high):
+    if pd.isna(low) or pd.isna(high):  # None or NaN: no interval
         return None
     return f"{_fmt(float(low))}–{_fmt(float(high))}"
 
