@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The default workflow on the lent GPU machine, timed, then re-run as a dry run; results go to $OUT.
+# The workflow on the lent GPU machine, timed, then re-run as a dry run; results go to $OUT.
 # Needs the wheels of ../shared/gpu/README.md: `.devw` carried with the command, and the onnxruntime-gpu
 # pieces already copied to /tmp/ortp by the five commands before this one.
 #
-#   bash benchmarks/run_on_gpu_machine.sh [seconds allowed for the workflow, default 540]
+#   bash benchmarks/run_on_gpu_machine.sh [seconds allowed, default 540] [snakemake arguments...]
+#
+# A run cut off by the time limit continues where it stopped when called again on the same machine
+# (results/ stays while the machine is up): add the wall times of the calls.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 mkdir -p "$out"
+limit=${1:-540}
+shift || true
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devw/*.whl || exit 1
 if [ -d /tmp/ortp ] && [ ! -d /tmp/ortgpu ]; then
   cat /tmp/ortp/part* > /tmp/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl
@@ -17,19 +22,21 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > "$out/gpu.csv"
 
 start=$(date +%s)
-timeout "${1:-540}" snakemake --cores 16 --resources gpu=1 > "$out/snakemake.log" 2>&1
+timeout "$limit" snakemake --cores 16 --resources gpu=1 --rerun-incomplete "$@" > "$out/snakemake.log" 2>&1
 echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee "$out/timing.txt"
 start=$(date +%s%N)
-snakemake --cores 16 --resources gpu=1 -n > "$out/rerun.log" 2>&1
+snakemake --cores 16 --resources gpu=1 -n "$@" > "$out/rerun.log" 2>&1
 echo "dry re-run rc=$? wall_ms=$(( ($(date +%s%N) - start) / 1000000 ))" | tee -a "$out/timing.txt"
 tail -3 "$out/rerun.log"
 
-python3 benchmarks/cell_overhead.py --workload bert_base --device cuda --out "$out/cell_overhead.json" > /dev/null
 cp results/summary.csv results/report.md "$out/" 2>/dev/null
-tar czf "$out/cells.tgz" results/cells results/onnx/*.json results/engines logs 2>/dev/null
+tar czf "$out/cells.tgz" results/cells/*/*/*/*.json results/profiles results/onnx/*.json logs 2>/dev/null
 python3 - <<'PY'
 import pandas as pd
 s = pd.read_csv("results/summary.csv")
 print(s.groupby(["engine", "status"]).size().to_string())
-print(s[s.status != "ok"][["workload", "engine", "precision", "device", "batch_size", "reason"]].to_string()[:4000])
+print(s[s.status != "ok"][["workload", "engine", "precision", "device", "batch_size", "reason"]].to_string()[:3000])
 PY
+if grep -q "repeats" results/summary.csv 2>/dev/null; then
+  python3 benchmarks/compare_runs.py results/summary.csv | tee "$out/repeats.txt" | tail -30
+fi

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from inferbench import cell_runner
-from inferbench.cell_runner import MeasureSettings, run_cell
+from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell
 from inferbench.cells import CellKey, CellRecord
 from inferbench.engines.base import Engine
 from inferbench.engines.registry import EngineInfo
@@ -55,7 +55,7 @@ def test_device_and_end_to_end_boundaries_time_what_they_say(engine_cls, tmp_pat
     lock.shared()
     try:
         record = run_cell(
-            key, {"engine": "sleep"}, None, None, MeasureSettings(0.0, 0.2, 20), tmp_path / "r.json", lock
+            key, {"engine": "sleep"}, CellInputs(), MeasureSettings(0.0, 0.2, 20), tmp_path / "r.json", lock
         )
     finally:
         lock.release()

@@ -11,7 +11,7 @@ import onnx
 import pytest
 import torch
 
-from inferbench.cell_runner import MeasureSettings, run_cell
+from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell
 from inferbench.cells import CellKey, CellRecord
 from inferbench.engines.ort import tensorrt_unavailable_reason
 from inferbench.engines.registry import load_engine_class, onnx_path
@@ -134,12 +134,10 @@ def _cell(bert, tmp_path, impl="torch_eager", artifact="m.pt"):
         return run_cell(
             key,
             {"engine": impl},
-            bert["root"] / "m.json",
-            bert["root"] / artifact,
+            CellInputs(bert["root"] / "m.json", bert["root"] / artifact, bert["root"] / "ref.npz"),
             FAST,
             tmp_path / key.relpath,
             lock,
-            bert["root"] / "ref.npz",
             {"max_rel_l2": 1e-4},
         )
     finally:

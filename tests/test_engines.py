@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from inferbench.cell_runner import MeasureSettings, run_cell, samples_path
+from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell, samples_path
 from inferbench.cells import CellKey, CellRecord
 from inferbench.engines.registry import ENGINES, code_version, engine_info, load_engine_class
 from inferbench.lock import MachineLock
@@ -90,7 +90,7 @@ def _run(key, variant, artifacts, artifact, tmp_path, settings=FAST):
     lock = MachineLock()
     lock.shared()
     try:
-        record = run_cell(key, variant, artifacts["meta"], artifact, settings, out, lock)
+        record = run_cell(key, variant, CellInputs(artifacts["meta"], artifact), settings, out, lock)
     finally:
         lock.close()
     assert CellRecord.load(out) == record  # exactly what was returned was written

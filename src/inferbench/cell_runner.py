@@ -3,6 +3,8 @@ write exactly one record, whatever happens (ok, unavailable, oom or failed)."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import sys
 import time
 import traceback
@@ -13,11 +15,13 @@ from typing import Any
 import numpy as np
 
 from inferbench.cells import CellKey, CellRecord
+from inferbench.engines.base import Engine
 from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.environment import fingerprint
-from inferbench.fsutil import atomic_path, read_json
+from inferbench.fsutil import atomic_path, read_json, write_json
 from inferbench.lock import MachineLock
 from inferbench.measure import memory
+from inferbench.measure.gpu_telemetry import GpuTelemetry
 from inferbench.measure.stats import latency_stats
 from inferbench.measure.timing import make_timer, measure
 from inferbench.models.registry import InputSpec, make_inputs
@@ -27,6 +31,7 @@ END_TO_END = (
     "stage host arrays where the engine computes, run, and bring the output back as a host float32 "
     "array, timed on the host clock after synchronising"
 )
+BOUNDARIES = ("device", "end_to_end")
 
 
 @dataclass(frozen=True)
@@ -35,11 +40,35 @@ class MeasureSettings:
     min_time_s: float = 1.0
     min_iters: int = 5
     seed: int = 0
+    #: timed calls cycle through this many seeded batches, so no cache sees the same input twice in a row
+    input_batches: int = 4
+    #: fresh processes that measure the cell (the CLI runs them; see inferbench.repeats)
+    repeats: int = 1
 
 
-def samples_path(record_path: str | Path) -> Path:
-    """Raw per-call latencies (seconds, float32) live beside the record."""
-    return Path(record_path).with_suffix(".samples.npy")
+@dataclass
+class CellInputs:
+    """Files a cell is prepared from (each optional: not every engine needs each)."""
+
+    model_meta: Path | None = None
+    artifact: Path | None = None
+    reference: Path | None = None
+    dataset: Path | None = None
+
+
+def samples_path(record_path: str | Path, boundary: str = "device") -> Path:
+    """Raw per-call latencies (seconds, float32) live beside the record, one file per boundary."""
+    if boundary not in BOUNDARIES:
+        raise ValueError(f"boundary must be one of {BOUNDARIES}")
+    suffix = ".samples.npy" if boundary == "device" else ".e2e_samples.npy"
+    return Path(record_path).with_suffix(suffix)
+
+
+def save_samples(record_path: str | Path, samples: dict[str, np.ndarray]) -> None:
+    for boundary in BOUNDARIES:
+        with atomic_path(samples_path(record_path, boundary)) as tmp, tmp.open("wb") as fh:
+            # 7 significant digits: 0.1 µs at 1 s, half the bytes
+            np.save(fh, np.asarray(samples.get(boundary, np.empty(0)), dtype=np.float32))
 
 
 def input_specs(model_meta: dict[str, Any]) -> tuple[InputSpec, ...]:
@@ -54,22 +83,18 @@ def is_oom(error: BaseException) -> bool:
 def run_cell(
     key: CellKey,
     variant: dict[str, Any],
-    model_meta_path: Path | None,
-    artifact: Path | None,
+    inputs: CellInputs,
     settings: MeasureSettings,
     out: Path,
     lock: MachineLock,
-    reference: Path | None = None,
     tolerance: dict[str, float] | None = None,
 ) -> CellRecord:
     impl = variant["engine"]
     info = engine_info(impl)
-    base = {"key": key, "engine_impl": impl, "options": dict(variant)}
-    samples = np.empty(0)
+    base = {"key": key, "engine_impl": impl, "options": dict(variant), "mode": info.mode}
+    samples: dict[str, np.ndarray] = {}
     try:
-        record, samples = _measure_cell(
-            key, variant, model_meta_path, artifact, settings, lock, base, reference, tolerance or {}
-        )
+        record, samples = _measure_cell(key, variant, inputs, settings, lock, base, tolerance or {})
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         traceback.print_exc(file=sys.stderr)
         status = "oom" if is_oom(error) else "failed"
@@ -80,76 +105,95 @@ def run_cell(
             environment=fingerprint(include_gpu=key.device == "cuda"),
         )
     record.engine.setdefault("description", info.description)
-    with atomic_path(samples_path(out)) as tmp, tmp.open("wb") as fh:
-        np.save(fh, samples.astype(np.float32))  # 7 significant digits: 0.1 µs at 1 s, half the bytes
+    save_samples(out, samples)
     record.save(out)
     return record
+
+
+def unavailable(key: CellKey, variant: dict[str, Any], inputs: CellInputs) -> str | None:
+    """Why this cell cannot run here (engine missing, device or precision unsupported), or None."""
+    try:
+        engine_cls = load_engine_class(variant["engine"])
+    except ImportError as error:
+        return f"engine {variant['engine']!r} cannot be imported here: {error}"
+    if engine_info(variant["engine"]).needs_dataset and inputs.dataset is None:
+        return f"engine {variant['engine']!r} trains on the workload's dataset; {key.workload} has none"
+    return engine_cls.unavailable_reason(key.device, key.precision)
+
+
+def prepare_engine(
+    key: CellKey, variant: dict[str, Any], inputs: CellInputs, settings: MeasureSettings
+) -> tuple[Engine, list[dict[str, np.ndarray]], dict[str, float]]:
+    """Make the engine, prepare it and make one first call: returns it, the seeded input batches the
+    timed calls rotate through, and the cold-start seconds (prepare, first call, the engine's own)."""
+    engine = load_engine_class(variant["engine"])(key.device, key.precision, key.threads, variant)
+    engine.dataset = inputs.dataset
+    specs = input_specs(read_json(inputs.model_meta)) if inputs.model_meta else ()
+    seeds = range(settings.seed, settings.seed + settings.input_batches)
+    batches = [make_inputs(specs, key.batch_size, key.seq_len, seed) for seed in seeds]
+    cold: dict[str, float] = {}
+    start = time.perf_counter()
+    engine.prepare(inputs.artifact, specs, batches[0])
+    cold["prepare"] = time.perf_counter() - start
+    staged = engine.stage(batches[0])
+    start = time.perf_counter()
+    engine.run(staged)
+    engine.synchronize()
+    cold["first_call"] = time.perf_counter() - start
+    return engine, batches, cold | engine.cold_start_s
 
 
 def _measure_cell(
     key: CellKey,
     variant: dict[str, Any],
-    model_meta_path: Path | None,
-    artifact: Path | None,
+    inputs: CellInputs,
     settings: MeasureSettings,
     lock: MachineLock,
     base: dict[str, Any],
-    reference: Path | None,
     tolerance: dict[str, float],
-) -> tuple[CellRecord, np.ndarray]:
-    try:
-        engine_cls = load_engine_class(variant["engine"])
-    except ImportError as error:
-        reason = f"engine {variant['engine']!r} cannot be imported here: {error}"
-        return CellRecord(**base, status="unavailable", reason=reason, environment=fingerprint(False)), np.empty(0)
-    reason = engine_cls.unavailable_reason(key.device, key.precision)
+) -> tuple[CellRecord, dict[str, np.ndarray]]:
+    reason = unavailable(key, variant, inputs)
     if reason:
-        return CellRecord(
-            **base, status="unavailable", reason=reason, environment=fingerprint(include_gpu=False)
-        ), np.empty(0)
-
-    engine = engine_cls(key.device, key.precision, key.threads, variant)
-    specs = input_specs(read_json(model_meta_path)) if model_meta_path else ()
-    cold: dict[str, float] = {}
-    batch = make_inputs(specs, key.batch_size, key.seq_len, settings.seed)
-    start = time.perf_counter()
-    engine.prepare(artifact, specs, batch)
-    cold["prepare"] = time.perf_counter() - start
-    staged = engine.stage(batch)
-    start = time.perf_counter()
-    engine.run(staged)
-    engine.synchronize()
-    cold["first_call"] = time.perf_counter() - start
-    cold |= engine.cold_start_s
+        return CellRecord(**base, status="unavailable", reason=reason, environment=fingerprint(False)), {}
+    engine, batches, cold = prepare_engine(key, variant, inputs, settings)
 
     parity_metrics, problems = None, []
-    if engine.computes and reference is not None:
-        ref_inputs, ref_output = load_reference(reference, key.batch_size)
+    if engine.computes and base["mode"] == "inference" and inputs.reference is not None:
+        ref_inputs, ref_output = load_reference(inputs.reference, key.batch_size)
         output = engine.run(engine.stage(ref_inputs))
         engine.synchronize()
         parity_metrics = compare(engine.to_numpy(output), ref_output)
         problems = violations(parity_metrics, tolerance)
         parity_metrics["tolerance"] = tolerance
-        staged = engine.stage(batch)  # engines with static buffers (CUDA graphs) take the timed batch again
 
+    staged = itertools.cycle([engine.stage(batch) for batch in batches])
+    host_batches = itertools.cycle(batches)
+    items = engine.items_per_call or key.batch_size
     timer = make_timer(engine.timer, engine.synchronize)
+    telemetry = GpuTelemetry.for_cuda_device() if key.device == "cuda" else None
     if key.device == "cuda":
         memory.reset_gpu_peak()
     with lock.exclusively():
-        result = measure(lambda: engine.run(staged), timer, settings.warmup_s, settings.min_time_s, settings.min_iters)
+        with telemetry or contextlib.nullcontext():
+            result = measure(
+                lambda: engine.run(next(staged)), timer, settings.warmup_s, settings.min_time_s, settings.min_iters
+            )
         # the second boundary: host arrays in, a host array out, host clock; engines whose run is
         # already host to host have only this one
         end_to_end = None
         if engine.timing != "end_to_end":
             end_to_end = measure(
-                lambda: engine.to_numpy(engine.run(engine.stage(batch))),
+                lambda: engine.to_numpy(engine.run(engine.stage(next(host_batches)))),
                 make_timer("host", engine.synchronize),
                 0.0,  # the engine is warm: one untimed call warms the staging and fetching path
                 settings.min_time_s,
                 settings.min_iters,
             )
-    stats = latency_stats(result.samples_s, key.batch_size)
-    e2e_stats = latency_stats(end_to_end.samples_s, key.batch_size) if end_to_end else stats
+    stats = latency_stats(result.samples_s, items)
+    # the telemetry window holds the warm-up calls too: energy is shared among all their items
+    gpu = telemetry.summary(items * (result.warmup_iters + stats["n_iters"])) if telemetry else None
+    e2e_samples = end_to_end.samples_s if end_to_end else result.samples_s
+    e2e_stats = latency_stats(e2e_samples, items) if end_to_end else stats
     record = CellRecord(
         **base,
         status="invalid" if problems else "ok",
@@ -157,6 +201,8 @@ def _measure_cell(
         parity=parity_metrics,
         timing=engine.timing,
         timing_description=engine.timing_description,
+        items_per_call=items,
+        input_batches=settings.input_batches,
         latency_ms=stats["latency_ms"],
         latency_ci95_ms=stats["latency_ci95_ms"],
         cv=stats["cv"],
@@ -167,7 +213,9 @@ def _measure_cell(
         memory_mb={
             "host_peak_rss": memory.host_peak_rss_mb(),
             "gpu_peak_allocated": memory.gpu_peak_allocated_mb() if key.device == "cuda" else None,
+            "gpu_process_peak_nvml": gpu["process_peak_mb"] if gpu else None,
         },
+        gpu_telemetry=gpu,
         end_to_end={
             "description": END_TO_END,
             **{k: e2e_stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
@@ -176,4 +224,41 @@ def _measure_cell(
         engine=engine.describe(),
         environment=fingerprint(include_gpu=key.device == "cuda" or "torch" in sys.modules),
     )
-    return record, result.samples_s
+    return record, {"device": result.samples_s, "end_to_end": e2e_samples}
+
+
+def profile_cell(
+    key: CellKey,
+    variant: dict[str, Any],
+    inputs: CellInputs,
+    settings: MeasureSettings,
+    out: Path,
+    lock: MachineLock,
+    n_calls: int = 10,
+    top: int = 12,
+) -> dict[str, Any]:
+    """Profile a cell's engine (after the same preparation and a warm-up) and write ``out``: the top
+    operators by time and the name of the trace written beside it. Like a record, it is written
+    whatever happens, with a status and reason."""
+    out_dir = Path(out).parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in [*out_dir.glob("*.pt.trace.json"), *out_dir.glob("ort_profile*.json")]:
+        old.unlink()  # one trace per profile: a re-run replaces, never piles up
+    result: dict[str, Any] = {"cell_id": key.cell_id, "n_calls": n_calls}
+    try:
+        reason = unavailable(key, variant, inputs)
+        if reason:
+            result |= {"status": "unavailable", "reason": reason}
+        else:
+            engine, batches, _ = prepare_engine(key, variant, inputs, settings)
+            staged = engine.stage(batches[0])
+            for _ in range(3):
+                engine.run(staged)
+            engine.synchronize()
+            with lock.exclusively():
+                result |= {"status": "ok", **engine.profile(batches[0], n_calls, out_dir, top)}
+    except Exception as error:
+        traceback.print_exc(file=sys.stderr)
+        result |= {"status": "failed", "reason": f"{type(error).__name__}: {error}"[:2000]}
+    write_json(out, result)
+    return result

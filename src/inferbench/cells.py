@@ -78,6 +78,8 @@ class CellRecord:
     status: Status
     engine_impl: str
     reason: str | None = None
+    #: inference, or train (one call = one optimizer step, or one epoch through a DataLoader)
+    mode: str = "inference"
     timing: str | None = None
     timing_description: str | None = None
     latency_ms: dict[str, float | None] | None = None
@@ -89,11 +91,19 @@ class CellRecord:
     #: already end to end): description, latency_ms, latency_ci95_ms, cv, n_iters, throughput_per_s
     end_to_end: dict[str, Any] | None = None
     throughput_per_s: float | None = None
+    #: items one timed call processes (the batch; the dataset's rows for a training epoch)
+    items_per_call: int | None = None
+    #: seeded input batches the timed calls cycled through
+    input_batches: int | None = None
     n_iters: int | None = None
     warmup_iters: int | None = None
     measured_s: float | None = None
     parity: dict[str, Any] | None = None
     memory_mb: dict[str, float | None] = field(default_factory=dict)
+    #: NVML samples during the device-boundary loop: clocks, temperature, power, energy per item
+    gpu_telemetry: dict[str, Any] | None = None
+    #: with measure.repeats > 1: each fresh process's headline numbers and the spread between them
+    repeats: dict[str, Any] | None = None
     cold_start_s: dict[str, float] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
@@ -130,13 +140,19 @@ class CellRecord:
     def load(cls, path: str | Path) -> CellRecord:
         return cls.from_dict(read_json(path))
 
+    def _repeat_p50s(self) -> list[float]:
+        return [r["p50_ms"] for r in (self.repeats or {}).get("per_repeat", []) if r.get("p50_ms") is not None]
+
     def flatten(self) -> dict[str, Any]:
         """One summary row: the cell's dimensions, its status and the headline metrics."""
         lat = self.latency_ms or {}
         p50 = lat.get("p50")
+        telemetry = self.gpu_telemetry or {}
+        items = self.items_per_call or self.key.batch_size
         row: dict[str, Any] = {
             **asdict(self.key),
             "engine_impl": self.engine_impl,
+            "mode": self.mode,
             "status": self.status,
             "reason": self.reason,
             "timing": self.timing,
@@ -153,18 +169,34 @@ class CellRecord:
             },
             "e2e_throughput_per_s": (self.end_to_end or {}).get("throughput_per_s"),
             "e2e_n_iters": (self.end_to_end or {}).get("n_iters"),
-            "latency_per_item_p50_ms": p50 / self.key.batch_size if p50 is not None else None,
+            "latency_per_item_p50_ms": p50 / items if p50 is not None else None,
             "throughput_per_s": self.throughput_per_s,
+            "items_per_call": self.items_per_call,
             "n_iters": self.n_iters,
+            "repeats": (self.repeats or {}).get("n", 1 if self.latency_ms else None),
+            "repeat_p50_spread_pct": (self.repeats or {}).get("p50_spread_pct"),
+            **{
+                f"repeat_p50_{name}_ms": pick(p50s) if (p50s := self._repeat_p50s()) else None
+                for name, pick in (("min", min), ("max", max))
+            },
             **{f"parity_{k}": (self.parity or {}).get(k) for k in ("rel_l2", "max_abs", "cosine", "top1_agreement")},
             "measured_s": self.measured_s,
             "host_peak_rss_mb": self.memory_mb.get("host_peak_rss"),
             "gpu_peak_allocated_mb": self.memory_mb.get("gpu_peak_allocated"),
+            "gpu_process_peak_mb": self.memory_mb.get("gpu_process_peak_nvml"),
+            "energy_per_item_mj": telemetry.get("energy_per_item_mj"),
+            "gpu_power_mean_w": (telemetry.get("power_w") or {}).get("mean"),
+            "gpu_sm_clock_mean_mhz": (telemetry.get("sm_clock_mhz") or {}).get("mean"),
+            "gpu_temperature_max_c": (telemetry.get("temperature_c") or {}).get("max"),
             **{f"{k}_s": v for k, v in self.cold_start_s.items()},
             "hostname": self.environment.get("hostname"),
             "cpu": self.environment.get("cpu_model"),
             "gpu": self.environment.get("gpu_name"),
+            "gpu_driver": self.environment.get("gpu_driver"),
+            "cuda": self.environment.get("cuda_runtime"),
+            "cudnn": self.environment.get("cudnn"),
             "python": self.environment.get("python"),
+            "git_commit": self.environment.get("git_commit"),
             **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime")},
             "created_at": self.created_at,
         }

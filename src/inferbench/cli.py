@@ -156,24 +156,60 @@ def cmd_reference(args: argparse.Namespace) -> None:
     make_reference(args.checkpoint, input_specs(read_json(args.model_meta)), args.seq, args.rows, args.out)
 
 
+def _run_cell_argv(args: argparse.Namespace) -> list[str]:
+    """The run-cell arguments of ``args`` without --out (for a repeat in a fresh process)."""
+    from inferbench.repeats import child_measure
+
+    argv = [
+        *("--workload", args.workload, "--engine", args.engine, "--precision", args.precision),
+        *("--device", args.device, "--batch", str(args.batch), "--seq", str(args.seq), "--threads", str(args.threads)),
+        *("--engine-options", json.dumps(args.engine_options), "--tolerance", json.dumps(args.tolerance)),
+        *("--measure", child_measure(args.measure)),
+    ]
+    for flag, value in (("--model-meta", args.model_meta), ("--artifact", args.artifact)):
+        if value is not None:
+            argv += [flag, str(value)]
+    for flag, value in (("--reference", args.reference), ("--data", args.data)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
 def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
-    from inferbench.cell_runner import MeasureSettings, run_cell
+    from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell, save_samples
     from inferbench.cells import CellKey
 
     key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
-    record = run_cell(
-        key,
-        args.engine_options,
-        args.model_meta,
-        args.artifact,
-        MeasureSettings(**args.measure),
-        args.out,
-        lock,
-        args.reference,
-        args.tolerance,
-    )
+    settings = MeasureSettings(**args.measure)
+    if settings.repeats > 1:
+        from inferbench.repeats import run_repeats
+
+        lock.release()  # each repeat takes the lock itself; holding it shared here would block them
+        record, samples = run_repeats(_run_cell_argv(args), settings.repeats, args.out)
+        save_samples(args.out, samples)
+        record.save(args.out)
+    else:
+        inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
+        record = run_cell(key, args.engine_options, inputs, settings, args.out, lock, args.tolerance)
     p50 = (record.latency_ms or {}).get("p50")
-    print(f"{key.cell_id}: {record.status}" + (f", p50 {p50:.3f} ms" if p50 is not None else f" ({record.reason})"))
+    spread = (record.repeats or {}).get("p50_spread_pct")
+    print(
+        f"{key.cell_id}: {record.status}"
+        + (f", p50 {p50:.3f} ms" if p50 is not None else f" ({record.reason})")
+        + (f", spread of {settings.repeats} repeats {spread:.1f}%" if spread is not None else "")
+    )
+
+
+def cmd_profile_cell(args: argparse.Namespace, lock: MachineLock) -> None:
+    from inferbench.cell_runner import CellInputs, MeasureSettings, profile_cell
+    from inferbench.cells import CellKey
+
+    key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
+    inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
+    settings = MeasureSettings(**{**args.measure, "repeats": 1})
+    result = profile_cell(key, args.engine_options, inputs, settings, args.out, lock, args.calls, args.top)
+    ops = ", ".join(f"{op['name']} {op['share']:.0%}" for op in result.get("top_ops", [])[:3] if op["share"])
+    print(f"{key.cell_id}: profile {result['status']}" + (f"; top: {ops}" if ops else f" ({result.get('reason')})"))
 
 
 def cmd_aggregate(args: argparse.Namespace) -> None:
@@ -193,7 +229,14 @@ def cmd_plot(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from inferbench.report.markdown import write_report
 
-    write_report(args.summary, args.out, plots=args.plots, model_meta=args.model_meta, dataset_stats=args.dataset_stats)
+    write_report(
+        args.summary,
+        args.out,
+        plots=args.plots,
+        model_meta=args.model_meta,
+        dataset_stats=args.dataset_stats,
+        profiles=args.profiles,
+    )
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -222,6 +265,22 @@ def cmd_clean(args: argparse.Namespace) -> None:
 
     removed = remove_records(args.cells_dir, set(args.status))
     print(f"removed {len(removed)} records with status {', '.join(args.status)}; the next run re-measures them")
+
+
+def _add_cell_arguments(p: argparse.ArgumentParser) -> None:
+    """What names a cell and what it is prepared from: shared by run-cell and profile-cell."""
+    p.add_argument("--workload", required=True)
+    p.add_argument("--engine", required=True, help="the engine variant's name (config key under `engines`)")
+    p.add_argument("--engine-options", type=_json, required=True, help="the variant's config, JSON")
+    p.add_argument("--precision", required=True)
+    p.add_argument("--device", required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--seq", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--model-meta", type=Path)
+    p.add_argument("--artifact", type=Path)
+    p.add_argument("--measure", type=_json, default={})
+    p.add_argument("--data", type=Path, help="the workload's processed dataset (engines that train on it)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -303,21 +362,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_reference, lock=True)
 
     p = sub.add_parser("run-cell", help="measure one cell and write its record")
-    p.add_argument("--workload", required=True)
-    p.add_argument("--engine", required=True, help="the engine variant's name (config key under `engines`)")
-    p.add_argument("--engine-options", type=_json, required=True, help="the variant's config, JSON")
-    p.add_argument("--precision", required=True)
-    p.add_argument("--device", required=True)
-    p.add_argument("--batch", type=int, required=True)
-    p.add_argument("--seq", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--model-meta", type=Path)
-    p.add_argument("--artifact", type=Path)
-    p.add_argument("--measure", type=_json, default={})
+    _add_cell_arguments(p)
     p.add_argument("--reference", type=Path, help="reference inputs/outputs (npz) for the parity check")
     p.add_argument("--tolerance", type=_json, default={}, help="parity tolerances of this precision, JSON")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_run_cell, lock=True)
+
+    p = sub.add_parser("profile-cell", help="profile one cell (trace + top operators), outside any timed loop")
+    _add_cell_arguments(p)
+    p.add_argument("--calls", type=int, default=10, help="profiled calls after the warm-up")
+    p.add_argument("--top", type=int, default=12, help="operators kept in the table")
+    p.add_argument("--out", type=Path, required=True, help="top_ops.json; the trace is written beside it")
+    p.set_defaults(func=cmd_profile_cell, lock=True)
 
     p = sub.add_parser("aggregate", help="collect cell records into summary.csv and summary.parquet")
     p.add_argument("records", nargs="+", type=Path)
@@ -338,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plots", nargs="*", type=Path, default=[])
     p.add_argument("--model-meta", nargs="*", type=Path, default=[])
     p.add_argument("--dataset-stats", nargs="*", type=Path, default=[])
+    p.add_argument("--profiles", nargs="*", type=Path, default=[], help="top_ops.json of profiled cells")
     p.set_defaults(func=cmd_report, lock=False)
 
     p = sub.add_parser("list", help="list engines (with availability here) or workloads")
@@ -358,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         lock = MachineLock()
         lock.shared()
     try:
-        if args.func is cmd_run_cell:
+        if args.func in (cmd_run_cell, cmd_profile_cell):
             args.func(args, lock)
         else:
             args.func(args)

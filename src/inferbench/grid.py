@@ -3,6 +3,7 @@
 Left out (also listed in the README):
 - an engine on a device or at a precision its implementation does not support (e.g. ort_cpu on cuda),
   or on a device or precision its variant's ``devices`` / ``precisions`` options leave out;
+- an engine on a workload kind it cannot run (the epoch-training engine needs a tabular dataset);
 - sequence lengths on non-text workloads (their cells have seq_len 0);
 - the thread axis on cuda (cuda cells have threads 0: the host thread count is not swept there).
 Cells that could run on another machine (cuda without a GPU) stay in and are recorded `unavailable`.
@@ -53,6 +54,8 @@ def study_cells(
         if device not in info.devices or device not in allowed_devices:
             continue
         if precision not in info.precisions or precision not in allowed_precisions:
+            continue
+        if WORKLOADS[workload].kind not in info.workload_kinds:
             continue
         seq_lens = study["seq_lens"] if WORKLOADS[workload].has_seq_len else [0]
         threads = study["threads"] if device == "cpu" else [0]

@@ -8,12 +8,11 @@ rule benchmark_cell:
     output:
         record="results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.json",
         samples="results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.samples.npy",
+        e2e_samples="results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.e2e_samples.npy",
     params:
-        variant=lambda wc: json.dumps(variant(wc), sort_keys=True),
-        measure=json.dumps(config["measure"], sort_keys=True),
+        cell=cell_args,
         # edits of the engine's module re-run its cells (Snakemake does not track imported code)
         code=lambda wc: code_version(variant(wc)["engine"]),
-        artifact=lambda wc, input: f"--artifact {input.artifact}" if "artifact" in input.keys() else "",
         reference=lambda wc, input: f"--reference {input.reference}" if "reference" in input.keys() else "",
         tolerance=lambda wc: json.dumps(config["parity"]["tolerances"][wc.precision], sort_keys=True),
     threads: lambda wc: max(1, int(wc.threads))
@@ -25,9 +24,30 @@ rule benchmark_cell:
     log:
         "logs/benchmark_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
     shell:
-        "python -m inferbench run-cell --workload {wildcards.workload} --engine {wildcards.engine}"
-        " --engine-options {params.variant:q} --precision {wildcards.precision} --device {wildcards.device}"
-        " --batch {wildcards.batch} --seq {wildcards.seq} --threads {wildcards.threads}"
-        " --model-meta {input.meta} {params.artifact} {params.reference} --tolerance {params.tolerance:q}"
-        " --measure {params.measure:q} --out {output.record}"
-        " > {log} 2>&1"
+        "python -m inferbench run-cell {params.cell} {params.reference} --tolerance {params.tolerance:q}"
+        " --out {output.record} > {log} 2>&1"
+
+
+# Cells named in config `profile.cells`: a trace and the top operators, in a job of their own so that
+# the profiler never runs inside a timed loop.
+rule profile_cell:
+    input:
+        unpack(cell_inputs),
+    output:
+        "results/profiles/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}/top_ops.json",
+    params:
+        cell=cell_args,
+        code=lambda wc: code_version(variant(wc)["engine"]),
+        calls=config["profile"]["calls"],
+        top=config["profile"]["top"],
+    threads: lambda wc: max(1, int(wc.threads))
+    resources:
+        gpu=lambda wc: int(wc.device == "cuda"),
+        bench_slot=1,
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/profile_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
+    shell:
+        "python -m inferbench profile-cell {params.cell} --calls {params.calls} --top {params.top}"
+        " --out {output} > {log} 2>&1"

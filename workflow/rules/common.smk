@@ -1,5 +1,7 @@
 # Validate the config, build the cell list, and small helpers for the rules' inputs and params.
+import fnmatch
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -24,6 +26,9 @@ except ConfigError as error:
     raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
 
 CELLS = config_cells(config)
+# cells named (or matched by a glob) in config `profile.cells`; patterns matching no cell here are
+# skipped, since one config serves CPU-only and GPU machines
+PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for p in config["profile"]["cells"])]
 # GPU model + TensorRT version naming the engine cache; None where TensorRT or the GPU is missing
 USES_TENSORRT = any(config["engines"][c.engine]["engine"] == "tensorrt" for c in CELLS)
 TRT_TARGET = current_target() if USES_TENSORRT else None
@@ -57,6 +62,10 @@ def workload_records(workload):
     return [cell_record(c) for c in CELLS if c.workload == workload]
 
 
+def profile_record(cell):
+    return f"results/profiles/{cell.cell_id}/top_ops.json"
+
+
 def plot_files():
     return [f"results/plots/{w}/{name}" for w in CELL_WORKLOADS for name in plot_names(w)]
 
@@ -70,9 +79,11 @@ def variant(wildcards):
 
 
 def cell_inputs(wildcards):
-    """The model description; the checkpoint or ONNX file the engine needs; the parity reference."""
+    """The model description; the checkpoint or ONNX file the engine needs; the parity reference
+    (inference only); the processed dataset for engines that read it."""
     impl = variant(wildcards)["engine"]
-    artifact = engine_info(impl).artifact
+    info = engine_info(impl)
+    artifact = info.artifact
     inputs = {"meta": f"results/models/{wildcards.workload}.json"}
     if artifact == "checkpoint":
         inputs["artifact"] = f"results/models/{wildcards.workload}.pt"
@@ -90,9 +101,28 @@ def cell_inputs(wildcards):
                 int(wildcards.seq),
             )
         )
-    if artifact != "none":
+    dataset = WORKLOADS[wildcards.workload].dataset
+    if info.needs_dataset and dataset:
+        inputs["data"] = f"data/processed/{dataset}.parquet"
+    if artifact != "none" and info.mode == "inference":
         inputs["reference"] = f"results/reference/{wildcards.workload}-s{wildcards.seq}.npz"
     return inputs
+
+
+def cell_args(wildcards, input):
+    """The arguments naming a cell and the files it is prepared from, shared by run-cell and
+    profile-cell; the variant and measure settings are in them, so editing either re-runs the cell."""
+    args = [
+        f"--workload {wildcards.workload} --engine {wildcards.engine} --precision {wildcards.precision}",
+        f"--device {wildcards.device} --batch {wildcards.batch} --seq {wildcards.seq} --threads {wildcards.threads}",
+        f"--engine-options {shlex.quote(json.dumps(variant(wildcards), sort_keys=True))}",
+        f"--measure {shlex.quote(json.dumps(config['measure'], sort_keys=True))}",
+        f"--model-meta {input.meta}",
+    ]
+    for flag, name in (("--artifact", "artifact"), ("--data", "data")):
+        if name in input.keys():
+            args.append(f"{flag} {input[name]}")
+    return " ".join(args)
 
 
 def tensorrt_calibration_data(wildcards):

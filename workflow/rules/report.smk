@@ -74,6 +74,7 @@ rule report:
         plots=plot_files(),
         models=[f"results/models/{w}.json" for w in CELL_WORKLOADS],
         datasets=[f"data/processed/{d}.stats.json" for d in used_datasets()],
+        profiles=[profile_record(c) for c in PROFILED_CELLS],
     output:
         "results/report.md",
     conda:
@@ -82,4 +83,4 @@ rule report:
         "logs/report.log",
     shell:
         "python -m inferbench report --summary {input.summary} --out {output} --plots {input.plots}"
-        " --model-meta {input.models} --dataset-stats {input.datasets} > {log} 2>&1"
+        " --model-meta {input.models} --dataset-stats {input.datasets} --profiles {input.profiles} > {log} 2>&1"

@@ -40,6 +40,7 @@ def remove_records(cells_dir: str | Path, statuses: set[str]) -> list[Path]:
             continue  # not a record of this schema: leave it alone
         if status in statuses:
             path.unlink()
-            path.with_suffix(".samples.npy").unlink(missing_ok=True)
+            for suffix in (".samples.npy", ".e2e_samples.npy"):
+                path.with_suffix(suffix).unlink(missing_ok=True)
             removed.append(path)
     return removed

@@ -39,6 +39,10 @@ class Engine(ABC):
         self.options = {k: v for k, v in options.items() if k not in ("engine", "devices", "precisions")}
         #: named cold-start costs measured inside prepare (compile, capture, build...), in seconds
         self.cold_start_s: dict[str, float] = {}
+        #: items one run() processes, where that is not the batch (a training epoch: the dataset's rows)
+        self.items_per_call: int | None = None
+        #: the workload's processed dataset, set by the runner for engines that need it (before prepare)
+        self.dataset: Path | None = None
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
@@ -63,6 +67,15 @@ class Engine(ABC):
     @abstractmethod
     def to_numpy(self, output: Any) -> np.ndarray:
         """The output as a host float32 array (for parity checks; never timed)."""
+
+    def profile(self, batch: dict[str, np.ndarray], n_calls: int, out_dir: Path, top: int) -> dict[str, Any]:
+        """Profile ``n_calls`` warm calls on ``batch``, write the trace into ``out_dir`` and return the
+        top operators (see inferbench.measure.profiling). torch.profiler by default: it sees PyTorch's
+        operators and, on CUDA, the kernels of any library in the process."""
+        from inferbench.measure.profiling import torch_profile
+
+        staged = self.stage(batch)
+        return torch_profile(lambda: self.run(staged), self.synchronize, n_calls, out_dir, self.device, top)
 
     def describe(self) -> dict[str, Any]:
         """Versions and the provider or device actually in use."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -45,6 +46,14 @@ def onnx_build_costs(onnx: str | Path) -> dict[str, float]:
     return costs
 
 
+@dataclass(frozen=True)
+class BoundInputs:
+    """An IO binding and the device values bound to it (kept alive together)."""
+
+    binding: Any
+    values: list[Any]
+
+
 class OrtEngine(Engine):
     provider: ClassVar[str]
 
@@ -55,7 +64,7 @@ class OrtEngine(Engine):
     def provider_options(self) -> dict[str, Any]:
         return {}
 
-    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
+    def _session(self, profile_prefix: Path | None = None) -> Any:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -64,10 +73,17 @@ class OrtEngine(Engine):
         if self.threads > 0:
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
+        if profile_prefix is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(profile_prefix)
+        return ort.InferenceSession(str(self.artifact), options, providers=[(self.provider, self.provider_options())])
+
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
+        import onnxruntime as ort
+
+        self.artifact = artifact
         with self.cold_start("session"):
-            self.session = ort.InferenceSession(
-                str(artifact), options, providers=[(self.provider, self.provider_options())]
-            )
+            self.session = self._session()
         self.cold_start_s |= onnx_build_costs(artifact)
         in_use = self.session.get_providers()
         if in_use[0] != self.provider:  # never fall back silently
@@ -83,6 +99,17 @@ class OrtEngine(Engine):
 
     def to_numpy(self, output: Any) -> np.ndarray:
         return np.asarray(output[0], dtype=np.float32)
+
+    def profile(self, batch: dict[str, np.ndarray], n_calls: int, out_dir: Path, top: int) -> dict[str, Any]:
+        """ONNX Runtime's own profiler: a second session with profiling on (the measured one has it
+        off), host arrays in and out, three warm-up runs left out of the operator table."""
+        from inferbench.measure.profiling import ort_top_ops
+
+        session = self._session(profile_prefix=Path(out_dir) / "ort_profile")
+        feeds = OrtEngine.stage(self, batch)
+        for _ in range(3 + n_calls):
+            session.run(self.output_names, feeds)
+        return ort_top_ops(Path(session.end_profiling()), n_calls, top)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -126,20 +153,20 @@ class OrtCuda(OrtEngine):
         import onnxruntime as ort
 
         binding = self.session.io_binding()
-        self._device_inputs = []  # keep the device copies alive while bound
+        values = []  # the device copies must live as long as the binding that points at them
         for name, array in batch.items():
             value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), "cuda", 0)
-            self._device_inputs.append(value)
+            values.append(value)
             binding.bind_ortvalue_input(name, value)
         for name in self.output_names:
             binding.bind_output(name, "cuda", 0)
-        return binding
+        return BoundInputs(binding, values)
 
     def run(self, staged: Any) -> Any:
         if not self.io_binding:
             return super().run(staged)
-        self.session.run_with_iobinding(staged)
-        return staged
+        self.session.run_with_iobinding(staged.binding)
+        return staged.binding
 
     def synchronize(self) -> None:
         pass  # the CUDA provider synchronises its stream at the end of every run

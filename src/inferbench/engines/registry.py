@@ -28,6 +28,12 @@ class EngineInfo:
     description: str
     #: ONNX file variant per precision (results/onnx/<workload>.<variant>.onnx); absent: the fp32 export
     onnx_variants: dict[str, str] = field(default_factory=dict)
+    #: inference, or train: a timed call is one training step or epoch
+    mode: Literal["inference", "train"] = "inference"
+    #: workload kinds (see inferbench.workloads) the engine can run
+    workload_kinds: tuple[str, ...] = ("tabular", "vision", "text")
+    #: the engine reads the workload's processed dataset (given to the cell as an input)
+    needs_dataset: bool = False
 
 
 ALL_PRECISIONS = ("fp32", "fp16", "bf16")
@@ -97,6 +103,26 @@ ENGINES: dict[str, EngineInfo] = {
         "trt_plan",
         "native TensorRT engine (static shape profile, cached per GPU and TensorRT version), device buffers",
     ),
+    "torch_train": EngineInfo(
+        "inferbench.engines.torch_train:TorchTrainStep",
+        ("cpu", "cuda"),
+        ALL_PRECISIONS,
+        "checkpoint",
+        "training iterations: forward, loss, backward, SGD step on a staged batch; AMP, channels-last, "
+        "torch.compile as options",
+        mode="train",
+    ),
+    "torch_train_epoch": EngineInfo(
+        "inferbench.engines.torch_train:TorchTrainEpoch",
+        ("cpu", "cuda"),
+        ALL_PRECISIONS,
+        "checkpoint",
+        "one training epoch over the workload's dataset through a DataLoader (workers, pinned memory, "
+        "non_blocking copies as options)",
+        mode="train",
+        workload_kinds=("tabular",),
+        needs_dataset=True,
+    ),
 }
 
 
@@ -139,7 +165,15 @@ def code_version(impl: str) -> str:
     of one engine re-run that engine's cells and nothing else.
     """
     module_name = engine_info(impl).target.split(":")[0]
-    shared = ["inferbench.engines.base", "inferbench.measure.timing", "inferbench.cell_runner", "inferbench.parity"]
+    shared = [
+        "inferbench.engines.base",
+        "inferbench.measure.timing",
+        "inferbench.measure.gpu_telemetry",
+        "inferbench.measure.profiling",
+        "inferbench.cell_runner",
+        "inferbench.repeats",
+        "inferbench.parity",
+    ]
     digest = hashlib.sha256()
     for name in sorted(_engine_modules(module_name)) + shared:
         spec = importlib.util.find_spec(name)

@@ -36,6 +36,23 @@ TABLE_COLUMNS = [
     ("latency_per_item_p50_ms", "p50 ms/item"),
     ("throughput_per_s", "items/s"),
     ("latency_cv", "CV"),
+    ("repeat_p50_spread_pct", "spread of repeats %"),
+    ("energy_per_item_mj", "energy mJ/item"),
+    ("n_iters", "n"),
+]
+TRAINING_COLUMNS = [
+    ("engine", "engine"),
+    ("precision", "precision"),
+    ("device", "device"),
+    ("batch_size", "batch"),
+    ("status", "status"),
+    ("latency_p50_ms", "p50 ms per call"),
+    ("latency_p50_ci95", "p50 95% CI"),
+    ("items_per_call", "items per call"),
+    ("throughput_per_s", "items/s"),
+    ("speedup_vs_cpu", "GPU/CPU speed-up"),
+    ("speedup_vs_fp32", "× slowest fp32"),
+    ("energy_per_item_mj", "energy mJ/item"),
     ("n_iters", "n"),
 ]
 
@@ -83,13 +100,80 @@ def _distinct(frame: pd.DataFrame, column: str) -> str:
     return ", ".join(values) or "–"
 
 
+def training_speedups(cells: pd.DataFrame) -> pd.DataFrame:
+    """Training cells with two ratios of items/s: against the same cell on the CPU (GPU/CPU speed-up),
+    and against the slowest fp32 cell of the same workload, engine implementation, device and batch
+    (e.g. AMP + channels-last + compile over the fp32 baseline)."""
+    cells = cells.copy()
+    ok = cells[cells["status"] == "ok"]
+    same = ["workload", "engine", "precision", "batch_size"]
+    cpu = ok[ok["device"] == "cpu"].set_index(same)["throughput_per_s"]
+    cells["speedup_vs_cpu"] = [
+        row.throughput_per_s / cpu[key]
+        if row.device != "cpu" and row.status == "ok" and (key := tuple(getattr(row, c) for c in same)) in cpu.index
+        else None
+        for row in cells.itertuples(index=False)
+    ]
+    group = ["workload", "engine_impl", "device", "batch_size"]
+    fp32 = ok[ok["precision"] == "fp32"].groupby(group)["throughput_per_s"].min()
+    cells["speedup_vs_fp32"] = [
+        row.throughput_per_s / fp32[key]
+        if row.status == "ok" and (key := tuple(getattr(row, c) for c in group)) in fp32.index
+        else None
+        for row in cells.itertuples(index=False)
+    ]
+    return cells
+
+
+def _telemetry_lines(measured: pd.DataFrame) -> list[str]:
+    if "gpu_sm_clock_mean_mhz" not in measured or measured["gpu_sm_clock_mean_mhz"].dropna().empty:
+        return []
+    clocks, temperature = measured["gpu_sm_clock_mean_mhz"].dropna(), measured["gpu_temperature_max_c"].dropna()
+    line = f"- GPU while measuring (NVML): mean SM clock per cell {clocks.min():,.0f}–{clocks.max():,.0f} MHz"
+    if not temperature.empty:
+        line += f", hottest {temperature.max():.0f} °C"
+    return [line + "; energy per item is the board's energy counter over each cell's timed window."]
+
+
+def profile_section(profiles: Sequence[dict[str, Any]]) -> list[str]:
+    out = ["## Profiles", ""]
+    if not profiles:
+        return []
+    out += [
+        "Top operators of the cells named in `profile.cells`, profiled in their own job after a warm-up "
+        "(never inside a timed loop). Traces are beside each table's `top_ops.json` under `results/profiles/`.",
+        "",
+    ]
+    for profile in profiles:
+        out += [f"### {profile['cell_id']}", ""]
+        if profile.get("status") != "ok":
+            out += [f"Not profiled ({profile.get('status')}): {profile.get('reason')}", ""]
+            continue
+        out += [
+            f"{profile['tool']}, {profile['n_calls']} calls; time = {profile.get('time', '?')}; trace "
+            f"`{profile.get('trace')}`.",
+            "",
+            "| operator | calls per run | ms per run | share |",
+            "|---|---|---|---|",
+        ]
+        for op in profile["top_ops"]:
+            name = str(op["name"]).replace("|", "/")[:90]
+            share = f"{op['share']:.1%}" if op.get("share") is not None else "–"
+            out.append(f"| `{name}` | {_fmt(float(op['calls_per_run']))} | {_fmt(float(op['ms_per_run']))} | {share} |")
+        out.append("")
+    return out
+
+
 def build_report(
     summary: pd.DataFrame,
     plots: Sequence[Path] = (),
     model_meta: Sequence[dict[str, Any]] = (),
     dataset_stats: Sequence[dict[str, Any]] = (),
     report_dir: Path = Path("results"),
+    profiles: Sequence[dict[str, Any]] = (),
 ) -> str:
+    if "mode" not in summary:  # summaries written before training cells existed
+        summary = summary.assign(mode="inference")
     counts = summary["status"].value_counts().to_dict()
     measured = summary[summary["status"].isin(["ok", "invalid"])]
     out = [
@@ -121,6 +205,9 @@ def build_report(
         f"- GPU: {_distinct(summary, 'gpu')}",
         f"- Python {_distinct(summary, 'python')}, torch {_distinct(summary, 'torch')}, "
         f"onnxruntime {_distinct(summary, 'onnxruntime')}",
+        f"- GPU driver {_distinct(summary, 'gpu_driver')}, CUDA {_distinct(summary, 'cuda')}, "
+        f"cuDNN {_distinct(summary, 'cudnn')}; inferbench commit {_distinct(summary, 'git_commit')}",
+        *_telemetry_lines(measured),
         "",
     ]
     if dataset_stats:
@@ -153,8 +240,9 @@ def build_report(
         out += ["", "Models other than the MLPs have random weights: latency does not depend on the values.", ""]
 
     plot_paths = [Path(p) for p in plots]
-    for workload in [w for w in WORKLOADS if w in set(summary["workload"])]:
-        cells = summary[summary["workload"] == workload]
+    inference = summary[summary["mode"] != "train"]
+    for workload in [w for w in WORKLOADS if w in set(inference["workload"])]:
+        cells = inference[inference["workload"] == workload]
         out += [
             f"## {workload}",
             "",
@@ -167,6 +255,20 @@ def build_report(
             if path.parent.name == workload:
                 rel = os.path.relpath(path, report_dir)
                 out += [f"![{workload} {path.stem}]({rel})", ""]
+
+    training = summary[summary["mode"] == "train"]
+    if not training.empty:
+        out += [
+            "## Training",
+            "",
+            "One timed call is one training iteration on a staged batch (`torch_train*` variants: forward, "
+            "loss, backward, SGD step), or one epoch over the dataset through a DataLoader "
+            "(`torch_train_epoch`, end to end from host memory); items/s counts samples trained on.",
+            "",
+        ]
+        for workload, cells in training_speedups(training).groupby("workload", sort=False):
+            out += [f"### {workload}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
+    out += profile_section(profiles)
 
     not_ok = summary[summary["status"] != "ok"]
     out += ["## Cells that did not produce a valid measurement", ""]
@@ -191,10 +293,16 @@ def write_report(
     plots: Sequence[Path] = (),
     model_meta: Sequence[Path] = (),
     dataset_stats: Sequence[Path] = (),
+    profiles: Sequence[Path] = (),
 ) -> None:
     summary = pd.read_csv(summary_csv)
     text = build_report(
-        summary, plots, [read_json(p) for p in model_meta], [read_json(p) for p in dataset_stats], Path(out).parent
+        summary,
+        plots,
+        [read_json(p) for p in model_meta],
+        [read_json(p) for p in dataset_stats],
+        Path(out).parent,
+        [read_json(p) for p in profiles],
     )
     with atomic_path(out) as tmp:
         tmp.write_text(text + "\n")

@@ -80,6 +80,8 @@ def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kin
     out_dir = Path(out_dir)
     frame = summary[(summary["workload"] == workload) & (summary["status"] == "ok")]
     frame = frame[frame["engine_impl"] != "noop"]  # harness overhead is a baseline, not an engine
+    if "mode" in frame:  # training cells are in the report's own table, not on inference curves
+        frame = frame[frame["mode"] != "train"]
     text = WORKLOADS[workload].has_seq_len
     # per-batch plots use the longest measured sequence length; the seq plot the largest batch
     batch_frame = frame[frame["seq_len"] == frame["seq_len"].max()] if text and not frame.empty else frame

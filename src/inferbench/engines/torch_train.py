@@ -1,0 +1,151 @@
+"""Training engines: the cost of learning, measured like inference.
+
+``torch_train`` times training iterations (forward, loss, backward, optimizer step) on a staged
+batch, baseline or with AMP (fp16 with a gradient scaler, bf16 without), channels-last and
+torch.compile as variant options: seed 002's micro-training. ``torch_train_epoch`` times whole
+epochs over the workload's processed dataset through a DataLoader, with worker processes, pinned
+memory and non_blocking copies as options: seed 004's CPU-against-GPU study.
+
+The loss is cross-entropy against seeded random labels for models with class logits (the MLPs,
+ResNet-50, ViT); for encoders without a head (BERT), the mean square of the hidden states, which
+costs the same backward pass. Weights change with every call: the timing, not the model, matters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from inferbench.engines.torch_eager import TorchEngine
+from inferbench.models.registry import InputSpec
+
+
+class TorchTrainStep(TorchEngine):
+    impl = "torch_train"
+    timing_description = (
+        "one training iteration (zero_grad, forward, loss, backward, optimizer step) on a batch already "
+        "staged where the engine computes"
+    )
+
+    def _train_setup(self, artifact: Path | None, inputs: tuple[InputSpec, ...]) -> None:
+        self.options.setdefault("precision_mode", "autocast")  # training in low precision means AMP
+        module = self._load(artifact, inputs).train()
+        for parameter in module.parameters():
+            parameter.requires_grad_(True)
+        self.optimizer = torch.optim.SGD(module.parameters(), lr=float(self.options.get("lr", 0.01)), momentum=0.9)
+        # fp16 gradients underflow without scaling; bf16 has fp32's range and needs none
+        self.scaler = torch.amp.GradScaler(self.device, enabled=self.precision == "fp16")
+        self.compiled = bool(self.options.get("compile", False))
+        self.eager_module = module  # probes the output shape without triggering a compile
+        self.module = torch.compile(module, mode=self.options.get("mode", "default")) if self.compiled else module
+        self.n_classes: int | None = None
+        self._label_rng = torch.Generator().manual_seed(0)
+
+    def _step(self, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self._autocast():
+            output = self.module(**inputs)
+            output = output.float()
+            loss = torch.nn.functional.cross_entropy(output, labels) if labels is not None else output.square().mean()
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return loss.detach()
+
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
+        self._train_setup(artifact, inputs)
+        staged = self.stage(example)
+        with self.cold_start("compile") if self.compiled else contextlib.nullcontext():
+            for _ in range(3):  # the first steps compile (or allocate the optimizer state)
+                self.run(staged)
+            self.synchronize()
+
+    def stage(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        tensors = super().stage(batch)
+        rows = next(iter(batch.values())).shape[0]
+        with torch.no_grad(), self._autocast():
+            probe = self.eager_module(**tensors) if self.n_classes is None else None
+        if probe is not None:
+            self.n_classes = probe.shape[1] if probe.dim() == 2 else 0
+        labels = None
+        if self.n_classes:
+            labels = torch.randint(0, self.n_classes, (rows,), generator=self._label_rng).to(self.device)
+        self.synchronize()
+        return tensors, labels
+
+    def run(self, staged: tuple[dict[str, torch.Tensor], torch.Tensor | None]) -> torch.Tensor:
+        return self._step(*staged)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "optimizer": "SGD(momentum=0.9)",
+            "amp": self.precision in ("fp16", "bf16"),
+            "grad_scaler": self.scaler.is_enabled(),
+            "compile": self.compiled,
+        }
+
+
+class TorchTrainEpoch(TorchTrainStep):
+    """One call = one epoch over every row of the processed dataset, shuffled, in DataLoader batches of
+    the cell's batch size; host data in, so the boundary is end to end."""
+
+    impl = "torch_train_epoch"
+    timing = "end_to_end"
+    timer = "host"
+    timing_description = (
+        "one epoch over the dataset's rows from host memory: DataLoader (workers, pinning), host-to-device "
+        "copies, and a training iteration per batch, host clock"
+    )
+
+    def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
+        super().__init__(device, precision, threads, options)
+        self.timer = "host"
+
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
+        import pandas as pd
+
+        if self.dataset is None:
+            raise ValueError("torch_train_epoch needs the workload's processed dataset (--data)")
+        table = pd.read_parquet(self.dataset)
+        features = torch.from_numpy(table.drop(columns=["target"]).to_numpy(np.float32, copy=True))
+        labels = torch.from_numpy(table["target"].to_numpy(np.int64, copy=True))
+        (name,) = [spec.name for spec in inputs]
+        self.input_name = name
+        self._train_setup(artifact, inputs)
+        self.workers = int(self.options.get("workers", 0))
+        self.pin_memory = bool(self.options.get("pin_memory", False)) and self.device == "cuda"
+        self.non_blocking = bool(self.options.get("non_blocking", False)) and self.device == "cuda"
+        self.loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(features, labels),
+            batch_size=next(iter(example.values())).shape[0],
+            shuffle=True,
+            num_workers=self.workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.workers > 0,  # workers start once, not once per epoch
+            generator=torch.Generator().manual_seed(0),
+        )
+        self.items_per_call = len(features)
+
+    def stage(self, batch: dict[str, np.ndarray]) -> None:
+        return None  # the epoch reads the dataset itself
+
+    def run(self, staged: None) -> torch.Tensor:
+        loss = torch.zeros(())
+        for features, labels in self.loader:
+            inputs = {self.input_name: features.to(self.device, non_blocking=self.non_blocking)}
+            loss = self._step(inputs, labels.to(self.device, non_blocking=self.non_blocking))
+        return loss
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "rows": self.items_per_call,
+            "workers": self.workers,
+            "pin_memory": self.pin_memory,
+            "non_blocking": self.non_blocking,
+        }
