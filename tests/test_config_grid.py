@@ -125,16 +125,22 @@ def test_auto_device_resolution():
     assert resolve_devices(["cpu", "auto"], has_cuda=False) == ["cpu"]
 
 
+INFERENCE = {"noop", "torch_eager", "torch_eager_cl", "torchscript", "torch_cudagraph", "torch_compile",
+             "torch_compile_ro", "ort_cpu", "ort_cuda", "ort_cuda_host", "ort_trt", "tensorrt"}  # fmt: skip
+
+
 def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
     cfg = config()
     validate_config(cfg)
     cpu_cells = config_cells(cfg, has_cuda=False)
     assert {c.device for c in cpu_cells} == {"cpu"}
-    assert {c.engine for c in cpu_cells} == {"noop", "torch_eager", "ort_cpu"}
-    assert len(cpu_cells) == 34  # 12 tabular + 8 vision + 12 text (text_seq shares 4 with text) + 2 int8
+    assert {c.engine for c in cpu_cells} == {"noop", "torch_eager", "ort_cpu", "train_epoch", "train_epoch_loader"}
+    # 12 tabular + 8 vision + 12 text (text_seq shares 4 with text) + 2 int8 + 2 training epochs
+    assert len(cpu_cells) == 36
     assert {c.precision for c in cpu_cells if c.engine == "ort_cpu"} == {"fp32", "int8"}
     gpu_cells = config_cells(cfg, has_cuda=True)
-    assert {c.device for c in gpu_cells if c.engine != "ort_cpu"} == {"cuda"}
+    # on the CPU there stay ORT CPU (cpu_int8) and the training study's CPU half (the GPU/CPU speed-up)
+    assert {c.engine for c in gpu_cells if c.device == "cpu"} == {"ort_cpu", "train_epoch", "train_epoch_loader"}
     engines = {cfg["engines"][c.engine]["engine"] for c in gpu_cells}
     assert engines == {
         "torch_eager",
@@ -145,10 +151,18 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
         "ort_cuda",
         "ort_trt",
         "tensorrt",
+        "torch_train",
+        "torch_train_epoch",
     }  # every engine of the issue runs in the GPU default
     # a variant's `precisions` option narrows a study's precisions (fp16 and bf16 in gpu_vision)
     assert {c.precision for c in gpu_cells if c.engine == "torchscript"} == {"fp16"}
     assert {c.precision for c in gpu_cells if c.engine == "torch_eager_cl"} == {"fp16", "bf16"}
-    assert len([c for c in gpu_cells if c.device == "cuda"]) == 30
+    assert len([c for c in gpu_cells if c.device == "cuda" and c.engine in INFERENCE]) == 30
+    # training: ResNet-50 fp32 baseline against bf16 AMP + channels-last + compile; heart epochs on
+    # the CPU and the GPU (the `auto` device adds cuda beside cpu), the epoch engine only on tabular
+    training = {c.cell_id for c in gpu_cells if c.engine not in INFERENCE}
+    assert {"resnet50/train-fp32/cuda/b64-s0-t0", "resnet50/train_fast-bf16/cuda/b64-s0-t0"} <= training
+    assert {c.split("/")[2] for c in training if c.startswith("mlp_heart/train_epoch-")} == {"cpu", "cuda"}
+    assert not [c for c in training if "train_epoch" in c and not c.startswith("mlp_")]
     # ort engines have no bf16: those combinations are left out, not recorded
     assert not [c for c in gpu_cells if c.engine.startswith("ort") and c.precision == "bf16"]

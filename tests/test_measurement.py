@@ -24,7 +24,8 @@ from inferbench.engines.base import Engine
 from inferbench.engines.registry import EngineInfo
 from inferbench.lock import MachineLock
 from inferbench.measure.gpu_telemetry import GpuTelemetry
-from inferbench.measure.profiling import ort_top_ops, top_ops
+from inferbench.measure.host_telemetry import HostWindow, parse_proc_stat, window_summary
+from inferbench.measure.profiling import event_totals, ort_top_ops, top_ops
 from inferbench.models import create_model
 from inferbench.models.registry import save_checkpoint
 from inferbench.repeats import merge_repeats, spread_pct
@@ -131,6 +132,23 @@ def test_gpu_telemetry_without_an_energy_counter_reports_none():
     with telemetry:
         pass
     assert telemetry.summary(items=10)["energy_per_item_mj"] is None
+
+
+def test_host_window_reports_steal_and_busy_shares():
+    before = parse_proc_stat("cpu  100 0 50 800 10 0 0 40 0 0\ncpu0 1 2 3\n")
+    after = parse_proc_stat("cpu  160 0 70 900 10 0 0 60 0 0\n")  # +60 user +20 sys +100 idle +20 steal
+    usage = [SimpleNamespace(ru_nvcsw=5, ru_nivcsw=1, ru_utime=1.0, ru_stime=0.5),
+             SimpleNamespace(ru_nvcsw=9, ru_nivcsw=4, ru_utime=1.5, ru_stime=0.5)]  # fmt: skip
+    summary = window_summary(before, after, *usage)
+    assert summary["steal_pct"] == pytest.approx(10.0) and summary["busy_pct"] == pytest.approx(50.0)
+    assert summary["involuntary_switches"] == 3 and summary["voluntary_switches"] == 4
+    assert summary["process_cpu_s"] == pytest.approx(0.5)
+    assert window_summary(None, after, *usage)["steal_pct"] is None  # no /proc/stat (not Linux)
+    with pytest.raises(ValueError, match="cpu"):
+        parse_proc_stat("intr 1 2 3")
+    with HostWindow() as window:
+        sum(range(100_000))
+    assert window.summary["process_cpu_s"] >= 0
 
 
 # --- repeats in fresh processes ----------------------------------------------------------------
@@ -257,6 +275,24 @@ def test_top_ops_ranks_and_shares():
     assert [r["name"] for r in rows] == ["conv", "relu"]
     assert rows[0]["ms_per_run"] == pytest.approx(0.06) and rows[0]["calls_per_run"] == 2
     assert rows[0]["share"] == pytest.approx(0.6)
+
+
+def test_cuda_profiles_count_kernels_once():
+    from torch.autograd import DeviceType
+
+    def event(key, device_type, self_device, self_cpu=5.0):
+        return SimpleNamespace(
+            key=key, count=2, device_type=device_type, self_device_time_total=self_device, self_cpu_time_total=self_cpu
+        )
+
+    events = [
+        event("aten::conv2d", DeviceType.CPU, 90.0),  # the operator repeats its kernel's device time
+        event("sm90_xmma_fprop", DeviceType.CUDA, 90.0, 0.0),
+        event("bn_kernel", DeviceType.CUDA, 10.0, 0.0),
+        event("aten::empty", DeviceType.CPU, 0.0),
+    ]
+    assert event_totals(events, "cuda") == {"sm90_xmma_fprop": (2, 90.0), "bn_kernel": (2, 10.0)}
+    assert set(event_totals(events, "cpu")) == {"aten::conv2d", "aten::empty"}
 
 
 def test_ort_profile_parsing_keeps_only_the_last_runs(tmp_path):

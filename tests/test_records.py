@@ -68,6 +68,27 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary left behind
 
 
+def test_fingerprint_says_when_the_checkout_differs_from_its_commit(tmp_path, monkeypatch):
+    import subprocess
+
+    from inferbench import environment
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "f.py").write_text("a = 1\n")
+    subprocess.run([*git, "add", "f.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    monkeypatch.setattr(environment.inferbench, "__file__", str(repo / "f.py"))
+    environment._git_dirty.cache_clear()
+    assert environment._git_dirty() is False
+    (repo / "f.py").write_text("a = 2\n")
+    environment._git_dirty.cache_clear()
+    assert environment._git_dirty() is True
+    environment._git_dirty.cache_clear()
+
+
 def test_fingerprint_names_the_onnxruntime_that_was_imported(monkeypatch):
     # onnxruntime and onnxruntime-gpu install one module; with both present, the imported one ran
     import types
@@ -78,5 +99,6 @@ def test_fingerprint_names_the_onnxruntime_that_was_imported(monkeypatch):
     env = fingerprint(include_gpu=False)
     assert env["python"] and env["cpu_count"] >= 1 and "numpy" in env["libraries"]
     assert env["thread_env"]["OMP_NUM_THREADS"] == "3" and env["inferbench"] and env["git_commit"]
+    assert env["git_dirty"] in (True, False)  # a clean clone in CI, edits in progress here
     monkeypatch.setitem(sys.modules, "onnxruntime", types.SimpleNamespace(__version__="9.9.9-gpu"))
     assert fingerprint(include_gpu=False)["libraries"]["onnxruntime"] == "9.9.9-gpu"

@@ -22,6 +22,7 @@ from inferbench.fsutil import atomic_path, read_json, write_json
 from inferbench.lock import MachineLock
 from inferbench.measure import memory
 from inferbench.measure.gpu_telemetry import GpuTelemetry
+from inferbench.measure.host_telemetry import HostWindow
 from inferbench.measure.stats import latency_stats
 from inferbench.measure.timing import make_timer, measure
 from inferbench.models.registry import InputSpec, make_inputs
@@ -173,8 +174,9 @@ def _measure_cell(
     telemetry = GpuTelemetry.for_cuda_device() if key.device == "cuda" else None
     if key.device == "cuda":
         memory.reset_gpu_peak()
+    host = HostWindow()
     with lock.exclusively():
-        with telemetry or contextlib.nullcontext():
+        with telemetry or contextlib.nullcontext(), host:
             result = measure(
                 lambda: engine.run(next(staged)), timer, settings.warmup_s, settings.min_time_s, settings.min_iters
             )
@@ -216,6 +218,7 @@ def _measure_cell(
             "gpu_process_peak_nvml": gpu["process_peak_mb"] if gpu else None,
         },
         gpu_telemetry=gpu,
+        host_telemetry=host.summary,
         end_to_end={
             "description": END_TO_END,
             **{k: e2e_stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},

@@ -102,6 +102,8 @@ class CellRecord:
     memory_mb: dict[str, float | None] = field(default_factory=dict)
     #: NVML samples during the device-boundary loop: clocks, temperature, power, energy per item
     gpu_telemetry: dict[str, Any] | None = None
+    #: the host during the device-boundary loop: machine steal/busy shares, this process's context switches
+    host_telemetry: dict[str, Any] | None = None
     #: with measure.repeats > 1: each fresh process's headline numbers and the spread between them
     repeats: dict[str, Any] | None = None
     cold_start_s: dict[str, float] = field(default_factory=dict)
@@ -188,15 +190,19 @@ class CellRecord:
             "gpu_power_mean_w": (telemetry.get("power_w") or {}).get("mean"),
             "gpu_sm_clock_mean_mhz": (telemetry.get("sm_clock_mhz") or {}).get("mean"),
             "gpu_temperature_max_c": (telemetry.get("temperature_c") or {}).get("max"),
+            "host_steal_pct": (self.host_telemetry or {}).get("steal_pct"),
+            "host_busy_pct": (self.host_telemetry or {}).get("busy_pct"),
+            "involuntary_switches": (self.host_telemetry or {}).get("involuntary_switches"),
             **{f"{k}_s": v for k, v in self.cold_start_s.items()},
             "hostname": self.environment.get("hostname"),
             "cpu": self.environment.get("cpu_model"),
             "gpu": self.environment.get("gpu_name"),
             "gpu_driver": self.environment.get("gpu_driver"),
             "cuda": self.environment.get("cuda_runtime"),
-            "cudnn": self.environment.get("cudnn"),
+            "cudnn": str(v) if (v := self.environment.get("cudnn")) is not None else None,
             "python": self.environment.get("python"),
             "git_commit": self.environment.get("git_commit"),
+            "git_dirty": self.environment.get("git_dirty"),
             **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime")},
             "created_at": self.created_at,
         }

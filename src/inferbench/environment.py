@@ -63,19 +63,26 @@ def _importable_version(module: str, distributions: tuple[str, ...]) -> str | No
     return None
 
 
-@functools.cache
-def _git_commit() -> str | None:
+def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(inferbench.__file__).parent,
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, timeout=5, cwd=Path(inferbench.__file__).parent
         )
-        return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+@functools.cache
+def _git_commit() -> str | None:
+    out = _git("rev-parse", "HEAD")
+    return (out.stdout.strip() or None) if out else None
+
+
+@functools.cache
+def _git_dirty() -> bool | None:
+    """Whether tracked files differ from the commit: then the commit alone does not name the code."""
+    out = _git("diff", "--quiet", "HEAD", "--")
+    return None if out is None or out.returncode not in (0, 1) else out.returncode == 1
 
 
 def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
@@ -88,6 +95,7 @@ def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "inferbench": inferbench.__version__,
         "git_commit": _git_commit(),
+        "git_dirty": _git_dirty(),
         "libraries": _libraries(),
         # thread settings the libraries read at start-up (an engine's own threads are in its record)
         "thread_env": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},

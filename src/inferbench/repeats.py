@@ -22,8 +22,6 @@ import numpy as np
 
 from inferbench.cells import CellRecord
 
-REPEAT_FIELDS = ("status", "p50_ms", "e2e_p50_ms", "cold_start_s", "hostname")
-
 
 def spread_pct(values: Sequence[float | None]) -> float | None:
     """(max - min) / median of the values, in percent; None with fewer than two values."""
@@ -55,6 +53,10 @@ def merge_repeats(
             "e2e_p50_ms": ((r.end_to_end or {}).get("latency_ms") or {}).get("p50"),
             "cold_start_s": sum(r.cold_start_s.values()) if r.cold_start_s else None,
             "hostname": r.environment.get("hostname"),
+            # what may explain a spread: the host's steal and busy shares, the GPU's clock
+            "host_steal_pct": (r.host_telemetry or {}).get("steal_pct"),
+            "host_busy_pct": (r.host_telemetry or {}).get("busy_pct"),
+            "gpu_sm_clock_mean_mhz": ((r.gpu_telemetry or {}).get("sm_clock_mhz") or {}).get("mean"),
         }
         for r in records
     ]

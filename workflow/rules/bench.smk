@@ -11,6 +11,7 @@ rule benchmark_cell:
         e2e_samples="results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.e2e_samples.npy",
     params:
         cell=cell_args,
+        files=cell_files,
         # edits of the engine's module re-run its cells (Snakemake does not track imported code)
         code=lambda wc: code_version(variant(wc)["engine"]),
         reference=lambda wc, input: f"--reference {input.reference}" if "reference" in input.keys() else "",
@@ -24,7 +25,7 @@ rule benchmark_cell:
     log:
         "logs/benchmark_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
     shell:
-        "python -m inferbench run-cell {params.cell} {params.reference} --tolerance {params.tolerance:q}"
+        "python -m inferbench run-cell {params.cell} {params.files} {params.reference} --tolerance {params.tolerance:q}"
         " --out {output.record} > {log} 2>&1"
 
 
@@ -37,6 +38,7 @@ rule profile_cell:
         "results/profiles/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}/top_ops.json",
     params:
         cell=cell_args,
+        files=cell_files,
         code=lambda wc: code_version(variant(wc)["engine"]),
         calls=config["profile"]["calls"],
         top=config["profile"]["top"],
@@ -49,5 +51,5 @@ rule profile_cell:
     log:
         "logs/profile_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
     shell:
-        "python -m inferbench profile-cell {params.cell} --calls {params.calls} --top {params.top}"
+        "python -m inferbench profile-cell {params.cell} {params.files} --calls {params.calls} --top {params.top}"
         " --out {output} > {log} 2>&1"

@@ -109,16 +109,23 @@ def cell_inputs(wildcards):
     return inputs
 
 
-def cell_args(wildcards, input):
-    """The arguments naming a cell and the files it is prepared from, shared by run-cell and
-    profile-cell; the variant and measure settings are in them, so editing either re-runs the cell."""
-    args = [
-        f"--workload {wildcards.workload} --engine {wildcards.engine} --precision {wildcards.precision}",
-        f"--device {wildcards.device} --batch {wildcards.batch} --seq {wildcards.seq} --threads {wildcards.threads}",
-        f"--engine-options {shlex.quote(json.dumps(variant(wildcards), sort_keys=True))}",
-        f"--measure {shlex.quote(json.dumps(config['measure'], sort_keys=True))}",
-        f"--model-meta {input.meta}",
-    ]
+def cell_args(wildcards):
+    """The arguments naming a cell, shared by run-cell and profile-cell. They hold the variant's options
+    and the measure settings, and depend on the wildcards only: Snakemake records such params and
+    re-runs the job when they change (params that depend on `input` are not compared)."""
+    return " ".join(
+        [
+            f"--workload {wildcards.workload} --engine {wildcards.engine} --precision {wildcards.precision}",
+            f"--device {wildcards.device} --batch {wildcards.batch} --seq {wildcards.seq} --threads {wildcards.threads}",
+            f"--engine-options {shlex.quote(json.dumps(variant(wildcards), sort_keys=True))}",
+            f"--measure {shlex.quote(json.dumps(config['measure'], sort_keys=True))}",
+        ]
+    )
+
+
+def cell_files(wildcards, input):
+    """The files a cell is prepared from (tracked as inputs)."""
+    args = [f"--model-meta {input.meta}"]
     for flag, name in (("--artifact", "artifact"), ("--data", "data")):
         if name in input.keys():
             args.append(f"{flag} {input[name]}")

@@ -43,18 +43,32 @@ def torch_profile(
         for _ in range(n_calls):
             call()
             synchronize()
-    totals: dict[str, tuple[int, float]] = {}
-    for event in prof.key_averages():
-        # on CUDA the kernels carry the device time (operators launch them and have ~0 self device time)
-        us = event.self_device_time_total if device == "cuda" else event.self_cpu_time_total
-        if us > 0:
-            totals[event.key] = (event.count, float(us))
+    totals = event_totals(prof.key_averages(), device)
     return {
         "tool": "torch.profiler",
         "trace": _newest(out_dir, "*.pt.trace.json"),
         "time": "self time of CUDA kernels (device)" if device == "cuda" else "self time of operators (host)",
         "top_ops": top_ops(totals, n_calls, top),
     }
+
+
+def event_totals(events: Any, device: str) -> dict[str, tuple[int, float]]:
+    """name -> (count, microseconds) from torch.profiler's averaged events. On CUDA only the kernels
+    (device events) count: an operator's self device time is its kernels' time again, and kernels
+    replayed from a CUDA graph have no operator at all. On the CPU, operators' self time."""
+    from torch.autograd import DeviceType
+
+    totals: dict[str, tuple[int, float]] = {}
+    for event in events:
+        if device == "cuda":
+            if event.device_type != DeviceType.CUDA:
+                continue
+            us = event.self_device_time_total
+        else:
+            us = event.self_cpu_time_total
+        if us > 0:
+            totals[event.key] = (event.count, float(us))
+    return totals
 
 
 def _newest(folder: Path, pattern: str) -> str | None:

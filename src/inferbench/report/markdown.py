@@ -206,7 +206,8 @@ def build_report(
         f"- Python {_distinct(summary, 'python')}, torch {_distinct(summary, 'torch')}, "
         f"onnxruntime {_distinct(summary, 'onnxruntime')}",
         f"- GPU driver {_distinct(summary, 'gpu_driver')}, CUDA {_distinct(summary, 'cuda')}, "
-        f"cuDNN {_distinct(summary, 'cudnn')}; inferbench commit {_distinct(summary, 'git_commit')}",
+        f"cuDNN {_distinct(summary, 'cudnn')}; inferbench commit {_distinct(summary, 'git_commit')}"
+        + (" with uncommitted changes" if "git_dirty" in summary and summary["git_dirty"].eq(True).any() else ""),
         *_telemetry_lines(measured),
         "",
     ]
