@@ -191,15 +191,7 @@ def test_merge_repeats_keeps_a_failed_repeat_visible():
 
 
 def test_run_cell_with_repeats_measures_in_fresh_processes(tmp_path):
-    out = tmp_path / "cells" / "r.json"
-    cmd = [
-        sys.executable, "-m", "inferbench", "run-cell", "--workload", "mlp_heart", "--engine", "noop",
-        "--engine-options", '{"engine": "noop"}', "--precision", "fp32", "--device", "cpu", "--batch", "1",
-        "--threads", "1", "--measure", json.dumps({"warmup_s": 0, "min_time_s": 0.05, "repeats": 3}),
-        "--out", str(out),
-    ]  # fmt: skip
-    env = {**os.environ, "INFERBENCH_LOCK_FILE": str(tmp_path / "lock")}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    done, out = _noop_cell(tmp_path, {"repeats": 3})
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("fresh process") == 3
     record = CellRecord.load(out)
@@ -208,6 +200,32 @@ def test_run_cell_with_repeats_measures_in_fresh_processes(tmp_path):
     assert len(hosts) == 1 and all(r["status"] == "ok" for r in record.repeats["per_repeat"])
     assert np.load(samples_path(out)).size == record.n_iters
     assert not list(out.parent.glob("repeats-*")), "the repeats' scratch folder is removed"
+
+
+def _noop_cell(tmp_path: Path, measure: dict[str, Any], threads: int = 1) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / "cells" / "r.json"
+    cmd = [
+        sys.executable, "-m", "inferbench", "run-cell", "--workload", "mlp_heart", "--engine", "noop",
+        "--engine-options", '{"engine": "noop"}', "--precision", "fp32", "--device", "cpu", "--batch", "1",
+        "--threads", str(threads), "--measure", json.dumps({"warmup_s": 0, "min_time_s": 0.05, **measure}),
+        "--out", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "INFERBENCH_LOCK_FILE": str(tmp_path / "lock")}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False), out
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux-only")
+def test_cpu_affinity_pins_the_measuring_process(tmp_path):
+    cpu = min(os.sched_getaffinity(0))
+    done, out = _noop_cell(tmp_path, {"cpu_affinity": [cpu]})
+    assert done.returncode == 0, done.stderr
+    record = CellRecord.load(out)
+    assert record.status == "ok" and record.environment["affinity"] == [cpu]
+    done, out = _noop_cell(tmp_path, {"cpu_affinity": [cpu]}, threads=2)
+    record = CellRecord.load(out)
+    assert record.status == "failed" and "at least as many CPUs" in record.reason
+    done, out = _noop_cell(tmp_path, {"cpu_affinity": [100_000]})
+    assert CellRecord.load(out).status == "failed" and "may not use" in CellRecord.load(out).reason
 
 
 # --- training cells ----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import sys
 import time
 import traceback
@@ -45,6 +46,8 @@ class MeasureSettings:
     input_batches: int = 4
     #: fresh processes that measure the cell (the CLI runs them; see inferbench.repeats)
     repeats: int = 1
+    #: pin the measuring process to these CPUs (None: wherever the OS schedules it)
+    cpu_affinity: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -95,6 +98,7 @@ def run_cell(
     base = {"key": key, "engine_impl": impl, "options": dict(variant), "mode": info.mode}
     samples: dict[str, np.ndarray] = {}
     try:
+        pin_cpus(settings.cpu_affinity, key.threads)
         record, samples = _measure_cell(key, variant, inputs, settings, lock, base, tolerance or {})
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         traceback.print_exc(file=sys.stderr)
@@ -109,6 +113,27 @@ def run_cell(
     save_samples(out, samples)
     record.save(out)
     return record
+
+
+def pin_cpus(cpus: tuple[int, ...] | list[int] | None, threads: int) -> None:
+    """Pin this process (and the threads it starts from now on) to ``cpus``, before any engine loads.
+    A launch-bound GPU cell is as fast as the one host thread issuing kernels; pinning takes the
+    OS's choice of vCPU out of the spread between runs."""
+    if not cpus:
+        return
+    if not hasattr(os, "sched_setaffinity"):
+        raise ValueError("measure.cpu_affinity needs Linux (os.sched_setaffinity); set it to null here")
+    available = os.sched_getaffinity(0)
+    if not set(cpus) <= available:
+        raise ValueError(
+            f"measure.cpu_affinity {sorted(cpus)} names CPUs this process may not use; allowed: {sorted(available)}"
+        )
+    if threads > len(cpus):
+        raise ValueError(
+            f"measure.cpu_affinity gives {len(cpus)} CPUs to a cell with {threads} threads: "
+            "list at least as many CPUs as the largest `threads` of the studies"
+        )
+    os.sched_setaffinity(0, set(cpus))
 
 
 def unavailable(key: CellKey, variant: dict[str, Any], inputs: CellInputs) -> str | None:

@@ -175,12 +175,19 @@ def _run_cell_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
+def measure_settings(measure: dict[str, Any]) -> Any:
+    from inferbench.cell_runner import MeasureSettings
+
+    affinity = measure.get("cpu_affinity")
+    return MeasureSettings(**{**measure, "cpu_affinity": tuple(affinity) if affinity else None})
+
+
 def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
-    from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell, save_samples
+    from inferbench.cell_runner import CellInputs, run_cell, save_samples
     from inferbench.cells import CellKey
 
     key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
-    settings = MeasureSettings(**args.measure)
+    settings = measure_settings(args.measure)
     if settings.repeats > 1:
         from inferbench.repeats import run_repeats
 
@@ -201,12 +208,12 @@ def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
 
 
 def cmd_profile_cell(args: argparse.Namespace, lock: MachineLock) -> None:
-    from inferbench.cell_runner import CellInputs, MeasureSettings, profile_cell
+    from inferbench.cell_runner import CellInputs, profile_cell
     from inferbench.cells import CellKey
 
     key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
     inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
-    settings = MeasureSettings(**{**args.measure, "repeats": 1})
+    settings = measure_settings({**args.measure, "repeats": 1})
     result = profile_cell(key, args.engine_options, inputs, settings, args.out, lock, args.calls, args.top)
     ops = ", ".join(f"{op['name']} {op['share']:.0%}" for op in result.get("top_ops", [])[:3] if op["share"])
     print(f"{key.cell_id}: profile {result['status']}" + (f"; top: {ops}" if ops else f" ({result.get('reason')})"))

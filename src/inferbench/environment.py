@@ -93,6 +93,7 @@ def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "inferbench": inferbench.__version__,
         "git_commit": _git_commit(),
         "git_dirty": _git_dirty(),
