@@ -415,8 +415,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _runs_on_gpu(args: argparse.Namespace) -> bool:
+    """GPU jobs (cells on cuda, TensorRT builds) claim a device of their own (inferbench.gpu_slots)."""
+    if args.verb == "build-trt-engine":
+        return True
+    return args.verb in ("run-cell", "profile-cell") and args.device == "cuda"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    gpu = None
+    if _runs_on_gpu(args):
+        from inferbench.gpu_slots import claim_for_this_process
+
+        gpu = claim_for_this_process()  # before anything imports CUDA; released when this process ends
     lock = None
     if args.lock:
         lock = MachineLock()
@@ -432,4 +444,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if lock:
             lock.close()
+        if gpu:
+            gpu.release()
     return 0

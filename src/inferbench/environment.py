@@ -111,6 +111,7 @@ def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
             props = torch.cuda.get_device_properties(0)
             env |= {
                 "gpu_name": props.name,
+                "gpu_uuid": str(props.uuid),  # which physical device, whatever CUDA_VISIBLE_DEVICES renumbered
                 "gpu_memory_mb": props.total_memory // 2**20,
                 "gpu_capability": f"{props.major}.{props.minor}",
                 "cudnn": torch.backends.cudnn.version(),

@@ -1,0 +1,104 @@
+"""Each running GPU job gets a device of its own, released when it ends: tested with a fake pool of
+devices (INFERBENCH_GPUS), since the lock files, not CUDA, do the work."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from inferbench.cells import CellRecord
+from inferbench.gpu_slots import POOL_ENV, claim_gpu, gpu_pool
+from inferbench.lock import MachineLock
+
+
+def test_pool_comes_from_the_env_then_the_visible_devices(monkeypatch):
+    monkeypatch.setenv(POOL_ENV, "0, 1,3")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
+    assert gpu_pool() == ["0", "1", "3"]
+    monkeypatch.delenv(POOL_ENV)
+    assert gpu_pool() == ["7"]  # e.g. what SLURM allocated to the job
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setenv("PATH", "")  # no nvidia-smi: no GPUs to hand out
+    assert gpu_pool() == []
+
+
+def test_claims_are_distinct_and_a_full_pool_waits_for_a_release(tmp_path):
+    first, second = claim_gpu(["0", "1"], tmp_path), claim_gpu(["0", "1"], tmp_path)
+    assert {first.device, second.device} == {"0", "1"}
+    got: list[str] = []
+    waiter = threading.Thread(target=lambda: got.append(claim_gpu(["0", "1"], tmp_path).device))
+    waiter.start()
+    time.sleep(0.3)
+    assert got == [], "both devices are taken: the third job waits"
+    first.release()
+    waiter.join(timeout=5)
+    assert got == [first.device]
+    with pytest.raises(ValueError, match="no GPUs"):
+        claim_gpu([], tmp_path)
+
+
+@pytest.mark.parametrize("ending", ["exception", "kill"])
+def test_a_device_is_released_when_its_job_dies(tmp_path, ending):
+    holder = (
+        "import os, sys, time\n"
+        "from inferbench.gpu_slots import claim_gpu\n"
+        f"slot = claim_gpu(['0'], {str(tmp_path)!r})\n"
+        "print('claimed', flush=True)\n"
+        + ("raise RuntimeError('the cell crashed')\n" if ending == "exception" else "time.sleep(60)\n")
+    )
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    process = subprocess.Popen([sys.executable, "-c", holder], **pipes)
+    assert process.stdout.readline().strip() == "claimed"
+    if ending == "kill":
+        process.kill()
+    process.wait(timeout=30)
+    claimed = []
+    thread = threading.Thread(target=lambda: claimed.append(claim_gpu(["0"], tmp_path)), daemon=True)
+    thread.start()
+    thread.join(timeout=5)
+    assert claimed and claimed[0].device == "0", "the dead job's device is free again"
+
+
+def _cuda_cell(tmp_path, name: str, measure: dict | None = None) -> list[str]:
+    return [
+        sys.executable, "-m", "inferbench", "run-cell", "--workload", "mlp_heart", "--engine", "noop",
+        "--engine-options", '{"engine": "noop"}', "--precision", "fp32", "--device", "cuda", "--batch", "1",
+        "--measure", json.dumps(measure or {}), "--out", str(tmp_path / f"{name}.json"),
+    ]  # fmt: skip
+
+
+def test_concurrent_gpu_jobs_run_on_distinct_devices(tmp_path, monkeypatch):
+    lock_file = tmp_path / "measure.lock"
+    env = {**os.environ, POOL_ENV: "0,1,2", "INFERBENCH_LOCK_FILE": str(lock_file)}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    monkeypatch.setenv("INFERBENCH_LOCK_FILE", str(lock_file))
+    blocker = MachineLock(lock_file)
+    blocker.exclusive()  # holds the three jobs after they claimed a GPU, so they surely overlap
+    jobs = [
+        subprocess.Popen(_cuda_cell(tmp_path, f"job{i}"), env=env, stdout=subprocess.PIPE, text=True)
+        for i in range(3)
+    ]
+    for job in jobs:
+        assert job.stdout.readline().startswith("GPU job on device")
+    blocker.close()
+    for job in jobs:
+        assert job.wait(timeout=120) == 0
+    records = [CellRecord.load(tmp_path / f"job{i}.json") for i in range(3)]
+    devices = {record.environment["thread_env"]["CUDA_VISIBLE_DEVICES"] for record in records}
+    assert devices == {"0", "1", "2"}
+
+
+def test_repeats_run_on_their_parents_device(tmp_path):
+    env = {**os.environ, POOL_ENV: "5", "INFERBENCH_LOCK_FILE": str(tmp_path / "lock")}
+    done = subprocess.run(
+        _cuda_cell(tmp_path, "r", {"repeats": 2, "min_time_s": 0}), env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr  # a child that re-claimed device 5 would wait forever
+    record = CellRecord.load(tmp_path / "r.json")
+    assert record.repeats["n"] == 2 and record.environment["thread_env"]["CUDA_VISIBLE_DEVICES"] == "5"
