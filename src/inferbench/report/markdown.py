@@ -164,6 +164,73 @@ def profile_section(profiles: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _rows(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> list[str]:
+    return [markdown_table(frame, columns) if not frame.empty else "None in this run.", ""]
+
+
+_SHAPE = [("workload", "workload"), ("device", "device"), ("batch_size", "batch"), ("seq_len", "seq")]
+_VARIANT = [("engine", "engine"), ("precision", "precision")]
+BEST_COLUMNS = [("workload", "workload"), ("batch_size", "batch"), ("seq_len", "seq"), *_VARIANT,
+                ("device", "device"), ("latency_p50_ms", "p50 ms")]  # fmt: skip
+SPEEDUP_COLUMNS = [*_SHAPE, *_VARIANT, ("speedup", "×"), ("interval", "interval")]
+PAYBACK_COLUMNS = [*_SHAPE, *_VARIANT, ("extra_cold_start_s", "extra start-up s"),
+                   ("saved_ms_per_call", "saved ms/call"), ("verdict", "pays back")]  # fmt: skip
+SCALING_COLUMNS = [("workload", "workload"), *_VARIANT, ("device", "device"), ("batch_size", "batch"),
+                   ("exponent", "k"), ("r2", "R²"), ("points", "lengths")]  # fmt: skip
+
+
+def decisions_section(summary: pd.DataFrame) -> list[str]:
+    """The answers first: fastest cell per shape, speed-ups with intervals, where the GPU starts to
+    pay, after how many calls an optimisation's start-up pays back, how latency grows with length."""
+    from inferbench.analysis import decisions
+
+    best = decisions.best_cells(summary)
+    if best.empty:
+        return ["## Decisions", "", "No cell was measured.", ""]
+    out = ["## Decisions", "", "**Fastest cell** per workload, batch and sequence length (device p50):", ""]
+    out += _rows(best, BEST_COLUMNS)
+
+    speed = decisions.speedups(summary)
+    if not speed.empty:
+        bounds = zip(speed["speedup_low"], speed["speedup_high"], strict=True)
+        speed = speed.assign(interval=[_interval(lo, hi) for lo, hi in bounds]).sort_values("speedup", ascending=False)
+        out += [
+            f"**Speed-up over {decisions.BASELINE_ENGINE} {decisions.BASELINE_PRECISION}** (same workload, device, "
+            "batch, sequence length and threads; ratio of p50s; the interval, from both 95% CIs, covers it with "
+            "at least 90% confidence):",
+            "",
+            *_rows(speed, SPEEDUP_COLUMNS),
+        ]
+
+    crossings = decisions.cpu_gpu_crossovers(summary)
+    if not crossings.empty:
+        out += ["**CPU or GPU** (each device's best engine, end-to-end p50 per item):", ""]
+        for r in crossings.itertuples():
+            out.append(f"- {r.workload}" + (f" (seq {r.seq_len})" if r.seq_len else "") + f": {r.verdict}")
+        out.append("")
+
+    payback = decisions.break_even(summary)
+    if not payback.empty:
+        out += [
+            "**When start-up pays back**: extra cold start (preparation with its compile, capture or build, ONNX "
+            "export and conversion, first call) over the baseline's, divided by the time saved per call:",
+            "",
+            *_rows(payback, PAYBACK_COLUMNS),
+        ]
+
+    scaling = decisions.seq_scaling(summary)
+    if not scaling.empty:
+        out += ["**Sequence-length scaling** (p50 ∝ length^k, least squares in log-log):", ""]
+        out += _rows(scaling, SCALING_COLUMNS)
+
+    out += ["**Latency/throughput Pareto front** (no other cell is both faster and higher-throughput), "
+            "lowest latency first:", ""]  # fmt: skip
+    for workload, cells in decisions.measured(summary).groupby("workload", sort=False):
+        front = decisions.pareto_front(cells).itertuples()
+        out.append(f"- {workload}: " + ", ".join(f"{r.engine} {r.precision} {r.device} b{r.batch_size}" for r in front))
+    return [*out, ""]
+
+
 def build_report(
     summary: pd.DataFrame,
     plots: Sequence[Path] = (),
@@ -183,6 +250,7 @@ def build_report(
         + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         + ".",
         "",
+        *decisions_section(summary),
         "## What was measured",
         "",
         "Each cell is one engine running one workload at one precision, device, batch size, sequence length "
