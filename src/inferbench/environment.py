@@ -100,6 +100,8 @@ def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
         "libraries": _libraries(),
         # thread settings the libraries read at start-up (an engine's own threads are in its record)
         "thread_env": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+        # the cluster job this ran in, if any
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "gpu_name": None,
     }
     if include_gpu:

@@ -16,10 +16,13 @@ rule benchmark_cell:
         code=lambda wc: code_version(variant(wc)["engine"]),
         reference=lambda wc, input: f"--reference {input.reference}" if "reference" in input.keys() else "",
         tolerance=lambda wc: json.dumps(config["parity"]["tolerances"][wc.precision], sort_keys=True),
-    threads: lambda wc: max(1, int(wc.threads))
+    threads: cell_threads
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
         bench_slot=1,
+    # CPU cells can be bundled into fewer cluster jobs: --group-components cpu_cells=N (see README)
+    group:
+        cell_group
     conda:
         "../../envs/torch.yaml"
     log:
@@ -42,7 +45,7 @@ rule profile_cell:
         code=lambda wc: code_version(variant(wc)["engine"]),
         calls=config["profile"]["calls"],
         top=config["profile"]["top"],
-    threads: lambda wc: max(1, int(wc.threads))
+    threads: cell_threads
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
         bench_slot=1,

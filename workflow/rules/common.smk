@@ -109,6 +109,18 @@ def cell_inputs(wildcards):
     return inputs
 
 
+def cell_threads(wildcards):
+    """CPU cells use their `threads` axis; a GPU cell's host side (the launching thread, staging,
+    the telemetry sampler) gets 4, which is also what a cluster job of it asks for."""
+    return max(1, int(wildcards.threads)) if wildcards.device == "cpu" else 4
+
+
+def cell_group(wildcards):
+    """CPU cells form the group `cpu_cells`: alone in a cluster job each, unless the submission
+    bundles them (--group-components cpu_cells=N). Local runs ignore groups. GPU cells stay alone."""
+    return "cpu_cells" if wildcards.device == "cpu" else None
+
+
 def cell_args(wildcards):
     """The arguments naming a cell, shared by run-cell and profile-cell. They hold the variant's options
     and the measure settings, and depend on the wildcards only: Snakemake records such params and
