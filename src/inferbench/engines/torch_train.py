@@ -84,7 +84,7 @@ class TorchTrainStep(TorchEngine):
         return {
             **super().describe(),
             "optimizer": "SGD(momentum=0.9)",
-            "amp": self.precision in ("fp16", "bf16"),
+            "amp": self.low_dtype is not None and self.precision_mode == "autocast",
             "grad_scaler": self.scaler.is_enabled(),
             "compile": self.compiled,
         }
