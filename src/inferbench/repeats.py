@@ -56,6 +56,7 @@ def merge_repeats(
             # what may explain a spread: the host's steal and busy shares, the GPU's clock
             "host_steal_pct": (r.host_telemetry or {}).get("steal_pct"),
             "host_busy_pct": (r.host_telemetry or {}).get("busy_pct"),
+            "involuntary_switches": (r.host_telemetry or {}).get("involuntary_switches"),
             "gpu_sm_clock_mean_mhz": ((r.gpu_telemetry or {}).get("sm_clock_mhz") or {}).get("mean"),
         }
         for r in records
