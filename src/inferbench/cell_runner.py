@@ -79,8 +79,18 @@ def input_specs(model_meta: dict[str, Any]) -> tuple[InputSpec, ...]:
     return tuple(InputSpec(**{**i, "shape": tuple(i["shape"])}) for i in model_meta["inputs"])
 
 
+def error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def failure_reason(error: BaseException) -> str:
+    """Log the traceback of a cell that broke and return the reason its record keeps."""
+    traceback.print_exc(file=sys.stderr)
+    return error_text(error)[:2000]
+
+
 def is_oom(error: BaseException) -> bool:
-    text = f"{type(error).__name__}: {error}".lower()
+    text = error_text(error).lower()
     return "outofmemory" in text.replace(" ", "") or "out of memory" in text or "failed to allocate" in text
 
 
@@ -101,12 +111,10 @@ def run_cell(
         pin_cpus(settings.cpu_affinity, key.threads)
         record, samples = _measure_cell(key, variant, inputs, settings, lock, base, tolerance or {})
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
-        traceback.print_exc(file=sys.stderr)
-        status = "oom" if is_oom(error) else "failed"
         record = CellRecord(
             **base,
-            status=status,
-            reason=f"{type(error).__name__}: {error}"[:2000],
+            status="oom" if is_oom(error) else "failed",
+            reason=failure_reason(error),
             environment=fingerprint(include_gpu=key.device == "cuda"),
         )
     record.engine.setdefault("description", info.description)
@@ -286,7 +294,6 @@ def profile_cell(
             with lock.exclusively():
                 result |= {"status": "ok", **engine.profile(batches[0], n_calls, out_dir, top)}
     except Exception as error:
-        traceback.print_exc(file=sys.stderr)
-        result |= {"status": "failed", "reason": f"{type(error).__name__}: {error}"[:2000]}
+        result |= {"status": "failed", "reason": failure_reason(error)}
     write_json(out, result)
     return result

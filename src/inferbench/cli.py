@@ -166,10 +166,9 @@ def _run_cell_argv(args: argparse.Namespace) -> list[str]:
         *("--engine-options", json.dumps(args.engine_options), "--tolerance", json.dumps(args.tolerance)),
         *("--measure", child_measure(args.measure)),
     ]
-    for flag, value in (("--model-meta", args.model_meta), ("--artifact", args.artifact)):
-        if value is not None:
-            argv += [flag, str(value)]
-    for flag, value in (("--reference", args.reference), ("--data", args.data)):
+    optional = {"--model-meta": args.model_meta, "--artifact": args.artifact, "--reference": args.reference,
+                "--data": args.data}  # fmt: skip
+    for flag, value in optional.items():
         if value is not None:
             argv += [flag, str(value)]
     return argv

@@ -136,9 +136,9 @@ def _telemetry_lines(measured: pd.DataFrame) -> list[str]:
 
 
 def profile_section(profiles: Sequence[dict[str, Any]]) -> list[str]:
-    out = ["## Profiles", ""]
     if not profiles:
         return []
+    out = ["## Profiles", ""]
     out += [
         "Top operators of the cells named in `profile.cells`, profiled in their own job after a warm-up "
         "(never inside a timed loop). Traces are beside each table's `top_ops.json` under `results/profiles/`.",
