@@ -242,6 +242,7 @@ def cmd_report(args: argparse.Namespace) -> None:
         model_meta=args.model_meta,
         dataset_stats=args.dataset_stats,
         profiles=args.profiles,
+        studies=json.loads(args.studies),
     )
 
 
@@ -401,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-meta", nargs="*", type=Path, default=[])
     p.add_argument("--dataset-stats", nargs="*", type=Path, default=[])
     p.add_argument("--profiles", nargs="*", type=Path, default=[], help="top_ops.json of profiled cells")
+    p.add_argument(
+        "--studies", default="{}", help="JSON: study name -> its config (devices resolved); one section each"
+    )
     p.set_defaults(func=cmd_report, lock=False)
 
     p = sub.add_parser("list", help="list engines (with availability here) or workloads")

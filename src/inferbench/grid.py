@@ -64,12 +64,29 @@ def study_cells(
     return cells
 
 
+def run_has_cuda(config: dict[str, Any]) -> bool | None:
+    """Whether a GPU is visible here, asked only when a study of the run depends on it (else None)."""
+    studies = [config["studies"][name] for name in config["run"]]
+    if any("auto" in s["devices"] or s.get("requires_gpu") for s in studies):
+        return cuda_present()
+    return None
+
+
 def config_cells(config: dict[str, Any], has_cuda: bool | None = None) -> list[CellKey]:
     """All cells of the studies named in ``config['run']``; a cell shared by two studies is one cell."""
-    studies = [config["studies"][name] for name in config["run"]]
-    if has_cuda is None and any("auto" in s["devices"] or s.get("requires_gpu") for s in studies):
-        has_cuda = cuda_present()
+    has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
     cells: set[CellKey] = set()
-    for study in studies:
-        cells |= study_cells(study, config["engines"], has_cuda)
+    for name in config["run"]:
+        cells |= study_cells(config["studies"][name], config["engines"], has_cuda)
     return sorted(cells)
+
+
+def resolved_studies(config: dict[str, Any], has_cuda: bool | None = None) -> dict[str, dict[str, Any]]:
+    """The run's studies with ``auto`` devices resolved as their cells were (for the report's sections)."""
+    has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
+    out = {}
+    for name in config["run"]:
+        study = dict(config["studies"][name])
+        study["devices"] = resolve_devices(study["devices"], has_cuda)
+        out[name] = study
+    return out

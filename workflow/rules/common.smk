@@ -16,7 +16,7 @@ shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}
 from inferbench.config import ConfigError, validate_config
 from inferbench.engines.registry import code_version, engine_info, onnx_path
 from inferbench.engines.tensorrt import current_target, plan_path
-from inferbench.grid import config_cells
+from inferbench.grid import config_cells, resolved_studies, run_has_cuda
 from inferbench.report.plots import plot_names
 from inferbench.workloads import WORKLOADS
 
@@ -25,7 +25,8 @@ try:
 except ConfigError as error:
     raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
 
-CELLS = config_cells(config)
+HAS_CUDA = run_has_cuda(config)  # None: no study of this run asks
+CELLS = config_cells(config, HAS_CUDA)
 # cells named (or matched by a glob) in config `profile.cells`; patterns matching no cell here are
 # skipped, since one config serves CPU-only and GPU machines
 PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for p in config["profile"]["cells"])]
@@ -158,3 +159,9 @@ def model_options(workload):
 
 def used_datasets():
     return sorted({WORKLOADS[w].dataset for w in CELL_WORKLOADS if WORKLOADS[w].dataset})
+
+
+def report_studies():
+    """The studies of this run for the report's sections, devices resolved as the cells were (JSON).
+    A param of the report: editing a study's axes or question re-makes the report."""
+    return json.dumps(resolved_studies(config, HAS_CUDA), sort_keys=True)

@@ -77,10 +77,13 @@ rule report:
         profiles=[profile_record(c) for c in PROFILED_CELLS],
     output:
         "results/report.md",
+    params:
+        studies=report_studies(),
     conda:
         "../../envs/report.yaml"
     log:
         "logs/report.log",
     shell:
         "python -m inferbench report --summary {input.summary} --out {output} --plots {input.plots}"
-        " --model-meta {input.models} --dataset-stats {input.datasets} --profiles {input.profiles} > {log} 2>&1"
+        " --model-meta {input.models} --dataset-stats {input.datasets} --profiles {input.profiles}"
+        " --studies {params.studies:q} > {log} 2>&1"

@@ -1,9 +1,9 @@
-"""The Markdown report: environment, datasets and models, one table per workload, plots, and the cells
-that did not run with their reasons."""
+"""The Markdown report: the decisions, one section per study (report.studies), the method and
+environment, datasets and models, every cell by workload with its plots, profiles, and the cells that
+did not run with their reasons."""
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -13,6 +13,8 @@ from typing import Any
 import pandas as pd
 
 from inferbench.fsutil import atomic_path, read_json
+from inferbench.report.studies import TRAINING_COLUMNS, study_section, training_speedups
+from inferbench.report.tables import fmt, interval, markdown_table, rows_or_none
 from inferbench.workloads import WORKLOADS
 
 BOUNDARIES = {
@@ -40,57 +42,6 @@ TABLE_COLUMNS = [
     ("energy_per_item_mj", "energy mJ/item"),
     ("n_iters", "n"),
 ]
-TRAINING_COLUMNS = [
-    ("engine", "engine"),
-    ("precision", "precision"),
-    ("device", "device"),
-    ("batch_size", "batch"),
-    ("status", "status"),
-    ("latency_p50_ms", "p50 ms per call"),
-    ("latency_p50_ci95", "p50 95% CI"),
-    ("items_per_call", "items per call"),
-    ("throughput_per_s", "items/s"),
-    ("speedup_vs_cpu", "GPU/CPU speed-up"),
-    ("speedup_vs_fp32", "× slowest fp32"),
-    ("energy_per_item_mj", "energy mJ/item"),
-    ("n_iters", "n"),
-]
-
-
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        if value == 0 or abs(value) >= 1000:
-            return f"{value:,.0f}"
-        if abs(value) < 0.001:
-            return f"{value:.3g}"
-        digits = max(0, 2 - math.floor(math.log10(abs(value))))  # three significant digits
-        return f"{value:.{digits}f}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
-
-
-def _interval(low: Any, high: Any) -> str | None:
-    if pd.isna(low) or pd.isna(high):  # None or NaN: no interval
-        return None
-    return f"{_fmt(float(low))}–{_fmt(float(high))}"
-
-
-def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
-    if "latency_p50_ci95_low_ms" in frame:
-        frame = frame.assign(
-            latency_p50_ci95=[
-                _interval(lo, hi)
-                for lo, hi in zip(frame["latency_p50_ci95_low_ms"], frame["latency_p50_ci95_high_ms"], strict=True)
-            ]
-        )
-    lines = ["| " + " | ".join(title for _, title in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for row in frame.itertuples(index=False):
-        values = row._asdict()
-        lines.append("| " + " | ".join(_fmt(values.get(col)) for col, _ in columns) + " |")
-    return "\n".join(lines)
 
 
 def _distinct(frame: pd.DataFrame, column: str) -> str:
@@ -98,31 +49,6 @@ def _distinct(frame: pd.DataFrame, column: str) -> str:
         return "–"
     values = sorted({str(v) for v in frame[column].dropna().unique()})
     return ", ".join(values) or "–"
-
-
-def training_speedups(cells: pd.DataFrame) -> pd.DataFrame:
-    """Training cells with two ratios of items/s: against the same cell on the CPU (GPU/CPU speed-up),
-    and against the slowest fp32 cell of the same workload, engine implementation, device and batch
-    (e.g. AMP + channels-last + compile over the fp32 baseline)."""
-    cells = cells.copy()
-    ok = cells[cells["status"] == "ok"]
-    same = ["workload", "engine", "precision", "batch_size"]
-    cpu = ok[ok["device"] == "cpu"].set_index(same)["throughput_per_s"]
-    cells["speedup_vs_cpu"] = [
-        row.throughput_per_s / cpu[key]
-        if row.device != "cpu" and row.status == "ok" and (key := tuple(getattr(row, c) for c in same)) in cpu.index
-        else None
-        for row in cells.itertuples(index=False)
-    ]
-    group = ["workload", "engine_impl", "device", "batch_size"]
-    fp32 = ok[ok["precision"] == "fp32"].groupby(group)["throughput_per_s"].min()
-    cells["speedup_vs_fp32"] = [
-        row.throughput_per_s / fp32[key]
-        if row.status == "ok" and (key := tuple(getattr(row, c) for c in group)) in fp32.index
-        else None
-        for row in cells.itertuples(index=False)
-    ]
-    return cells
 
 
 def _telemetry_lines(measured: pd.DataFrame) -> list[str]:
@@ -159,13 +85,9 @@ def profile_section(profiles: Sequence[dict[str, Any]]) -> list[str]:
         for op in profile["top_ops"]:
             name = str(op["name"]).replace("|", "/")[:90]
             share = f"{op['share']:.1%}" if op.get("share") is not None else "–"
-            out.append(f"| `{name}` | {_fmt(float(op['calls_per_run']))} | {_fmt(float(op['ms_per_run']))} | {share} |")
+            out.append(f"| `{name}` | {fmt(float(op['calls_per_run']))} | {fmt(float(op['ms_per_run']))} | {share} |")
         out.append("")
     return out
-
-
-def _rows(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> list[str]:
-    return [markdown_table(frame, columns) if not frame.empty else "None in this run.", ""]
 
 
 _SHAPE = [("workload", "workload"), ("device", "device"), ("batch_size", "batch"), ("seq_len", "seq")]
@@ -188,18 +110,18 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     if best.empty:
         return ["## Decisions", "", "No cell was measured.", ""]
     out = ["## Decisions", "", "**Fastest cell** per workload, batch and sequence length (device p50):", ""]
-    out += _rows(best, BEST_COLUMNS)
+    out += rows_or_none(best, BEST_COLUMNS)
 
     speed = decisions.speedups(summary)
     if not speed.empty:
         bounds = zip(speed["speedup_low"], speed["speedup_high"], strict=True)
-        speed = speed.assign(interval=[_interval(lo, hi) for lo, hi in bounds]).sort_values("speedup", ascending=False)
+        speed = speed.assign(interval=[interval(lo, hi) for lo, hi in bounds]).sort_values("speedup", ascending=False)
         out += [
             f"**Speed-up over {decisions.BASELINE_ENGINE} {decisions.BASELINE_PRECISION}** (same workload, device, "
             "batch, sequence length and threads; ratio of p50s; the interval, from both 95% CIs, covers it with "
             "at least 90% confidence):",
             "",
-            *_rows(speed, SPEEDUP_COLUMNS),
+            *rows_or_none(speed, SPEEDUP_COLUMNS),
         ]
 
     crossings = decisions.cpu_gpu_crossovers(summary)
@@ -215,13 +137,13 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
             "**When start-up pays back**: extra cold start (preparation with its compile, capture or build, ONNX "
             "export and conversion, first call) over the baseline's, divided by the time saved per call:",
             "",
-            *_rows(payback, PAYBACK_COLUMNS),
+            *rows_or_none(payback, PAYBACK_COLUMNS),
         ]
 
     scaling = decisions.seq_scaling(summary)
     if not scaling.empty:
         out += ["**Sequence-length scaling** (p50 ∝ length^k, least squares in log-log):", ""]
-        out += _rows(scaling, SCALING_COLUMNS)
+        out += rows_or_none(scaling, SCALING_COLUMNS)
 
     out += ["**Latency/throughput Pareto front** (no other cell is both faster and higher-throughput), "
             "lowest latency first:", ""]  # fmt: skip
@@ -238,7 +160,11 @@ def build_report(
     dataset_stats: Sequence[dict[str, Any]] = (),
     report_dir: Path = Path("results"),
     profiles: Sequence[dict[str, Any]] = (),
+    studies: dict[str, dict[str, Any]] | None = None,
 ) -> str:
+    """The report: decisions first, then one section per study of the run (``studies``: name -> study
+    config with devices resolved), the method and environment, every cell by workload, profiles, and
+    the cells that did not produce a valid measurement."""
     if "mode" not in summary:  # summaries written before training cells existed
         summary = summary.assign(mode="inference")
     counts = summary["status"].value_counts().to_dict()
@@ -251,6 +177,11 @@ def build_report(
         + ".",
         "",
         *decisions_section(summary),
+    ]
+    plot_paths = [Path(p) for p in plots]
+    for name, study in (studies or {}).items():
+        out += study_section(name, study, summary, plot_paths, report_dir)
+    out += [
         "## What was measured",
         "",
         "Each cell is one engine running one workload at one precision, device, batch size, sequence length "
@@ -290,7 +221,7 @@ def build_report(
             used = s.get("rows_used", s["rows_clean"])
             out.append(
                 f"| {s['dataset']} | {s.get('source', '–')} | {s['rows_raw']:,} | {s['rows_clean']:,} | {used:,} | "
-                f"{_fmt(s['positive_rate'])} | {s['n_features']} |"
+                f"{fmt(s['positive_rate'])} | {s['n_features']} |"
             )
         out += ["", "Positive rate: share of the target class (charged off; heart disease) in the rows used.", ""]
     if model_meta:
@@ -303,17 +234,18 @@ def build_report(
         for m in model_meta:
             t = m.get("training") or {}
             out.append(
-                f"| {m['name']} | {m['n_params']:,} | {_fmt(t.get('test_auc'))} | "
-                f"{_fmt(t.get('test_accuracy'))} | {_fmt(t.get('n_test'))} |"
+                f"| {m['name']} | {m['n_params']:,} | {fmt(t.get('test_auc'))} | "
+                f"{fmt(t.get('test_accuracy'))} | {fmt(t.get('n_test'))} |"
             )
         out += ["", "Models other than the MLPs have random weights: latency does not depend on the values.", ""]
 
-    plot_paths = [Path(p) for p in plots]
     inference = summary[summary["mode"] != "train"]
+    if not inference.empty:
+        out += ["## All cells by workload", ""]
     for workload in [w for w in WORKLOADS if w in set(inference["workload"])]:
         cells = inference[inference["workload"] == workload]
         out += [
-            f"## {workload}",
+            f"### {workload}",
             "",
             WORKLOADS[workload].description + ".",
             "",
@@ -328,7 +260,7 @@ def build_report(
     training = summary[summary["mode"] == "train"]
     if not training.empty:
         out += [
-            "## Training",
+            "### Training",
             "",
             "One timed call is one training iteration on a staged batch (`torch_train*` variants: forward, "
             "loss, backward, SGD step), or one epoch over the dataset through a DataLoader "
@@ -336,7 +268,7 @@ def build_report(
             "",
         ]
         for workload, cells in training_speedups(training).groupby("workload", sort=False):
-            out += [f"### {workload}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
+            out += [f"#### {workload}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
     out += profile_section(profiles)
 
     not_ok = summary[summary["status"] != "ok"]
@@ -363,6 +295,7 @@ def write_report(
     model_meta: Sequence[Path] = (),
     dataset_stats: Sequence[Path] = (),
     profiles: Sequence[Path] = (),
+    studies: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     summary = pd.read_csv(summary_csv)
     text = build_report(
@@ -372,6 +305,7 @@ def write_report(
         [read_json(p) for p in dataset_stats],
         Path(out).parent,
         [read_json(p) for p in profiles],
+        studies,
     )
     with atomic_path(out) as tmp:
         tmp.write_text(text + "\n")

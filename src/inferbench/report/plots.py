@@ -1,10 +1,12 @@
 """Per-workload plots: latency per item vs batch (log-log), throughput vs batch, latency vs sequence length.
 
-One colour per engine variant and one line style per precision/device, kept the same in every plot.
+One colour per engine variant (engine_colour), one line style per device and one marker per precision,
+kept the same in every plot of every run.
 """
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import matplotlib
@@ -22,9 +24,23 @@ PLOTS_BY_KIND = {
     "vision": ["latency_per_item", "throughput"],
     "text": ["latency_per_item", "throughput", "latency_vs_seq"],
 }
-_PALETTE = plt.get_cmap("tab10").colors
+_PALETTE = plt.get_cmap("tab20").colors
+#: the engine variants of config/config.yaml, each with its own colour in every plot of every run
+KNOWN_ENGINES = (
+    "torch_eager", "torch_eager_cl", "torchscript", "torch_compile", "torch_compile_ro", "torch_cudagraph",
+    "ort_cpu", "ort_cuda", "ort_cuda_host", "ort_trt", "tensorrt", "noop",
+    "train", "train_fast", "train_epoch", "train_epoch_loader",
+)  # fmt: skip
 _STYLES = {"cpu": "-", "cuda": "--"}
-_MARKERS = {"fp32": "o", "fp16": "s", "bf16": "^"}
+_MARKERS = {"fp32": "o", "fp16": "s", "bf16": "^", "int8": "D"}
+
+
+def engine_colour(engine: str) -> tuple[float, float, float]:
+    """One colour per engine variant, the same in every plot: listed variants get their own, others a
+    colour from a stable hash of the name (not from which engines happen to be in the plot)."""
+    if engine in KNOWN_ENGINES:
+        return _PALETTE[KNOWN_ENGINES.index(engine) % len(_PALETTE)]
+    return _PALETTE[zlib.crc32(engine.encode()) % len(_PALETTE)]
 
 
 def plot_names(workload: str) -> list[str]:
@@ -32,14 +48,13 @@ def plot_names(workload: str) -> list[str]:
 
 
 def _series(frame: pd.DataFrame) -> list[tuple[str, dict, pd.DataFrame]]:
-    engines = sorted(frame["engine"].unique())
     out = []
     for (engine, precision, device, threads), group in frame.groupby(
         ["engine", "precision", "device", "threads"], sort=True
     ):
         label = f"{engine} {precision} {device}" + (f" {threads}t" if threads else "")
         style = {
-            "color": _PALETTE[engines.index(engine) % len(_PALETTE)],
+            "color": engine_colour(engine),
             "linestyle": _STYLES.get(device, ":"),
             "marker": _MARKERS.get(precision, "x"),
         }

@@ -1,0 +1,203 @@
+"""The report's study sections on synthetic summaries whose answers are known, and the plots' colours."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from inferbench.report.markdown import build_report
+from inferbench.report.plots import engine_colour
+from inferbench.report.studies import cpu_gpu_gap, study_rows, study_section
+from tests.test_decisions import cell
+
+LOAN = {
+    "workloads": ["mlp_lendingclub"], "engines": ["ort_cpu", "ort_cuda"], "precisions": ["fp32"],
+    "devices": ["cpu", "cuda"], "batch_sizes": [1, 10, 100, 1000], "threads": [4], "layout": "by_batch",
+    "question": "from which batch does the GPU win?",
+}  # fmt: skip
+
+
+def loan_summary() -> pd.DataFrame:
+    """CPU: 0.01 ms per item at every batch. GPU: 1 ms per call end to end, so 1 / batch per item:
+    equal to the CPU at batch 100 exactly."""
+    rows = []
+    for b in (1, 10, 100, 1000):
+        rows.append(
+            cell(
+                workload="mlp_lendingclub",
+                engine="ort_cpu",
+                engine_impl="ort_cpu",
+                threads=4,
+                batch_size=b,
+                latency_p50_ms=0.01 * b,
+                throughput_per_s=100_000.0,
+            )
+        )
+        rows.append(
+            cell(
+                workload="mlp_lendingclub",
+                engine="ort_cuda",
+                engine_impl="ort_cuda",
+                device="cuda",
+                threads=0,
+                batch_size=b,
+                latency_p50_ms=0.1,
+                e2e_latency_p50_ms=1.0,
+                throughput_per_s=b / 1e-4,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def test_study_rows_follow_the_grid_rules():
+    rows = pd.DataFrame(
+        [
+            cell(workload="bert_base", seq_len=128, threads=4, engine="ort_cpu"),  # in
+            cell(workload="bert_base", seq_len=64, threads=4, engine="ort_cpu"),  # seq not in the study
+            cell(workload="bert_base", seq_len=128, threads=2, engine="ort_cpu"),  # threads not in the study
+            cell(workload="bert_base", seq_len=128, device="cuda", threads=0, engine="ort_cuda"),  # in
+            cell(workload="bert_base", seq_len=128, device="cuda", threads=0, engine="torch_eager"),  # engine
+            cell(workload="resnet50", seq_len=0, threads=4, engine="ort_cpu"),  # workload
+        ]
+    )
+    study = {"workloads": ["bert_base"], "engines": ["ort_cpu", "ort_cuda"], "devices": ["cpu", "cuda"],
+             "batch_sizes": [1], "seq_lens": [128], "threads": [4]}  # fmt: skip
+    assert list(study_rows(rows, study).index) == [0, 3]
+    vision = {"workloads": ["resnet50"], "engines": ["ort_cpu"], "devices": ["cpu"], "batch_sizes": [1],
+              "seq_lens": [128], "threads": [4]}  # fmt: skip
+    assert list(study_rows(rows, vision).index) == [5]  # an image model's cells have sequence length 0
+
+
+def test_by_batch_section_gives_the_crossover_and_per_item_table():
+    text = "\n".join(study_section("loan", LOAN, loan_summary()))
+    assert text.startswith("## Study `loan`")
+    assert "**Question:** from which batch does the GPU win?" in text
+    assert "GPU faster from batch ≈100" in text
+    # per item: CPU 0.01 everywhere; GPU 1, 0.1, 0.01, 0.001
+    assert "| 1 | 0.0100 | 1.00 |" in text
+    assert "| 1,000 | 0.0100 | 0.00100 |" in text
+    assert "b1: ort_cpu fp32 cpu" in text and "b1000: ort_cuda fp32 cuda" in text
+
+
+def test_engines_section_gives_speedups_with_intervals_and_the_fastest():
+    rows = pd.DataFrame(
+        [
+            cell(
+                device="cuda",
+                threads=0,
+                batch_size=8,
+                latency_p50_ms=8.0,
+                latency_p50_ci95_low_ms=7.5,
+                latency_p50_ci95_high_ms=8.5,
+                gpu_process_peak_mb=900.0,
+            ),
+            cell(
+                device="cuda",
+                threads=0,
+                batch_size=8,
+                precision="fp16",
+                latency_p50_ms=2.0,
+                latency_p50_ci95_low_ms=1.9,
+                latency_p50_ci95_high_ms=2.1,
+                gpu_process_peak_mb=600.0,
+            ),
+            cell(
+                device="cuda",
+                threads=0,
+                batch_size=8,
+                engine="torchscript",
+                engine_impl="torchscript",
+                precision="fp16",
+                latency_p50_ms=4.0,
+                status="invalid",
+            ),
+        ]
+    )
+    study = {"workloads": ["resnet50"], "engines": ["torch_eager", "torchscript"], "precisions": ["fp32", "fp16"],
+             "devices": ["cuda"], "batch_sizes": [8], "layout": "engines"}  # fmt: skip
+    text = "\n".join(study_section("fp16", study, rows))
+    assert "**resnet50 b8**: fastest torch_eager fp16 cuda, 4.00× FP32 eager." in text
+    # interval: 7.5 / 2.1 to 8.5 / 1.9; peak MB from NVML
+    assert "| torch_eager | fp16 | cuda | – | 2.00 | – | – | 100 | 600 | 4.00 | 3.57–4.47 |" in text
+    assert "Cells without a valid measurement: 1 invalid" in text
+    assert "torchscript | fp16" not in text  # an invalid cell is no row of the answer
+
+
+def test_seq_section_gives_the_scaling_exponent_and_the_cpu_gpu_gap():
+    rows = []
+    for seq in (64, 128, 256):
+        cpu_ms = 0.001 * seq**1.5  # k = 1.5 on the CPU
+        rows.append(
+            cell(
+                workload="bert_base",
+                engine="ort_cpu",
+                engine_impl="ort_cpu",
+                seq_len=seq,
+                threads=4,
+                latency_p50_ms=cpu_ms,
+            )
+        )
+        rows.append(
+            cell(
+                workload="bert_base",
+                engine="ort_cuda",
+                engine_impl="ort_cuda",
+                seq_len=seq,
+                device="cuda",
+                threads=0,
+                latency_p50_ms=cpu_ms / 10,
+                e2e_latency_p50_ms=cpu_ms / 5,
+            )
+        )
+    summary = pd.DataFrame(rows)
+    study = {"workloads": ["bert_base"], "engines": ["ort_cpu", "ort_cuda"], "devices": ["cpu", "cuda"],
+             "batch_sizes": [1], "seq_lens": [64, 128, 256], "threads": [4], "layout": "seq"}  # fmt: skip
+    text = "\n".join(study_section("tf", study, summary))
+    assert "**bert_base on cpu**: p50 grows as length^k, k = 1.50" in text
+    assert "the GPU is 5.00× to 5.00× faster than the CPU end to end" in text
+    gap = cpu_gpu_gap(summary)
+    assert list(gap["gap"]) == pytest.approx([5.0, 5.0, 5.0])
+
+
+def test_training_section_gives_gpu_over_cpu():
+    rows = pd.DataFrame(
+        [
+            cell(
+                workload="mlp_heart",
+                engine="train_epoch",
+                engine_impl="torch_train_epoch",
+                mode="train",
+                batch_size=32,
+                throughput_per_s=1000.0,
+            ),
+            cell(
+                workload="mlp_heart",
+                engine="train_epoch",
+                engine_impl="torch_train_epoch",
+                mode="train",
+                batch_size=32,
+                device="cuda",
+                threads=0,
+                throughput_per_s=500.0,
+            ),
+        ]
+    )
+    study = {"workloads": ["mlp_heart"], "engines": ["train_epoch"], "devices": ["cpu", "cuda"],
+             "batch_sizes": [32], "layout": "training"}  # fmt: skip
+    text = "\n".join(study_section("heart", study, rows))
+    assert "the GPU trains 0.500× as many items/s as the CPU" in text
+
+
+def test_report_has_one_section_per_study_in_run_order_and_says_why_one_is_empty():
+    gpu_only = {**LOAN, "engines": ["ort_cuda"], "devices": ["cuda"], "workloads": ["resnet50"],
+                "requires_gpu": True, "layout": "engines"}  # fmt: skip
+    cpu_only = loan_summary().query("device == 'cpu'").assign(timing="device")
+    text = build_report(cpu_only, studies={"loan": LOAN, "vision_gpu": gpu_only})
+    assert text.index("## Study `loan`") < text.index("## Study `vision_gpu`") < text.index("## What was measured")
+    assert "No cell of this study ran on this machine (it needs a GPU)." in text
+
+
+def test_an_engine_keeps_its_colour_whatever_else_is_plotted():
+    assert engine_colour("ort_cuda") == engine_colour("ort_cuda")
+    assert len({engine_colour(e) for e in ("torch_eager", "ort_cpu", "ort_cuda", "tensorrt", "torchscript")}) == 5
+    assert engine_colour("my_variant") == engine_colour("my_variant")  # unknown names: a stable hash
