@@ -116,11 +116,31 @@ def test_engines_section_gives_speedups_with_intervals_and_the_fastest():
     study = {"workloads": ["resnet50"], "engines": ["torch_eager", "torchscript"], "precisions": ["fp32", "fp16"],
              "devices": ["cuda"], "batch_sizes": [8], "layout": "engines"}  # fmt: skip
     text = "\n".join(study_section("fp16", study, rows))
-    assert "**resnet50 b8**: fastest torch_eager fp16 cuda, 4.00× FP32 eager." in text
+    assert "**resnet50 b8**: fastest torch_eager fp16 cuda, 4.00× FP32 eager, 4.00× its own fp32." in text
     # interval: 7.5 / 2.1 to 8.5 / 1.9; peak MB from NVML
-    assert "| torch_eager | fp16 | cuda | – | 2.00 | – | – | 100 | 600 | 4.00 | 3.57–4.47 |" in text
+    assert "| torch_eager | fp16 | cuda | – | 2.00 | – | – | 100 | 600 | 4.00 | 3.57–4.47 | 4.00 |" in text
     assert "Cells without a valid measurement: 1 invalid" in text
     assert "torchscript | fp16" not in text  # an invalid cell is no row of the answer
+
+
+def test_engines_section_compares_a_precision_with_the_same_engines_fp32():
+    rows = pd.DataFrame(
+        [
+            cell(engine="ort_cpu", engine_impl="ort_cpu", workload="distilbert", seq_len=128, latency_p50_ms=70.0),
+            cell(
+                engine="ort_cpu",
+                engine_impl="ort_cpu",
+                workload="distilbert",
+                seq_len=128,
+                precision="int8",
+                latency_p50_ms=28.0,
+            ),
+        ]
+    )
+    study = {"workloads": ["distilbert"], "engines": ["ort_cpu"], "precisions": ["fp32", "int8"],
+             "devices": ["cpu"], "batch_sizes": [1], "seq_lens": [128], "threads": [2]}  # fmt: skip
+    text = "\n".join(study_section("int8", study, rows))
+    assert "**distilbert b1 s128**: fastest ort_cpu int8 cpu, 2.50× its own fp32." in text  # no eager baseline
 
 
 def test_seq_section_gives_the_scaling_exponent_and_the_cpu_gpu_gap():
@@ -159,33 +179,26 @@ def test_seq_section_gives_the_scaling_exponent_and_the_cpu_gpu_gap():
     assert list(gap["gap"]) == pytest.approx([5.0, 5.0, 5.0])
 
 
-def test_training_section_gives_gpu_over_cpu():
+def epoch_cell(engine: str, device: str, items_per_s: float) -> dict:
+    return cell(workload="mlp_heart", engine=engine, engine_impl="torch_train_epoch", mode="train", batch_size=32,
+                device=device, threads=2 if device == "cpu" else 0, throughput_per_s=items_per_s)  # fmt: skip
+
+
+def test_training_section_gives_gpu_over_cpu_and_names_the_baseline():
     rows = pd.DataFrame(
         [
-            cell(
-                workload="mlp_heart",
-                engine="train_epoch",
-                engine_impl="torch_train_epoch",
-                mode="train",
-                batch_size=32,
-                throughput_per_s=1000.0,
-            ),
-            cell(
-                workload="mlp_heart",
-                engine="train_epoch",
-                engine_impl="torch_train_epoch",
-                mode="train",
-                batch_size=32,
-                device="cuda",
-                threads=0,
-                throughput_per_s=500.0,
-            ),
+            epoch_cell("train_epoch", "cpu", 1000.0),
+            epoch_cell("train_epoch", "cuda", 500.0),
+            epoch_cell("train_epoch_loader", "cpu", 250.0),  # the slowest fp32 variant on the CPU
         ]
     )
-    study = {"workloads": ["mlp_heart"], "engines": ["train_epoch"], "devices": ["cpu", "cuda"],
-             "batch_sizes": [32], "layout": "training"}  # fmt: skip
+    study = {"workloads": ["mlp_heart"], "engines": ["train_epoch", "train_epoch_loader"],
+             "devices": ["cpu", "cuda"], "batch_sizes": [32], "layout": "training"}  # fmt: skip
     text = "\n".join(study_section("heart", study, rows))
-    assert "the GPU trains 0.500× as many items/s as the CPU" in text
+    assert "mlp_heart train_epoch fp32 b32: the GPU trains 0.500× the items/s of the CPU." in text
+    assert "b32 on cpu: train_epoch fp32 trains 4.00× the items/s of train_epoch_loader fp32." in text
+    assert "train_epoch_loader fp32 trains" not in text  # the baseline is not compared with itself
+    assert "| 32 | ok | 10.0 | – | – | 500 | 0.500 | 1.00 | train_epoch fp32 |" in text  # alone on the GPU
 
 
 def test_report_has_one_section_per_study_in_run_order_and_says_why_one_is_empty():
@@ -195,6 +208,7 @@ def test_report_has_one_section_per_study_in_run_order_and_says_why_one_is_empty
     text = build_report(cpu_only, studies={"loan": LOAN, "vision_gpu": gpu_only})
     assert text.index("## Study `loan`") < text.index("## Study `vision_gpu`") < text.index("## What was measured")
     assert "No cell of this study ran on this machine (it needs a GPU)." in text
+    assert "Only cpu cells were measured in this run: the CPU/GPU crossover needs both devices." in text
 
 
 def test_an_engine_keeps_its_colour_whatever_else_is_plotted():

@@ -92,7 +92,10 @@ def snapshot(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("wf")
-    jobs = snakemake(workdir, TINY, dryrun=False)
+    # module fixtures are set up before the function-scoped `private_lock`: take a private lock here too
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("INFERBENCH_LOCK_FILE", str(workdir / "inferbench-test.lock"))
+        jobs = snakemake(workdir, TINY, dryrun=False)
     return workdir, jobs
 
 

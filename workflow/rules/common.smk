@@ -27,6 +27,13 @@ except ConfigError as error:
 
 HAS_CUDA = run_has_cuda(config)  # None: no study of this run asks
 CELLS = config_cells(config, HAS_CUDA)
+if not CELLS:
+    gpu_only = [name for name in config["run"] if config["studies"][name].get("requires_gpu")]
+    raise WorkflowError(
+        f"The studies of this run ({', '.join(config['run'])}) have no cells on this machine"
+        + (f": {', '.join(gpu_only)} {'needs' if len(gpu_only) == 1 else 'need'} a GPU, and snakemake sees none" if gpu_only else "")
+        + ". Run them where there is a GPU, or choose other studies (config `run`, or another preset)."
+    )
 # cells named (or matched by a glob) in config `profile.cells`; patterns matching no cell here are
 # skipped, since one config serves CPU-only and GPU machines
 PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for p in config["profile"]["cells"])]
@@ -164,4 +171,4 @@ def used_datasets():
 def report_studies():
     """The studies of this run for the report's sections, devices resolved as the cells were (JSON).
     A param of the report: editing a study's axes or question re-makes the report."""
-    return json.dumps(resolved_studies(config, HAS_CUDA), sort_keys=True)
+    return json.dumps(resolved_studies(config, HAS_CUDA))  # in run order: the report's order

@@ -44,10 +44,13 @@ TABLE_COLUMNS = [
 ]
 
 
-def _distinct(frame: pd.DataFrame, column: str) -> str:
+def _distinct(frame: pd.DataFrame, column: str, integer: bool = False) -> str:
     if column not in frame:
         return "–"
-    values = sorted({str(v) for v in frame[column].dropna().unique()})
+    present = frame[column].dropna()
+    if integer:  # a column with gaps reads back as float: cuDNN 91900.0 is version 91900
+        present = present.astype(int)
+    values = sorted({str(v) for v in present})
     return ", ".join(values) or "–"
 
 
@@ -205,7 +208,7 @@ def build_report(
         f"- Python {_distinct(summary, 'python')}, torch {_distinct(summary, 'torch')}, "
         f"onnxruntime {_distinct(summary, 'onnxruntime')}",
         f"- GPU driver {_distinct(summary, 'gpu_driver')}, CUDA {_distinct(summary, 'cuda')}, "
-        f"cuDNN {_distinct(summary, 'cudnn')}; inferbench commit {_distinct(summary, 'git_commit')}"
+        f"cuDNN {_distinct(summary, 'cudnn', integer=True)}; inferbench commit {_distinct(summary, 'git_commit')}"
         + (" with uncommitted changes" if "git_dirty" in summary and summary["git_dirty"].eq(True).any() else ""),
         *_telemetry_lines(measured),
         "",

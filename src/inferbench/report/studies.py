@@ -75,10 +75,17 @@ def _peak_mb(frame: pd.DataFrame) -> pd.Series:
     return gpu.where(frame["device"] == "cuda", host)
 
 
+def _one_device_note(ok: pd.DataFrame, what: str) -> list[str]:
+    devices = sorted(ok["device"].unique())
+    if len(devices) == 1:
+        return [f"- Only {devices[0]} cells were measured in this run: {what} needs both devices."]
+    return []
+
+
 def by_batch_section(cells: pd.DataFrame) -> list[str]:
     """Latency per item against batch size, one column per engine variant, and the CPU/GPU crossover."""
     ok = decisions.measured(cells)
-    out: list[str] = []
+    out: list[str] = _one_device_note(ok, "the CPU/GPU crossover")
     for verdict in decisions.cpu_gpu_crossovers(cells).itertuples():
         out.append(f"- **{verdict.workload}**: {verdict.verdict} (end-to-end p50 per item, each device's best engine).")
     ok = ok.assign(per_item_ms=_per_item_e2e(ok))
@@ -113,7 +120,25 @@ ENGINE_COLUMNS = [
     ("peak_mb", "peak MB"),
     ("speedup", "× FP32 eager"),
     ("speedup_interval", "interval"),
+    ("own_fp32", "× own fp32"),
 ]
+
+
+def own_fp32_ratio(ok: pd.DataFrame) -> pd.Series:
+    """p50 of the same engine variant at fp32 (same workload, device, batch, length, threads) over the
+    cell's p50: what a lower precision buys that engine (e.g. ORT int8 against ORT fp32)."""
+    shape = ["workload", "engine", "device", "batch_size", "seq_len", "threads"]
+    fp32 = ok[ok["precision"] == "fp32"].set_index(shape)["latency_p50_ms"]
+    return pd.Series(
+        [
+            fp32[key] / row.latency_p50_ms
+            if row.precision != "fp32" and (key := tuple(getattr(row, c) for c in shape)) in fp32.index
+            else None
+            for row in ok.itertuples(index=False)
+        ],
+        index=ok.index,
+        dtype=float,
+    )
 
 
 def engines_section(cells: pd.DataFrame) -> list[str]:
@@ -125,19 +150,30 @@ def engines_section(cells: pd.DataFrame) -> list[str]:
         bounds = zip(speed["speedup_low"], speed["speedup_high"], strict=True)
         speed = speed.assign(speedup_interval=[interval(lo, hi) for lo, hi in bounds])
         ok = ok.merge(speed[[*key, "speedup", "speedup_interval"]], on=key, how="left")
-    ok = ok.assign(peak_mb=_peak_mb(ok))
+    ok = ok.assign(peak_mb=_peak_mb(ok), own_fp32=own_fp32_ratio(ok))
     out: list[str] = []
     for (workload, batch, seq), frame in ok.groupby(["workload", "batch_size", "seq_len"], sort=True):
         best = frame.loc[frame["latency_p50_ms"].idxmin()]
-        gain = best.get("speedup")
-        gain_text = f", {fmt(float(gain))}× FP32 eager" if gain is not None and not pd.isna(gain) else ""
+        gains = []
+        if _known(best.get("speedup")):
+            gains.append(f"{fmt(float(best['speedup']))}× FP32 eager")
+        if _known(best.get("own_fp32")):
+            gains.append(f"{fmt(float(best['own_fp32']))}× its own fp32")
         shape = f"{workload} b{batch}" + (f" s{seq}" if seq else "")
-        out.append(f"- **{shape}**: fastest {best['engine']} {best['precision']} {best['device']}{gain_text}.")
+        variant = f"{best['engine']} {best['precision']} {best['device']}"
+        out.append(f"- **{shape}**: fastest {variant}" + "".join(f", {g}" for g in gains) + ".")
     out.append("")
     for (workload, batch, seq), frame in ok.groupby(["workload", "batch_size", "seq_len"], sort=True):
         shape = f"{workload}, batch {batch}" + (f", sequence {seq}" if seq else "")
         table = markdown_table(frame.sort_values("latency_p50_ms"), ENGINE_COLUMNS)
-        out += [f"**{shape}** (device boundary):", "", table, ""]
+        out += [f"**{shape}** (latencies at each engine's timing boundary):", "", table, ""]
+    out += [
+        "`peak MB`: the process's GPU memory from NVML (the allocator's peak where NVML has none) for GPU "
+        "cells, resident host memory for CPU cells. `× FP32 eager`: p50 of torch_eager fp32 on the same "
+        "device and shape over this cell's, with an interval from both 95% CIs; `× own fp32`: the same "
+        "engine variant's fp32 p50 over this cell's.",
+        "",
+    ]
     return out
 
 
@@ -173,7 +209,7 @@ def seq_section(cells: pd.DataFrame) -> list[str]:
     ok = decisions.measured(cells)
     scaling = decisions.seq_scaling(cells)
     gap = cpu_gpu_gap(cells)
-    out: list[str] = []
+    out: list[str] = _one_device_note(ok, "the CPU/GPU gap")
     if not scaling.empty:
         for (workload, device), series in scaling.groupby(["workload", "device"], sort=False):
             low, high = series["exponent"].min(), series["exponent"].max()
@@ -210,16 +246,18 @@ TRAINING_COLUMNS = [
     ("items_per_call", "items per call"),
     ("throughput_per_s", "items/s"),
     ("speedup_vs_cpu", "GPU/CPU speed-up"),
-    ("speedup_vs_fp32", "× slowest fp32"),
+    ("speedup_vs_fp32", "× baseline"),
+    ("baseline", "baseline"),
     ("energy_per_item_mj", "energy mJ/item"),
     ("n_iters", "n"),
 ]
 
 
 def training_speedups(cells: pd.DataFrame) -> pd.DataFrame:
-    """Training cells with two ratios of items/s: against the same cell on the CPU (GPU/CPU speed-up),
+    """Training cells with two ratios of items/s: against the same cell on the CPU (``speedup_vs_cpu``),
     and against the slowest fp32 cell of the same workload, engine implementation, device and batch
-    (e.g. AMP + channels-last + compile over the fp32 baseline)."""
+    (``speedup_vs_fp32``, that cell's variant in ``baseline``): e.g. AMP + channels-last + compile over
+    the fp32 step, or the plain epoch loop against the DataLoader options."""
     cells = cells.copy()
     ok = cells[cells["status"] == "ok"]
     same = ["workload", "engine", "precision", "batch_size"]
@@ -231,14 +269,22 @@ def training_speedups(cells: pd.DataFrame) -> pd.DataFrame:
         for row in cells.itertuples(index=False)
     ]
     group = ["workload", "engine_impl", "device", "batch_size"]
-    fp32 = ok[ok["precision"] == "fp32"].groupby(group)["throughput_per_s"].min()
-    cells["speedup_vs_fp32"] = [
-        row.throughput_per_s / fp32[key]
-        if row.status == "ok" and (key := tuple(getattr(row, c) for c in group)) in fp32.index
-        else None
-        for row in cells.itertuples(index=False)
-    ]
-    return cells
+    fp32 = ok[ok["precision"] == "fp32"]
+    slowest = fp32.loc[fp32.groupby(group)["throughput_per_s"].idxmin()].set_index(group) if not fp32.empty else fp32
+    ratios, baselines = [], []
+    for row in cells.itertuples(index=False):
+        key = tuple(getattr(row, c) for c in group)
+        if row.status == "ok" and key in slowest.index:
+            ratios.append(row.throughput_per_s / slowest.loc[key, "throughput_per_s"])
+            baselines.append(f"{slowest.loc[key, 'engine']} fp32")
+        else:
+            ratios.append(None)
+            baselines.append(None)
+    return cells.assign(speedup_vs_fp32=ratios, baseline=baselines)
+
+
+def _known(value: Any) -> bool:
+    return value is not None and not pd.isna(value)
 
 
 def training_section(cells: pd.DataFrame) -> list[str]:
@@ -249,17 +295,19 @@ def training_section(cells: pd.DataFrame) -> list[str]:
     rated = training_speedups(training)
     out: list[str] = []
     for row in rated.itertuples(index=False):
-        if row.speedup_vs_cpu is not None and not pd.isna(row.speedup_vs_cpu):
-            out.append(f"- {row.workload} {row.engine} b{row.batch_size}: the GPU trains {fmt(row.speedup_vs_cpu)}× "
-                       "as many items/s as the CPU.")  # fmt: skip
-        elif row.speedup_vs_fp32 is not None and not pd.isna(row.speedup_vs_fp32) and row.speedup_vs_fp32 > 1.0001:
-            out.append(f"- {row.workload} {row.engine} {row.precision} b{row.batch_size} on {row.device}: "
-                       f"{fmt(row.speedup_vs_fp32)}× the items/s of the fp32 baseline.")  # fmt: skip
+        if _known(row.speedup_vs_cpu):
+            out.append(f"- {row.workload} {row.engine} {row.precision} b{row.batch_size}: the GPU trains "
+                       f"{fmt(row.speedup_vs_cpu)}× the items/s of the CPU.")  # fmt: skip
+    for row in rated.itertuples(index=False):
+        if _known(row.speedup_vs_fp32) and row.baseline != f"{row.engine} {row.precision}":
+            out.append(f"- {row.workload} b{row.batch_size} on {row.device}: {row.engine} {row.precision} trains "
+                       f"{fmt(row.speedup_vs_fp32)}× the items/s of {row.baseline}.")  # fmt: skip
     out += [
         "",
         "One timed call is one training iteration on a staged batch (`torch_train`: forward, loss, backward, "
         "SGD step) or one epoch over the dataset through a DataLoader (`torch_train_epoch`, end to end from "
-        "host memory); items/s counts samples trained on.",
+        "host memory); items/s counts samples trained on. `× baseline`: items/s over the slowest fp32 variant "
+        "of the same engine, device and batch.",
         "",
     ]
     for workload, frame in rated.groupby("workload", sort=False):

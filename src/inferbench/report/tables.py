@@ -30,6 +30,14 @@ def interval(low: Any, high: Any) -> str | None:
     return f"{fmt(float(low))}–{fmt(float(high))}"
 
 
+#: columns that count things: shown as integers even where a missing value made the column float
+COUNT_COLUMNS = {"n_iters", "items_per_call", "batch_size", "seq_len", "threads", "repeats", "points"}
+
+
+def _count(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and not math.isnan(value) and value.is_integer() else value
+
+
 def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
     if "latency_p50_ci95_low_ms" in frame:
         frame = frame.assign(
@@ -41,7 +49,8 @@ def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> s
     lines = ["| " + " | ".join(title for _, title in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in frame.itertuples(index=False):
         values = row._asdict()
-        lines.append("| " + " | ".join(fmt(values.get(col)) for col, _ in columns) + " |")
+        cells = [fmt(_count(values.get(col)) if col in COUNT_COLUMNS else values.get(col)) for col, _ in columns]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -1,0 +1,135 @@
+"""Every study preset of config/studies/ runs on the CPU through the workflow, as a user runs it
+(`--configfile config/studies/<name>.yaml` over config/config.yaml), and its report section answers
+its question. Models are shrunk and the measuring loop shortened; the grids are the presets' own.
+Presets that need a GPU must stop before any job with a message that says so."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+
+from tests.conftest import REPO
+from tests.test_workflow import snakemake
+
+pytestmark = pytest.mark.slow
+
+PRESETS = REPO / "config" / "studies"
+SHRINK = {
+    "models": {
+        "mlp_lendingclub": {"arch": {"hidden": [8]}, "train": {"epochs": 1}},
+        "mlp_heart": {"arch": {"hidden": [8]}, "train": {"epochs": 3}},
+        "bert_base": {
+            "arch": {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+        },
+        "distilbert": {"arch": {"n_layers": 1, "dim": 32, "n_heads": 2, "hidden_dim": 64}},
+    },
+    "datasets": {"lendingclub": {"rows": 3000}},
+    "measure": {"warmup_s": 0.0, "min_time_s": 0.01, "min_iters": 3},
+}
+
+
+def merged(*layers: dict) -> dict:
+    """Snakemake's merge of config files: mappings merge key by key, anything else is replaced."""
+    out: dict = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merged(out[key], value)
+            else:
+                out[key] = copy.deepcopy(value)
+    return out
+
+
+def preset_config(name: str) -> dict:
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    return merged(base, yaml.safe_load((PRESETS / f"{name}.yaml").read_text()), SHRINK)
+
+
+def test_every_preset_selects_defined_studies_and_every_seed_study_is_in_full():
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    names = sorted(p.stem for p in PRESETS.glob("*.yaml"))
+    assert {"loan_default", "vision_fp16", "gpu_efficiency", "transformers", "heart_training", "full"} <= set(names)
+    seed_studies = set()
+    for name in names:
+        run = preset_config(name)["run"]
+        assert set(run) <= set(base["studies"]), name
+        if name not in ("full", "repeatability"):
+            seed_studies |= set(run)
+        for study in run:  # every study of a preset says what it answers and how its section looks
+            assert base["studies"][study].get("question"), study
+    assert seed_studies <= set(preset_config("full")["run"])
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """One working directory for all presets, as a user would have: shared cells run once."""
+    return tmp_path_factory.mktemp("presets")
+
+
+def run_preset(workdir: Path, name: str) -> tuple[pd.DataFrame, str]:
+    snakemake(workdir, preset_config(name), dryrun=False)
+    summary = pd.read_csv(workdir / "results" / "summary.csv")
+    return summary, (workdir / "results" / "report.md").read_text()
+
+
+def section(report: str, study: str) -> str:
+    start = report.index(f"## Study `{study}`")
+    end = report.find("\n## ", start + 1)
+    return report[start:end]
+
+
+def test_loan_default_preset_gives_latency_per_loan_at_every_batch(workdir):
+    summary, report = run_preset(workdir, "loan_default")
+    assert set(summary["batch_size"]) == {1, 10, 100, 1000, 10000}
+    assert set(summary["engine"]) == {"torch_eager", "ort_cpu"} and (summary["status"] == "ok").all()
+    text = section(report, "loan_default")
+    assert "**Question:** from which batch size does the GPU beat the CPU" in text
+    assert "Only cpu cells were measured in this run: the CPU/GPU crossover needs both devices." in text
+    fastest = next(line for line in text.splitlines() if "fastest per item at each batch" in line)
+    assert all(f"b{b}:" in fastest for b in (1, 10, 100, 1000, 10000))
+    assert "| 10,000 |" in text and "ort_cpu fp32 cpu 4t" in text
+
+
+def test_transformers_preset_gives_the_scaling_exponent_per_encoder(workdir):
+    summary, report = run_preset(workdir, "transformers")
+    assert len(summary) == 2 * 2 * 3  # two encoders, batch 1 and 8, three sequence lengths, ort_cpu
+    assert (summary["status"] == "ok").all(), summary[["engine", "status", "reason"]]
+    text = section(report, "transformers")
+    for workload in ("bert_base", "distilbert"):
+        assert f"**{workload} on cpu**: p50 grows as length^k" in text
+    assert "| bert_base | ort_cpu | cpu | 8 |" in text  # the exponent table, one row per series
+
+
+def test_heart_training_preset_gives_epoch_times_and_the_loader_comparison(workdir):
+    summary, report = run_preset(workdir, "heart_training")
+    assert set(summary["engine"]) == {"train_epoch", "train_epoch_loader"} and set(summary["batch_size"]) == {32, 256}
+    assert (summary["status"] == "ok").all()
+    text = section(report, "heart_training")
+    assert "the items/s of train_epoch" in text or "the items/s of train_epoch_loader" in text
+
+
+def test_full_preset_reuses_the_cells_already_measured_and_has_every_section(workdir):
+    before = {p: p.stat().st_mtime_ns for p in (workdir / "results" / "cells").rglob("*.json")}
+    summary, report = run_preset(workdir, "full")
+    after = {p: p.stat().st_mtime_ns for p in (workdir / "results" / "cells").rglob("*.json")}
+    assert before and all(after[p] == t for p, t in before.items())  # nothing measured twice
+    assert len(summary) == len(before)  # the CPU part of full is the union of the presets' CPU parts
+    order = [report.index(f"## Study `{s}`") for s in preset_config("full")["run"]]
+    assert order == sorted(order)  # sections in the run's order
+    assert "No cell of this study ran on this machine (it needs a GPU)." in section(report, "vision_fp16")
+
+
+@pytest.mark.parametrize("name", ["vision_fp16", "gpu_efficiency"])
+def test_gpu_only_presets_stop_with_a_clear_message_on_a_cpu_machine(tmp_path, name):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the preset has cells here")
+    with pytest.raises(WorkflowError, match=r"have no cells on this machine: .* a GPU, and snakemake sees none"):
+        snakemake(tmp_path, preset_config(name), dryrun=True)
+    assert not (tmp_path / "results").exists()
