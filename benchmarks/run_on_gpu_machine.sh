@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=cs
 # a call cut off by its time limit leaves snakemake's directory lock behind; nothing else runs here
 snakemake --unlock "$@" > /dev/null 2>&1
 start=$(date +%s)
-timeout "$limit" snakemake --cores 16 --resources gpu=1 --rerun-incomplete "$@" > "$out/snakemake.log" 2>&1
+timeout -k 15 "$limit" snakemake --cores 16 --resources gpu=1 --rerun-incomplete "$@" > "$out/snakemake.log" 2>&1
 echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee "$out/timing.txt"
 start=$(date +%s%N)
 snakemake --cores 16 --resources gpu=1 -n "$@" > "$out/rerun.log" 2>&1
@@ -32,7 +32,8 @@ echo "dry re-run rc=$? wall_ms=$(( ($(date +%s%N) - start) / 1000000 ))" | tee -
 tail -3 "$out/rerun.log"
 
 cp results/summary.csv results/report.md "$out/" 2>/dev/null
-tar czf "$out/cells.tgz" results/cells/*/*/*/*.json results/profiles results/onnx/*.json logs 2>/dev/null
+tar czf "$out/cells.tgz" results/cells/*/*/*/*.json results/profiles results/onnx/*.json results/models/*.json \
+  data/processed/*.stats.json results/plots logs 2>/dev/null
 python3 - <<'PY'
 import pandas as pd
 s = pd.read_csv("results/summary.csv")
