@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from inferbench.analysis.summary import summary_frame, write_summary
+from inferbench.config import validate_config
 from inferbench.grid import resolved_studies
 from inferbench.report.markdown import write_report
 from inferbench.report.plots import plot_workload
@@ -43,11 +44,7 @@ def main() -> None:
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     if args.configfile:
         config = merged(config, yaml.safe_load(args.configfile.read_text()))
-    for study in config["studies"].values():  # the schema's defaults, as the workflow fills them in
-        study.setdefault("devices", ["auto"])
-        study.setdefault("precisions", ["fp32"])
-        study.setdefault("seq_lens", [128])
-        study.setdefault("threads", [2])
+    validate_config(config)  # fills in the schema's defaults, as the workflow does
 
     results = args.run_dir / "results"
     records = sorted((results / "cells").glob("*/*/*/*.json"))
