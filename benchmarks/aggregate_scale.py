@@ -24,8 +24,7 @@ from inferbench.analysis.summary import write_summary
 from inferbench.cells import CellKey, CellRecord
 from inferbench.measure.stats import latency_stats
 from inferbench.report.markdown import build_report
-from inferbench.report.plots import plot_workload
-from inferbench.workloads import WORKLOADS as WORKLOAD_INFO
+from inferbench.report.plots import plot_every_workload
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -100,11 +99,7 @@ def main() -> None:
         frame = write_summary(paths, folder / "summary.csv", folder / "summary.parquet")
         aggregate_s = time.perf_counter() - start
         start = time.perf_counter()
-        plots = []
-        for workload in WORKLOADS:
-            kinds = ["batch", "seq"] if WORKLOAD_INFO[workload].has_seq_len else ["batch"]
-            for kind in kinds:
-                plots += plot_workload(frame, workload, folder / "plots" / workload, kind)
+        plots = plot_every_workload(frame, folder / "plots")
         plots_s = time.perf_counter() - start
         start = time.perf_counter()
         text = build_report(frame, plots, report_dir=folder, studies=STUDIES)

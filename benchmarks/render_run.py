@@ -16,22 +16,15 @@ import argparse
 from pathlib import Path
 
 import yaml
+from snakemake.utils import update_config
 
 from inferbench.analysis.summary import summary_frame, write_summary
 from inferbench.config import validate_config
 from inferbench.grid import resolved_studies
 from inferbench.report.markdown import write_report
-from inferbench.report.plots import plot_workload
-from inferbench.workloads import WORKLOADS
+from inferbench.report.plots import plot_every_workload
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def merged(base: dict, layer: dict) -> dict:
-    out = dict(base)
-    for key, value in layer.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def main() -> None:
@@ -42,19 +35,15 @@ def main() -> None:
     args = parser.parse_args()
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    if args.configfile:
-        config = merged(config, yaml.safe_load(args.configfile.read_text()))
+    if args.configfile:  # merged key by key, as Snakemake merges --configfile into the config
+        update_config(config, yaml.safe_load(args.configfile.read_text()))
     validate_config(config)  # fills in the schema's defaults, as the workflow does
 
     results = args.run_dir / "results"
     records = sorted((results / "cells").glob("*/*/*/*.json"))
     write_summary(records, results / "summary.csv", results / "summary.parquet")
     summary = summary_frame(records)
-    plots = []
-    for workload in [w for w in WORKLOADS if w in set(summary["workload"])]:
-        kinds = ["batch", "seq"] if WORKLOADS[workload].has_seq_len else ["batch"]
-        for kind in kinds:
-            plots += plot_workload(summary, workload, results / "plots" / workload, kind)
+    plots = plot_every_workload(summary, results / "plots")
     write_report(
         results / "summary.csv",
         results / "report.md",

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.utils import update_config
 
 from tests.conftest import REPO
 from tests.test_workflow import snakemake
@@ -33,21 +34,12 @@ SHRINK = {
 }
 
 
-def merged(*layers: dict) -> dict:
-    """Snakemake's merge of config files: mappings merge key by key, anything else is replaced."""
-    out: dict = {}
-    for layer in layers:
-        for key, value in layer.items():
-            if isinstance(value, dict) and isinstance(out.get(key), dict):
-                out[key] = merged(out[key], value)
-            else:
-                out[key] = copy.deepcopy(value)
-    return out
-
-
 def preset_config(name: str) -> dict:
-    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    return merged(base, yaml.safe_load((PRESETS / f"{name}.yaml").read_text()), SHRINK)
+    """config/config.yaml, then the preset, then the shrinking, merged as Snakemake merges config files."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    update_config(config, yaml.safe_load((PRESETS / f"{name}.yaml").read_text()))
+    update_config(config, copy.deepcopy(SHRINK))
+    return config
 
 
 def test_every_preset_selects_defined_studies_and_every_seed_study_is_in_full():

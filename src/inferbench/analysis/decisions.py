@@ -27,9 +27,14 @@ def measured(summary: pd.DataFrame) -> pd.DataFrame:
     return ok[ok["engine_impl"] != "noop"]
 
 
-def _e2e_per_item(frame: pd.DataFrame) -> pd.Series:
+def e2e_p50_ms(frame: pd.DataFrame) -> pd.Series:
+    """End-to-end p50 per call; the engine's own p50 where the engine's boundary is already end to end."""
     e2e = frame["e2e_latency_p50_ms"] if "e2e_latency_p50_ms" in frame else frame["latency_p50_ms"]
-    return e2e.fillna(frame["latency_p50_ms"]) / frame["batch_size"]
+    return e2e.fillna(frame["latency_p50_ms"])
+
+
+def e2e_per_item_ms(frame: pd.DataFrame) -> pd.Series:
+    return e2e_p50_ms(frame) / frame["batch_size"]
 
 
 def crossover_batch(batches: list[float], cpu_ms: list[float], gpu_ms: list[float]) -> float | None:
@@ -52,7 +57,7 @@ def cpu_gpu_crossovers(summary: pd.DataFrame) -> pd.DataFrame:
     Each device's curve is its best engine at each batch (lowest end-to-end p50 per item), over the
     batch sizes measured on both devices. ``verdict`` says what the range shows when there is no
     crossing inside it."""
-    ok = measured(summary).assign(per_item_ms=lambda f: _e2e_per_item(f))
+    ok = measured(summary).assign(per_item_ms=e2e_per_item_ms)
     rows = []
     for (workload, seq), cells in ok.groupby(["workload", "seq_len"]):
         best = cells.groupby(["device", "batch_size"])["per_item_ms"].min().unstack(0)

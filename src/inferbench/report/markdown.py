@@ -14,7 +14,7 @@ import pandas as pd
 
 from inferbench.fsutil import atomic_path, read_json
 from inferbench.report.studies import TRAINING_COLUMNS, study_section, training_speedups
-from inferbench.report.tables import fmt, interval, markdown_table, rows_or_none
+from inferbench.report.tables import fmt, intervals, markdown_table, rows_or_none
 from inferbench.workloads import WORKLOADS
 
 BOUNDARIES = {
@@ -117,8 +117,8 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
 
     speed = decisions.speedups(summary)
     if not speed.empty:
-        bounds = zip(speed["speedup_low"], speed["speedup_high"], strict=True)
-        speed = speed.assign(interval=[interval(lo, hi) for lo, hi in bounds]).sort_values("speedup", ascending=False)
+        speed = speed.assign(interval=intervals(speed, "speedup_low", "speedup_high"))
+        speed = speed.sort_values("speedup", ascending=False)
         out += [
             f"**Speed-up over {decisions.BASELINE_ENGINE} {decisions.BASELINE_PRECISION}** (same workload, device, "
             "batch, sequence length and threads; ratio of p50s; the interval, from both 95% CIs, covers it with "

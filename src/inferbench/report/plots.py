@@ -137,3 +137,13 @@ def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kin
         _save(fig, path)
         written.append(path)
     return written
+
+
+def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    """Every sweep's plots of every workload in ``summary``, under ``out_dir/<workload>/`` (what the
+    workflow's plot rules make one job per workload and sweep)."""
+    written: list[Path] = []
+    for workload in [w for w in WORKLOADS if w in set(summary["workload"])]:
+        for kind in ["batch", "seq"] if WORKLOADS[workload].has_seq_len else ["batch"]:
+            written += plot_workload(summary, workload, Path(out_dir) / workload, kind)
+    return written

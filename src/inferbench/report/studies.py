@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from inferbench.analysis import decisions
-from inferbench.report.tables import fmt, interval, markdown_table
+from inferbench.report.tables import fmt, intervals, markdown_table
 from inferbench.workloads import WORKLOADS
 
 #: plots shown in a study's section, by layout (the files are made per workload, see report.plots)
@@ -62,11 +62,6 @@ def _pivot(frame: pd.DataFrame, index: Sequence[tuple[str, str]], value: str) ->
     return "\n".join(lines)
 
 
-def _per_item_e2e(frame: pd.DataFrame) -> pd.Series:
-    e2e = frame["e2e_latency_p50_ms"] if "e2e_latency_p50_ms" in frame else frame["latency_p50_ms"]
-    return e2e.fillna(frame["latency_p50_ms"]) / frame["batch_size"]
-
-
 def _peak_mb(frame: pd.DataFrame) -> pd.Series:
     """NVML's per-process GPU memory on the GPU (the allocator's peak where NVML has none), RSS on the CPU."""
     gpu = frame.get("gpu_process_peak_mb", pd.Series(index=frame.index, dtype=float))
@@ -88,7 +83,7 @@ def by_batch_section(cells: pd.DataFrame) -> list[str]:
     out: list[str] = _one_device_note(ok, "the CPU/GPU crossover")
     for verdict in decisions.cpu_gpu_crossovers(cells).itertuples():
         out.append(f"- **{verdict.workload}**: {verdict.verdict} (end-to-end p50 per item, each device's best engine).")
-    ok = ok.assign(per_item_ms=_per_item_e2e(ok))
+    ok = ok.assign(per_item_ms=decisions.e2e_per_item_ms(ok))
     for workload, frame in ok.groupby("workload", sort=False):
         best = frame.loc[frame.groupby("batch_size")["per_item_ms"].idxmin()]
         fastest = "; ".join(f"b{r.batch_size}: {r.engine} {r.precision} {r.device}" for r in best.itertuples())
@@ -147,8 +142,7 @@ def engines_section(cells: pd.DataFrame) -> list[str]:
     speed = decisions.speedups(cells)
     key = ["workload", "device", "batch_size", "seq_len", "threads", "engine", "precision"]
     if not speed.empty:
-        bounds = zip(speed["speedup_low"], speed["speedup_high"], strict=True)
-        speed = speed.assign(speedup_interval=[interval(lo, hi) for lo, hi in bounds])
+        speed = speed.assign(speedup_interval=intervals(speed, "speedup_low", "speedup_high"))
         ok = ok.merge(speed[[*key, "speedup", "speedup_interval"]], on=key, how="left")
     ok = ok.assign(peak_mb=_peak_mb(ok), own_fp32=own_fp32_ratio(ok))
     out: list[str] = []
@@ -196,8 +190,8 @@ GAP_COLUMNS = [("workload", "workload"), ("batch_size", "batch"), ("seq_len", "s
 def cpu_gpu_gap(cells: pd.DataFrame) -> pd.DataFrame:
     """Per workload, batch and sequence length: each device's best end-to-end p50 and their ratio."""
     ok = decisions.measured(cells)
-    e2e = ok["e2e_latency_p50_ms"].fillna(ok["latency_p50_ms"]) if "e2e_latency_p50_ms" in ok else ok["latency_p50_ms"]
-    best = ok.assign(e2e=e2e).groupby(["workload", "batch_size", "seq_len", "device"])["e2e"].min().unstack("device")
+    shape = ["workload", "batch_size", "seq_len", "device"]
+    best = ok.assign(e2e=decisions.e2e_p50_ms(ok)).groupby(shape)["e2e"].min().unstack("device")
     if not {"cpu", "cuda"} <= set(best.columns):
         return pd.DataFrame(columns=[c for c, _ in GAP_COLUMNS])
     best = best[["cpu", "cuda"]].dropna().reset_index()

@@ -38,14 +38,14 @@ def _count(value: Any) -> Any:
     return int(value) if isinstance(value, float) and not math.isnan(value) and value.is_integer() else value
 
 
+def intervals(frame: pd.DataFrame, low: str, high: str) -> list[str | None]:
+    """``interval`` of each row's ``low`` and ``high`` columns."""
+    return [interval(lo, hi) for lo, hi in zip(frame[low], frame[high], strict=True)]
+
+
 def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
     if "latency_p50_ci95_low_ms" in frame:
-        frame = frame.assign(
-            latency_p50_ci95=[
-                interval(lo, hi)
-                for lo, hi in zip(frame["latency_p50_ci95_low_ms"], frame["latency_p50_ci95_high_ms"], strict=True)
-            ]
-        )
+        frame = frame.assign(latency_p50_ci95=intervals(frame, "latency_p50_ci95_low_ms", "latency_p50_ci95_high_ms"))
     lines = ["| " + " | ".join(title for _, title in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in frame.itertuples(index=False):
         values = row._asdict()
