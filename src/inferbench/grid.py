@@ -90,3 +90,14 @@ def resolved_studies(config: dict[str, Any], has_cuda: bool | None = None) -> di
         study["devices"] = resolve_devices(study["devices"], has_cuda)
         out[name] = study
     return out
+
+
+def no_cells_message(config: dict[str, Any]) -> str:
+    """Why a run has no cells on this machine, and what to do (its studies all need a GPU, typically)."""
+    gpu_only = [name for name in config["run"] if config["studies"][name].get("requires_gpu")]
+    why = f": {', '.join(gpu_only)} {'needs' if len(gpu_only) == 1 else 'need'} a GPU, and snakemake sees none"
+    return (
+        f"The studies of this run ({', '.join(config['run'])}) have no cells on this machine"
+        + (why if gpu_only else "")
+        + ". Run them where there is a GPU, or choose other studies (config `run`, or another preset)."
+    )

@@ -16,7 +16,7 @@ shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}
 from inferbench.config import ConfigError, validate_config
 from inferbench.engines.registry import code_version, engine_info, onnx_path
 from inferbench.engines.tensorrt import current_target, plan_path
-from inferbench.grid import config_cells, resolved_studies, run_has_cuda
+from inferbench.grid import config_cells, no_cells_message, resolved_studies, run_has_cuda
 from inferbench.report.plots import plot_names
 from inferbench.workloads import WORKLOADS
 
@@ -28,12 +28,7 @@ except ConfigError as error:
 HAS_CUDA = run_has_cuda(config)  # None: no study of this run asks
 CELLS = config_cells(config, HAS_CUDA)
 if not CELLS:
-    gpu_only = [name for name in config["run"] if config["studies"][name].get("requires_gpu")]
-    raise WorkflowError(
-        f"The studies of this run ({', '.join(config['run'])}) have no cells on this machine"
-        + (f": {', '.join(gpu_only)} {'needs' if len(gpu_only) == 1 else 'need'} a GPU, and snakemake sees none" if gpu_only else "")
-        + ". Run them where there is a GPU, or choose other studies (config `run`, or another preset)."
-    )
+    raise WorkflowError(no_cells_message(config))
 # cells named (or matched by a glob) in config `profile.cells`; patterns matching no cell here are
 # skipped, since one config serves CPU-only and GPU machines
 PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for p in config["profile"]["cells"])]
