@@ -135,8 +135,8 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
     cpu_cells = config_cells(cfg, has_cuda=False)
     assert {c.device for c in cpu_cells} == {"cpu"}
     assert {c.engine for c in cpu_cells} == {"noop", "torch_eager", "ort_cpu", "train_epoch", "train_epoch_loader"}
-    # 12 tabular + 8 vision + 12 text (text_seq shares 4 with text) + 2 int8 + 2 training epochs
-    assert len(cpu_cells) == 36
+    # 12 tabular + 8 vision + 16 text (text_seq shares 4 with text) + 2 int8 + 2 training epochs
+    assert len(cpu_cells) == 40
     assert {c.precision for c in cpu_cells if c.engine == "ort_cpu"} == {"fp32", "int8"}
     gpu_cells = config_cells(cfg, has_cuda=True)
     # on the CPU there stay ORT CPU (cpu_int8) and the training study's CPU half (the GPU/CPU speed-up)
@@ -157,7 +157,7 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
     # a variant's `precisions` option narrows a study's precisions (fp16 and bf16 in gpu_vision)
     assert {c.precision for c in gpu_cells if c.engine == "torchscript"} == {"fp16"}
     assert {c.precision for c in gpu_cells if c.engine == "torch_eager_cl"} == {"fp16", "bf16"}
-    assert len([c for c in gpu_cells if c.device == "cuda" and c.engine in INFERENCE]) == 30
+    assert len([c for c in gpu_cells if c.device == "cuda" and c.engine in INFERENCE]) == 32
     # training: ResNet-50 fp32 baseline against bf16 AMP + channels-last + compile; heart epochs on
     # the CPU and the GPU (the `auto` device adds cuda beside cpu), the epoch engine only on tabular
     training = {c.cell_id for c in gpu_cells if c.engine not in INFERENCE}

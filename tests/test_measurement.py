@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -86,52 +87,89 @@ def test_timed_calls_rotate_through_distinct_seeded_batches(tmp_path, monkeypatc
 
 
 class FakeNvml:
-    """Counters with known values: the energy counter advances 2,000 mJ per read."""
+    """Counters with known values: the energy counter advances 2,000 mJ per read; the driver's sample
+    buffers hold what ``take_sample`` put there. Counts the NVML calls it answers."""
 
     NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 0, 1, 0
+    NVML_TOTAL_POWER_SAMPLES, NVML_GPU_UTILIZATION_SAMPLES = 0, 1
+    NVML_PROCESSOR_CLK_SAMPLES, NVML_MEMORY_CLK_SAMPLES = 5, 6
 
-    def __init__(self, energy: bool = True) -> None:
+    def __init__(self, energy: bool = True, samples: bool = True) -> None:
         self.energy_mj = 10_000
-        self.has_energy = energy
+        self.has_energy, self.has_samples = energy, samples
+        self.calls = 0
+        self.buffers: dict[int, list[tuple[int, int]]] = {kind: [] for kind in (0, 1, 5, 6)}
+        self.clock_us = 1_000
+
+    def take_sample(self, busy_pct: int, sm_mhz: int = 1980, power_mw: int = 350_000) -> None:
+        """The driver samples (it does so on its own, every ~1/6 s on real GPUs)."""
+        self.clock_us += 166_000
+        for kind, value in ((1, busy_pct), (5, sm_mhz), (6, 2619), (0, power_mw)):
+            self.buffers[kind].append((self.clock_us, value))
+
+    def nvmlDeviceGetSamples(self, handle, kind, since_us):
+        self.calls += 1
+        if not self.has_samples:
+            raise RuntimeError("NVMLError_NotSupported")
+        found = [(t, v) for t, v in self.buffers[kind] if t > since_us]
+        if not found:
+            raise RuntimeError("NVMLError_NotFound")
+        return 1, [SimpleNamespace(timeStamp=t, sampleValue=SimpleNamespace(uiVal=v)) for t, v in found]
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        self.calls += 1
         if not self.has_energy:
             raise RuntimeError("NVMLError_NotSupported")
         self.energy_mj += 2_000
         return self.energy_mj
 
     def nvmlDeviceGetClockInfo(self, handle, kind):
+        self.calls += 1
         return 1980 if kind == self.NVML_CLOCK_SM else 2619
 
     def nvmlDeviceGetTemperature(self, handle, sensor):
+        self.calls += 1
         return 41
 
     def nvmlDeviceGetPowerUsage(self, handle):
-        return 350_000  # mW
+        self.calls += 1
+        return 300_000  # mW
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        self.calls += 1
         mine = SimpleNamespace(pid=os.getpid(), usedGpuMemory=512 * 2**20)
         return [SimpleNamespace(pid=1, usedGpuMemory=2**30), mine]
 
 
-def test_gpu_telemetry_summarises_known_counters():
-    telemetry = GpuTelemetry(FakeNvml(), handle=None, interval_s=0.01)
+def test_gpu_telemetry_reads_only_at_the_window_ends_and_summarises_the_drivers_samples():
+    nvml = FakeNvml()
+    nvml.take_sample(busy_pct=0, sm_mhz=345)  # before the window: not part of it
+    telemetry = GpuTelemetry(nvml, handle=None)
+    threads = threading.active_count()
     with telemetry:
-        time.sleep(0.05)
+        calls_at_start = nvml.calls
+        assert threading.active_count() == threads, "no sampling thread runs beside the timed calls"
+        nvml.take_sample(busy_pct=40)
+        nvml.take_sample(busy_pct=60)
+        time.sleep(0.02)
+        assert nvml.calls == calls_at_start, "nothing reads NVML while the calls are timed"
     summary = telemetry.summary(items=400)
+    assert summary["gpu_busy_pct"] == pytest.approx(50.0) and summary["n_samples"]["gpu_busy_pct"] == 2
+    assert summary["sm_clock_mhz"] == {"min": 1980.0, "mean": 1980.0, "max": 1980.0}
+    assert summary["power_w"]["mean"] == pytest.approx(350.0), "the driver's samples, in watts"
     assert summary["energy_j"] == pytest.approx(2.0)  # one read at each end of the window
     assert summary["energy_per_item_mj"] == pytest.approx(5.0)
-    assert summary["sm_clock_mhz"] == {"min": 1980.0, "mean": 1980.0, "max": 1980.0}
-    assert summary["power_w"]["mean"] == pytest.approx(350.0) and summary["temperature_c"]["max"] == 41
+    assert summary["temperature_c"]["max"] == 41
     assert summary["process_peak_mb"] == pytest.approx(512.0), "this process's memory, not another's"
-    assert summary["n_samples"] >= 2
 
 
-def test_gpu_telemetry_without_an_energy_counter_reports_none():
-    telemetry = GpuTelemetry(FakeNvml(energy=False), handle=None, interval_s=0.01)
+def test_gpu_telemetry_without_samples_or_energy_counter_falls_back_to_the_end_readings():
+    telemetry = GpuTelemetry(FakeNvml(energy=False, samples=False), handle=None)
     with telemetry:
         pass
-    assert telemetry.summary(items=10)["energy_per_item_mj"] is None
+    summary = telemetry.summary(items=10)
+    assert summary["energy_per_item_mj"] is None and summary["gpu_busy_pct"] is None
+    assert summary["power_w"] == {"min": 300.0, "mean": 300.0, "max": 300.0}, "read at both ends"
 
 
 def test_host_window_reports_steal_and_busy_shares():
@@ -193,11 +231,13 @@ def test_merge_repeats_keeps_a_failed_repeat_visible():
 def test_run_cell_with_repeats_measures_in_fresh_processes(tmp_path):
     done, out = _noop_cell(tmp_path, {"repeats": 3})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("fresh process") == 3
+    assert done.stdout.count(": fresh (forked after the imports)") == 3
     record = CellRecord.load(out)
     assert record.status == "ok" and record.repeats["n"] == 3
-    hosts = {r["hostname"] for r in record.repeats["per_repeat"]}
-    assert len(hosts) == 1 and all(r["status"] == "ok" for r in record.repeats["per_repeat"])
+    per_process = record.repeats["per_repeat"]
+    assert len({r["pid"] for r in per_process}) == 3, "three processes, none of them the parent"
+    assert all(r["status"] == "ok" and r["p50_ci95_ms"] for r in per_process)
+    assert record.flatten()["p50_by_process_ms"].count(";") == 2
     assert np.load(samples_path(out)).size == record.n_iters
     assert not list(out.parent.glob("repeats-*")), "the repeats' scratch folder is removed"
 
@@ -347,3 +387,136 @@ def test_profile_cell_writes_a_trace_and_top_operators(heart, tmp_path, lock, im
     assert ("linear" in names or "addmm" in names) if impl == "torch_eager" else "gemm" in names
     assert sum(op["share"] for op in result["top_ops"]) <= 1.0 + 1e-9
     assert json.loads(out.read_text())["cell_id"] == key.cell_id
+
+
+# --- who sets the pace: host or device --------------------------------------------------------
+
+
+class SimulatedGpu:
+    """A timer whose ``end`` waits for simulated device work, as a CUDA sync would: the call
+    ``launch_s`` long on the host, the device done ``device_s`` after the call began."""
+
+    def __init__(self, launch_s: float, device_s: float) -> None:
+        self.launch_s, self.device_s = launch_s, device_s
+        self._start = 0.0
+
+    def begin(self) -> None:
+        self._start = time.perf_counter()
+
+    def call(self) -> None:
+        time.sleep(self.launch_s)
+
+    def end(self) -> float:
+        remaining = self.device_s - (time.perf_counter() - self._start)
+        if remaining > 0:
+            time.sleep(remaining)
+        return time.perf_counter() - self._start
+
+
+@pytest.mark.parametrize(("launch_s", "device_s", "expected"), [(0.001, 0.012, "device"), (0.012, 0.001, "host")])
+def test_launch_share_classifies_a_simulated_gpu_call(launch_s, device_s, expected):
+    from inferbench.measure.bound import classify
+    from inferbench.measure.timing import measure
+
+    gpu = SimulatedGpu(launch_s, device_s)
+    result = measure(gpu.call, gpu, warmup_s=0.0, min_time_s=0.0, min_iters=8)
+    share = result.launch_share
+    assert (share < 0.3) if expected == "device" else (share > 0.8)
+    assert classify(share, None, launches_async=True)[0] == expected
+
+
+def test_busy_share_classifies_synchronous_engines_and_unknown_stays_unknown():
+    from inferbench.measure.bound import classify
+
+    # ONNX Runtime's run returns when its stream is done: the launch share (1.0) says nothing there
+    assert classify(1.0, 97.0, launches_async=False)[0] == "device"
+    bound, signal = classify(1.0, 40.0, launches_async=False)
+    assert bound == "host" and signal.startswith("GPU busy 40%")
+    assert classify(None, None, launches_async=True) == (None, None)
+
+
+def _bound_record(bound: str | None, status: str = "ok") -> CellRecord:
+    key = CellKey("bert_base", "torch_eager", "fp32", "cuda", 1, 128, 0)
+    stats = {"latency_ms": {"p50": 5.0}, "n_iters": 10} if status == "ok" else {}
+    return CellRecord(key=key, status=status, engine_impl="torch_eager", reason=None if status == "ok" else "x",
+                      bound={"class": bound} if bound else None, **stats)  # fmt: skip
+
+
+def test_host_bound_gpu_cells_get_more_fresh_processes():
+    from inferbench.repeats import processes_wanted
+
+    assert processes_wanted([], repeats=2, host_bound_repeats=3) == 2
+    assert processes_wanted([_bound_record("device"), _bound_record("device")], 2, 3) == 2
+    assert processes_wanted([_bound_record("device"), _bound_record("host")], 2, 3) == 3, (
+        "one host-bound process is enough"
+    )
+    assert processes_wanted([_bound_record("host", status="failed")], 2, 3) == 1, "a broken process ends the cell"
+
+
+def test_fresh_processes_are_forked_until_the_cell_has_what_it_needs(tmp_path):
+    from inferbench.repeats import run_in_fresh_processes
+
+    def one_process(path: Path) -> CellRecord:  # the first process finds the cell host-bound
+        record = _bound_record("host" if not list(tmp_path.glob("marker*")) else "device")
+        (tmp_path / f"marker{os.getpid()}").touch()
+        record.environment = {"pid": os.getpid()}
+        save_samples = cell_runner.save_samples
+        save_samples(path, {"device": np.full(10, 0.005), "end_to_end": np.full(10, 0.006)})
+        record.save(path)
+        return record
+
+    record, samples = run_in_fresh_processes(one_process, tmp_path / "cell.json", repeats=2, host_bound_repeats=3)
+    pids = [r["pid"] for r in record.repeats["per_repeat"]]
+    assert len(pids) == 3 and len(set(pids)) == 3 and os.getpid() not in pids
+    assert record.bound["class"] == "host" and record.bound["per_process"] == ["host", "device", "device"]
+    assert samples["device"].size == 30
+
+
+# --- imports timed apart, calls sized for the percentiles -------------------------------------
+
+
+def test_imports_are_timed_once_before_the_processes_and_left_out_of_loading(tmp_path):
+    spec = create_model("mlp_heart", in_features=13, hidden=[8])
+    save_checkpoint(spec, tmp_path / "m.pt", seed=0)
+    (tmp_path / "m.json").write_text(json.dumps({"name": "mlp_heart", "arch": spec.arch,
+                                                 "inputs": [asdict(i) for i in spec.inputs]}))  # fmt: skip
+    out = tmp_path / "cells" / "r.json"
+    cmd = [
+        sys.executable, "-m", "inferbench", "run-cell", "--workload", "mlp_heart", "--engine", "torch_eager",
+        "--engine-options", '{"engine": "torch_eager"}', "--precision", "fp32", "--device", "cpu", "--batch", "2",
+        "--threads", "1", "--model-meta", str(tmp_path / "m.json"), "--artifact", str(tmp_path / "m.pt"),
+        "--measure", json.dumps({"warmup_s": 0, "min_time_s": 0.01, "min_iters": 6, "repeats": 2}), "--out", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "INFERBENCH_LOCK_FILE": str(tmp_path / "lock")}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    record = CellRecord.load(out)
+    cold = record.cold_start_s
+    assert record.status == "ok" and record.repeats["n"] == 2
+    # torch was imported by the parent (seconds); the forked processes only loaded the checkpoint
+    assert cold["import"] > 5 * cold["load_model"]
+    row = pd.DataFrame([record.flatten()])
+    from inferbench.analysis.decisions import cold_start_total_s
+
+    assert cold_start_total_s(row.iloc[0]) == pytest.approx(cold["prepare"] + cold["first_call"])
+    # six calls in all, three per process
+    assert record.n_iters >= 6 and all(r["n_iters"] >= 3 for r in record.repeats["per_repeat"])
+
+
+def test_a_study_that_reports_p99_gets_100_calls_per_cell():
+    from inferbench.grid import cell_min_iters
+
+    study = {"workloads": ["mlp_heart"], "engines": ["noop"], "precisions": ["fp32"], "devices": ["cpu"],
+             "batch_sizes": [1, 2], "threads": [1]}  # fmt: skip
+    config = {
+        "run": ["quick", "tails"],
+        "studies": {"quick": {**study, "layout": "by_batch"}, "tails": {**study, "batch_sizes": [2]}},
+        "engines": {"noop": {"engine": "noop"}},
+        "measure": {"min_iters": 5},
+    }
+    needed = {c.batch_size: n for c, n in cell_min_iters(config, has_cuda=False).items()}
+    assert needed == {1: 5, 2: 100}, "the `engines` layout shows p99; a cell in both studies gets the larger"
+    config["studies"]["tails"]["percentiles"] = ["p50", "p90"]
+    assert {c.batch_size: n for c, n in cell_min_iters(config, has_cuda=False).items()} == {1: 5, 2: 10}
+    assert MeasureSettings(min_iters=100, repeats=2).min_iters_per_process == 50
+    assert MeasureSettings(min_iters=5, repeats=2).min_iters_per_process == 3

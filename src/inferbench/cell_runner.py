@@ -1,5 +1,9 @@
 """Run one cell: prepare the engine, stage inputs, measure under the exclusive machine lock, and
-write exactly one record, whatever happens (ok, unavailable, oom or failed)."""
+write exactly one record, whatever happens (ok, unavailable, oom or failed).
+
+``measure_cell`` is what the workflow runs: the engine's libraries imported once (timed on their
+own), then ``run_cell`` in fresh forked processes (inferbench.repeats), merged into one record.
+"""
 
 from __future__ import annotations
 
@@ -22,12 +26,14 @@ from inferbench.environment import fingerprint
 from inferbench.fsutil import atomic_path, read_json, write_json
 from inferbench.lock import MachineLock
 from inferbench.measure import memory
+from inferbench.measure.bound import classify
 from inferbench.measure.gpu_telemetry import GpuTelemetry
 from inferbench.measure.host_telemetry import HostWindow
 from inferbench.measure.stats import latency_stats
 from inferbench.measure.timing import make_timer, measure
 from inferbench.models.registry import InputSpec, make_inputs
 from inferbench.parity import compare, load_reference, violations
+from inferbench.workloads import WORKLOADS
 
 END_TO_END = (
     "stage host arrays where the engine computes, run, and bring the output back as a host float32 "
@@ -39,13 +45,24 @@ BOUNDARIES = ("device", "end_to_end")
 @dataclass(frozen=True)
 class MeasureSettings:
     warmup_s: float = 0.3
-    min_time_s: float = 1.0
+    #: per process: a cell measured in two processes times at least twice this
+    min_time_s: float = 0.5
+    #: per process (inferbench.grid sizes it so that the processes together reach the count the
+    #: cell's studies' percentiles need)
     min_iters: int = 5
     seed: int = 0
     #: timed calls cycle through this many seeded batches, so no cache sees the same input twice in a row
     input_batches: int = 4
-    #: fresh processes that measure the cell (the CLI runs them; see inferbench.repeats)
+    #: fresh processes that measure the cell (see inferbench.repeats; the workflow's default is 2)
     repeats: int = 1
+    #: fresh processes in all for a GPU cell that one of its processes found host-bound (default 3)
+    host_bound_repeats: int = 1
+
+    @property
+    def min_iters_per_process(self) -> int:
+        """Each of the ``repeats`` processes times this many calls at least: together ``min_iters``."""
+        return -(-self.min_iters // self.repeats)
+
     #: pin the measuring process to these CPUs (None: wherever the OS schedules it)
     cpu_affinity: tuple[int, ...] | None = None
 
@@ -105,7 +122,14 @@ def run_cell(
 ) -> CellRecord:
     impl = variant["engine"]
     info = engine_info(impl)
-    base = {"key": key, "engine_impl": impl, "options": dict(variant), "mode": info.mode}
+    base: dict[str, Any] = {"key": key, "engine_impl": impl, "options": dict(variant), "mode": info.mode}
+    try:  # what the variant computes with (summary columns), known before anything is prepared
+        engine_cls = load_engine_class(impl)
+        base["computation"] = engine_cls(key.device, key.precision, key.threads, variant).computation(
+            WORKLOADS[key.workload].kind
+        )
+    except ImportError:  # the engine cannot load here: its record says so
+        pass
     samples: dict[str, np.ndarray] = {}
     try:
         pin_cpus(settings.cpu_affinity, key.threads)
@@ -121,6 +145,65 @@ def run_cell(
     save_samples(out, samples)
     record.save(out)
     return record
+
+
+def measure_cell(
+    key: CellKey,
+    variant: dict[str, Any],
+    inputs: CellInputs,
+    settings: MeasureSettings,
+    out: Path,
+    lock: MachineLock,
+    tolerance: dict[str, float] | None = None,
+    imports_started: float | None = None,
+) -> CellRecord:
+    """The cell as the workflow measures it: the libraries its engine needs imported here, once and
+    timed (``cold_start_s.import``, from ``imports_started``, a ``time.perf_counter()`` taken before
+    this module was imported, since importing it already loads torch), then ``run_cell`` in
+    ``settings.repeats`` fresh processes forked from this one (``host_bound_repeats`` for a GPU cell
+    found host-bound), merged into one record at ``out``. ``lock`` (held shared while importing) is
+    released: each process takes its own."""
+    from inferbench.repeats import import_libraries, run_in_fresh_processes
+
+    info = engine_info(variant["engine"])
+    modules = [*info.libraries, *(["torch"] if key.device == "cuda" else []), info.target.split(":")[0]]
+    try:
+        import_s: float | None = import_libraries(modules, lambda: _import_model_code(info.artifact, inputs))
+        if imports_started is not None:
+            import_s = time.perf_counter() - imports_started
+    except Exception:  # a missing library: the processes record the cell `unavailable` and why
+        import_s = None
+    lock.release()
+
+    def one_process(path: Path) -> CellRecord:
+        own_lock = MachineLock(lock.path)
+        own_lock.shared()
+        try:
+            return run_cell(key, variant, inputs, settings, path, own_lock, tolerance)
+        finally:
+            own_lock.close()
+
+    host_bound = settings.host_bound_repeats if key.device == "cuda" else 0
+    record, samples = run_in_fresh_processes(one_process, out, settings.repeats, host_bound)
+    if import_s is not None:
+        record.cold_start_s = {"import": import_s, **record.cold_start_s}
+    save_samples(out, samples)
+    record.save(out)
+    return record
+
+
+def _import_model_code(artifact_kind: str, inputs: CellInputs) -> None:
+    """Build the cell's model on the meta device (no weights are allocated): the model code that is
+    imported lazily (timm's, transformers') is then loaded before the processes fork."""
+    meta = read_json(inputs.model_meta) if inputs.model_meta is not None else {}
+    if artifact_kind != "checkpoint" or "name" not in meta:
+        return
+    import torch
+
+    from inferbench.models.registry import create_model
+
+    with torch.device("meta"):
+        create_model(meta["name"], **meta.get("arch", {}))
 
 
 def pin_cpus(cpus: tuple[int, ...] | list[int] | None, threads: int) -> None:
@@ -211,7 +294,11 @@ def _measure_cell(
     with lock.exclusively():
         with telemetry or contextlib.nullcontext(), host:
             result = measure(
-                lambda: engine.run(next(staged)), timer, settings.warmup_s, settings.min_time_s, settings.min_iters
+                lambda: engine.run(next(staged)),
+                timer,
+                settings.warmup_s,
+                settings.min_time_s,
+                settings.min_iters_per_process,
             )
         # the second boundary: host arrays in, a host array out, host clock; engines whose run is
         # already host to host have only this one
@@ -222,11 +309,22 @@ def _measure_cell(
                 make_timer("host", engine.synchronize),
                 0.0,  # the engine is warm: one untimed call warms the staging and fetching path
                 settings.min_time_s,
-                settings.min_iters,
+                settings.min_iters_per_process,
             )
     stats = latency_stats(result.samples_s, items)
     # the telemetry window holds the warm-up calls too: energy is shared among all their items
     gpu = telemetry.summary(items * (result.warmup_iters + stats["n_iters"])) if telemetry else None
+    bound = None
+    if key.device == "cuda":
+        busy = gpu["gpu_busy_pct"] if gpu else None
+        bound_class, signal = classify(result.launch_share, busy, engine.launches_async)
+        bound = {
+            "class": bound_class,
+            "signal": signal,
+            "launch_share": result.launch_share,
+            "gpu_busy_pct": busy,
+            "launches_async": engine.launches_async,
+        }
     e2e_samples = end_to_end.samples_s if end_to_end else result.samples_s
     e2e_stats = latency_stats(e2e_samples, items) if end_to_end else stats
     record = CellRecord(
@@ -252,6 +350,7 @@ def _measure_cell(
         },
         gpu_telemetry=gpu,
         host_telemetry=host.summary,
+        bound=bound,
         end_to_end={
             "description": END_TO_END,
             **{k: e2e_stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},

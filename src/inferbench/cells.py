@@ -104,7 +104,12 @@ class CellRecord:
     gpu_telemetry: dict[str, Any] | None = None
     #: the host during the device-boundary loop: machine steal/busy shares, this process's context switches
     host_telemetry: dict[str, Any] | None = None
-    #: with measure.repeats > 1: each fresh process's headline numbers and the spread between them
+    #: what the variant computes with: graph, precision mode, channels-last, compile mode, CUDA graph,
+    #: IO binding, TF32 (inferbench.engines.base.COMPUTATION_KEYS; None where a key does not apply)
+    computation: dict[str, Any] = field(default_factory=dict)
+    #: GPU cells: who set the pace, the device or the host (inferbench.measure.bound), and the signals
+    bound: dict[str, Any] | None = None
+    #: the fresh processes that measured the cell: each one's headline numbers and their spread
     repeats: dict[str, Any] | None = None
     cold_start_s: dict[str, float] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
@@ -142,8 +147,18 @@ class CellRecord:
     def load(cls, path: str | Path) -> CellRecord:
         return cls.from_dict(read_json(path))
 
-    def _repeat_p50s(self) -> list[float]:
-        return [r["p50_ms"] for r in (self.repeats or {}).get("per_repeat", []) if r.get("p50_ms") is not None]
+    def _repeat_p50s(self, key: str = "p50_ms") -> list[float]:
+        return [r[key] for r in (self.repeats or {}).get("per_repeat", []) if r.get(key) is not None]
+
+    def _e2e_p50_ci(self) -> list[float | None]:
+        return ((self.end_to_end or {}).get("latency_ci95_ms") or {}).get("p50") or [None, None]
+
+    def _by_process(self, key: str) -> str | None:
+        """Each process's p50 (ms), ';'-separated: what the between-process intervals are made of."""
+        values = self._repeat_p50s(key)
+        if not values and key == "p50_ms" and self.latency_ms:  # a record measured in one process
+            values = [self.latency_ms["p50"]]
+        return ";".join(f"{v:.6g}" for v in values) or None
 
     def flatten(self) -> dict[str, Any]:
         """One summary row: the cell's dimensions, its status and the headline metrics."""
@@ -155,6 +170,7 @@ class CellRecord:
             **asdict(self.key),
             "engine_impl": self.engine_impl,
             "mode": self.mode,
+            **self.computation,
             "status": self.status,
             "reason": self.reason,
             "timing": self.timing,
@@ -169,6 +185,9 @@ class CellRecord:
                 f"e2e_latency_{k}_ms": ((self.end_to_end or {}).get("latency_ms") or {}).get(k)
                 for k in ("p50", "p99", "mean")
             },
+            **dict(
+                zip(("e2e_latency_p50_ci95_low_ms", "e2e_latency_p50_ci95_high_ms"), self._e2e_p50_ci(), strict=True)
+            ),
             "e2e_throughput_per_s": (self.end_to_end or {}).get("throughput_per_s"),
             "e2e_n_iters": (self.end_to_end or {}).get("n_iters"),
             "latency_per_item_p50_ms": p50 / items if p50 is not None else None,
@@ -177,6 +196,11 @@ class CellRecord:
             "n_iters": self.n_iters,
             "repeats": (self.repeats or {}).get("n", 1 if self.latency_ms else None),
             "repeat_p50_spread_pct": (self.repeats or {}).get("p50_spread_pct"),
+            "p50_by_process_ms": self._by_process("p50_ms") if self.latency_ms else None,
+            "e2e_p50_by_process_ms": self._by_process("e2e_p50_ms") if self.latency_ms else None,
+            "bound": (self.bound or {}).get("class"),
+            "launch_share": (self.bound or {}).get("launch_share"),
+            "gpu_busy_pct": (self.bound or {}).get("gpu_busy_pct"),
             **{
                 f"repeat_p50_{name}_ms": pick(p50s) if (p50s := self._repeat_p50s()) else None
                 for name, pick in (("min", min), ("max", max))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -156,24 +157,6 @@ def cmd_reference(args: argparse.Namespace) -> None:
     make_reference(args.checkpoint, input_specs(read_json(args.model_meta)), args.seq, args.rows, args.out)
 
 
-def _run_cell_argv(args: argparse.Namespace) -> list[str]:
-    """The run-cell arguments of ``args`` without --out (for a repeat in a fresh process)."""
-    from inferbench.repeats import child_measure
-
-    argv = [
-        *("--workload", args.workload, "--engine", args.engine, "--precision", args.precision),
-        *("--device", args.device, "--batch", str(args.batch), "--seq", str(args.seq), "--threads", str(args.threads)),
-        *("--engine-options", json.dumps(args.engine_options), "--tolerance", json.dumps(args.tolerance)),
-        *("--measure", child_measure(args.measure)),
-    ]
-    optional = {"--model-meta": args.model_meta, "--artifact": args.artifact, "--reference": args.reference,
-                "--data": args.data}  # fmt: skip
-    for flag, value in optional.items():
-        if value is not None:
-            argv += [flag, str(value)]
-    return argv
-
-
 def measure_settings(measure: dict[str, Any]) -> Any:
     from inferbench.cell_runner import MeasureSettings
 
@@ -182,27 +165,24 @@ def measure_settings(measure: dict[str, Any]) -> Any:
 
 
 def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
-    from inferbench.cell_runner import CellInputs, run_cell, save_samples
+    imports_started = time.perf_counter()  # the cell runner's own imports load torch: they count too
+    from inferbench.cell_runner import CellInputs, measure_cell
     from inferbench.cells import CellKey
 
     key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
+    inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
     settings = measure_settings(args.measure)
-    if settings.repeats > 1:
-        from inferbench.repeats import run_repeats
-
-        lock.release()  # each repeat takes the lock itself; holding it shared here would block them
-        record, samples = run_repeats(_run_cell_argv(args), settings.repeats, args.out)
-        save_samples(args.out, samples)
-        record.save(args.out)
-    else:
-        inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
-        record = run_cell(key, args.engine_options, inputs, settings, args.out, lock, args.tolerance)
+    record = measure_cell(key, args.engine_options, inputs, settings, args.out, lock, args.tolerance, imports_started)
     p50 = (record.latency_ms or {}).get("p50")
+    processes = (record.repeats or {}).get("n", 1)
     spread = (record.repeats or {}).get("p50_spread_pct")
+    bound = (record.bound or {}).get("class")
     print(
         f"{key.cell_id}: {record.status}"
         + (f", p50 {p50:.3f} ms" if p50 is not None else f" ({record.reason})")
-        + (f", spread of {settings.repeats} repeats {spread:.1f}%" if spread is not None else "")
+        + f", {processes} process{'es' if processes > 1 else ''}"
+        + (f" (spread {spread:.1f}%)" if spread is not None else "")
+        + (f", {bound}-bound" if bound else "")
     )
 
 
@@ -244,6 +224,20 @@ def cmd_report(args: argparse.Namespace) -> None:
         profiles=args.profiles,
         studies=json.loads(args.studies),
     )
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    from inferbench.analysis.compare_runs import compare_runs
+    from inferbench.fsutil import atomic_path
+
+    cells, _, text = compare_runs(args.run_a, args.run_b)
+    if args.out_csv:
+        with atomic_path(args.out_csv) as tmp:
+            cells.to_csv(tmp, index=False)
+    if args.out_md:
+        with atomic_path(args.out_md) as tmp:
+            tmp.write_text(text + "\n")
+    print(text)
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -406,6 +400,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--studies", default="{}", help="JSON: study name -> its config (devices resolved); one section each"
     )
     p.set_defaults(func=cmd_report, lock=False)
+
+    p = sub.add_parser(
+        "compare",
+        help="two runs cell by cell (p50 ratio with a 95%% interval, changes beyond the noise) and their decisions",
+    )
+    p.add_argument("run_a", type=Path, help="a results directory (summary.csv, cells/) or a summary CSV")
+    p.add_argument("run_b", type=Path, help="the same, for the run compared with RUN_A")
+    p.add_argument("--out-md", type=Path, help="write the Markdown here too")
+    p.add_argument("--out-csv", type=Path, help="the per-cell table as CSV")
+    p.set_defaults(func=cmd_compare, lock=False)
 
     p = sub.add_parser("list", help="list engines (with availability here) or workloads")
     p.add_argument("what", choices=["engines", "workloads"])

@@ -88,6 +88,7 @@ def _git_dirty() -> bool | None:
 def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
     env: dict[str, Any] = {
         "hostname": platform.node(),
+        "pid": os.getpid(),  # the process that measured (each of a cell's processes has its own)
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu_model": _cpu_model(),

@@ -16,6 +16,7 @@ from typing import Any
 
 from inferbench.cells import CellKey
 from inferbench.engines.registry import engine_info
+from inferbench.measure.percentiles import samples_needed, study_percentiles
 from inferbench.workloads import WORKLOADS
 
 
@@ -79,6 +80,20 @@ def config_cells(config: dict[str, Any], has_cuda: bool | None = None) -> list[C
     for name in config["run"]:
         cells |= study_cells(config["studies"][name], config["engines"], has_cuda)
     return sorted(cells)
+
+
+def cell_min_iters(config: dict[str, Any], has_cuda: bool | None = None) -> dict[CellKey, int]:
+    """Timed calls each cell needs in all (its processes together): ``measure.min_iters``, or more
+    where a study the cell belongs to reports a tail percentile (p99: 100 calls)."""
+    has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
+    floor = config["measure"]["min_iters"]
+    needed: dict[CellKey, int] = {}
+    for name in config["run"]:
+        study = config["studies"][name]
+        calls = max(floor, samples_needed(study_percentiles(study)))
+        for cell in study_cells(study, config["engines"], has_cuda):
+            needed[cell] = max(needed.get(cell, floor), calls)
+    return needed
 
 
 def resolved_studies(config: dict[str, Any], has_cuda: bool | None = None) -> dict[str, dict[str, Any]]:

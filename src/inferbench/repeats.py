@@ -1,19 +1,25 @@
-"""``measure.repeats``: measure a cell in several fresh processes and report the spread between them.
+"""Every cell is measured in fresh processes: ``measure.repeats`` of them, and a GPU cell that the
+first ones find host-bound in ``measure.host_bound_repeats`` (inferbench.measure.bound).
 
 Within one process, the confidence interval of a percentile says how well the calls pin it down;
-it says nothing about the next process, whose memory layout, clocks, thread placement and caches
-differ. Each repeat is a full ``run-cell`` in its own interpreter (under the machine lock like any
-cell); the merged record pools their samples for its percentiles and keeps each repeat's headline
-numbers, with the spread of their medians: the number a reader needs to trust a difference.
+it says nothing about the next process, whose memory layout, clocks, cuDNN algorithm choices and the
+vCPU its launching thread lands on differ. On shared VMs a launch-bound GPU cell moves 10-75%
+between processes; the spread between processes is what a comparison must be judged against
+(inferbench.analysis.uncertainty).
+
+How: the ``run-cell`` process imports the engine's libraries once (timed on their own, as
+``cold_start_s.import``: what every engine pays, never part of one engine's extra start-up), then
+forks one child per repeat, one after another. A forked child is a fresh process for everything a
+measurement depends on (its own CUDA context, allocator, cuDNN autotuning, engine, thread placement
+and machine lock), without paying the imports again. The parent never touches CUDA, so forking is safe.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import multiprocessing
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from inferbench.cells import CellRecord
+
+BOUNDARIES = ("device", "end_to_end")
 
 
 def spread_pct(values: Sequence[float | None]) -> float | None:
@@ -32,14 +40,31 @@ def spread_pct(values: Sequence[float | None]) -> float | None:
     return 100.0 * (max(present) - min(present)) / median if median > 0 else None
 
 
+def _p50_ci(record: CellRecord, boundary: str) -> list[float] | None:
+    if boundary == "device":
+        return (record.latency_ci95_ms or {}).get("p50")
+    return ((record.end_to_end or {}).get("latency_ci95_ms") or {}).get("p50")
+
+
+def merged_bound(records: Sequence[CellRecord]) -> dict[str, Any] | None:
+    """The cell's bound over its processes: host if any process found it host-bound (the cautious
+    reading: its time then depends on the host), device if every classified process found device."""
+    classes = [r.bound["class"] for r in records if r.bound and r.bound.get("class")]
+    if not classes:
+        return None
+    first = next(r.bound for r in records if r.bound and r.bound.get("class"))
+    return {**first, "class": "host" if "host" in classes else "device", "per_process": classes}
+
+
 def merge_repeats(
     records: list[CellRecord], samples: list[dict[str, np.ndarray]]
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
-    """One record from the records of fresh-process repeats of one cell.
+    """One record from the records of a cell's fresh processes.
 
-    Percentiles, CIs and throughput come from the pooled samples of every repeat that measured; cold
-    start is the first repeat's (later ones may find compile caches warm); peak memory is the
-    largest; the status is the first non-ok one, naming its repeat, so a flaky cell is not hidden.
+    Percentiles, CIs and throughput come from the pooled samples of every process; each process's
+    p50 (both boundaries, with its 95% CI) is kept for the between-process spread. Cold start is the
+    first process's; peak memory the largest; the status is the first non-ok one, naming its
+    process, so a flaky cell is not hidden.
     """
     from inferbench.measure.stats import latency_stats
 
@@ -50,9 +75,14 @@ def merge_repeats(
         {
             "status": r.status,
             "p50_ms": (r.latency_ms or {}).get("p50"),
+            "p50_ci95_ms": _p50_ci(r, "device"),
             "e2e_p50_ms": ((r.end_to_end or {}).get("latency_ms") or {}).get("p50"),
+            "e2e_p50_ci95_ms": _p50_ci(r, "end_to_end"),
+            "n_iters": r.n_iters,
+            "bound": (r.bound or {}).get("class"),
             "cold_start_s": sum(r.cold_start_s.values()) if r.cold_start_s else None,
             "hostname": r.environment.get("hostname"),
+            "pid": r.environment.get("pid"),
             # what may explain a spread: the host's steal and busy shares, the GPU's clock
             "host_steal_pct": (r.host_telemetry or {}).get("steal_pct"),
             "host_busy_pct": (r.host_telemetry or {}).get("busy_pct"),
@@ -71,10 +101,12 @@ def merge_repeats(
     bad = next(((i, r) for i, r in enumerate(records) if r.status != "ok"), None)
     if bad is not None:
         index, record = bad
-        reason = f"repeat {index + 1} of {len(records)}: {record.reason}"
+        reason = f"repeat {index + 1} of {len(records)}: {record.reason}" if len(records) > 1 else record.reason
         return replace(record, reason=reason, repeats=summary), samples[index]
+    if len(records) == 1:
+        return replace(first, repeats=summary), samples[0]
 
-    pooled = {b: np.concatenate([s[b] for s in samples]) for b in ("device", "end_to_end")}
+    pooled = {b: np.concatenate([s[b] for s in samples]) for b in BOUNDARIES}
     items = first.items_per_call or first.key.batch_size
     stats = latency_stats(pooled["device"], items)
     e2e = latency_stats(pooled["end_to_end"], items)
@@ -96,31 +128,65 @@ def merge_repeats(
             **{k: e2e[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
         },
         memory_mb=memory,
+        bound=merged_bound(records),
         repeats=summary,
     )
     return merged, pooled
 
 
-def run_repeats(child_argv: Sequence[str], n: int, out: Path) -> tuple[CellRecord, dict[str, np.ndarray]]:
-    """Run ``python -m inferbench run-cell <child_argv> --out <tmp>`` ``n`` times, one after another,
-    each in a fresh interpreter, and merge their records."""
+def processes_wanted(records: Sequence[CellRecord], repeats: int, host_bound_repeats: int) -> int:
+    """How many fresh processes the cell needs, given those measured so far: ``repeats``, or
+    ``host_bound_repeats`` once a process found it host-bound (and none failed)."""
+    if any(r.status != "ok" for r in records):
+        return len(records)  # a broken process ends the cell: its record says which
+    host = any((r.bound or {}).get("class") == "host" for r in records)
+    return max(repeats, host_bound_repeats if host else 0)
+
+
+def _child(measure_one: Callable[[Path], CellRecord], out: Path) -> None:
+    measure_one(out)
+
+
+def run_in_fresh_processes(
+    measure_one: Callable[[Path], CellRecord],
+    out: Path,
+    repeats: int,
+    host_bound_repeats: int = 0,
+) -> tuple[CellRecord, dict[str, np.ndarray]]:
+    """Call ``measure_one(record_path)`` in forked children, one after another, until the cell has
+    the processes it needs (``processes_wanted``), and merge their records.
+
+    ``measure_one`` runs in the child: it must write a record and its samples at the path it is given
+    whatever happens (inferbench.cell_runner.run_cell does)."""
     from inferbench.cell_runner import samples_path
 
-    records, samples = [], []
+    context = multiprocessing.get_context("fork")
+    records: list[CellRecord] = []
+    samples: list[dict[str, np.ndarray]] = []
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="repeats-", dir=out.parent) as tmp:
-        for i in range(n):
-            rep_out = Path(tmp) / f"repeat{i}.json"
-            cmd = [sys.executable, "-m", "inferbench", "run-cell", *child_argv, "--out", str(rep_out)]
-            print(f"repeat {i + 1}/{n}: fresh process", flush=True)
-            completed = subprocess.run(cmd, check=False)
-            if not rep_out.exists():  # run-cell writes a record whatever happens; this is a crash
-                raise RuntimeError(f"repeat {i + 1} exited with {completed.returncode} and wrote no record")
+        while len(records) < processes_wanted(records, repeats, host_bound_repeats):
+            index = len(records)
+            rep_out = Path(tmp) / f"repeat{index}.json"
+            print(f"process {index + 1}: fresh (forked after the imports)", flush=True)
+            child = context.Process(target=_child, args=(measure_one, rep_out), name=f"repeat{index + 1}")
+            child.start()
+            child.join()
+            if not rep_out.exists():  # run_cell writes a record whatever happens; this is a crash
+                raise RuntimeError(f"process {index + 1} exited with {child.exitcode} and wrote no record")
             records.append(CellRecord.load(rep_out))
-            samples.append({b: np.load(samples_path(rep_out, b)) for b in ("device", "end_to_end")})
+            samples.append({b: np.load(samples_path(rep_out, b)) for b in BOUNDARIES})
     return merge_repeats(records, samples)
 
 
-def child_measure(measure: dict[str, Any]) -> str:
-    """The measure settings of one repeat: the same, measured once."""
-    return json.dumps({**measure, "repeats": 1}, sort_keys=True)
+def import_libraries(modules: Sequence[str], warm_up: Callable[[], None] | None = None) -> float:
+    """Import ``modules`` (and run ``warm_up``, e.g. building the model on the meta device so that
+    lazily imported model code loads too); returns the seconds it took."""
+    import importlib
+
+    start = time.perf_counter()
+    for name in modules:
+        importlib.import_module(name)
+    if warm_up is not None:
+        warm_up()
+    return time.perf_counter() - start

@@ -16,7 +16,8 @@ shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}
 from inferbench.config import ConfigError, validate_config
 from inferbench.engines.registry import code_version, engine_info, onnx_path
 from inferbench.engines.tensorrt import current_target, plan_path
-from inferbench.grid import config_cells, no_cells_message, resolved_studies, run_has_cuda
+from inferbench.cells import CellKey
+from inferbench.grid import cell_min_iters, config_cells, no_cells_message, resolved_studies, run_has_cuda
 from inferbench.report.plots import plot_names
 from inferbench.workloads import WORKLOADS
 
@@ -29,6 +30,8 @@ HAS_CUDA = run_has_cuda(config)  # None: no study of this run asks
 CELLS = config_cells(config, HAS_CUDA)
 if not CELLS:
     raise WorkflowError(no_cells_message(config))
+# timed calls per cell: more where one of its studies reports a tail percentile (p99: 100)
+CELL_MIN_ITERS = cell_min_iters(config, HAS_CUDA)
 # cells named (or matched by a glob) in config `profile.cells`; patterns matching no cell here are
 # skipped, since one config serves CPU-only and GPU machines
 PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for p in config["profile"]["cells"])]
@@ -124,6 +127,20 @@ def cell_group(wildcards):
     return "cpu_cells" if wildcards.device == "cpu" else None
 
 
+def cell_measure(wildcards):
+    """The measure settings of one cell: config `measure`, with the timed calls its studies need."""
+    key = CellKey(
+        wildcards.workload,
+        wildcards.engine,
+        wildcards.precision,
+        wildcards.device,
+        int(wildcards.batch),
+        int(wildcards.seq),
+        int(wildcards.threads),
+    )
+    return {**config["measure"], "min_iters": CELL_MIN_ITERS.get(key, config["measure"]["min_iters"])}
+
+
 def cell_args(wildcards):
     """The arguments naming a cell, shared by run-cell and profile-cell. They hold the variant's options
     and the measure settings, and depend on the wildcards only: Snakemake records such params and
@@ -133,7 +150,7 @@ def cell_args(wildcards):
             f"--workload {wildcards.workload} --engine {wildcards.engine} --precision {wildcards.precision}",
             f"--device {wildcards.device} --batch {wildcards.batch} --seq {wildcards.seq} --threads {wildcards.threads}",
             f"--engine-options {shlex.quote(json.dumps(variant(wildcards), sort_keys=True))}",
-            f"--measure {shlex.quote(json.dumps(config['measure'], sort_keys=True))}",
+            f"--measure {shlex.quote(json.dumps(cell_measure(wildcards), sort_keys=True))}",
         ]
     )
 

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from inferbench.engines.registry import COMPUTATION_KEYS
 from inferbench.models.registry import InputSpec
 
 
@@ -24,10 +25,15 @@ class Engine(ABC):
     """
 
     impl: ClassVar[str]
+    #: how the model is executed (a column of the summary: see ``computation``)
+    graph: ClassVar[str] = "none"
     #: which clock the measuring loop should use for this engine (instances may choose by device)
     timer: Literal["host", "cuda_events"] = "host"
     #: False for engines that return a constant: no output parity check applies
     computes: ClassVar[bool] = True
+    #: True where ``run`` returns once the work is queued, before the device has done it (PyTorch on
+    #: CUDA, TensorRT): then the host time until it returns says who sets the pace (measure.bound)
+    launches_async: bool = False
     #: what one timed call covers (recorded with every measurement); instances may narrow it
     timing: str = "device"
     timing_description: str = (
@@ -80,6 +86,14 @@ class Engine(ABC):
     def describe(self) -> dict[str, Any]:
         """Versions and the provider or device actually in use."""
         return {"impl": self.impl, "options": self.options}
+
+    def computation(self, workload_kind: str) -> dict[str, Any]:
+        """What changes the computation, one key per summary column (``COMPUTATION_KEYS``), from the
+        engine's settings alone (no preparation needed): how the model runs (``graph``: eager,
+        torchscript, inductor, cuda_graph, onnxruntime, tensorrt), how a low precision is reached
+        (``precision_mode``), channels-last, the compile mode, whether a CUDA graph replays the
+        work, IO binding, TF32 math for fp32. None where a key does not apply."""
+        return dict.fromkeys(COMPUTATION_KEYS) | {"graph": self.graph, "cuda_graph": False}
 
     @contextmanager
     def cold_start(self, name: str) -> Iterator[None]:

@@ -54,8 +54,16 @@ class BoundInputs:
     values: list[Any]
 
 
+#: how ONNX Runtime cells reach a low precision: the workflow's converted ONNX file
+ORT_PRECISION_MODES = {"fp16": "cast", "int8": "dynamic quantization"}
+
+
 class OrtEngine(Engine):
     provider: ClassVar[str]
+    graph = "onnxruntime"
+
+    def computation(self, workload_kind: str) -> dict[str, Any]:
+        return super().computation(workload_kind) | {"precision_mode": ORT_PRECISION_MODES.get(self.precision)}
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
@@ -136,9 +144,17 @@ class OrtCuda(OrtEngine):
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
         return cuda_unavailable_reason() or _ort_reason(cls.provider)
 
+    def computation(self, workload_kind: str) -> dict[str, Any]:
+        return super().computation(workload_kind) | {
+            "io_binding": bool(self.options.get("io_binding", True)),
+            "tf32": bool(self.options.get("tf32", False)) if self.precision == "fp32" else None,
+        }
+
     def provider_options(self) -> dict[str, Any]:
-        # the CUDA provider uses TF32 for fp32 matmuls and convolutions by default: fp32 means fp32
-        return {"device_id": 0, "use_tf32": 0 if self.precision == "fp32" else 1}
+        # the CUDA provider uses TF32 for fp32 matmuls and convolutions by default: fp32 means strict
+        # fp32 unless the variant asks for TF32 (as the PyTorch engines)
+        tf32 = self.precision != "fp32" or bool(self.options.get("tf32", False))
+        return {"device_id": 0, "use_tf32": int(tf32)}
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         super().prepare(artifact, inputs, example)

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from inferbench.engines.base import Engine
 
 
+#: what ``Engine.computation`` says of a cell, one summary column each: options that change what it computes
+COMPUTATION_KEYS = ("graph", "precision_mode", "channels_last", "compile_mode", "cuda_graph", "io_binding", "tf32")
+
+
 @dataclass(frozen=True)
 class EngineInfo:
     target: str  # "module:Class"
@@ -34,6 +38,8 @@ class EngineInfo:
     workload_kinds: tuple[str, ...] = ("tabular", "vision", "text")
     #: the engine reads the workload's processed dataset (given to the cell as an input)
     needs_dataset: bool = False
+    #: libraries its cells import, imported (and timed) once before the cell's fresh processes start
+    libraries: tuple[str, ...] = ("torch",)
 
 
 ALL_PRECISIONS = ("fp32", "fp16", "bf16")
@@ -44,6 +50,7 @@ ENGINES: dict[str, EngineInfo] = {
         ALL_PRECISIONS,
         "none",
         "returns a constant: measures the harness's own overhead",
+        libraries=(),
     ),
     "torch_eager": EngineInfo(
         "inferbench.engines.torch_eager:TorchEager",
@@ -80,6 +87,7 @@ ENGINES: dict[str, EngineInfo] = {
         "onnx",
         "ONNX Runtime, CPU execution provider; int8 through dynamic quantization",
         {"int8": "int8"},
+        libraries=("onnxruntime",),
     ),
     "ort_cuda": EngineInfo(
         "inferbench.engines.ort:OrtCuda",
@@ -88,6 +96,7 @@ ENGINES: dict[str, EngineInfo] = {
         "onnx",
         "ONNX Runtime, CUDA execution provider, IO binding (or host-to-host)",
         {"fp16": "fp16"},
+        libraries=("torch", "onnxruntime"),  # torch first: it loads the CUDA libraries ORT links to
     ),
     "ort_trt": EngineInfo(
         "inferbench.engines.ort:OrtTensorRT",
@@ -95,6 +104,7 @@ ENGINES: dict[str, EngineInfo] = {
         ("fp32", "fp16"),
         "onnx",
         "ONNX Runtime, TensorRT execution provider, engine cache under results/engines/ort_trt",
+        libraries=("torch", "onnxruntime"),
     ),
     "tensorrt": EngineInfo(
         "inferbench.engines.tensorrt:TensorRTEngine",
@@ -102,6 +112,7 @@ ENGINES: dict[str, EngineInfo] = {
         ("fp32", "fp16", "int8"),
         "trt_plan",
         "native TensorRT engine (static shape profile, cached per GPU and TensorRT version), device buffers",
+        libraries=("torch", "tensorrt"),
     ),
     "torch_train": EngineInfo(
         "inferbench.engines.torch_train:TorchTrainStep",

@@ -234,7 +234,9 @@ class TensorRTEngine(Engine):
     outputs are device tensors bound by address (boundary ``device``)."""
 
     impl = "tensorrt"
+    graph = "tensorrt"
     timer = "cuda_events"
+    launches_async = True
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:

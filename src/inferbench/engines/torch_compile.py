@@ -11,9 +11,20 @@ import torch
 from inferbench.engines.torch_eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
+#: torch.compile modes that record and replay CUDA graphs (on CUDA)
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
 
 class TorchCompile(TorchEngine):
     impl = "torch_compile"
+    graph = "inductor"
+
+    def computation(self, workload_kind: str) -> dict[str, Any]:
+        mode = self.options.get("mode", "default")
+        return super().computation(workload_kind) | {
+            "compile_mode": mode,
+            "cuda_graph": self.device == "cuda" and mode in CUDA_GRAPH_MODES,
+        }
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         module = self._load(artifact, inputs)

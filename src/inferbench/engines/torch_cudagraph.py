@@ -22,6 +22,10 @@ from inferbench.models.registry import InputSpec
 class TorchCudaGraph(TorchEngine):
     impl = "torch_cudagraph"
     default_precision_mode = "cast"
+    graph = "cuda_graph"
+
+    def computation(self, workload_kind: str) -> dict[str, Any]:
+        return super().computation(workload_kind) | {"cuda_graph": True}
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:

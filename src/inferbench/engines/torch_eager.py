@@ -2,7 +2,13 @@
 
 Precision: ``autocast`` runs fp32 weights under torch.autocast (eager and torch.compile by default);
 ``cast`` converts weights and float inputs to fp16/bf16 (TorchScript and CUDA graphs by default;
-option ``precision_mode`` overrides). fp32 cells on CUDA disable TF32, so fp32 means fp32.
+option ``precision_mode`` overrides).
+
+Math on CUDA, as users run it: ``cudnn.benchmark`` is on (cuDNN picks the fastest convolution
+algorithm for the cell's shapes during the warm-up, as timm's benchmark.py does). fp32 is strict
+fp32 by default: no TF32 in convolutions or matmuls, so "fp32" means what it says. The option
+``tf32: true`` gives TF32 tensor-core math for fp32 convolutions and matmuls (PyTorch's default for
+convolutions; timm's benchmark.py turns it on for matmuls too); its cells are labelled so.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ class TorchEngine(Engine):
     """Shared by the PyTorch engines: load the checkpoint, place and cast the model, stage tensors."""
 
     default_precision_mode: ClassVar[str] = "autocast"
+    graph: ClassVar[str] = "eager"
 
     def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
         super().__init__(device, precision, threads, options)
         self.timer = "cuda_events" if device == "cuda" else "host"
+        self.launches_async = device == "cuda"  # kernels are queued; the sync waits for them
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
@@ -42,9 +50,11 @@ class TorchEngine(Engine):
         if self.threads > 0:
             torch.set_num_threads(self.threads)
         if self.device == "cuda":
-            fp32 = self.precision == "fp32"
-            torch.backends.cuda.matmul.allow_tf32 = not fp32
-            torch.backends.cudnn.allow_tf32 = not fp32
+            # strict fp32 unless the variant asks for TF32 (lower precisions are not affected by it)
+            tf32 = self.precision != "fp32" or bool(self.options.get("tf32", False))
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
+            torch.backends.cudnn.benchmark = True
         self.precision_mode = self.options.get("precision_mode", self.default_precision_mode)
         self.low_dtype = LOW_PRECISION.get(self.precision)
         self.channels_last = bool(self.options.get("channels_last")) and any(len(i.shape) == 4 for i in inputs)
@@ -56,6 +66,14 @@ class TorchEngine(Engine):
         if self.low_dtype is not None and self.precision_mode == "cast":
             module = module.to(self.low_dtype)
         return module
+
+    def computation(self, workload_kind: str) -> dict[str, Any]:
+        fp32 = self.precision == "fp32"
+        return super().computation(workload_kind) | {
+            "precision_mode": None if fp32 else self.options.get("precision_mode", self.default_precision_mode),
+            "channels_last": bool(self.options.get("channels_last")) and workload_kind == "vision",
+            "tf32": bool(self.options.get("tf32", False)) if fp32 and self.device == "cuda" else None,
+        }
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         enabled = self.low_dtype is not None and self.precision_mode == "autocast"
@@ -89,7 +107,11 @@ class TorchEngine(Engine):
             "channels_last": self.channels_last,
         }
         if self.device == "cuda":
-            info |= {"gpu": torch.cuda.get_device_name(), "tf32": torch.backends.cuda.matmul.allow_tf32}
+            info |= {
+                "gpu": torch.cuda.get_device_name(),
+                "tf32": torch.backends.cuda.matmul.allow_tf32,
+                "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            }
         return info
 
 

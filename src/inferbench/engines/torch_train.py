@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from inferbench.engines.torch_compile import CUDA_GRAPH_MODES
 from inferbench.engines.torch_eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
@@ -30,6 +31,15 @@ class TorchTrainStep(TorchEngine):
         "one training iteration (zero_grad, forward, loss, backward, optimizer step) on a batch already "
         "staged where the engine computes"
     )
+
+    def computation(self, workload_kind: str) -> dict[str, Any]:
+        compiled = bool(self.options.get("compile", False))
+        mode = self.options.get("mode", "default") if compiled else None
+        return super().computation(workload_kind) | {
+            "graph": "inductor" if compiled else "eager",
+            "compile_mode": mode,
+            "cuda_graph": self.device == "cuda" and mode in CUDA_GRAPH_MODES,
+        }
 
     def _train_setup(self, artifact: Path | None, inputs: tuple[InputSpec, ...]) -> None:
         self.options.setdefault("precision_mode", "autocast")  # training in low precision means AMP

@@ -14,6 +14,7 @@ from inferbench.models.registry import InputSpec
 
 class TorchScript(TorchEngine):
     impl = "torchscript"
+    graph = "torchscript"
     default_precision_mode = "cast"  # weights in fp16/bf16: autocast does not survive freezing
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
-PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
-MIN_SAMPLES = {"p50": 1, "p90": 10, "p95": 20, "p99": 100}
+from inferbench.measure.percentiles import MIN_SAMPLES, PERCENTILES
+
 BOOTSTRAP_RESAMPLES = 1000
 
 

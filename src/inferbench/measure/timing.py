@@ -3,6 +3,11 @@
 Each timed call is followed by synchronisation (single-stream semantics: the next call starts only
 after the previous result exists). Host-clock timers read ``perf_counter_ns`` after the engine's
 ``synchronize``; CUDA-event timers record events around the call on the current stream.
+
+Besides the timer's sample, every call's host time is split in two: until ``call()`` returns (the
+host issuing the work) and until the timer has synchronised. Where an engine's ``run`` returns before
+the device has finished, the first part's share says who sets the pace (inferbench.measure.bound):
+near 1, the device waits for the host's launches; well below, the host waits for the device.
 """
 
 from __future__ import annotations
@@ -69,6 +74,16 @@ class Measurement:
     warmup_iters: int
     warmup_s: float
     measured_s: float
+    #: per timed call, host seconds until ``call()`` returned, and until the timer had synchronised
+    launch_s: np.ndarray | None = None
+    host_call_s: np.ndarray | None = None
+
+    @property
+    def launch_share(self) -> float | None:
+        """Median share of a call's host time spent before ``call()`` returned (None without samples)."""
+        if self.launch_s is None or self.host_call_s is None or not self.launch_s.size:
+            return None
+        return float(np.median(self.launch_s / np.maximum(self.host_call_s, 1e-12)))
 
 
 def measure(
@@ -92,9 +107,23 @@ def measure(
     warmup_elapsed = time.perf_counter() - start
 
     samples: list[float] = []
+    launched: list[int] = []
+    host: list[int] = []
+    clock = time.perf_counter_ns
     start = time.perf_counter()
     while len(samples) < min_iters or time.perf_counter() - start < min_time_s:
+        t0 = clock()
         timer.begin()
         call()
+        t1 = clock()
         samples.append(timer.end())
-    return Measurement(np.asarray(samples), warmup_iters, warmup_elapsed, time.perf_counter() - start)
+        host.append(clock() - t0)
+        launched.append(t1 - t0)
+    return Measurement(
+        np.asarray(samples),
+        warmup_iters,
+        warmup_elapsed,
+        time.perf_counter() - start,
+        np.asarray(launched, dtype=np.float64) * 1e-9,
+        np.asarray(host, dtype=np.float64) * 1e-9,
+    )
