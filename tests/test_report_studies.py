@@ -72,11 +72,12 @@ def test_by_batch_section_gives_the_crossover_and_per_item_table():
     text = "\n".join(study_section("loan", LOAN, loan_summary()))
     assert text.startswith("## Study `loan`")
     assert "**Question:** from which batch does the GPU win?" in text
-    assert "GPU faster from batch ≈100" in text
-    # per item: CPU 0.01 everywhere; GPU 1, 0.1, 0.01, 0.001
-    assert "| 1 | 0.0100 | 1.00 |" in text
-    assert "| 1,000 | 0.0100 | 0.00100 |" in text
+    assert "GPU as fast as the CPU at batch 100, faster above" in text
+    # per item, end to end, each in its unit: CPU 10 µs everywhere; GPU 1 ms, 100 µs, 10 µs, 1 µs
+    assert "| 1 | 10.0 µs | 1.00 ms |" in text
+    assert "| 1,000 | 10.0 µs | 1.00 µs |" in text
     assert "b1: ort_cpu fp32 cpu" in text and "b1000: ort_cuda fp32 cuda" in text
+    assert "**mlp_lendingclub: items/s, end to end**" in text and "e-0" not in text
 
 
 def test_engines_section_gives_speedups_with_intervals_and_the_fastest():
@@ -87,9 +88,11 @@ def test_engines_section_gives_speedups_with_intervals_and_the_fastest():
                 threads=0,
                 batch_size=8,
                 latency_p50_ms=8.0,
-                latency_p50_ci95_low_ms=7.5,
-                latency_p50_ci95_high_ms=8.5,
+                latency_p50_ci95_low_ms=7.9,
+                latency_p50_ci95_high_ms=8.1,
+                p50_by_process_ms="7.8;8.2;8.0",
                 gpu_process_peak_mb=900.0,
+                bound="host",
             ),
             cell(
                 device="cuda",
@@ -97,9 +100,13 @@ def test_engines_section_gives_speedups_with_intervals_and_the_fastest():
                 batch_size=8,
                 precision="fp16",
                 latency_p50_ms=2.0,
-                latency_p50_ci95_low_ms=1.9,
-                latency_p50_ci95_high_ms=2.1,
+                latency_p50_ci95_low_ms=1.98,
+                latency_p50_ci95_high_ms=2.02,
+                p50_by_process_ms="2.0;2.0;2.0",
+                repeats=3,
+                n_iters=300,
                 gpu_process_peak_mb=600.0,
+                bound="device",
             ),
             cell(
                 device="cuda",
@@ -116,11 +123,19 @@ def test_engines_section_gives_speedups_with_intervals_and_the_fastest():
     study = {"workloads": ["resnet50"], "engines": ["torch_eager", "torchscript"], "precisions": ["fp32", "fp16"],
              "devices": ["cuda"], "batch_sizes": [8], "layout": "engines"}  # fmt: skip
     text = "\n".join(study_section("fp16", study, rows))
-    assert "**resnet50 b8**: fastest torch_eager fp16 cuda, 4.00× FP32 eager, 4.00× its own fp32." in text
-    # interval: 7.5 / 2.1 to 8.5 / 1.9; peak MB from NVML
-    assert "| torch_eager | fp16 | cuda | – | 2.00 | – | – | 100 | 600 | 4.00 | 3.57–4.47 | 4.00 |" in text
+    assert (
+        "**resnet50 b8**: fastest torch_eager fp16 cuda (device boundary, device-bound), 4.00× FP32 eager, "
+        "4.00× its own fp32, 4.00× ahead of torch_eager fp32 cuda (significant)." in text
+    )
+    row = next(line for line in text.splitlines() if line.startswith("| torch_eager | fp16 | cuda |"))
+    # recipe, boundary, bound, mean (–), p50/p95/p99, peak MB from NVML, Welch's interval over 3 processes
+    assert row == (
+        "| torch_eager | fp16 | cuda | fp16 | device | device | – | 2.00 ms | – | – | 2.00 ms | 100 | 600 "
+        "| 4.00 | 3.79–4.23 | device boundary | 4.00 | 300 | 3 |"
+    )
+    assert "Percentiles: p50, p95, p99, each from at least 100 timed calls" in text
     assert "Cells without a valid measurement: 1 invalid" in text
-    assert "torchscript | fp16" not in text  # an invalid cell is no row of the answer
+    assert "| torchscript | fp16" not in text  # an invalid cell is no row of the answer
 
 
 def test_engines_section_compares_a_precision_with_the_same_engines_fp32():
@@ -140,7 +155,7 @@ def test_engines_section_compares_a_precision_with_the_same_engines_fp32():
     study = {"workloads": ["distilbert"], "engines": ["ort_cpu"], "precisions": ["fp32", "int8"],
              "devices": ["cpu"], "batch_sizes": [1], "seq_lens": [128], "threads": [2]}  # fmt: skip
     text = "\n".join(study_section("int8", study, rows))
-    assert "**distilbert b1 s128**: fastest ort_cpu int8 cpu, 2.50× its own fp32." in text  # no eager baseline
+    assert "**distilbert b1 s128**: fastest ort_cpu int8 cpu (device boundary), 2.50× its own fp32" in text
 
 
 def test_seq_section_gives_the_scaling_exponent_and_the_cpu_gpu_gap():
@@ -189,16 +204,17 @@ def test_training_section_gives_gpu_over_cpu_and_names_the_baseline():
         [
             epoch_cell("train_epoch", "cpu", 1000.0),
             epoch_cell("train_epoch", "cuda", 500.0),
-            epoch_cell("train_epoch_loader", "cpu", 250.0),  # the slowest fp32 variant on the CPU
+            epoch_cell("train_epoch_loader", "cpu", 250.0),
         ]
     )
+    # the study lists its plain baseline first: the plain loop, not the slowest variant
     study = {"workloads": ["mlp_heart"], "engines": ["train_epoch", "train_epoch_loader"],
              "devices": ["cpu", "cuda"], "batch_sizes": [32], "layout": "training"}  # fmt: skip
     text = "\n".join(study_section("heart", study, rows))
     assert "mlp_heart train_epoch fp32 b32: the GPU trains 0.500× the items/s of the CPU." in text
-    assert "b32 on cpu: train_epoch fp32 trains 4.00× the items/s of train_epoch_loader fp32." in text
-    assert "train_epoch_loader fp32 trains" not in text  # the baseline is not compared with itself
-    assert "| 32 | ok | 10.0 | – | – | 500 | 0.500 | 1.00 | train_epoch fp32 |" in text  # alone on the GPU
+    assert "b32 on cpu: train_epoch_loader fp32 trains 0.250× the items/s of the baseline train_epoch fp32" in text
+    assert "train_epoch fp32 trains" not in text  # the baseline is not compared with itself
+    assert "| 32 | fp32 | ok | 10.0 ms | – | – | 500 | 0.500 | 1.00 | train_epoch fp32 (fp32) |" in text
 
 
 def test_report_has_one_section_per_study_in_run_order_and_says_why_one_is_empty():

@@ -2,8 +2,11 @@
 
 Every function takes the summary frame (inferbench.analysis.summary) and uses only measured cells
 (status ``ok``; ``invalid`` cells failed the parity gate and never count as a win). Latencies are
-p50 milliseconds; where two devices are compared, the end-to-end boundary is used, since only it
-includes moving the data to the GPU and back.
+p50 milliseconds. Cells are compared like with like (inferbench.analysis.comparison): at the device
+boundary only when all are on one device and every engine's own boundary is the device one, else
+end to end; each answer names its boundary. Ratios carry 95% intervals that count the spread
+between fresh processes (inferbench.analysis.uncertainty), and a difference is called significant
+only when its interval excludes 1.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from inferbench.analysis.comparison import boundary_of, compare, p50_at
 
 #: the engine variant every speed-up is measured against
 BASELINE_ENGINE, BASELINE_PRECISION = "torch_eager", "fp32"
@@ -29,26 +34,38 @@ def measured(summary: pd.DataFrame) -> pd.DataFrame:
 
 def e2e_p50_ms(frame: pd.DataFrame) -> pd.Series:
     """End-to-end p50 per call; the engine's own p50 where the engine's boundary is already end to end."""
-    e2e = frame["e2e_latency_p50_ms"] if "e2e_latency_p50_ms" in frame else frame["latency_p50_ms"]
-    return e2e.fillna(frame["latency_p50_ms"])
+    return p50_at(frame, "end_to_end")
 
 
 def e2e_per_item_ms(frame: pd.DataFrame) -> pd.Series:
     return e2e_p50_ms(frame) / frame["batch_size"]
 
 
-def crossover_batch(batches: list[float], cpu_ms: list[float], gpu_ms: list[float]) -> float | None:
-    """The batch size where the GPU's latency per item falls below the CPU's, interpolated linearly
-    in log(batch) on log(cpu / gpu). ``None`` when the sign never changes in the measured range."""
+def crossover_bracket(
+    batches: list[float], cpu_ms: list[float], gpu_ms: list[float]
+) -> tuple[float, float, float] | None:
+    """Where the GPU's latency per item falls below the CPU's: the two measured batch sizes it falls
+    between and an estimate inside them, interpolated linearly in log(batch) on log(cpu / gpu).
+    ``None`` when the sign never changes in the measured range. Only the bracket is measured."""
     x = np.log(np.asarray(batches, dtype=float))
     ratio = np.log(np.asarray(cpu_ms, dtype=float) / np.asarray(gpu_ms, dtype=float))  # > 0: GPU faster
     for i in range(len(x) - 1):
         if ratio[i] <= 0 < ratio[i + 1]:
             if ratio[i] == 0:
-                return float(math.exp(x[i]))
+                return float(batches[i]), float(batches[i]), float(batches[i])
             t = -ratio[i] / (ratio[i + 1] - ratio[i])
-            return float(math.exp(x[i] + t * (x[i + 1] - x[i])))
+            return float(batches[i]), float(batches[i + 1]), float(math.exp(x[i] + t * (x[i + 1] - x[i])))
     return None
+
+
+def crossover_batch(batches: list[float], cpu_ms: list[float], gpu_ms: list[float]) -> float | None:
+    """The interpolated estimate of ``crossover_bracket`` (None where the sign never changes)."""
+    bracket = crossover_bracket(batches, cpu_ms, gpu_ms)
+    return bracket[2] if bracket else None
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}"
 
 
 def cpu_gpu_crossovers(summary: pd.DataFrame) -> pd.DataFrame:
@@ -67,9 +84,15 @@ def cpu_gpu_crossovers(summary: pd.DataFrame) -> pd.DataFrame:
         if both.empty:
             continue
         batches = list(both.index)
-        crossing = crossover_batch(batches, list(both["cpu"]), list(both["cuda"]))
-        if crossing is not None:
-            verdict = f"GPU faster from batch ≈{crossing:.3g}"
+        bracket = crossover_bracket(batches, list(both["cpu"]), list(both["cuda"]))
+        crossing = bracket[2] if bracket else None
+        if bracket is not None and bracket[0] == bracket[1]:
+            verdict = f"GPU as fast as the CPU at batch {_count(bracket[0])}, faster above"
+        elif bracket is not None:
+            verdict = (
+                f"GPU faster from a batch between {_count(bracket[0])} and {_count(bracket[1])} "
+                f"(about {_count(crossing)} interpolated in log batch; only the two ends were measured)"
+            )
         elif (both["cuda"] < both["cpu"]).all():
             verdict = f"GPU faster at every measured batch ({batches[0]}-{batches[-1]})"
         elif (both["cuda"] >= both["cpu"]).all():
@@ -77,24 +100,64 @@ def cpu_gpu_crossovers(summary: pd.DataFrame) -> pd.DataFrame:
         else:
             verdict = "GPU faster at small batches only"
         rows.append(
-            {"workload": workload, "seq_len": seq, "batches": batches, "crossover_batch": crossing, "verdict": verdict}
+            {
+                "workload": workload,
+                "seq_len": seq,
+                "batches": batches,
+                "bracket": bracket[:2] if bracket else None,
+                "crossover_batch": crossing,
+                "verdict": verdict,
+            }
         )
-    return pd.DataFrame(rows, columns=["workload", "seq_len", "batches", "crossover_batch", "verdict"])
+    columns = ["workload", "seq_len", "batches", "bracket", "crossover_batch", "verdict"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def best_cells(summary: pd.DataFrame) -> pd.DataFrame:
-    """The fastest engine, precision and device per workload x batch x sequence length (device p50)."""
+    """The fastest cell per workload x batch x sequence length, compared like with like (p50 at the
+    group's common boundary), with its margin over the runner-up and whether that margin holds
+    beyond the spread between processes."""
     ok = measured(summary)
-    if ok.empty:
-        return ok
-    index = ok.groupby(["workload", "batch_size", "seq_len"])["latency_p50_ms"].idxmin()
-    return ok.loc[index, ["workload", "batch_size", "seq_len", "engine", "precision", "device", "latency_p50_ms"]]
+    rows = []
+    for (workload, batch, seq), cells in ok.groupby(["workload", "batch_size", "seq_len"], sort=True):
+        boundary = boundary_of(cells)
+        ranked = cells.assign(p50_ms=p50_at(cells, boundary)).sort_values("p50_ms")
+        best = ranked.iloc[0]
+        row = {
+            "workload": workload,
+            "batch_size": batch,
+            "seq_len": seq,
+            "boundary": boundary,
+            "engine": best["engine"],
+            "precision": best["precision"],
+            "device": best["device"],
+            "p50_ms": best["p50_ms"],
+            "bound": best.get("bound"),
+            "runner_up": None,
+            "margin": None,
+            "margin_low": None,
+            "margin_high": None,
+            "verdict": "the only cell",
+        }
+        if len(ranked) > 1:
+            second = ranked.iloc[1]
+            margin = compare(best, second, boundary)
+            row |= {
+                "runner_up": f"{second['engine']} {second['precision']} {second['device']}",
+                "margin": margin.value if margin else None,
+                "margin_low": margin.low if margin else None,
+                "margin_high": margin.high if margin else None,
+                "verdict": margin.describe() if margin else "unknown",
+            }
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def pareto_front(
     points: pd.DataFrame, latency: str = "latency_p50_ms", throughput: str = "throughput_per_s"
 ) -> pd.DataFrame:
     """Rows no other row beats on both lower latency and higher throughput, by latency."""
+    points = points.dropna(subset=[latency, throughput])
     ordered = points.sort_values([latency, throughput], ascending=[True, False])
     front, best_throughput = [], -math.inf
     for index, row in ordered.iterrows():
@@ -104,95 +167,117 @@ def pareto_front(
     return ordered.loc[front]
 
 
+def workload_front(cells: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """The latency/throughput Pareto front of one workload's cells at their common boundary: p50 and
+    items/s end to end unless every cell ran on one device at its device boundary."""
+    boundary = boundary_of(cells)
+    if boundary == "device":
+        return boundary, pareto_front(cells)
+    e2e = cells.assign(e2e_p50=p50_at(cells, boundary))
+    e2e = e2e.assign(e2e_items_per_s=e2e["e2e_throughput_per_s"].fillna(e2e["throughput_per_s"]))
+    return boundary, pareto_front(e2e, latency="e2e_p50", throughput="e2e_items_per_s")
+
+
 def speedups(summary: pd.DataFrame) -> pd.DataFrame:
     """Each cell's p50 speed-up over FP32 eager PyTorch at the same workload, device, batch, sequence
-    length and threads, with an interval from the two 95% CIs of p50: [base_low / cell_high,
-    base_high / cell_low], which covers the ratio with at least 90% confidence (two 95% intervals)."""
+    length and threads, at the pair's common boundary, with a 95% interval that counts the spread
+    between processes (None where either cell ran in one process) and whether it excludes 1."""
     ok = measured(summary)
     key = ["workload", "device", "batch_size", "seq_len", "threads"]
-    base = ok[(ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)].set_index(key)
+    is_base = (ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)
+    base = {tuple(r[c] for c in key): r for _, r in ok[is_base].iterrows()}
     rows = []
-    for row in ok.itertuples(index=False):
-        k = tuple(getattr(row, c) for c in key)
-        if k not in base.index or (row.engine == BASELINE_ENGINE and row.precision == BASELINE_PRECISION):
+    for _, row in ok[~is_base].iterrows():
+        b = base.get(tuple(row[c] for c in key))
+        if b is None:
             continue
-        b = base.loc[k]
+        boundary = boundary_of([row, b])
+        result = compare(row, b, boundary)
+        if result is None:
+            continue
         rows.append(
             {
-                **dict(zip(key, k, strict=True)),
-                "engine": row.engine,
-                "precision": row.precision,
-                "speedup": b["latency_p50_ms"] / row.latency_p50_ms,
-                "speedup_low": _ratio(b.get("latency_p50_ci95_low_ms"), getattr(row, "latency_p50_ci95_high_ms", None)),
-                "speedup_high": _ratio(
-                    b.get("latency_p50_ci95_high_ms"), getattr(row, "latency_p50_ci95_low_ms", None)
-                ),
+                **{c: row[c] for c in key},
+                "engine": row["engine"],
+                "precision": row["precision"],
+                "boundary": boundary,
+                "speedup": result.value,
+                "speedup_low": result.low,
+                "speedup_high": result.high,
+                "significant": result.significant if result.known else None,
+                "processes": f"{result.processes[1]} / {result.processes[0]}",
             }
         )
-    return pd.DataFrame(rows)
+    columns = [*key, "engine", "precision", "boundary", "speedup", "speedup_low", "speedup_high", "significant",
+               "processes"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
 
 
-def _ratio(numerator: Any, denominator: Any) -> float | None:
-    if numerator is None or denominator is None or pd.isna(numerator) or pd.isna(denominator) or denominator <= 0:
-        return None
-    return float(numerator) / float(denominator)
+#: a power law fitted to two points always fits: an exponent needs at least three lengths
+MIN_SCALING_LENGTHS = 3
 
 
 def seq_scaling(summary: pd.DataFrame) -> pd.DataFrame:
-    """The exponent k of latency ∝ seq_len^k per text cell series (least squares in log-log), with
-    its R²; series with fewer than two sequence lengths are left out."""
+    """The exponent k of latency ∝ seq_len^k per text cell series (least squares in log-log of the
+    p50 at the engine's own boundary), with its R². Series measured at fewer than
+    ``MIN_SCALING_LENGTHS`` lengths are listed with no exponent; single lengths are left out."""
     ok = measured(summary)
     ok = ok[ok["seq_len"] > 0]
+    names = ["workload", "engine", "precision", "device", "batch_size", "threads"]
     rows = []
-    for key, series in ok.groupby(["workload", "engine", "precision", "device", "batch_size", "threads"]):
-        if series["seq_len"].nunique() < 2:
+    for key, series in ok.groupby(names):
+        lengths = series["seq_len"].nunique()
+        if lengths < 2:
             continue
-        x, y = np.log(series["seq_len"].to_numpy(float)), np.log(series["latency_p50_ms"].to_numpy(float))
-        slope, intercept = np.polyfit(x, y, 1)
-        residual = y - (slope * x + intercept)
-        total = ((y - y.mean()) ** 2).sum()
-        r2 = 1 - (residual**2).sum() / total if total > 0 else 1.0
-        names = ["workload", "engine", "precision", "device", "batch_size", "threads"]
-        rows.append(
-            {**dict(zip(names, key, strict=True)), "exponent": float(slope), "r2": float(r2), "points": len(series)}
-        )
-    return pd.DataFrame(rows)
+        exponent = r2 = None
+        if lengths >= MIN_SCALING_LENGTHS:
+            x, y = np.log(series["seq_len"].to_numpy(float)), np.log(series["latency_p50_ms"].to_numpy(float))
+            slope, intercept = np.polyfit(x, y, 1)
+            residual = y - (slope * x + intercept)
+            total = ((y - y.mean()) ** 2).sum()
+            exponent, r2 = float(slope), float(1 - (residual**2).sum() / total if total > 0 else 1.0)
+        rows.append({**dict(zip(names, key, strict=True)), "exponent": exponent, "r2": r2, "points": lengths})
+    return pd.DataFrame(rows, columns=[*names, "exponent", "r2", "points"])
 
 
 def cold_start_total_s(row: Any) -> float | None:
     """Seconds before a cell's first answer: its preparation and first call, plus the one-off costs
-    paid in other jobs (ONNX export, simplification, conversion; TensorRT build)."""
-    values = [getattr(row, "prepare_s", None), getattr(row, "first_call_s", None)]
+    paid in other jobs (ONNX export, simplification, conversion; TensorRT build). Not the library
+    imports (``import_s``): every engine pays those, and their time varies by process."""
+    row = row if isinstance(row, dict | pd.Series) else row._asdict()
+    values = [row.get("prepare_s"), row.get("first_call_s")]
     if any(v is None or pd.isna(v) for v in values):
         return None
-    extra = [getattr(row, name, None) for name in EXTERNAL_COLD_START]
+    extra = [row.get(name) for name in EXTERNAL_COLD_START]
     return float(sum(values) + sum(v for v in extra if v is not None and not pd.isna(v)))
 
 
 def break_even(summary: pd.DataFrame) -> pd.DataFrame:
     """After how many inferences an engine's extra cold start (compile, capture, build, export...)
     is paid back by its faster calls, against FP32 eager at the same workload, device, batch,
-    sequence length and threads: extra cold-start seconds / seconds saved per call. ``None`` where
-    the engine is not faster (it never pays back) or starts no slower (it pays from the first call)."""
+    sequence length and threads: extra cold-start seconds / seconds saved per call, per call at the
+    pair's common boundary. Library imports are timed apart (``import_s``) and count for no engine;
+    summaries whose cold start still includes them (no ``import_s`` column) give no rows. ``None``
+    where the engine is not faster beyond the spread between processes (it never pays back) or
+    starts no slower (it pays from the first call)."""
     ok = measured(summary)
+    if "import_s" not in ok:
+        return pd.DataFrame()
     key = ["workload", "device", "batch_size", "seq_len", "threads"]
-    base = {
-        tuple(getattr(r, c) for c in key): r
-        for r in ok.itertuples(index=False)
-        if r.engine == BASELINE_ENGINE and r.precision == BASELINE_PRECISION
-    }
+    is_base = (ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)
+    base = {tuple(r[c] for c in key): r for _, r in ok[is_base].iterrows()}
     rows = []
-    for row in ok.itertuples(index=False):
-        k = tuple(getattr(row, c) for c in key)
-        b = base.get(k)
-        if b is None or (row.engine == BASELINE_ENGINE and row.precision == BASELINE_PRECISION):
+    for _, row in ok[~is_base].iterrows():
+        b = base.get(tuple(row[c] for c in key))
+        cold, base_cold = cold_start_total_s(row), (cold_start_total_s(b) if b is not None else None)
+        if b is None or cold is None or base_cold is None:
             continue
-        cold, base_cold = cold_start_total_s(row), cold_start_total_s(b)
-        if cold is None or base_cold is None:
-            continue
-        extra_s, saved_s = cold - base_cold, (b.latency_p50_ms - row.latency_p50_ms) / 1e3
-        if saved_s <= 0:
-            inferences, verdict = None, "never: not faster per call"
+        boundary = boundary_of([row, b])
+        faster = compare(row, b, boundary)
+        p50s = p50_at(pd.DataFrame([row, b]), boundary)
+        extra_s, saved_s = cold - base_cold, (p50s.iloc[1] - p50s.iloc[0]) / 1e3
+        if saved_s <= 0 or (faster is not None and faster.known and not faster.significant):
+            inferences, verdict = None, "never: not faster per call beyond the spread between processes"
         elif extra_s <= 0:
             inferences, verdict = 0.0, "from the first call: no extra start-up"
         else:
@@ -200,9 +285,10 @@ def break_even(summary: pd.DataFrame) -> pd.DataFrame:
             verdict = f"after {math.ceil(inferences):,} calls"
         rows.append(
             {
-                **dict(zip(key, k, strict=True)),
-                "engine": row.engine,
-                "precision": row.precision,
+                **{c: row[c] for c in key},
+                "engine": row["engine"],
+                "precision": row["precision"],
+                "boundary": boundary,
                 "extra_cold_start_s": extra_s,
                 "saved_ms_per_call": saved_s * 1e3,
                 "break_even_calls": inferences,
@@ -210,3 +296,89 @@ def break_even(summary: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+#: the knobs a speed-up is decomposed by, each a group of summary columns that move together (TF32
+#: is fp32's math, so part of the precision)
+KNOBS: dict[str, tuple[str, ...]] = {
+    "precision": ("precision", "precision_mode", "tf32"),
+    "graph": ("graph", "compile_mode", "cuda_graph"),
+    "channels_last": ("channels_last",),
+    "io_binding": ("io_binding",),
+}
+#: each knob's plain setting (as ``_knob_value`` spells it): a step goes from it to the other one
+_PLAIN = {
+    "precision": ("fp32", "", "False"),
+    "graph": ("eager", "", "False"),
+    "channels_last": ("False",),
+    "io_binding": ("False",),
+}
+
+
+def _knob_value(row: pd.Series, columns: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple("" if pd.isna(v := row.get(c)) or v is None else str(v) for c in columns)
+
+
+def option_steps(summary: pd.DataFrame) -> pd.DataFrame:
+    """Speed-ups that can be attributed: every pair of measured cells at the same workload, device,
+    batch, sequence length and threads that differ in exactly one knob (``KNOBS``: precision, how the
+    model runs, channels-last, IO binding), from the plainer setting to the other, at the pair's
+    common boundary with its interval. Needs the summary's computation columns (records since they
+    were added); otherwise empty."""
+    ok = measured(summary)
+    if "graph" not in ok or ok.empty:
+        return pd.DataFrame()
+    shape = ["workload", "device", "batch_size", "seq_len", "threads"]
+    rows = []
+    for _, cells in ok.groupby(shape, sort=True):
+        records = [r for _, r in cells.iterrows()]
+        for i, a in enumerate(records):
+            for b in records[i + 1 :]:
+                differing = [k for k, cols in KNOBS.items() if _knob_value(a, cols) != _knob_value(b, cols)]
+                if len(differing) != 1:
+                    continue
+                knob = differing[0]
+                plain, other = _orient(a, b, knob)
+                boundary = boundary_of([plain, other])
+                result = compare(other, plain, boundary)
+                if result is None:
+                    continue
+                rows.append(
+                    {
+                        **{c: plain[c] for c in shape},
+                        "knob": knob,
+                        "from_engine": plain["engine"],
+                        "from_precision": plain["precision"],
+                        "to_engine": other["engine"],
+                        "to_precision": other["precision"],
+                        "change": _describe_change(plain, other, knob),
+                        "boundary": boundary,
+                        "speedup": result.value,
+                        "speedup_low": result.low,
+                        "speedup_high": result.high,
+                        "significant": result.significant if result.known else None,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def _orient(a: pd.Series, b: pd.Series, knob: str) -> tuple[pd.Series, pd.Series]:
+    """(plainer, other): the cell whose knob is the plain setting (or whose first column is) first,
+    else in name order."""
+    plain = _PLAIN[knob]
+    value_a, value_b = _knob_value(a, KNOBS[knob]), _knob_value(b, KNOBS[knob])
+    for same in (lambda v: v == plain, lambda v: v[0] == plain[0]):
+        if same(value_b) and not same(value_a):
+            return b, a
+        if same(value_a) and not same(value_b):
+            return a, b
+    return (a, b) if value_a <= value_b else (b, a)
+
+
+def _describe_change(plain: pd.Series, other: pd.Series, knob: str) -> str:
+    def text(row: pd.Series) -> str:
+        return " ".join(v for v in _knob_value(row, KNOBS[knob]) if v and v not in ("False", "True")) or (
+            "on" if _knob_value(row, KNOBS[knob])[0] == "True" else "off"
+        )
+
+    return f"{knob}: {text(plain)} → {text(other)}"

@@ -1,6 +1,6 @@
-"""The Markdown report: the decisions, one section per study (report.studies), the method and
-environment, datasets and models, every cell by workload with its plots, profiles, and the cells that
-did not run with their reasons."""
+"""The Markdown report: the headline (report.headline), the decisions, one section per study
+(report.studies), the method and environment, datasets and models, every cell by workload with its
+plots, profiles, and the cells that did not run with their reasons."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from typing import Any
 
 import pandas as pd
 
+from inferbench.analysis.comparison import BOUNDARY_LABELS
 from inferbench.fsutil import atomic_path, read_json
-from inferbench.report.studies import TRAINING_COLUMNS, study_section, training_speedups
-from inferbench.report.tables import fmt, intervals, markdown_table, rows_or_none
+from inferbench.report.headline import headline_section
+from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
+from inferbench.report.tables import fmt, intervals, markdown_table, recipe, rows_or_none
 from inferbench.workloads import WORKLOADS
 
 BOUNDARIES = {
@@ -28,19 +30,23 @@ TABLE_COLUMNS = [
     ("batch_size", "batch"),
     ("seq_len", "seq"),
     ("threads", "threads"),
+    ("recipe", "recipe"),
     ("status", "status"),
-    ("latency_p50_ms", "p50 ms"),
-    ("latency_p50_ci95", "p50 95% CI"),
-    ("latency_p90_ms", "p90 ms"),
-    ("latency_p99_ms", "p99 ms"),
-    ("latency_mean_ms", "mean ms"),
-    ("e2e_latency_p50_ms", "end-to-end p50 ms"),
-    ("latency_per_item_p50_ms", "p50 ms/item"),
+    ("timing", "boundary"),
+    ("bound", "bound"),
+    ("latency_p50_ms", "p50"),
+    ("latency_p50_ci95", "p50 95% CI (pooled calls)"),
+    ("latency_p90_ms", "p90"),
+    ("latency_p99_ms", "p99"),
+    ("latency_mean_ms", "mean"),
+    ("e2e_latency_p50_ms", "p50 end to end"),
+    ("latency_per_item_p50_ms", "p50 per item"),
     ("throughput_per_s", "items/s"),
     ("latency_cv", "CV"),
-    ("repeat_p50_spread_pct", "spread of repeats %"),
+    ("repeats", "processes"),
+    ("repeat_p50_spread_pct", "spread of processes %"),
     ("energy_per_item_mj", "energy mJ/item"),
-    ("n_iters", "n"),
+    ("n_iters", "calls"),
 ]
 
 
@@ -96,40 +102,62 @@ def profile_section(profiles: Sequence[dict[str, Any]]) -> list[str]:
 _SHAPE = [("workload", "workload"), ("device", "device"), ("batch_size", "batch"), ("seq_len", "seq")]
 _VARIANT = [("engine", "engine"), ("precision", "precision")]
 BEST_COLUMNS = [("workload", "workload"), ("batch_size", "batch"), ("seq_len", "seq"), *_VARIANT,
-                ("device", "device"), ("latency_p50_ms", "p50 ms")]  # fmt: skip
-SPEEDUP_COLUMNS = [*_SHAPE, *_VARIANT, ("speedup", "×"), ("interval", "interval")]
-PAYBACK_COLUMNS = [*_SHAPE, *_VARIANT, ("extra_cold_start_s", "extra start-up s"),
-                   ("saved_ms_per_call", "saved ms/call"), ("verdict", "pays back")]  # fmt: skip
+                ("device", "device"), ("boundary_label", "compared"), ("p50_ms", "p50"), ("bound", "bound"),
+                ("runner_up", "runner-up"), ("margin", "× ahead"), ("interval", "95% interval"),
+                ("verdict", "verdict")]  # fmt: skip
+SPEEDUP_COLUMNS = [*_SHAPE, *_VARIANT, ("boundary_label", "compared"), ("speedup", "×"),
+                   ("interval", "95% interval"), ("verdict", "verdict"), ("processes", "processes")]  # fmt: skip
+PAYBACK_COLUMNS = [*_SHAPE, *_VARIANT, ("boundary_label", "compared"), ("extra_cold_start_s", "extra start-up s"),
+                   ("saved_ms_per_call", "saved per call"), ("verdict", "pays back")]  # fmt: skip
 SCALING_COLUMNS = [("workload", "workload"), *_VARIANT, ("device", "device"), ("batch_size", "batch"),
                    ("exponent", "k"), ("r2", "R²"), ("points", "lengths")]  # fmt: skip
 
 
+def _with_labels(frame: pd.DataFrame, column: str = "boundary") -> pd.DataFrame:
+    return frame.assign(boundary_label=frame[column].map(BOUNDARY_LABELS))
+
+
 def decisions_section(summary: pd.DataFrame) -> list[str]:
-    """The answers first: fastest cell per shape, speed-ups with intervals, where the GPU starts to
-    pay, after how many calls an optimisation's start-up pays back, how latency grows with length."""
+    """The answers after the headline: fastest cell per shape with its margin, speed-ups with
+    intervals, what each option adds, where the GPU starts to pay, after how many calls an
+    optimisation's start-up pays back, how latency grows with length, the Pareto fronts. Every
+    comparison is made at one boundary (column ``compared``)."""
     from inferbench.analysis import decisions
 
     best = decisions.best_cells(summary)
     if best.empty:
         return ["## Decisions", "", "No cell was measured.", ""]
-    out = ["## Decisions", "", "**Fastest cell** per workload, batch and sequence length (device p50):", ""]
+    best = _with_labels(best).assign(interval=intervals(best, "margin_low", "margin_high"))
+    out = [
+        "## Decisions",
+        "",
+        "**Fastest cell** per workload, batch and sequence length, against the runner-up (cells compared at "
+        "the device boundary when all ran on one device and timed there, else end to end; the 95% interval of "
+        "the margin counts the spread between fresh processes):",
+        "",
+    ]
     out += rows_or_none(best, BEST_COLUMNS)
 
     speed = decisions.speedups(summary)
     if not speed.empty:
-        speed = speed.assign(interval=intervals(speed, "speedup_low", "speedup_high"))
+        speed = _with_labels(speed).assign(
+            interval=intervals(speed, "speedup_low", "speedup_high"),
+            verdict=[_significance(v) for v in speed["significant"]],
+        )
         speed = speed.sort_values("speedup", ascending=False)
         out += [
-            f"**Speed-up over {decisions.BASELINE_ENGINE} {decisions.BASELINE_PRECISION}** (same workload, device, "
-            "batch, sequence length and threads; ratio of p50s; the interval, from both 95% CIs, covers it with "
-            "at least 90% confidence):",
+            f"**Speed-up over {decisions.BASELINE_ENGINE} {decisions.BASELINE_PRECISION}** (strict fp32; same "
+            "workload, device, batch, sequence length and threads; ratio of p50s at the pair's common boundary; "
+            "the 95% interval is Welch's on the processes' log p50s, so it includes the spread between fresh "
+            "processes; significant when it excludes 1):",
             "",
             *rows_or_none(speed, SPEEDUP_COLUMNS),
         ]
+    out += option_steps_section(summary)
 
     crossings = decisions.cpu_gpu_crossovers(summary)
     if not crossings.empty:
-        out += ["**CPU or GPU** (each device's best engine, end-to-end p50 per item):", ""]
+        out += ["**CPU or GPU** (each device's best engine, p50 per item end to end):", ""]
         for r in crossings.itertuples():
             out.append(f"- {r.workload}" + (f" (seq {r.seq_len})" if r.seq_len else "") + f": {r.verdict}")
         out.append("")
@@ -138,22 +166,38 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     if not payback.empty:
         out += [
             "**When start-up pays back**: extra cold start (preparation with its compile, capture or build, ONNX "
-            "export and conversion, first call) over the baseline's, divided by the time saved per call:",
+            "export and conversion, first call; library imports are timed apart and left out) over the "
+            "baseline's, divided by the time saved per call at the pair's common boundary:",
             "",
-            *rows_or_none(payback, PAYBACK_COLUMNS),
+            *rows_or_none(_with_labels(payback), PAYBACK_COLUMNS),
         ]
+    elif "import_s" not in summary:
+        out += ["**When start-up pays back**: not computed: these records' cold start includes the library "
+                "imports, which vary by seconds from process to process (records made since they are timed "
+                "apart have `import_s`).", ""]  # fmt: skip
 
     scaling = decisions.seq_scaling(summary)
     if not scaling.empty:
-        out += ["**Sequence-length scaling** (p50 ∝ length^k, least squares in log-log):", ""]
+        out += [
+            "**Sequence-length scaling** (p50 ∝ length^k, least squares in log-log; no exponent from fewer "
+            f"than {decisions.MIN_SCALING_LENGTHS} lengths):",
+            "",
+        ]
         out += rows_or_none(scaling, SCALING_COLUMNS)
 
     out += ["**Latency/throughput Pareto front** (no other cell is both faster and higher-throughput), "
             "lowest latency first:", ""]  # fmt: skip
     for workload, cells in decisions.measured(summary).groupby("workload", sort=False):
-        front = decisions.pareto_front(cells).itertuples()
-        out.append(f"- {workload}: " + ", ".join(f"{r.engine} {r.precision} {r.device} b{r.batch_size}" for r in front))
+        boundary, front = decisions.workload_front(cells)
+        points = ", ".join(f"{r.engine} {r.precision} {r.device} b{r.batch_size}" for r in front.itertuples())
+        out.append(f"- {workload} ({BOUNDARY_LABELS[boundary]}): {points}")
     return [*out, ""]
+
+
+def _significance(value: object) -> str:
+    if value is None or pd.isna(value):
+        return "spread unknown (1 process)"
+    return "significant" if value else "within the spread between processes"
 
 
 def build_report(
@@ -179,6 +223,7 @@ def build_report(
         + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         + ".",
         "",
+        *headline_section(summary),
         *decisions_section(summary),
     ]
     plot_paths = [Path(p) for p in plots]
@@ -188,17 +233,23 @@ def build_report(
         "## What was measured",
         "",
         "Each cell is one engine running one workload at one precision, device, batch size, sequence length "
-        "and CPU thread count, measured in its own process while no other job of the workflow runs "
-        "(machine-wide lock). After a warm-up, calls are timed one at a time until both the minimum time "
-        "and the minimum number of calls are reached; every call is synchronised before the clock is read "
-        "(CUDA events on GPU). Each cell is timed at its engine's boundary (the p50 ... columns), then "
-        "end to end on the host clock (`end_to_end`: host arrays in, a host array out), unless its "
-        "engine's boundary is already end to end. Boundaries of the ok cells here: "
+        "and CPU thread count, measured in fresh processes (`processes`; more for GPU cells found host-bound) "
+        "while no other job of the workflow measures (machine-wide lock); library imports happen once, "
+        "before the processes fork, and are timed apart. In each process, after a warm-up, calls are timed "
+        "one at a time until both the minimum time and the process's share of the minimum number of calls "
+        "are reached; every call is synchronised before the clock is read (CUDA events on GPU). Each cell is "
+        "timed at its engine's boundary (the p50 ... columns), then end to end on the host clock "
+        "(`end_to_end`: host arrays in, a host array out), unless its engine's boundary is already end to end; "
+        "GPU telemetry is read only at the two ends of each timed loop. Boundaries of the ok cells here: "
         + "; ".join(
             f"`{t}`: {BOUNDARIES.get(t, 'see the records')}" for t in sorted(measured["timing"].dropna().unique())
         )
-        + ". Percentiles from fewer samples "
-        "than they need (p90: 10, p95: 20, p99: 100) are shown as –. `n` is the number of timed calls.",
+        + ". Percentiles and CIs pool the calls of all processes; percentiles from fewer calls than they need "
+        "(p90: 10, p95: 20, p99: 100) are shown as –; `calls` is the number of timed calls. `bound` (GPU "
+        "cells): `host` when the GPU waited for the thread launching its kernels (an asynchronous `run` that "
+        "returns at >= 50% of the call, or the GPU busy < 80% of the loop), `device` otherwise. `recipe`: "
+        "what the cell computes with (graph, precision and how it is reached, TF32 or strict fp32, "
+        "channels-last, CUDA graph, IO binding).",
         "",
         "## Environment",
         "",
@@ -243,6 +294,7 @@ def build_report(
         out += ["", "Models other than the MLPs have random weights: latency does not depend on the values.", ""]
 
     inference = summary[summary["mode"] != "train"]
+    inference = inference.assign(recipe=[recipe(r) for _, r in inference.iterrows()])
     if not inference.empty:
         out += ["## All cells by workload", ""]
     for workload in [w for w in WORKLOADS if w in set(inference["workload"])]:

@@ -1,7 +1,9 @@
 """Per-workload plots: latency per item vs batch (log-log), throughput vs batch, latency vs sequence length.
 
-One colour per engine variant (engine_colour), one line style per device and one marker per precision,
-kept the same in every plot of every run.
+Every curve of a plot is at one boundary, end to end (host arrays in, host arrays out): the one a CPU
+and a GPU cell, or a device-boundary engine and a host-to-host one, share. One colour per engine
+variant (engine_colour), one line style per device and one marker per precision, kept the same in
+every plot of every run.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from inferbench.analysis.comparison import p50_at
 from inferbench.fsutil import atomic_path
 from inferbench.workloads import WORKLOADS
 
@@ -29,7 +32,7 @@ _PALETTE = plt.get_cmap("tab20").colors
 KNOWN_ENGINES = (
     "torch_eager", "torch_eager_cl", "torchscript", "torch_compile", "torch_compile_ro", "torch_cudagraph",
     "ort_cpu", "ort_cuda", "ort_cuda_host", "ort_trt", "tensorrt", "noop",
-    "train", "train_fast", "train_epoch", "train_epoch_loader",
+    "train", "train_fast", "train_epoch", "train_epoch_loader", "torch_eager_tf32",
 )  # fmt: skip
 _STYLES = {"cpu": "-", "cuda": "--"}
 _MARKERS = {"fp32": "o", "fp16": "s", "bf16": "^", "int8": "D"}
@@ -97,6 +100,11 @@ def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kin
     frame = frame[frame["engine_impl"] != "noop"]  # harness overhead is a baseline, not an engine
     if "mode" in frame:  # training cells are in the report's own table, not on inference curves
         frame = frame[frame["mode"] != "train"]
+    e2e_rate = frame["e2e_throughput_per_s"] if "e2e_throughput_per_s" in frame else frame["throughput_per_s"]
+    frame = frame.assign(
+        e2e_p50_ms=p50_at(frame, "end_to_end"), e2e_items_per_s=e2e_rate.fillna(frame["throughput_per_s"])
+    )
+    frame = frame.assign(e2e_per_item_ms=frame["e2e_p50_ms"] / frame["batch_size"])
     text = WORKLOADS[workload].has_seq_len
     # per-batch plots use the longest measured sequence length; the seq plot the largest batch
     batch_frame = frame[frame["seq_len"] == frame["seq_len"].max()] if text and not frame.empty else frame
@@ -108,19 +116,19 @@ def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kin
             sub = frame[frame["batch_size"] == frame["batch_size"].max()] if not frame.empty else frame
             for label, style, group in _series(sub):
                 group = group.sort_values("seq_len")
-                ax.plot(group["seq_len"], group["latency_p50_ms"], label=label, **style)
+                ax.plot(group["seq_len"], group["e2e_p50_ms"], label=label, **style)
             _log_axes(ax, list(sub["seq_len"]))
             ax.set(
                 xlabel="sequence length (tokens)",
-                ylabel="p50 latency (ms)",
+                ylabel="p50 latency, end to end (ms)",
                 title=f"{workload}: latency vs sequence length"
                 + (f" (batch {int(sub['batch_size'].max())})" if not sub.empty else ""),
             )
         else:
             column, ylabel = (
-                ("latency_per_item_p50_ms", "p50 latency per item (ms)")
+                ("e2e_per_item_ms", "p50 latency per item, end to end (ms)")
                 if name == "latency_per_item.png"
-                else ("throughput_per_s", "throughput (items/s)")
+                else ("e2e_items_per_s", "throughput, end to end (items/s)")
             )
             for label, style, group in _series(batch_frame):
                 group = group.sort_values("batch_size")

@@ -9,14 +9,16 @@ the same rule that made the study's cells (inferbench.grid).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from inferbench.analysis import decisions
-from inferbench.report.tables import fmt, intervals, markdown_table
+from inferbench.analysis.comparison import BOUNDARY_LABELS
+from inferbench.measure.percentiles import samples_needed, study_percentiles
+from inferbench.report.tables import fmt, fmt_ms, intervals, markdown_table, recipe
 from inferbench.workloads import WORKLOADS
 
 #: plots shown in a study's section, by layout (the files are made per workload, see report.plots)
@@ -49,16 +51,17 @@ def _label(row: Any) -> str:
     return f"{row.engine} {row.precision} {row.device}" + (f" {row.threads}t" if row.device == "cpu" else "")
 
 
-def _pivot(frame: pd.DataFrame, index: Sequence[tuple[str, str]], value: str) -> str:
+def _pivot(frame: pd.DataFrame, index: Sequence[tuple[str, str]], value: str, unit: str = "") -> str:
     """A table with one row per ``index`` value and one column per engine variant (its label)."""
     frame = frame.assign(label=[_label(r) for r in frame.itertuples(index=False)])
     table = frame.pivot_table(index=[c for c, _ in index], columns="label", values=value, aggfunc="first")
     table = table.reindex(sorted(table.columns), axis=1)
+    show = fmt_ms if unit == "ms" else fmt
     lines = ["| " + " | ".join([*(t for _, t in index), *table.columns]) + " |"]
     lines.append("|" + "|".join("---" for _ in range(len(index) + len(table.columns))) + "|")
     for key, values in table.iterrows():
         key = key if isinstance(key, tuple) else (key,)
-        lines.append("| " + " | ".join([*(fmt(k) for k in key), *(fmt(v) for v in values)]) + " |")
+        lines.append("| " + " | ".join([*(fmt(k) for k in key), *(show(v) for v in values)]) + " |")
     return "\n".join(lines)
 
 
@@ -77,51 +80,76 @@ def _one_device_note(ok: pd.DataFrame, what: str) -> list[str]:
     return []
 
 
+def _verdict(row: Any) -> str:
+    """How the fastest cell's margin over the runner-up holds (best_cells' verdict), in a few words."""
+    if row.runner_up is None or pd.isna(row.margin):
+        return ""
+    return f", {fmt(float(row.margin))}× ahead of {row.runner_up} ({row.verdict})"
+
+
 def by_batch_section(cells: pd.DataFrame) -> list[str]:
-    """Latency per item against batch size, one column per engine variant, and the CPU/GPU crossover."""
+    """Latency per item against batch size, one column per engine variant, and the CPU/GPU crossover;
+    all end to end, the one boundary a CPU and a GPU cell share."""
     ok = decisions.measured(cells)
     out: list[str] = _one_device_note(ok, "the CPU/GPU crossover")
     for verdict in decisions.cpu_gpu_crossovers(cells).itertuples():
         out.append(f"- **{verdict.workload}**: {verdict.verdict} (end-to-end p50 per item, each device's best engine).")
-    ok = ok.assign(per_item_ms=decisions.e2e_per_item_ms(ok))
+    e2e = ok.assign(p50_e2e=decisions.e2e_p50_ms(ok))
+    ok = e2e.assign(per_item_ms=e2e["p50_e2e"] / e2e["batch_size"], e2e_items_per_s=_e2e_rate(e2e))
     for workload, frame in ok.groupby("workload", sort=False):
         best = frame.loc[frame.groupby("batch_size")["per_item_ms"].idxmin()]
-        fastest = "; ".join(f"b{r.batch_size}: {r.engine} {r.precision} {r.device}" for r in best.itertuples())
-        out.append(f"- **{workload}**, fastest per item at each batch: {fastest}.")
+        fastest = "; ".join(f"b{r.batch_size}: {_label(r)}" for r in best.itertuples())
+        out.append(f"- **{workload}**, fastest per item at each batch (end to end): {fastest}.")
     out.append("")
     for workload, frame in ok.groupby("workload", sort=False):
         out += [
-            f"**{workload}: end-to-end p50 per item (ms)**: host arrays in, host arrays out, divided by the batch.",
+            f"**{workload}: p50 per item, end to end** (host arrays in, host arrays out, divided by the batch):",
             "",
-            _pivot(frame, [("batch_size", "batch")], "per_item_ms"),
+            _pivot(frame, [("batch_size", "batch")], "per_item_ms", unit="ms"),
             "",
-            f"**{workload}: items/s** (at each engine's own boundary):",
+            f"**{workload}: items/s, end to end**:",
             "",
-            _pivot(frame, [("batch_size", "batch")], "throughput_per_s"),
+            _pivot(frame, [("batch_size", "batch")], "e2e_items_per_s"),
             "",
         ]
     return out
 
 
-ENGINE_COLUMNS = [
-    ("engine", "engine"),
-    ("precision", "precision"),
-    ("device", "device"),
-    ("latency_mean_ms", "mean ms"),
-    ("latency_p50_ms", "p50 ms"),
-    ("latency_p95_ms", "p95 ms"),
-    ("latency_p99_ms", "p99 ms"),
-    ("throughput_per_s", "items/s"),
-    ("peak_mb", "peak MB"),
-    ("speedup", "× FP32 eager"),
-    ("speedup_interval", "interval"),
-    ("own_fp32", "× own fp32"),
-]
+def _e2e_rate(frame: pd.DataFrame) -> pd.Series:
+    rate = frame["e2e_throughput_per_s"] if "e2e_throughput_per_s" in frame else frame["throughput_per_s"]
+    return rate.fillna(frame["throughput_per_s"])
+
+
+def percentile_columns(percentiles: Sequence[str], prefix: str = "latency") -> list[tuple[str, str]]:
+    return [(f"{prefix}_{p}_ms", p) for p in percentiles]
+
+
+def engine_columns(percentiles: Sequence[str]) -> list[tuple[str, str]]:
+    return [
+        ("engine", "engine"),
+        ("precision", "precision"),
+        ("device", "device"),
+        ("recipe", "recipe"),
+        ("timing", "boundary"),
+        ("bound", "bound"),
+        ("latency_mean_ms", "mean"),
+        *percentile_columns(percentiles),
+        ("e2e_latency_p50_ms", "p50 end to end"),
+        ("throughput_per_s", "items/s"),
+        ("peak_mb", "peak MB"),
+        ("speedup", "× FP32 eager"),
+        ("speedup_interval", "95% interval"),
+        ("speedup_boundary", "compared"),
+        ("own_fp32", "× own fp32"),
+        ("n_iters", "calls"),
+        ("repeats", "processes"),
+    ]
 
 
 def own_fp32_ratio(ok: pd.DataFrame) -> pd.Series:
     """p50 of the same engine variant at fp32 (same workload, device, batch, length, threads) over the
-    cell's p50: what a lower precision buys that engine (e.g. ORT int8 against ORT fp32)."""
+    cell's p50, at their shared boundary (one engine, one device: its own): what a lower precision
+    buys that engine (e.g. ORT int8 against ORT fp32)."""
     shape = ["workload", "engine", "device", "batch_size", "seq_len", "threads"]
     fp32 = ok[ok["precision"] == "fp32"].set_index(shape)["latency_p50_ms"]
     return pd.Series(
@@ -136,55 +164,125 @@ def own_fp32_ratio(ok: pd.DataFrame) -> pd.Series:
     )
 
 
-def engines_section(cells: pd.DataFrame) -> list[str]:
+STEP_COLUMNS = [
+    ("workload", "workload"),
+    ("device", "device"),
+    ("batch_size", "batch"),
+    ("seq_len", "seq"),
+    ("from_cell", "from"),
+    ("to_cell", "to"),
+    ("change", "the one change"),
+    ("speedup", "×"),
+    ("interval", "95% interval"),
+    ("significance", "verdict"),
+    ("boundary", "compared"),
+]
+
+
+def option_steps_section(cells: pd.DataFrame) -> list[str]:
+    """What each single option adds: pairs of cells that differ in exactly one knob."""
+    steps = decisions.option_steps(cells)
+    if steps.empty:
+        return []
+    steps = steps.assign(
+        from_cell=steps["from_engine"] + " " + steps["from_precision"],
+        to_cell=steps["to_engine"] + " " + steps["to_precision"],
+        interval=intervals(steps, "speedup_low", "speedup_high"),
+        significance=[_significance(v) for v in steps["significant"]],
+        boundary=steps["boundary"].map(BOUNDARY_LABELS),
+    )
+    return [
+        "**What each option adds**: pairs of cells that differ in exactly one option (precision, how the "
+        "model runs, channels-last, IO binding); `×` = p50 before the change / p50 after it, at the pair's "
+        "common boundary. Speed-ups of cells that differ in more than one option are not split here.",
+        "",
+        markdown_table(steps, STEP_COLUMNS),
+        "",
+    ]
+
+
+def _significance(value: Any) -> str:
+    if value is None or pd.isna(value):
+        return "spread unknown (1 process)"
+    return "significant" if value else "within the spread"
+
+
+def engines_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p95", "p99")) -> list[str]:
     """Engines and precisions side by side per workload, batch and sequence length."""
     ok = decisions.measured(cells)
     speed = decisions.speedups(cells)
     key = ["workload", "device", "batch_size", "seq_len", "threads", "engine", "precision"]
     if not speed.empty:
-        speed = speed.assign(speedup_interval=intervals(speed, "speedup_low", "speedup_high"))
-        ok = ok.merge(speed[[*key, "speedup", "speedup_interval"]], on=key, how="left")
-    ok = ok.assign(peak_mb=_peak_mb(ok), own_fp32=own_fp32_ratio(ok))
+        speed = speed.assign(
+            speedup_interval=intervals(speed, "speedup_low", "speedup_high"),
+            speedup_boundary=speed["boundary"].map(BOUNDARY_LABELS),
+        )
+        ok = ok.merge(speed[[*key, "speedup", "speedup_interval", "speedup_boundary"]], on=key, how="left")
+    ok = ok.assign(peak_mb=_peak_mb(ok), own_fp32=own_fp32_ratio(ok), recipe=[recipe(r) for _, r in ok.iterrows()])
     out: list[str] = []
-    for (workload, batch, seq), frame in ok.groupby(["workload", "batch_size", "seq_len"], sort=True):
-        best = frame.loc[frame["latency_p50_ms"].idxmin()]
+    for best in decisions.best_cells(cells).itertuples():
+        shape = f"{best.workload} b{best.batch_size}" + (f" s{best.seq_len}" if best.seq_len else "")
         gains = []
-        if _known(best.get("speedup")):
-            gains.append(f"{fmt(float(best['speedup']))}× FP32 eager")
-        if _known(best.get("own_fp32")):
-            gains.append(f"{fmt(float(best['own_fp32']))}× its own fp32")
-        shape = f"{workload} b{batch}" + (f" s{seq}" if seq else "")
-        variant = f"{best['engine']} {best['precision']} {best['device']}"
-        out.append(f"- **{shape}**: fastest {variant}" + "".join(f", {g}" for g in gains) + ".")
+        row = ok[(ok["workload"] == best.workload) & (ok["batch_size"] == best.batch_size)
+                 & (ok["seq_len"] == best.seq_len) & (ok["engine"] == best.engine)
+                 & (ok["precision"] == best.precision) & (ok["device"] == best.device)].iloc[0]  # fmt: skip
+        if _known(row.get("speedup")):
+            gains.append(f"{fmt(float(row['speedup']))}× FP32 eager")
+        if _known(row.get("own_fp32")):
+            gains.append(f"{fmt(float(row['own_fp32']))}× its own fp32")
+        bound = f", {best.bound}-bound" if isinstance(best.bound, str) else ""
+        variant = f"{best.engine} {best.precision} {best.device}"
+        out.append(
+            f"- **{shape}**: fastest {variant} ({BOUNDARY_LABELS[best.boundary]}{bound})"
+            + "".join(f", {g}" for g in gains)
+            + _verdict(best)
+            + "."
+        )
     out.append("")
     for (workload, batch, seq), frame in ok.groupby(["workload", "batch_size", "seq_len"], sort=True):
         shape = f"{workload}, batch {batch}" + (f", sequence {seq}" if seq else "")
-        table = markdown_table(frame.sort_values("latency_p50_ms"), ENGINE_COLUMNS)
-        out += [f"**{shape}** (latencies at each engine's timing boundary):", "", table, ""]
+        table = markdown_table(frame.sort_values("latency_p50_ms"), engine_columns(percentiles))
+        out += [f"**{shape}** (mean and percentiles at each cell's own boundary, column `boundary`):", "", table, ""]
     out += [
-        "`peak MB`: the process's GPU memory from NVML (the allocator's peak where NVML has none) for GPU "
-        "cells, resident host memory for CPU cells. `× FP32 eager`: p50 of torch_eager fp32 on the same "
-        "device and shape over this cell's, with an interval from both 95% CIs; `× own fp32`: the same "
-        "engine variant's fp32 p50 over this cell's.",
+        f"Percentiles: {_percentile_note(percentiles)} (`calls`: the processes' calls together; a percentile "
+        "with fewer is –). `peak MB`: the process's GPU memory from NVML (the allocator's peak where NVML has "
+        "none) for GPU cells, resident host memory for CPU cells. `× FP32 eager`: p50 of torch_eager fp32 on "
+        "the same device and shape over this cell's, at the pair's common boundary (`compared`), with a 95% "
+        "interval that counts the spread between processes; `× own fp32`: the same engine variant's fp32 p50 "
+        "over this cell's. `bound` (GPU cells): whether the GPU or the host thread launching its kernels set "
+        "the pace.",
         "",
     ]
+    out += option_steps_section(cells)
     return out
 
 
-SEQ_COLUMNS = [
-    ("batch_size", "batch"),
-    ("seq_len", "seq"),
-    ("engine", "engine"),
-    ("device", "device"),
-    ("threads", "threads"),
-    ("latency_p50_ms", "p50 ms"),
-    ("latency_p90_ms", "p90 ms"),
-    ("latency_p99_ms", "p99 ms"),
-    ("e2e_latency_p50_ms", "end-to-end p50 ms"),
-    ("throughput_per_s", "items/s"),
-]
-GAP_COLUMNS = [("workload", "workload"), ("batch_size", "batch"), ("seq_len", "seq"), ("cpu", "best CPU ms"),
-               ("cuda", "best GPU ms"), ("gap", "CPU / GPU")]  # fmt: skip
+def _percentile_note(percentiles: Sequence[str]) -> str:
+    """How many timed calls the study's percentiles rest on (the grid sized every cell for them)."""
+    needed = samples_needed(percentiles)
+    if needed <= 1:
+        return f"{', '.join(percentiles)} from every timed call"
+    return f"{', '.join(percentiles)}, each from at least {needed} timed calls per cell"
+
+
+def seq_columns(percentiles: Sequence[str]) -> list[tuple[str, str]]:
+    return [
+        ("batch_size", "batch"),
+        ("seq_len", "seq"),
+        ("engine", "engine"),
+        ("device", "device"),
+        ("threads", "threads"),
+        ("timing", "boundary"),
+        ("bound", "bound"),
+        *percentile_columns(percentiles),
+        ("e2e_latency_p50_ms", "p50 end to end"),
+        ("throughput_per_s", "items/s"),
+        ("n_iters", "calls"),
+    ]
+
+
+GAP_COLUMNS = [("workload", "workload"), ("batch_size", "batch"), ("seq_len", "seq"), ("cpu_ms", "best CPU"),
+               ("cuda_ms", "best GPU"), ("gap", "CPU / GPU")]  # fmt: skip
 
 
 def cpu_gpu_gap(cells: pd.DataFrame) -> pd.DataFrame:
@@ -195,20 +293,27 @@ def cpu_gpu_gap(cells: pd.DataFrame) -> pd.DataFrame:
     if not {"cpu", "cuda"} <= set(best.columns):
         return pd.DataFrame(columns=[c for c, _ in GAP_COLUMNS])
     best = best[["cpu", "cuda"]].dropna().reset_index()
-    return best.assign(gap=best["cpu"] / best["cuda"])
+    return best.assign(gap=best["cpu"] / best["cuda"]).rename(columns={"cpu": "cpu_ms", "cuda": "cuda_ms"})
 
 
-def seq_section(cells: pd.DataFrame) -> list[str]:
+def seq_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p90", "p99")) -> list[str]:
     """Latency against batch and sequence length, the scaling exponent per series, the CPU/GPU gap."""
     ok = decisions.measured(cells)
     scaling = decisions.seq_scaling(cells)
     gap = cpu_gpu_gap(cells)
     out: list[str] = _one_device_note(ok, "the CPU/GPU gap")
-    if not scaling.empty:
-        for (workload, device), series in scaling.groupby(["workload", "device"], sort=False):
+    fitted = scaling.dropna(subset=["exponent"]) if not scaling.empty else scaling
+    if not fitted.empty:
+        for (workload, device), series in fitted.groupby(["workload", "device"], sort=False):
             low, high = series["exponent"].min(), series["exponent"].max()
             spread = f"{fmt(low)}" if abs(high - low) < 0.005 else f"{fmt(low)} to {fmt(high)}"
             out.append(f"- **{workload} on {device}**: p50 grows as length^k, k = {spread} ({len(series)} series).")
+    if not scaling.empty and len(fitted) < len(scaling):
+        lengths = int(scaling["points"].max())
+        out.append(
+            f"- No scaling exponent where a series has fewer than {decisions.MIN_SCALING_LENGTHS} lengths "
+            f"(here up to {lengths}): a power law always fits two points."
+        )
     if not gap.empty:
         for workload, frame in gap.groupby("workload", sort=False):
             out.append(
@@ -218,14 +323,20 @@ def seq_section(cells: pd.DataFrame) -> list[str]:
     out.append("")
     for workload, frame in ok.groupby("workload", sort=False):
         frame = frame.sort_values(["batch_size", "seq_len", "device", "engine"])
-        out += [f"**{workload}** (p50/p90/p99 at the engine's boundary):", "", markdown_table(frame, SEQ_COLUMNS), ""]
+        out += [
+            f"**{workload}** ({', '.join(percentiles)} at each cell's own boundary, column `boundary`; "
+            f"{_percentile_note(percentiles)}):",
+            "",
+            markdown_table(frame, seq_columns(percentiles)),
+            "",
+        ]
     if not scaling.empty:
         columns = [("workload", "workload"), ("engine", "engine"), ("device", "device"), ("batch_size", "batch"),
                    ("exponent", "k"), ("r2", "R²"), ("points", "lengths")]  # fmt: skip
-        out += ["**Scaling exponent** (p50 ∝ length^k, least squares in log-log):", ""]
+        out += ["**Scaling exponent** (p50 at the engine's own boundary ∝ length^k, least squares in log-log):", ""]
         out += [markdown_table(scaling, columns), ""]
     if not gap.empty:
-        out += ["**CPU/GPU gap** (end to end):", "", markdown_table(gap, GAP_COLUMNS), ""]
+        out += ["**CPU/GPU gap** (p50, end to end):", "", markdown_table(gap, GAP_COLUMNS), ""]
     return out
 
 
@@ -234,24 +345,26 @@ TRAINING_COLUMNS = [
     ("precision", "precision"),
     ("device", "device"),
     ("batch_size", "batch"),
+    ("recipe", "recipe"),
     ("status", "status"),
-    ("latency_p50_ms", "p50 ms per call"),
+    ("latency_p50_ms", "p50 per call"),
     ("latency_p50_ci95", "p50 95% CI"),
     ("items_per_call", "items per call"),
     ("throughput_per_s", "items/s"),
     ("speedup_vs_cpu", "GPU/CPU speed-up"),
-    ("speedup_vs_fp32", "× baseline"),
+    ("speedup_vs_baseline", "× baseline"),
     ("baseline", "baseline"),
     ("energy_per_item_mj", "energy mJ/item"),
-    ("n_iters", "n"),
+    ("n_iters", "calls"),
 ]
 
 
-def training_speedups(cells: pd.DataFrame) -> pd.DataFrame:
+def training_speedups(cells: pd.DataFrame, engine_order: Sequence[str] = ()) -> pd.DataFrame:
     """Training cells with two ratios of items/s: against the same cell on the CPU (``speedup_vs_cpu``),
-    and against the slowest fp32 cell of the same workload, engine implementation, device and batch
-    (``speedup_vs_fp32``, that cell's variant in ``baseline``): e.g. AMP + channels-last + compile over
-    the fp32 step, or the plain epoch loop against the DataLoader options."""
+    and against the plain fp32 baseline of the same workload, engine implementation, device and batch
+    (``speedup_vs_baseline``, named in ``baseline``): the first of ``engine_order`` (a study lists its
+    baseline first) with an fp32 cell there, else the fp32 cell with the plainest recipe (e.g. the
+    fp32 step against AMP + channels-last + compile, the plain epoch loop against DataLoader options)."""
     cells = cells.copy()
     ok = cells[cells["status"] == "ok"]
     same = ["workload", "engine", "precision", "batch_size"]
@@ -263,45 +376,49 @@ def training_speedups(cells: pd.DataFrame) -> pd.DataFrame:
         for row in cells.itertuples(index=False)
     ]
     group = ["workload", "engine_impl", "device", "batch_size"]
+    order = {name: i for i, name in enumerate(engine_order)}
     fp32 = ok[ok["precision"] == "fp32"]
-    slowest = fp32.loc[fp32.groupby(group)["throughput_per_s"].idxmin()].set_index(group) if not fp32.empty else fp32
-    ratios, baselines = [], []
-    for row in cells.itertuples(index=False):
-        key = tuple(getattr(row, c) for c in group)
-        if row.status == "ok" and key in slowest.index:
-            ratios.append(row.throughput_per_s / slowest.loc[key, "throughput_per_s"])
-            baselines.append(f"{slowest.loc[key, 'engine']} fp32")
+    fp32 = fp32.assign(
+        rank=[(order.get(r["engine"], len(order)), len(recipe(r)), r["engine"]) for _, r in fp32.iterrows()]
+    )
+    baselines = {key: frame.sort_values("rank").iloc[0] for key, frame in fp32.groupby(group)} if len(fp32) else {}
+    ratios, names = [], []
+    for _, row in cells.iterrows():
+        base = baselines.get(tuple(row[c] for c in group))
+        if row["status"] == "ok" and base is not None:
+            ratios.append(row["throughput_per_s"] / base["throughput_per_s"])
+            names.append(f"{base['engine']} fp32 ({recipe(base)})")
         else:
             ratios.append(None)
-            baselines.append(None)
-    return cells.assign(speedup_vs_fp32=ratios, baseline=baselines)
+            names.append(None)
+    return cells.assign(speedup_vs_baseline=ratios, baseline=names, recipe=[recipe(r) for _, r in cells.iterrows()])
 
 
 def _known(value: Any) -> bool:
     return value is not None and not pd.isna(value)
 
 
-def training_section(cells: pd.DataFrame) -> list[str]:
+def training_section(cells: pd.DataFrame, engine_order: Sequence[str] = ()) -> list[str]:
     """Time per training iteration or epoch, with the GPU/CPU and optimised/baseline speed-ups."""
     training = cells[cells["mode"] == "train"] if "mode" in cells else cells.iloc[0:0]
     if training.empty:
         return []
-    rated = training_speedups(training)
+    rated = training_speedups(training, engine_order)
     out: list[str] = []
     for row in rated.itertuples(index=False):
         if _known(row.speedup_vs_cpu):
             out.append(f"- {row.workload} {row.engine} {row.precision} b{row.batch_size}: the GPU trains "
                        f"{fmt(row.speedup_vs_cpu)}× the items/s of the CPU.")  # fmt: skip
     for row in rated.itertuples(index=False):
-        if _known(row.speedup_vs_fp32) and row.baseline != f"{row.engine} {row.precision}":
+        if _known(row.speedup_vs_baseline) and not str(row.baseline).startswith(f"{row.engine} {row.precision} "):
             out.append(f"- {row.workload} b{row.batch_size} on {row.device}: {row.engine} {row.precision} trains "
-                       f"{fmt(row.speedup_vs_fp32)}× the items/s of {row.baseline}.")  # fmt: skip
+                       f"{fmt(row.speedup_vs_baseline)}× the items/s of the baseline {row.baseline}.")  # fmt: skip
     out += [
         "",
         "One timed call is one training iteration on a staged batch (`torch_train`: forward, loss, backward, "
         "SGD step) or one epoch over the dataset through a DataLoader (`torch_train_epoch`, end to end from "
-        "host memory); items/s counts samples trained on. `× baseline`: items/s over the slowest fp32 variant "
-        "of the same engine, device and batch.",
+        "host memory); items/s counts samples trained on. `× baseline`: items/s over the plain fp32 cell of "
+        "the same engine, device and batch named in `baseline`.",
         "",
     ]
     for workload, frame in rated.groupby("workload", sort=False):
@@ -309,12 +426,15 @@ def training_section(cells: pd.DataFrame) -> list[str]:
     return out
 
 
-LAYOUTS: dict[str, Callable[[pd.DataFrame], list[str]]] = {
-    "by_batch": by_batch_section,
-    "engines": engines_section,
-    "seq": seq_section,
-    "training": training_section,
-}
+def _layout_section(layout: str, cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
+    percentiles = study_percentiles(study)
+    if layout == "by_batch":
+        return by_batch_section(cells)
+    if layout == "engines":
+        return engines_section(cells, percentiles)
+    if layout == "seq":
+        return seq_section(cells, percentiles)
+    return training_section(cells, study.get("engines", ()))
 
 
 def study_section(
@@ -332,9 +452,9 @@ def study_section(
         needs = " (it needs a GPU)" if study.get("requires_gpu") else ""
         return [*out, f"No cell of this study ran on this machine{needs}.", ""]
     out += ["**Answer:**", ""]
-    answer = LAYOUTS[layout](cells)
+    answer = _layout_section(layout, cells, study)
     if layout != "training":  # a study may also hold training cells: their table follows
-        answer += training_section(cells)
+        answer += training_section(cells, study.get("engines", ()))
     if not decisions.measured(cells).empty or layout == "training":
         out += answer
     else:

@@ -1,4 +1,9 @@
-"""Markdown tables and number formatting shared by the report's sections."""
+"""Markdown tables and number formatting shared by the report's sections.
+
+Latencies carry their unit per value, chosen by magnitude (ms, µs, ns), so that a 96 ns per-item
+latency and a 75 ms batch sit in one column without scientific notation. A column whose name ends
+in ``_ms`` holds milliseconds and is formatted so; other numbers get three significant digits.
+"""
 
 from __future__ import annotations
 
@@ -6,53 +11,121 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+from inferbench.engines.registry import COMPUTATION_KEYS
+
+
+def _significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits in positional notation (never 1e-05), thousands
+    separated."""
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
 
 
 def fmt(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if isinstance(value, float):
-        if value == 0 or abs(value) >= 1000:
-            return f"{value:,.0f}"
-        if abs(value) < 0.001:
-            return f"{value:.3g}"
-        digits = max(0, 2 - math.floor(math.log10(abs(value))))  # three significant digits
-        return f"{value:.{digits}f}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, float | np.floating):
+        return _significant(float(value))
+    if isinstance(value, int | np.integer):
+        return f"{int(value):,}"
     return str(value)
 
 
-def interval(low: Any, high: Any) -> str | None:
-    if pd.isna(low) or pd.isna(high):  # None or NaN: no interval
+def fmt_ms(value: Any) -> str:
+    """Milliseconds in the unit that suits the magnitude: 12.3 ms, 96.4 µs, 412 ns."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    ms = float(value)
+    if abs(ms) >= 1 or ms == 0:
+        return f"{_significant(ms)} ms"
+    if abs(ms) >= 1e-3:
+        return f"{_significant(ms * 1e3)} µs"
+    return f"{_significant(ms * 1e6)} ns"
+
+
+def fmt_ratio(value: Any) -> str:
+    return "–" if value is None or pd.isna(value) else f"{_significant(float(value))}×"
+
+
+def interval(low: Any, high: Any, unit: str = "") -> str | None:
+    if low is None or high is None or pd.isna(low) or pd.isna(high):  # None or NaN: no interval
         return None
+    if unit == "ms":
+        return f"{fmt_ms(float(low))} – {fmt_ms(float(high))}"
     return f"{fmt(float(low))}–{fmt(float(high))}"
 
 
 #: columns that count things: shown as integers even where a missing value made the column float
-COUNT_COLUMNS = {"n_iters", "items_per_call", "batch_size", "seq_len", "threads", "repeats", "points"}
+COUNT_COLUMNS = {"n_iters", "e2e_n_iters", "items_per_call", "batch_size", "seq_len", "threads", "repeats", "points"}
 
 
 def _count(value: Any) -> Any:
     return int(value) if isinstance(value, float) and not math.isnan(value) and value.is_integer() else value
 
 
-def intervals(frame: pd.DataFrame, low: str, high: str) -> list[str | None]:
+def intervals(frame: pd.DataFrame, low: str, high: str, unit: str = "") -> list[str | None]:
     """``interval`` of each row's ``low`` and ``high`` columns."""
-    return [interval(lo, hi) for lo, hi in zip(frame[low], frame[high], strict=True)]
+    return [interval(lo, hi, unit) for lo, hi in zip(frame[low], frame[high], strict=True)]
+
+
+def cell_text(column: str, value: Any) -> str:
+    """One table cell: milliseconds with their unit, counts as integers, the rest as ``fmt``."""
+    if column.endswith("_ms"):
+        return fmt_ms(value)
+    if column in COUNT_COLUMNS:
+        return fmt(_count(value))
+    return fmt(value)
 
 
 def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
     if "latency_p50_ci95_low_ms" in frame:
-        frame = frame.assign(latency_p50_ci95=intervals(frame, "latency_p50_ci95_low_ms", "latency_p50_ci95_high_ms"))
+        frame = frame.assign(
+            latency_p50_ci95=intervals(frame, "latency_p50_ci95_low_ms", "latency_p50_ci95_high_ms", "ms")
+        )
     lines = ["| " + " | ".join(title for _, title in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in frame.itertuples(index=False):
         values = row._asdict()
-        cells = [fmt(_count(values.get(col)) if col in COUNT_COLUMNS else values.get(col)) for col, _ in columns]
+        cells = [cell_text(col, values.get(col)).replace("|", "/") for col, _ in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def rows_or_none(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> list[str]:
     return [markdown_table(frame, columns) if not frame.empty else "None in this run.", ""]
+
+
+#: knob values that are the plain default: left out of a recipe
+_PLAIN = {"graph": "eager", "cuda_graph": False, "channels_last": False, "io_binding": None, "tf32": None}
+
+
+def recipe(row: Any) -> str:
+    """What a cell computes with, in a few words (e.g. ``torchscript · fp16 cast · channels-last``):
+    its precision and how it is reached, then every computation option that is not the plain one."""
+    values = row if isinstance(row, dict) else (row.to_dict() if isinstance(row, pd.Series) else row._asdict())
+    if not any(key in values for key in COMPUTATION_KEYS):
+        return str(values.get("precision", "–"))
+    known = {k: values.get(k) for k in COMPUTATION_KEYS}
+    known = {k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else v) for k, v in known.items()}
+    parts = []
+    if known["graph"] not in (None, "eager", "none"):
+        parts.append(str(known["graph"]) + (f" {known['compile_mode']}" if known["compile_mode"] else ""))
+    precision = str(values.get("precision", ""))
+    parts.append(precision + (f" {known['precision_mode']}" if known["precision_mode"] else ""))
+    if known["tf32"] is True or str(known["tf32"]).lower() == "true":
+        parts.append("TF32")
+    elif precision == "fp32" and known["tf32"] is not None:
+        parts.append("strict")
+    if known["channels_last"] is True or str(known["channels_last"]).lower() == "true":
+        parts.append("channels-last")
+    if str(known["cuda_graph"]).lower() == "true" and known["graph"] != "cuda_graph":
+        parts.append("CUDA graph")
+    if known["io_binding"] is not None:
+        parts.append("IO binding" if str(known["io_binding"]).lower() == "true" else "host arrays")
+    return " · ".join(parts)

@@ -1,0 +1,89 @@
+"""How sure a ratio of two cells' p50s is, counting the spread between fresh processes.
+
+One process's confidence interval says how well its calls pin down *its* p50; the next process of
+the same cell can differ by more (on shared VMs a host-bound GPU cell moves 10-75%). So each fresh
+process's p50 is one observation of the cell (inferbench.repeats measures every cell in several), and
+a ratio A/B gets Welch's t-interval on log p50: the difference of the cells' mean log p50 ± t × its
+standard error, t from the Welch-Satterthwaite degrees of freedom. A cell's spread is never taken as
+smaller than the sampling error of one process's p50 (its within-process CI), so two processes that
+happen to agree do not make a cell look exact. With one process, the spread is unknown: the ratio
+has no interval and is never called significant. A difference is significant when its 95% interval
+excludes 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class CellSpread:
+    """A cell's p50 across its processes: the mean and standard deviation of log p50, and their count."""
+
+    mean_log: float
+    sd_log: float
+    n: int
+
+    @classmethod
+    def from_processes(
+        cls, p50s: Sequence[float], ci_low: float | None = None, ci_high: float | None = None
+    ) -> CellSpread | None:
+        """From each process's p50 (ms); ``ci_low``/``ci_high``: the 95% CI of the pooled p50, whose
+        width (times sqrt(n): one process's) sets the floor of the spread."""
+        values = [float(v) for v in p50s if v is not None and v > 0 and math.isfinite(v)]
+        if not values:
+            return None
+        logs = [math.log(v) for v in values]
+        n = len(logs)
+        mean = sum(logs) / n
+        sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1)) if n > 1 else 0.0
+        if ci_low and ci_high and ci_low > 0 and ci_high >= ci_low:
+            one_process = math.log(ci_high / ci_low) / (2 * Z95) * math.sqrt(n)
+            sd = max(sd, one_process)
+        return cls(mean, sd, n)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """``value`` = p50 of B / p50 of A (A faster when > 1), with its 95% interval where it is known."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+    processes: tuple[int, int] = (1, 1)
+
+    @property
+    def known(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def significant(self) -> bool:
+        """The interval excludes 1: the difference holds beyond the spread between processes."""
+        return self.known and (self.low > 1 or self.high < 1)  # type: ignore[operator]
+
+    def describe(self) -> str:
+        if not self.known:
+            return "spread between processes unknown (1 process)"
+        return "significant" if self.significant else "within the spread between processes"
+
+
+def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: float = 0.95) -> Ratio:
+    """B / A with Welch's interval on log p50. ``value``: the point estimate to centre it on (e.g.
+    the ratio of the pooled p50s shown beside it); by default the ratio of the geometric means."""
+    centre = math.log(value) if value is not None and value > 0 else b.mean_log - a.mean_log
+    processes = (a.n, b.n)
+    if a.n < 2 or b.n < 2:
+        return Ratio(math.exp(centre), processes=processes)
+    va, vb = a.sd_log**2 / a.n, b.sd_log**2 / b.n
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Ratio(math.exp(centre), math.exp(centre), math.exp(centre), processes)
+    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return Ratio(math.exp(centre), math.exp(centre - half), math.exp(centre + half), processes)
