@@ -1,0 +1,101 @@
+"""`inferbench compare` on two synthetic runs whose differences are known."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from inferbench.analysis.compare_runs import compare_runs
+from inferbench.cell_runner import save_samples
+from inferbench.cells import CellKey, CellRecord
+from inferbench.measure.stats import latency_stats
+from inferbench.repeats import merge_repeats
+
+
+def write_cell(cells_dir: Path, key: CellKey, process_p50s_ms: list[float], seed: int) -> None:
+    """A record measured in one process per entry of ``process_p50s_ms``: 400 calls each, spread 2%."""
+    rng = np.random.default_rng(seed)
+    records, samples = [], []
+    for p50 in process_p50s_ms:
+        calls = rng.normal(p50, 0.02 * p50, 400) * 1e-3
+        stats = latency_stats(calls, key.batch_size)
+        end_to_end = {"latency_ms": stats["latency_ms"], "latency_ci95_ms": stats["latency_ci95_ms"],
+                      "n_iters": stats["n_iters"], "throughput_per_s": stats["throughput_per_s"]}  # fmt: skip
+        records.append(
+            CellRecord(
+                key=key,
+                status="ok",
+                engine_impl=key.engine,
+                timing="device",
+                end_to_end=end_to_end,
+                latency_ms=stats["latency_ms"],
+                latency_ci95_ms=stats["latency_ci95_ms"],
+                n_iters=stats["n_iters"],
+                throughput_per_s=stats["throughput_per_s"],
+            )
+        )
+        samples.append({"device": calls, "end_to_end": calls})
+    record, pooled = merge_repeats(records, samples)
+    out = cells_dir / key.relpath
+    save_samples(out, pooled)
+    record.save(out)
+
+
+def make_runs(tmp_path: Path) -> tuple[Path, Path]:
+    eager = CellKey("resnet50", "torch_eager", "fp32", "cuda", 32, 0, 0)
+    graph = CellKey("resnet50", "torch_cudagraph", "fp16", "cuda", 32, 0, 0)
+    single = CellKey("mlp_heart", "ort_cpu", "fp32", "cpu", 1, 0, 2)
+    runs = []
+    for name, eager_p50s, graph_p50s, single_p50 in (
+        ("a", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95], [1.0]),
+        ("b", [12.0, 12.1, 11.9], [5.02, 4.98, 5.0], [1.1]),  # eager 20% slower; the graph as it was
+    ):
+        cells = tmp_path / name / "cells"
+        write_cell(cells, eager, eager_p50s, seed=1)
+        write_cell(cells, graph, graph_p50s, seed=2)
+        write_cell(cells, single, single_p50, seed=3)
+        runs.append(tmp_path / name)
+    return runs[0], runs[1]
+
+
+def test_compare_flags_the_known_change_and_only_it(tmp_path):
+    run_a, run_b = make_runs(tmp_path)
+    cells, agreement, text = compare_runs(run_a, run_b)
+    by_engine = cells.set_index("engine")
+    assert by_engine.loc["torch_eager", "change"] == "slower"
+    assert 1.15 < by_engine.loc["torch_eager", "ratio"] < 1.25
+    assert by_engine.loc["torch_eager", "interval_from"] == "processes (3 / 3)"
+    assert by_engine.loc["torch_cudagraph", "change"] == "within noise"
+    # one process each: the interval comes from the calls, and says it cannot see between processes
+    assert by_engine.loc["ort_cpu", "change"] == "slower"
+    assert by_engine.loc["ort_cpu", "interval_from"].startswith("calls within one process")
+    assert "3 cells ok in both runs: 1 faster" not in text and "2 slower, 1 within noise" in text
+    # the CUDA graph is fastest at resnet50 b32 in both runs, significantly: the decisions agree
+    fastest = agreement[(agreement["claim"] == "fastest") & (agreement["workload"] == "resnet50")].iloc[0]
+    assert fastest["agree"] and not fastest["problem"]
+
+
+def test_compare_reports_a_significant_claim_that_reverses(tmp_path):
+    run_a, run_b = make_runs(tmp_path)
+    # in run B the CUDA graph cell becomes clearly slower than eager: the fastest cell changes
+    write_cell(run_b / "cells", CellKey("resnet50", "torch_cudagraph", "fp16", "cuda", 32, 0, 0), [20.0, 20.2, 19.8], 4)
+    _, agreement, text = compare_runs(run_a, run_b)
+    fastest = agreement[(agreement["claim"] == "fastest") & (agreement["workload"] == "resnet50")].iloc[0]
+    assert not fastest["agree"] and fastest["problem"]
+    assert "1 of them called significant" in text or "called significant in a run" in text
+
+
+def test_compare_cli_writes_markdown_and_csv(tmp_path):
+    run_a, run_b = make_runs(tmp_path)
+    md, csv = tmp_path / "compare.md", tmp_path / "compare.csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "inferbench", "compare", str(run_a), str(run_b), "--out-md", str(md), "--out-csv",
+         str(csv)], capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert md.read_text().startswith("# ") and "| torch_eager |" in done.stdout
+    assert len(pd.read_csv(csv)) == 3
