@@ -4,6 +4,8 @@
 # pieces already copied to /tmp/ortp by the five commands before this one.
 #
 #   bash benchmarks/run_on_gpu_machine.sh [seconds allowed, default 540] [snakemake arguments...]
+#   REMEASURE=1 bash benchmarks/run_on_gpu_machine.sh ...   # a second run: every cell again, in fresh
+#                                                           # processes, on the data and models already made
 #
 # A run cut off by the time limit continues where it stopped when called again on the same machine
 # (results/ stays while the machine is up): add the wall times of the calls.
@@ -23,6 +25,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=cs
 
 # a call cut off by its time limit leaves snakemake's directory lock behind; nothing else runs here
 snakemake --unlock "$@" > /dev/null 2>&1
+if [ "${REMEASURE:-0}" = 1 ]; then
+  rm -rf results/cells results/summary.csv results/summary.parquet results/plots results/report.md
+fi
 start=$(date +%s)
 timeout -k 15 "$limit" snakemake --cores 16 --resources gpu=1 --rerun-incomplete "$@" > "$out/snakemake.log" 2>&1
 echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee "$out/timing.txt"
@@ -32,7 +37,7 @@ echo "dry re-run rc=$? wall_ms=$(( ($(date +%s%N) - start) / 1000000 ))" | tee -
 tail -3 "$out/rerun.log"
 
 cp results/summary.csv results/report.md "$out/" 2>/dev/null
-tar czf "$out/cells.tgz" results/cells/*/*/*/*.json results/profiles results/onnx/*.json results/models/*.json \
+tar czf "$out/cells.tgz" results/cells results/profiles results/onnx/*.json results/models/*.json \
   data/processed/*.stats.json results/plots logs 2>/dev/null
 python3 - <<'PY'
 import pandas as pd
