@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from inferbench.analysis.comparison import boundary_of, compare
+from inferbench.analysis.comparison import SpreadFloors, boundary_of, compare
 from inferbench.analysis.decisions import (
     BASELINE_ENGINE,
     best_cells,
@@ -90,7 +90,7 @@ def test_best_cell_and_pareto_front():
     )
     best = best_cells(frame).iloc[0]
     assert best["engine"] == "a" and best["boundary"] == "device" and best["runner_up"].startswith("b ")
-    assert best["verdict"] == "spread between processes unknown (1 process)"
+    assert best["verdict"] == "spread between processes unknown: 1 process"
     assert list(pareto_front(frame[frame["status"] == "ok"])["engine"]) == ["a", "b"]
 
 
@@ -100,22 +100,50 @@ def processes(*p50s: float) -> str:
 
 def test_speedup_interval_is_welchs_on_the_processes_log_p50s():
     base_p50s, cell_p50s = [10.0, 11.0, 9.5], [5.0, 5.3, 4.6]
+    gpu = {"device": "cuda", "threads": 0, "bound": "device"}
     frame = pd.DataFrame(
         [
-            cell(latency_p50_ms=10.0, p50_by_process_ms=processes(*base_p50s)),
-            cell(engine="ort_cpu", engine_impl="ort_cpu", latency_p50_ms=5.0, p50_by_process_ms=processes(*cell_p50s)),
-            cell(engine="ort_cpu", engine_impl="ort_cpu", batch_size=4, latency_p50_ms=1.0),  # no baseline
+            cell(latency_p50_ms=10.0, p50_by_process_ms=processes(*base_p50s), **gpu),
+            cell(engine="ort_cuda", engine_impl="ort_cuda", latency_p50_ms=5.0, p50_by_process_ms=processes(*cell_p50s),
+                 **gpu),
+            cell(engine="ort_cuda", engine_impl="ort_cuda", batch_size=4, latency_p50_ms=1.0, **gpu),  # no baseline
         ]
     )  # fmt: skip
-    result = speedups(frame)
-    assert len(result) == 1
-    row = result.iloc[0]
+    row = speedups(frame).iloc[0]
+    assert len(speedups(frame)) == 1
     assert row["speedup"] == pytest.approx(2.0) and row["boundary"] == "device" and row["significant"]
-    # the same interval from SciPy's own Welch test, re-centred on the shown ratio of p50s
+    # without class floors: the same interval as SciPy's own Welch test, re-centred on the shown ratio
     welch = stats.ttest_ind(np.log(base_p50s), np.log(cell_p50s), equal_var=False).confidence_interval()
     shift = math.log(2.0) - (np.mean(np.log(base_p50s)) - np.mean(np.log(cell_p50s)))
-    assert row["speedup_low"] == pytest.approx(math.exp(welch.low + shift))
-    assert row["speedup_high"] == pytest.approx(math.exp(welch.high + shift))
+    plain = compare(frame.iloc[1], frame.iloc[0])
+    assert plain.low == pytest.approx(math.exp(welch.low + shift))
+    assert plain.high == pytest.approx(math.exp(welch.high + shift))
+    # with them (speedups): the quieter cell takes the class's pooled spread and its degrees of freedom
+    floors = SpreadFloors.of(frame)
+    assert (row["speedup_low"], row["speedup_high"]) == pytest.approx(
+        (
+            compare(frame.iloc[1], frame.iloc[0], floors=floors).low,
+            compare(frame.iloc[1], frame.iloc[0], floors=floors).high,
+        )
+    )
+
+
+def test_host_sensitive_cells_carry_at_least_their_class_spread():
+    """Two quiet CPU cells 15% apart, beside CPU cells whose processes spread by 40%: the host they
+    share drifts that much, so the quiet pair's difference is not called (one process's agreement
+    with the next, seconds later, says nothing about the host a minute later)."""
+    quiet_a = cell(engine="a", latency_p50_ms=1.0, p50_by_process_ms=processes(1.0, 1.001))
+    quiet_b = cell(engine="b", latency_p50_ms=1.15, p50_by_process_ms=processes(1.15, 1.151))
+    noisy = [cell(engine=f"n{i}", batch_size=4, latency_p50_ms=5.0, p50_by_process_ms=processes(4.0, 6.0))
+             for i in range(3)]  # fmt: skip
+    alone = pd.DataFrame([quiet_a, quiet_b])
+    assert compare(quiet_a, quiet_b, floors=SpreadFloors.of(alone)).significant
+    floors = SpreadFloors.of(pd.DataFrame([quiet_a, quiet_b, *noisy]))
+    assert floors.get(quiet_a, "device").pct > 20
+    assert not compare(quiet_a, quiet_b, floors=floors).significant
+    # a device-bound GPU cell is not held to the host's drift
+    gpu = cell(engine="g", device="cuda", threads=0, bound="device", p50_by_process_ms=processes(1.0, 1.001))
+    assert floors.get(gpu, "device") is None
 
 
 def test_spread_between_processes_widens_what_one_process_calls_exact():
@@ -124,7 +152,7 @@ def test_spread_between_processes_widens_what_one_process_calls_exact():
     narrow = {"latency_p50_ci95_low_ms": 7.55, "latency_p50_ci95_high_ms": 7.67}
     one = ratio(CellSpread.from_processes([7.61], 7.55, 7.67), CellSpread.from_processes([5.3], 5.27, 5.33))
     assert not one.known and one.significant is False
-    assert one.describe() == "spread between processes unknown (1 process)"
+    assert one.describe() == "spread between processes unknown: 1 process"
     eager = cell(latency_p50_ms=6.0, p50_by_process_ms=processes(7.61, 4.53), **narrow)
     faster = cell(engine="graph", latency_p50_ms=4.6, p50_by_process_ms=processes(4.62, 4.58))
     result = compare(faster, eager)
@@ -152,8 +180,9 @@ def test_one_boundary_rule_for_every_comparison():
 
 def test_published_contradiction_heart_mlp_b1024_is_compared_end_to_end():
     """default/report.md gave ort_cuda_host 0.943x over eager at mlp_heart b1024 (device p50 of eager
-    against ORT's host-to-host p50); end to end ORT is 1.44x faster, as its README said."""
-    summary = pd.read_csv(RESULTS / "default" / "summary.csv")
+    against ORT's host-to-host p50); end to end ORT is 1.44x faster, as its README said. (That report
+    was rendered from the run now in measurement/.)"""
+    summary = pd.read_csv(RESULTS / "measurement" / "summary.csv")
     result = speedups(summary)
     row = result[(result["workload"] == "mlp_heart") & (result["engine"] == "ort_cuda_host")
                  & (result["batch_size"] == 1024)].iloc[0]  # fmt: skip

@@ -102,7 +102,8 @@ def test_heart_training_preset_gives_epoch_times_and_the_loader_comparison(workd
     assert set(summary["engine"]) == {"train_epoch", "train_epoch_loader"} and set(summary["batch_size"]) == {32, 256}
     assert (summary["status"] == "ok").all()
     text = section(report, "heart_training")
-    assert "the items/s of train_epoch" in text or "the items/s of train_epoch_loader" in text
+    # against the plain loop, the study's first engine: the baseline is named
+    assert "train_epoch_loader fp32 trains" in text and "the items/s of the baseline train_epoch fp32" in text
 
 
 def test_full_preset_reuses_the_cells_already_measured_and_has_every_section(workdir):

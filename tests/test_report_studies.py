@@ -214,7 +214,7 @@ def test_training_section_gives_gpu_over_cpu_and_names_the_baseline():
     assert "mlp_heart train_epoch fp32 b32: the GPU trains 0.500× the items/s of the CPU." in text
     assert "b32 on cpu: train_epoch_loader fp32 trains 0.250× the items/s of the baseline train_epoch fp32" in text
     assert "train_epoch fp32 trains" not in text  # the baseline is not compared with itself
-    assert "| 32 | fp32 | ok | 10.0 ms | – | – | 500 | 0.500 | 1.00 | train_epoch fp32 (fp32) |" in text
+    assert "| 32 | fp32 | ok | device | 10.0 ms | – | – | 500 | 0.500 | 1.00 | train_epoch fp32 (fp32) |" in text
 
 
 def test_report_has_one_section_per_study_in_run_order_and_says_why_one_is_empty():

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis import decisions
-from inferbench.analysis.comparison import COLUMNS, spread_at
+from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
 from inferbench.analysis.summary import KEY_COLUMNS, summary_frame
 from inferbench.analysis.uncertainty import ratio
 from inferbench.cells import CellKey
@@ -80,6 +80,7 @@ def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
     a = run_a.summary[run_a.summary["status"] == "ok"]
     b = run_b.summary[run_b.summary["status"] == "ok"]
     both = a.merge(b, on=KEY_COLUMNS, suffixes=("_a", "_b"))
+    floors_a, floors_b = SpreadFloors.of(a), SpreadFloors.of(b)
     rows = []
     for _, pair in both.iterrows():
         row_a = _side(pair, "_a")
@@ -92,10 +93,13 @@ def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
             if p50_a is None or p50_b is None or pd.isna(p50_a) or pd.isna(p50_b) or p50_a <= 0:
                 continue
             value, low, high, source = p50_b / p50_a, None, None, "none"
-            spread_a, spread_b = spread_at(row_a, boundary), spread_at(row_b, boundary)
-            if spread_a and spread_b and spread_a.n > 1 and spread_b.n > 1:
+            spread_a, spread_b = spread_at(row_a, boundary, floors_a), spread_at(row_b, boundary, floors_b)
+            if spread_a and spread_b and spread_a.known and spread_b.known:
                 result = ratio(spread_a, spread_b, value)
-                low, high, source = result.low, result.high, f"processes ({spread_a.n} / {spread_b.n})"
+                low, high = result.low, result.high
+                source = f"processes ({spread_a.n} / {spread_b.n})"
+                if spread_a.df is not None or spread_b.df is not None:
+                    source += ", at least the pooled spread of their class"
             else:
                 samples_a, samples_b = run_a.samples(row_a, boundary), run_b.samples(row_b, boundary)
                 if samples_a is not None and samples_b is not None:
@@ -133,12 +137,21 @@ def _change(low: float | None, high: float | None) -> str:
     return "within noise"
 
 
+def common_cells(run_a: Run, run_b: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each run's summary restricted to the cells ok in both: decisions made over the same cells."""
+    keys = [frame.loc[frame["status"] == "ok", KEY_COLUMNS] for frame in (run_a.summary, run_b.summary)]
+    both = keys[0].merge(keys[1], on=KEY_COLUMNS)
+    return tuple(frame.merge(both, on=KEY_COLUMNS) for frame in (run_a.summary, run_b.summary))  # type: ignore[return-value]
+
+
 def decision_agreement(run_a: Run, run_b: Run) -> pd.DataFrame:
-    """The claims of both runs' reports side by side: the fastest cell per shape (a disagreement
-    matters where either run calls its margin significant), and every compared pair (speed-ups over
-    FP32 eager, single-option steps) that one run calls significant while the other reverses it."""
+    """The claims of both runs' reports, made over the cells ok in both, side by side: the fastest
+    cell per shape (a disagreement matters where either run calls its margin significant), and every
+    compared pair (speed-ups over FP32 eager, single-option steps) that one run calls significant
+    while the other reverses it."""
+    summaries = common_cells(run_a, run_b)
     rows = []
-    best = [decisions.best_cells(r.summary) for r in (run_a, run_b)]
+    best = [decisions.best_cells(summary) for summary in summaries]
     shape = ["workload", "batch_size", "seq_len"]
     for _, pair in best[0].merge(best[1], on=shape, suffixes=("_a", "_b")).iterrows():
         name_a = f"{pair['engine_a']} {pair['precision_a']} {pair['device_a']}"
@@ -155,7 +168,7 @@ def decision_agreement(run_a: Run, run_b: Run) -> pd.DataFrame:
             }
         )
     for claims, what in ((decisions.speedups, "speed-up over FP32 eager"), (decisions.option_steps, "option step")):
-        frames = [claims(r.summary) for r in (run_a, run_b)]
+        frames = [claims(summary) for summary in summaries]
         if frames[0].empty or frames[1].empty:
             continue
         key = [c for c in frames[0].columns if c in ("workload", "device", "batch_size", "seq_len", "threads",

@@ -10,12 +10,13 @@ includes the copies a device change or a host-to-host engine pays.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
-from inferbench.analysis.uncertainty import CellSpread, Ratio, ratio
+from inferbench.analysis.uncertainty import CellSpread, Ratio, SpreadFloor, ratio
 
 BOUNDARY_LABELS = {"device": "device boundary", "end_to_end": "end to end"}
 #: per boundary: the p50 column, each process's p50 (';'-separated), and the pooled p50's 95% CI
@@ -30,15 +31,23 @@ COLUMNS = {
 }
 
 
+def _get(row: Any, column: str) -> Any:
+    """A field of a summary row (a Series, a dict or a namedtuple), None where missing or NaN."""
+    value = getattr(row, column, None) if isinstance(row, tuple) else row.get(column)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
 def boundary_of(cells: pd.DataFrame | Iterable[Any]) -> str:
     """The boundary at which ``cells`` (summary rows) are compared: ``device`` when all ran on one
     device and every engine's own boundary is ``device``, else ``end_to_end``."""
-    frame = cells if isinstance(cells, pd.DataFrame) else pd.DataFrame([_as_dict(c) for c in cells])
-    if frame.empty:
-        return "device"
-    timings = frame["timing"] if "timing" in frame else pd.Series("device", index=frame.index)
-    same_device = frame["device"].nunique() == 1
-    return "device" if same_device and bool(timings.fillna("device").eq("device").all()) else "end_to_end"
+    if isinstance(cells, pd.DataFrame):
+        devices = set(cells["device"])
+        timings = set(cells["timing"].fillna("device")) if "timing" in cells else {"device"}
+    else:
+        rows = list(cells)
+        devices = {_get(r, "device") for r in rows}
+        timings = {_get(r, "timing") or "device" for r in rows}
+    return "device" if len(devices) <= 1 and timings <= {"device"} else "end_to_end"
 
 
 def p50_at(frame: pd.DataFrame, boundary: str) -> pd.Series:
@@ -50,42 +59,69 @@ def p50_at(frame: pd.DataFrame, boundary: str) -> pd.Series:
     return e2e.fillna(frame["latency_p50_ms"])
 
 
-def _as_dict(row: Any) -> dict[str, Any]:
-    if isinstance(row, dict):
-        return row
-    if isinstance(row, pd.Series):
-        return row.to_dict()
-    return row._asdict()
+def p50_of(row: Any, boundary: str) -> float | None:
+    """One row's p50 (ms) at ``boundary`` (as ``p50_at``)."""
+    value = _get(row, "e2e_latency_p50_ms") if boundary == "end_to_end" else None
+    value = value if value is not None else _get(row, "latency_p50_ms")
+    return float(value) if value is not None else None
 
 
-def _value(row: dict[str, Any], column: str) -> Any:
-    value = row.get(column)
-    return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
+def spread_class(row: Any) -> str:
+    """``device`` for a GPU cell found device-bound, else ``host``: its time follows the host's CPU
+    (a host-bound or unclassified GPU cell, a CPU cell)."""
+    return "device" if _get(row, "device") == "cuda" and _get(row, "bound") == "device" else "host"
 
 
-def spread_at(row: Any, boundary: str) -> CellSpread | None:
-    """A summary row's p50 across its processes at ``boundary`` (see inferbench.analysis.uncertainty)."""
-    row = _as_dict(row)
+class SpreadFloors:
+    """Per class (``spread_class``) and boundary, the between-process spread pooled over the class's
+    cells of one run: the least spread a cell of that class is taken to have."""
+
+    def __init__(self, floors: dict[tuple[str, str], SpreadFloor]) -> None:
+        self.floors = floors
+
+    @classmethod
+    def of(cls, summary: pd.DataFrame) -> SpreadFloors:
+        ok = summary[summary["status"] == "ok"] if "status" in summary else summary
+        floors: dict[tuple[str, str], SpreadFloor] = {}
+        rows = list(ok.itertuples(index=False))
+        for boundary in COLUMNS:
+            by_class: dict[str, list[CellSpread]] = {}
+            for row in rows:
+                spread = spread_at(row, boundary)
+                if spread is not None and spread.n > 1:
+                    by_class.setdefault(spread_class(row), []).append(spread)
+            for name, spreads in by_class.items():
+                if (floor := SpreadFloor.pooled(spreads)) is not None:
+                    floors[(name, boundary)] = floor
+        return cls(floors)
+
+    def get(self, row: Any, boundary: str) -> SpreadFloor | None:
+        return self.floors.get((spread_class(row), boundary))
+
+
+def spread_at(row: Any, boundary: str, floors: SpreadFloors | None = None) -> CellSpread | None:
+    """A summary row's p50 across its processes at ``boundary`` (see inferbench.analysis.uncertainty),
+    never narrower than its class's pooled spread in ``floors``."""
     p50_col, by_process_col, low_col, high_col = COLUMNS[boundary]
-    p50 = _value(row, p50_col)
+    p50 = _get(row, p50_col)
     if p50 is None and boundary == "end_to_end":  # the engine's own boundary is end to end
         p50_col, by_process_col, low_col, high_col = COLUMNS["device"]
-        p50 = _value(row, p50_col)
-    by_process = _value(row, by_process_col)
+        p50 = _get(row, p50_col)
+    by_process = _get(row, by_process_col)
     values = [float(v) for v in str(by_process).split(";") if v] if by_process is not None else []
     if not values and p50 is not None:
         values = [float(p50)]  # summaries from before processes were recorded: one process
-    return CellSpread.from_processes(values, _value(row, low_col), _value(row, high_col))
+    spread = CellSpread.from_processes(values, _get(row, low_col), _get(row, high_col))
+    return spread.with_floor(floors.get(row, boundary)) if spread is not None and floors else spread
 
 
-def compare(faster: Any, slower: Any, boundary: str | None = None) -> Ratio | None:
+def compare(faster: Any, slower: Any, boundary: str | None = None, floors: SpreadFloors | None = None) -> Ratio | None:
     """p50 of ``slower`` / p50 of ``faster`` at the common boundary (> 1: ``faster`` is faster), with
-    its interval; None where either cell has no p50 there."""
-    a, b = _as_dict(faster), _as_dict(slower)
-    boundary = boundary or boundary_of([a, b])
-    spread_a, spread_b = spread_at(a, boundary), spread_at(b, boundary)
-    if spread_a is None or spread_b is None:
+    its interval (each cell's spread at least its class's in ``floors``); None where either cell has
+    no p50 there."""
+    boundary = boundary or boundary_of([faster, slower])
+    spread_a, spread_b = spread_at(faster, boundary, floors), spread_at(slower, boundary, floors)
+    p50_a, p50_b = p50_of(faster, boundary), p50_of(slower, boundary)
+    if spread_a is None or spread_b is None or not p50_a or p50_b is None:
         return None
-    p50_a = float(p50_at(pd.DataFrame([a]), boundary).iloc[0])
-    p50_b = float(p50_at(pd.DataFrame([b]), boundary).iloc[0])
     return ratio(spread_a, spread_b, p50_b / p50_a)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from inferbench.analysis.comparison import boundary_of, compare, p50_at
+from inferbench.analysis.comparison import SpreadFloors, boundary_of, compare, p50_at, p50_of
 
 #: the engine variant every speed-up is measured against
 BASELINE_ENGINE, BASELINE_PRECISION = "torch_eager", "fp32"
@@ -118,6 +118,7 @@ def best_cells(summary: pd.DataFrame) -> pd.DataFrame:
     group's common boundary), with its margin over the runner-up and whether that margin holds
     beyond the spread between processes."""
     ok = measured(summary)
+    floors = SpreadFloors.of(ok)
     rows = []
     for (workload, batch, seq), cells in ok.groupby(["workload", "batch_size", "seq_len"], sort=True):
         boundary = boundary_of(cells)
@@ -141,7 +142,7 @@ def best_cells(summary: pd.DataFrame) -> pd.DataFrame:
         }
         if len(ranked) > 1:
             second = ranked.iloc[1]
-            margin = compare(best, second, boundary)
+            margin = compare(best, second, boundary, floors)
             row |= {
                 "runner_up": f"{second['engine']} {second['precision']} {second['device']}",
                 "margin": margin.value if margin else None,
@@ -183,6 +184,7 @@ def speedups(summary: pd.DataFrame) -> pd.DataFrame:
     length and threads, at the pair's common boundary, with a 95% interval that counts the spread
     between processes (None where either cell ran in one process) and whether it excludes 1."""
     ok = measured(summary)
+    floors = SpreadFloors.of(ok)
     key = ["workload", "device", "batch_size", "seq_len", "threads"]
     is_base = (ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)
     base = {tuple(r[c] for c in key): r for _, r in ok[is_base].iterrows()}
@@ -192,7 +194,7 @@ def speedups(summary: pd.DataFrame) -> pd.DataFrame:
         if b is None:
             continue
         boundary = boundary_of([row, b])
-        result = compare(row, b, boundary)
+        result = compare(row, b, boundary, floors)
         if result is None:
             continue
         rows.append(
@@ -205,7 +207,7 @@ def speedups(summary: pd.DataFrame) -> pd.DataFrame:
                 "speedup_low": result.low,
                 "speedup_high": result.high,
                 "significant": result.significant if result.known else None,
-                "processes": f"{result.processes[1]} / {result.processes[0]}",
+                "processes": f"{result.processes[0]} / {result.processes[1]}",
             }
         )
     columns = [*key, "engine", "precision", "boundary", "speedup", "speedup_low", "speedup_high", "significant",
@@ -263,6 +265,7 @@ def break_even(summary: pd.DataFrame) -> pd.DataFrame:
     ok = measured(summary)
     if "import_s" not in ok:
         return pd.DataFrame()
+    floors = SpreadFloors.of(ok)
     key = ["workload", "device", "batch_size", "seq_len", "threads"]
     is_base = (ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)
     base = {tuple(r[c] for c in key): r for _, r in ok[is_base].iterrows()}
@@ -270,12 +273,11 @@ def break_even(summary: pd.DataFrame) -> pd.DataFrame:
     for _, row in ok[~is_base].iterrows():
         b = base.get(tuple(row[c] for c in key))
         cold, base_cold = cold_start_total_s(row), (cold_start_total_s(b) if b is not None else None)
-        if b is None or cold is None or base_cold is None:
-            continue
+        if b is None or cold is None or base_cold is None or pd.isna(row["import_s"]) or pd.isna(b["import_s"]):
+            continue  # a cold start with the imports in it (a record from before they were timed apart)
         boundary = boundary_of([row, b])
-        faster = compare(row, b, boundary)
-        p50s = p50_at(pd.DataFrame([row, b]), boundary)
-        extra_s, saved_s = cold - base_cold, (p50s.iloc[1] - p50s.iloc[0]) / 1e3
+        faster = compare(row, b, boundary, floors)
+        extra_s, saved_s = cold - base_cold, (p50_of(b, boundary) - p50_of(row, boundary)) / 1e3
         if saved_s <= 0 or (faster is not None and faster.known and not faster.significant):
             inferences, verdict = None, "never: not faster per call beyond the spread between processes"
         elif extra_s <= 0:
@@ -290,7 +292,7 @@ def break_even(summary: pd.DataFrame) -> pd.DataFrame:
                 "precision": row["precision"],
                 "boundary": boundary,
                 "extra_cold_start_s": extra_s,
-                "saved_ms_per_call": saved_s * 1e3,
+                "saved_per_call_ms": saved_s * 1e3,
                 "break_even_calls": inferences,
                 "verdict": verdict,
             }
@@ -328,6 +330,7 @@ def option_steps(summary: pd.DataFrame) -> pd.DataFrame:
     ok = measured(summary)
     if "graph" not in ok or ok.empty:
         return pd.DataFrame()
+    floors = SpreadFloors.of(ok)
     shape = ["workload", "device", "batch_size", "seq_len", "threads"]
     rows = []
     for _, cells in ok.groupby(shape, sort=True):
@@ -340,7 +343,7 @@ def option_steps(summary: pd.DataFrame) -> pd.DataFrame:
                 knob = differing[0]
                 plain, other = _orient(a, b, knob)
                 boundary = boundary_of([plain, other])
-                result = compare(other, plain, boundary)
+                result = compare(other, plain, boundary, floors)
                 if result is None:
                     continue
                 rows.append(

@@ -6,9 +6,15 @@ process's p50 is one observation of the cell (inferbench.repeats measures every 
 a ratio A/B gets Welch's t-interval on log p50: the difference of the cells' mean log p50 ± t × its
 standard error, t from the Welch-Satterthwaite degrees of freedom. A cell's spread is never taken as
 smaller than the sampling error of one process's p50 (its within-process CI), so two processes that
-happen to agree do not make a cell look exact. With one process, the spread is unknown: the ratio
-has no interval and is never called significant. A difference is significant when its 95% interval
-excludes 1.
+happen to agree do not make a cell look exact.
+
+Nor smaller than its class's: cells whose time follows the host's CPU (host-bound GPU cells, CPU
+cells) share that CPU's drift, which on a shared VM changes from minute to minute (two runs of the
+H100 default 15 minutes apart moved such cells by up to 40% while their own processes, seconds
+apart, agreed within 1%). So each class (``SpreadFloor``: host-sensitive, device-bound) pools the
+spread of all its cells measured in several processes, and a cell's spread is at least that. With
+one process the spread is unknown: the ratio has no interval and is never called significant. A
+difference is significant when its 95% interval excludes 1.
 """
 
 from __future__ import annotations
@@ -24,11 +30,30 @@ Z95 = 1.959963984540054
 
 @dataclass(frozen=True)
 class CellSpread:
-    """A cell's p50 across its processes: the mean and standard deviation of log p50, and their count."""
+    """A cell's p50 across its processes: the mean and standard deviation of log p50, their count,
+    and the degrees of freedom of that standard deviation (n - 1, or its class's where it comes
+    from there)."""
 
     mean_log: float
     sd_log: float
     n: int
+    df: float | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether the spread between processes is known: the cell was measured in several."""
+        return self.n > 1
+
+    def degrees(self) -> float:
+        return self.df if self.df is not None else float(self.n - 1)
+
+    def with_floor(self, floor: SpreadFloor | None) -> CellSpread:
+        """This spread, or its class's where that is larger (then with the class's degrees of freedom).
+        A cell measured in one process stays unknown: nothing says it belongs with the class's cells
+        (it may come from another run, or another machine)."""
+        if floor is None or self.n < 2 or floor.sd_log <= self.sd_log:
+            return self
+        return CellSpread(self.mean_log, floor.sd_log, self.n, floor.df)
 
     @classmethod
     def from_processes(
@@ -47,6 +72,28 @@ class CellSpread:
             one_process = math.log(ci_high / ci_low) / (2 * Z95) * math.sqrt(n)
             sd = max(sd, one_process)
         return cls(mean, sd, n)
+
+
+@dataclass(frozen=True)
+class SpreadFloor:
+    """The between-process spread pooled over a class of cells: sqrt(sum((n_i - 1) s_i^2) / sum(n_i - 1))."""
+
+    sd_log: float
+    df: float
+    cells: int
+
+    @classmethod
+    def pooled(cls, spreads: Sequence[CellSpread]) -> SpreadFloor | None:
+        several = [s for s in spreads if s.n > 1]
+        df = sum(s.n - 1 for s in several)
+        if not df:
+            return None
+        return cls(math.sqrt(sum((s.n - 1) * s.sd_log**2 for s in several) / df), float(df), len(several))
+
+    @property
+    def pct(self) -> float:
+        """The spread as a percentage of the p50 (one standard deviation)."""
+        return 100.0 * (math.exp(self.sd_log) - 1)
 
 
 @dataclass(frozen=True)
@@ -69,7 +116,7 @@ class Ratio:
 
     def describe(self) -> str:
         if not self.known:
-            return "spread between processes unknown (1 process)"
+            return "spread between processes unknown: 1 process"
         return "significant" if self.significant else "within the spread between processes"
 
 
@@ -78,12 +125,12 @@ def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: 
     the ratio of the pooled p50s shown beside it); by default the ratio of the geometric means."""
     centre = math.log(value) if value is not None and value > 0 else b.mean_log - a.mean_log
     processes = (a.n, b.n)
-    if a.n < 2 or b.n < 2:
+    if not (a.known and b.known):
         return Ratio(math.exp(centre), processes=processes)
     va, vb = a.sd_log**2 / a.n, b.sd_log**2 / b.n
     se = math.sqrt(va + vb)
     if se == 0:
         return Ratio(math.exp(centre), math.exp(centre), math.exp(centre), processes)
-    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    df = (va + vb) ** 2 / (va**2 / a.degrees() + vb**2 / b.degrees())
     half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
     return Ratio(math.exp(centre), math.exp(centre - half), math.exp(centre + half), processes)

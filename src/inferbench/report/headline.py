@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, compare, p50_at, spread_at
+from inferbench.analysis.comparison import BOUNDARY_LABELS, SpreadFloors, boundary_of, compare, p50_at, spread_at
 from inferbench.analysis.decisions import measured
 from inferbench.report.tables import fmt, fmt_ms, markdown_table, recipe
 from inferbench.workloads import WORKLOADS
@@ -51,7 +51,7 @@ def _headline_cells(ok: pd.DataFrame) -> pd.DataFrame:
     return ok[ok["seq_len"] == ok["workload"].map(chosen)]
 
 
-def best_at_smallest_batch(cells: pd.DataFrame) -> str:
+def best_at_smallest_batch(cells: pd.DataFrame, floors: SpreadFloors | None = None) -> str:
     """The fastest cell at the workload's smallest batch, compared like with like, and its margin."""
     batch = int(cells["batch_size"].min())
     group = cells[cells["batch_size"] == batch]
@@ -64,7 +64,7 @@ def best_at_smallest_batch(cells: pd.DataFrame) -> str:
     )
     if len(ranked) > 1:
         second = ranked.iloc[1]
-        margin = compare(best, second, boundary)
+        margin = compare(best, second, boundary, floors)
         if margin is not None:
             text += f"; {fmt(margin.value)}× ahead of {_cell_name(second)}, {margin.describe()}"
     return text
@@ -140,12 +140,13 @@ def headline_section(summary: pd.DataFrame) -> list[str]:
     if ok.empty:
         return []
     out = ["## Headline", ""]
+    floors = SpreadFloors.of(ok)
     workloads = [w for w in WORKLOADS if w in set(ok["workload"])]
     for workload in workloads:
         cells = _headline_cells(ok[ok["workload"] == workload])
         seq = int(cells["seq_len"].iloc[0])
         where = f" (sequence {seq})" if seq else ""
-        out.append(f"- **{workload}**{where}: {best_at_smallest_batch(cells)}. {peak_throughput(cells)}.")
+        out.append(f"- **{workload}**{where}: {best_at_smallest_batch(cells, floors)}. {peak_throughput(cells)}.")
     out += [
         "",
         "Each figure is compared like with like: at the device boundary where all cells ran on one device "

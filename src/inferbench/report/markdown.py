@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from inferbench.analysis.comparison import BOUNDARY_LABELS
+from inferbench.analysis.comparison import BOUNDARY_LABELS, SpreadFloors
 from inferbench.fsutil import atomic_path, read_json
 from inferbench.report.headline import headline_section
 from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
@@ -105,10 +105,10 @@ BEST_COLUMNS = [("workload", "workload"), ("batch_size", "batch"), ("seq_len", "
                 ("device", "device"), ("boundary_label", "compared"), ("p50_ms", "p50"), ("bound", "bound"),
                 ("runner_up", "runner-up"), ("margin", "× ahead"), ("interval", "95% interval"),
                 ("verdict", "verdict")]  # fmt: skip
-SPEEDUP_COLUMNS = [*_SHAPE, *_VARIANT, ("boundary_label", "compared"), ("speedup", "×"),
-                   ("interval", "95% interval"), ("verdict", "verdict"), ("processes", "processes")]  # fmt: skip
+SPEEDUP_COLUMNS = [*_SHAPE, *_VARIANT, ("boundary_label", "compared"), ("speedup", "×"), ("interval", "95% interval"),
+                   ("verdict", "verdict"), ("processes", "processes (cell / baseline)")]  # fmt: skip
 PAYBACK_COLUMNS = [*_SHAPE, *_VARIANT, ("boundary_label", "compared"), ("extra_cold_start_s", "extra start-up s"),
-                   ("saved_ms_per_call", "saved per call"), ("verdict", "pays back")]  # fmt: skip
+                   ("saved_per_call_ms", "saved per call"), ("verdict", "pays back")]  # fmt: skip
 SCALING_COLUMNS = [("workload", "workload"), *_VARIANT, ("device", "device"), ("batch_size", "batch"),
                    ("exponent", "k"), ("r2", "R²"), ("points", "lengths")]  # fmt: skip
 
@@ -128,9 +128,8 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     if best.empty:
         return ["## Decisions", "", "No cell was measured.", ""]
     best = _with_labels(best).assign(interval=intervals(best, "margin_low", "margin_high"))
-    out = [
-        "## Decisions",
-        "",
+    out = ["## Decisions", "", *spread_note(summary)]
+    out += [
         "**Fastest cell** per workload, batch and sequence length, against the runner-up (cells compared at "
         "the device boundary when all ran on one device and timed there, else end to end; the 95% interval of "
         "the margin counts the spread between fresh processes):",
@@ -179,8 +178,8 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     scaling = decisions.seq_scaling(summary)
     if not scaling.empty:
         out += [
-            "**Sequence-length scaling** (p50 ∝ length^k, least squares in log-log; no exponent from fewer "
-            f"than {decisions.MIN_SCALING_LENGTHS} lengths):",
+            "**Sequence-length scaling** (p50 at each engine's own boundary ∝ length^k, least squares in log-log; "
+            f"no exponent from fewer than {decisions.MIN_SCALING_LENGTHS} lengths):",
             "",
         ]
         out += rows_or_none(scaling, SCALING_COLUMNS)
@@ -194,9 +193,31 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     return [*out, ""]
 
 
+def spread_note(summary: pd.DataFrame) -> list[str]:
+    """How far this run's processes spread, per class: what every interval below is built on."""
+    floors = SpreadFloors.of(summary)
+    names = {"host": "host-sensitive cells (CPU cells, and GPU cells whose kernels wait for the host)",
+             "device": "device-bound GPU cells"}  # fmt: skip
+    parts = [
+        f"{names[name]} {floor.pct:.1f}% ({floor.cells} cells, {floor.df:.0f} degrees of freedom)"
+        for (name, boundary), floor in sorted(floors.floors.items())
+        if boundary == "device"
+    ]
+    if not parts:
+        return ["Every cell was measured in one process: the spread between processes is unknown, and no "
+                "difference below is called significant.", ""]  # fmt: skip
+    return [
+        "Spread of p50 between fresh processes, pooled over this run's cells (one standard deviation): "
+        + "; ".join(parts)
+        + ". A cell's spread is taken as at least its class's: cells whose time follows the host's CPU share "
+        "its drift, which one cell's processes, seconds apart, do not show.",
+        "",
+    ]
+
+
 def _significance(value: object) -> str:
     if value is None or pd.isna(value):
-        return "spread unknown (1 process)"
+        return "spread unknown: 1 process"
     return "significant" if value else "within the spread between processes"
 
 
@@ -247,7 +268,8 @@ def build_report(
         + ". Percentiles and CIs pool the calls of all processes; percentiles from fewer calls than they need "
         "(p90: 10, p95: 20, p99: 100) are shown as –; `calls` is the number of timed calls. `bound` (GPU "
         "cells): `host` when the GPU waited for the thread launching its kernels (an asynchronous `run` that "
-        "returns at >= 50% of the call, or the GPU busy < 80% of the loop), `device` otherwise. `recipe`: "
+        "returns at >= 50% of the call, or, for engines whose `run` waits for the GPU, the GPU busy < 70% of "
+        "the loop), `device` otherwise. `recipe`: "
         "what the cell computes with (graph, precision and how it is reached, TF32 or strict fp32, "
         "channels-last, CUDA graph, IO binding).",
         "",

@@ -203,7 +203,7 @@ def option_steps_section(cells: pd.DataFrame) -> list[str]:
 
 def _significance(value: Any) -> str:
     if value is None or pd.isna(value):
-        return "spread unknown (1 process)"
+        return "spread unknown: 1 process"
     return "significant" if value else "within the spread"
 
 
@@ -347,6 +347,7 @@ TRAINING_COLUMNS = [
     ("batch_size", "batch"),
     ("recipe", "recipe"),
     ("status", "status"),
+    ("timing", "boundary"),
     ("latency_p50_ms", "p50 per call"),
     ("latency_p50_ci95", "p50 95% CI"),
     ("items_per_call", "items per call"),
