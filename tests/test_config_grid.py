@@ -166,3 +166,15 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
     assert not [c for c in training if "train_epoch" in c and not c.startswith("mlp_")]
     # ort engines have no bf16: those combinations are left out, not recorded
     assert not [c for c in gpu_cells if c.engine.startswith("ort") and c.precision == "bf16"]
+
+
+def test_tf32_cells_on_the_gpu_are_held_to_the_tf32_tolerance():
+    from inferbench.config import cell_tolerance
+
+    cfg = config()
+    validate_config(cfg)
+    tolerances = cfg["parity"]["tolerances"]
+    tf32 = cfg["engines"]["torch_eager_tf32"]
+    assert cell_tolerance(tolerances, tf32, "fp32", "cuda") == {"max_rel_l2": 5.0e-3}
+    assert cell_tolerance(tolerances, tf32, "fp32", "cpu") == {"max_rel_l2": 1.0e-4}, "no TF32 on the CPU"
+    assert cell_tolerance(tolerances, cfg["engines"]["torch_eager"], "fp32", "cuda") == {"max_rel_l2": 1.0e-4}

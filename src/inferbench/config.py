@@ -79,6 +79,16 @@ def validate_config(config: dict[str, Any], schema_path: Path = DEFAULT_SCHEMA) 
     return config
 
 
+def cell_tolerance(
+    tolerances: dict[str, dict[str, float]], variant: dict[str, Any], precision: str, device: str
+) -> dict[str, float]:
+    """The parity gate of a cell: its precision's tolerance, or for fp32 with TF32 math on the GPU
+    (variant option ``tf32``), the ``tf32`` one (TF32 keeps 10 mantissa bits, not 23)."""
+    if precision == "fp32" and device == "cuda" and variant.get("tf32"):
+        return tolerances["tf32"]
+    return tolerances[precision]
+
+
 def _cross_reference_problems(config: dict[str, Any]) -> Iterator[str]:
     studies, variants = config["studies"], config["engines"]
     for i, name in enumerate(config["run"]):

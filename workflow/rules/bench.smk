@@ -15,7 +15,7 @@ rule benchmark_cell:
         # edits of the engine's module re-run its cells (Snakemake does not track imported code)
         code=lambda wc: code_version(variant(wc)["engine"]),
         reference=lambda wc, input: f"--reference {input.reference}" if "reference" in input.keys() else "",
-        tolerance=lambda wc: json.dumps(config["parity"]["tolerances"][wc.precision], sort_keys=True),
+        tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
     threads: cell_threads
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),

@@ -13,7 +13,7 @@ PACKAGE_SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(PACKAGE_SRC))
 shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from inferbench.config import ConfigError, validate_config
+from inferbench.config import ConfigError, cell_tolerance, validate_config
 from inferbench.engines.registry import code_version, engine_info, onnx_path
 from inferbench.engines.tensorrt import current_target, plan_path
 from inferbench.cells import CellKey
@@ -113,6 +113,10 @@ def cell_inputs(wildcards):
     if artifact != "none" and info.mode == "inference":
         inputs["reference"] = f"results/reference/{wildcards.workload}-s{wildcards.seq}.npz"
     return inputs
+
+
+def parity_tolerance(wildcards):
+    return cell_tolerance(config["parity"]["tolerances"], variant(wildcards), wildcards.precision, wildcards.device)
 
 
 def cell_threads(wildcards):
