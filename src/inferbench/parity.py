@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from inferbench.fsutil import atomic_path
 from inferbench.models.registry import InputSpec, load_checkpoint, make_inputs
@@ -26,6 +25,8 @@ def make_reference(
     """FP32 eager outputs on the CPU for ``rows`` seeded input rows, saved with the inputs (npz)."""
     spec, _ = load_checkpoint(checkpoint)
     feed = make_inputs(inputs, rows, seq_len, REFERENCE_SEED)
+    import torch
+
     with torch.inference_mode():
         output = spec.module(**{k: torch.from_numpy(v) for k, v in feed.items()}).float().numpy()
     with atomic_path(out) as tmp, tmp.open("wb") as fh:

@@ -10,12 +10,14 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from inferbench.fsutil import atomic_path
+
+if TYPE_CHECKING:  # torch is imported where a model is built or loaded: input specs need only numpy
+    import torch
 
 Dim = int | str  # "batch" or "seq" for the symbolic dimensions
 
@@ -66,6 +68,8 @@ def list_models(pattern: str = "*") -> list[str]:
 
 def create_model(name: str, seed: int = 0, **arch: Any) -> ModelSpec:
     """Build ``name`` with random weights drawn from ``seed``; ``arch`` overrides the architecture."""
+    import torch
+
     _load_builders()
     if name not in _REGISTRY:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(_REGISTRY))}")
@@ -95,6 +99,8 @@ def make_inputs(inputs: tuple[InputSpec, ...], batch: int, seq: int, seed: int) 
 
 
 def save_checkpoint(spec: ModelSpec, path: str | Path, seed: int, meta: dict[str, Any] | None = None) -> None:
+    import torch
+
     state = spec.module.state_dict()
     payload = {
         "name": spec.name,
@@ -117,6 +123,8 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[ModelSpec, d
     then the saved tensors are assigned to it: for BERT-sized models that is seconds saved in every
     cell compared with building with random weights and copying the loaded ones over them.
     """
+    import torch
+
     payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     if "extra_buffers" not in payload:  # written before checkpoints carried every buffer: build, then load
         spec = create_model(payload["name"], seed=payload["seed"], **payload["arch"])
