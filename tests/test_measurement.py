@@ -520,3 +520,31 @@ def test_a_study_that_reports_p99_gets_100_calls_per_cell():
     assert {c.batch_size: n for c, n in cell_min_iters(config, has_cuda=False).items()} == {1: 5, 2: 10}
     assert MeasureSettings(min_iters=100, repeats=2).min_iters_per_process == 50
     assert MeasureSettings(min_iters=5, repeats=2).min_iters_per_process == 3
+
+
+def test_the_cells_own_process_holds_the_lock_except_while_a_child_measures(tmp_path):
+    """Merging the processes' records (and anything else the parent does) must not overlap another
+    cell's timed loop: the parent lets go of the machine lock only while one of its children runs."""
+    import fcntl
+
+    from inferbench.repeats import run_in_fresh_processes
+
+    parent = MachineLock(tmp_path / "lock")
+    parent.shared()
+
+    def one_process(path: Path) -> CellRecord:
+        own = MachineLock(tmp_path / "lock")
+        fcntl.flock(own._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the parent still held it
+        own.close()
+        record = _bound_record(None)
+        cell_runner.save_samples(path, {"device": np.full(5, 0.001), "end_to_end": np.full(5, 0.001)})
+        record.save(path)
+        return record
+
+    record, _ = run_in_fresh_processes(one_process, tmp_path / "cell.json", repeats=2, lock=parent)
+    assert record.repeats["n"] == 2
+    other = MachineLock(tmp_path / "lock")
+    with pytest.raises(BlockingIOError):  # held shared again: nobody can measure while it merges
+        fcntl.flock(other._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    other.close()
+    parent.close()

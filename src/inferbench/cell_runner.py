@@ -161,8 +161,8 @@ def measure_cell(
     timed (``cold_start_s.import``, from ``imports_started``, a ``time.perf_counter()`` taken before
     this module was imported, since importing it already loads torch), then ``run_cell`` in
     ``settings.repeats`` fresh processes forked from this one (``host_bound_repeats`` for a GPU cell
-    found host-bound), merged into one record at ``out``. ``lock`` (held shared while importing) is
-    released: each process takes its own."""
+    found host-bound), merged into one record at ``out``. ``lock`` is held shared except while a
+    process runs (each takes its own)."""
     from inferbench.repeats import import_libraries, run_in_fresh_processes
 
     info = engine_info(variant["engine"])
@@ -173,7 +173,6 @@ def measure_cell(
             import_s = time.perf_counter() - imports_started
     except Exception:  # a missing library: the processes record the cell `unavailable` and why
         import_s = None
-    lock.release()
 
     def one_process(path: Path) -> CellRecord:
         own_lock = MachineLock(lock.path)
@@ -184,7 +183,7 @@ def measure_cell(
             own_lock.close()
 
     host_bound = settings.host_bound_repeats if key.device == "cuda" else 0
-    record, samples = run_in_fresh_processes(one_process, out, settings.repeats, host_bound)
+    record, samples = run_in_fresh_processes(one_process, out, settings.repeats, host_bound, lock)
     if import_s is not None:
         record.cold_start_s = {"import": import_s, **record.cold_start_s}
     save_samples(out, samples)

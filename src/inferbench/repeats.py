@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from inferbench.cells import CellRecord
+from inferbench.lock import MachineLock
 
 BOUNDARIES = ("device", "end_to_end")
 
@@ -152,12 +153,15 @@ def run_in_fresh_processes(
     out: Path,
     repeats: int,
     host_bound_repeats: int = 0,
+    lock: MachineLock | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     """Call ``measure_one(record_path)`` in forked children, one after another, until the cell has
     the processes it needs (``processes_wanted``), and merge their records.
 
     ``measure_one`` runs in the child: it must write a record and its samples at the path it is given
-    whatever happens (inferbench.cell_runner.run_cell does)."""
+    whatever happens (inferbench.cell_runner.run_cell does). ``lock`` (this process's machine lock,
+    held shared) is released while a child runs, since the child takes its own, and held again
+    between children and while merging: no work of this process overlaps another cell's timed loop."""
     from inferbench.cell_runner import samples_path
 
     context = multiprocessing.get_context("fork")
@@ -170,8 +174,12 @@ def run_in_fresh_processes(
             rep_out = Path(tmp) / f"repeat{index}.json"
             print(f"process {index + 1}: fresh (forked after the imports)", flush=True)
             child = context.Process(target=_child, args=(measure_one, rep_out), name=f"repeat{index + 1}")
+            if lock is not None:
+                lock.release()
             child.start()
             child.join()
+            if lock is not None:
+                lock.shared()
             if not rep_out.exists():  # run_cell writes a record whatever happens; this is a crash
                 raise RuntimeError(f"process {index + 1} exited with {child.exitcode} and wrote no record")
             records.append(CellRecord.load(rep_out))
