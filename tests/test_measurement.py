@@ -413,7 +413,7 @@ class SimulatedGpu:
         return time.perf_counter() - self._start
 
 
-@pytest.mark.parametrize(("launch_s", "device_s", "expected"), [(0.001, 0.012, "device"), (0.012, 0.001, "host")])
+@pytest.mark.parametrize(("launch_s", "device_s", "expected"), [(0.001, 0.03, "device"), (0.02, 0.001, "host")])
 def test_launch_share_classifies_a_simulated_gpu_call(launch_s, device_s, expected):
     from inferbench.measure.bound import classify
     from inferbench.measure.timing import measure

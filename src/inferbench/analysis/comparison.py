@@ -59,6 +59,17 @@ def p50_at(frame: pd.DataFrame, boundary: str) -> pd.Series:
     return e2e.fillna(frame["latency_p50_ms"])
 
 
+def rate_at(frame: pd.DataFrame, boundary: str) -> pd.Series:
+    """Each row's items/s at ``boundary``; end to end falls back to the engine's own throughput where
+    that boundary is already end to end."""
+    if boundary == "device":
+        return frame["throughput_per_s"]
+    rate = (
+        frame["e2e_throughput_per_s"] if "e2e_throughput_per_s" in frame else pd.Series(index=frame.index, dtype=float)
+    )
+    return rate.fillna(frame["throughput_per_s"])
+
+
 def p50_of(row: Any, boundary: str) -> float | None:
     """One row's p50 (ms) at ``boundary`` (as ``p50_at``)."""
     value = _get(row, "e2e_latency_p50_ms") if boundary == "end_to_end" else None

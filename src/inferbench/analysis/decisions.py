@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from inferbench.analysis.comparison import SpreadFloors, boundary_of, compare, p50_at, p50_of
+from inferbench.analysis.comparison import SpreadFloors, boundary_of, compare, p50_at, p50_of, rate_at
 
 #: the engine variant every speed-up is measured against
 BASELINE_ENGINE, BASELINE_PRECISION = "torch_eager", "fp32"
@@ -174,8 +174,7 @@ def workload_front(cells: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     boundary = boundary_of(cells)
     if boundary == "device":
         return boundary, pareto_front(cells)
-    e2e = cells.assign(e2e_p50=p50_at(cells, boundary))
-    e2e = e2e.assign(e2e_items_per_s=e2e["e2e_throughput_per_s"].fillna(e2e["throughput_per_s"]))
+    e2e = cells.assign(e2e_p50=p50_at(cells, boundary), e2e_items_per_s=rate_at(cells, boundary))
     return boundary, pareto_front(e2e, latency="e2e_p50", throughput="e2e_items_per_s")
 
 

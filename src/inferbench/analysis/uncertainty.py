@@ -115,9 +115,14 @@ class Ratio:
         return self.known and (self.low > 1 or self.high < 1)  # type: ignore[operator]
 
     def describe(self) -> str:
-        if not self.known:
-            return "spread between processes unknown: 1 process"
-        return "significant" if self.significant else "within the spread between processes"
+        return verdict(self.significant if self.known else None)
+
+
+def verdict(significant: bool | None) -> str:
+    """How a difference holds: significant, within the spread between processes, or unknown."""
+    if significant is None or significant != significant:  # None or NaN: measured in one process
+        return "spread between processes unknown: 1 process"
+    return "significant" if significant else "within the spread between processes"
 
 
 def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: float = 0.95) -> Ratio:

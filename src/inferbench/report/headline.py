@@ -8,7 +8,15 @@ from typing import Any
 
 import pandas as pd
 
-from inferbench.analysis.comparison import BOUNDARY_LABELS, SpreadFloors, boundary_of, compare, p50_at, spread_at
+from inferbench.analysis.comparison import (
+    BOUNDARY_LABELS,
+    SpreadFloors,
+    boundary_of,
+    compare,
+    p50_at,
+    rate_at,
+    spread_at,
+)
 from inferbench.analysis.decisions import measured
 from inferbench.report.tables import fmt, fmt_ms, markdown_table, recipe
 from inferbench.workloads import WORKLOADS
@@ -73,9 +81,7 @@ def best_at_smallest_batch(cells: pd.DataFrame, floors: SpreadFloors | None = No
 def peak_throughput(cells: pd.DataFrame) -> str:
     """The most items per second of any cell, at the workload's common boundary."""
     boundary = boundary_of(cells)
-    rate = cells["throughput_per_s"] if boundary == "device" else _column(cells, "e2e_throughput_per_s")
-    rate = rate.fillna(cells["throughput_per_s"])
-    top = cells.assign(rate=rate).sort_values("rate", ascending=False).iloc[0]
+    top = cells.assign(rate=rate_at(cells, boundary)).sort_values("rate", ascending=False).iloc[0]
     items = top.get("items_per_call") if pd.notna(top.get("items_per_call")) else top["batch_size"]
     text = (
         f"peak **{fmt(float(top['rate']))} items/s** {BOUNDARY_LABELS[boundary]} with {_cell_name(top)} "
@@ -94,7 +100,7 @@ def latency_budgets(ok: pd.DataFrame) -> pd.DataFrame:
     rows = []
     frame = ok.assign(
         e2e_p99=_column(ok, "e2e_latency_p99_ms"),
-        e2e_rate=_column(ok, "e2e_throughput_per_s").fillna(ok["throughput_per_s"]),
+        e2e_rate=rate_at(ok, "end_to_end"),
     ).dropna(subset=["e2e_p99"])
     for workload, cells in frame.groupby("workload", sort=False):
         previous = None

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from inferbench.analysis.comparison import BOUNDARY_LABELS, SpreadFloors
+from inferbench.analysis.uncertainty import verdict
 from inferbench.fsutil import atomic_path, read_json
 from inferbench.report.headline import headline_section
 from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
@@ -141,7 +142,7 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     if not speed.empty:
         speed = _with_labels(speed).assign(
             interval=intervals(speed, "speedup_low", "speedup_high"),
-            verdict=[_significance(v) for v in speed["significant"]],
+            verdict=[verdict(v) for v in speed["significant"]],
         )
         speed = speed.sort_values("speedup", ascending=False)
         out += [
@@ -213,12 +214,6 @@ def spread_note(summary: pd.DataFrame) -> list[str]:
         "its drift, which one cell's processes, seconds apart, do not show.",
         "",
     ]
-
-
-def _significance(value: object) -> str:
-    if value is None or pd.isna(value):
-        return "spread unknown: 1 process"
-    return "significant" if value else "within the spread between processes"
 
 
 def build_report(

@@ -16,7 +16,8 @@ from typing import Any
 import pandas as pd
 
 from inferbench.analysis import decisions
-from inferbench.analysis.comparison import BOUNDARY_LABELS
+from inferbench.analysis.comparison import BOUNDARY_LABELS, rate_at
+from inferbench.analysis.uncertainty import verdict
 from inferbench.measure.percentiles import samples_needed, study_percentiles
 from inferbench.report.tables import fmt, fmt_ms, intervals, markdown_table, recipe
 from inferbench.workloads import WORKLOADS
@@ -92,10 +93,10 @@ def by_batch_section(cells: pd.DataFrame) -> list[str]:
     all end to end, the one boundary a CPU and a GPU cell share."""
     ok = decisions.measured(cells)
     out: list[str] = _one_device_note(ok, "the CPU/GPU crossover")
-    for verdict in decisions.cpu_gpu_crossovers(cells).itertuples():
-        out.append(f"- **{verdict.workload}**: {verdict.verdict} (end-to-end p50 per item, each device's best engine).")
+    for cross in decisions.cpu_gpu_crossovers(cells).itertuples():
+        out.append(f"- **{cross.workload}**: {cross.verdict} (end-to-end p50 per item, each device's best engine).")
     e2e = ok.assign(p50_e2e=decisions.e2e_p50_ms(ok))
-    ok = e2e.assign(per_item_ms=e2e["p50_e2e"] / e2e["batch_size"], e2e_items_per_s=_e2e_rate(e2e))
+    ok = e2e.assign(per_item_ms=e2e["p50_e2e"] / e2e["batch_size"], e2e_items_per_s=rate_at(e2e, "end_to_end"))
     for workload, frame in ok.groupby("workload", sort=False):
         best = frame.loc[frame.groupby("batch_size")["per_item_ms"].idxmin()]
         fastest = "; ".join(f"b{r.batch_size}: {_label(r)}" for r in best.itertuples())
@@ -113,11 +114,6 @@ def by_batch_section(cells: pd.DataFrame) -> list[str]:
             "",
         ]
     return out
-
-
-def _e2e_rate(frame: pd.DataFrame) -> pd.Series:
-    rate = frame["e2e_throughput_per_s"] if "e2e_throughput_per_s" in frame else frame["throughput_per_s"]
-    return rate.fillna(frame["throughput_per_s"])
 
 
 def percentile_columns(percentiles: Sequence[str], prefix: str = "latency") -> list[tuple[str, str]]:
@@ -188,7 +184,7 @@ def option_steps_section(cells: pd.DataFrame) -> list[str]:
         from_cell=steps["from_engine"] + " " + steps["from_precision"],
         to_cell=steps["to_engine"] + " " + steps["to_precision"],
         interval=intervals(steps, "speedup_low", "speedup_high"),
-        significance=[_significance(v) for v in steps["significant"]],
+        significance=[verdict(v) for v in steps["significant"]],
         boundary=steps["boundary"].map(BOUNDARY_LABELS),
     )
     return [
@@ -199,12 +195,6 @@ def option_steps_section(cells: pd.DataFrame) -> list[str]:
         markdown_table(steps, STEP_COLUMNS),
         "",
     ]
-
-
-def _significance(value: Any) -> str:
-    if value is None or pd.isna(value):
-        return "spread unknown: 1 process"
-    return "significant" if value else "within the spread"
 
 
 def engines_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p95", "p99")) -> list[str]:
