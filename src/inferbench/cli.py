@@ -240,6 +240,12 @@ def cmd_compare(args: argparse.Namespace) -> None:
     print(text)
 
 
+def cmd_warm_server(args: argparse.Namespace) -> None:
+    from inferbench.warm import PRELOAD, serve
+
+    serve(args.socket, PRELOAD, watch_pid=args.watch_pid)
+
+
 def cmd_list(args: argparse.Namespace) -> None:
     if args.what == "engines":
         from inferbench.engines.registry import ENGINES, load_engine_class
@@ -410,6 +416,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-md", type=Path, help="write the Markdown here too")
     p.add_argument("--out-csv", type=Path, help="the per-cell table as CSV")
     p.set_defaults(func=cmd_compare, lock=False)
+
+    p = sub.add_parser(
+        "warm-server",
+        help="import torch, timm, transformers and ONNX Runtime once and fork cell jobs from here (inferbench.warm)",
+    )
+    p.add_argument(
+        "--socket", type=Path, required=True, help="the Unix socket jobs find through $INFERBENCH_WARM_SOCKET"
+    )
+    p.add_argument("--watch-pid", type=int, help="exit once this process (the Snakemake run) is gone")
+    p.set_defaults(func=cmd_warm_server, lock=False)
 
     p = sub.add_parser("list", help="list engines (with availability here) or workloads")
     p.add_argument("what", choices=["engines", "workloads"])

@@ -1,0 +1,322 @@
+"""Warm start: cell jobs forked from a process that has already imported the heavy libraries.
+
+Every cell is its own Snakemake job, and under ``--resources gpu=1`` GPU jobs run one after another;
+each used to spend 4-15 s importing torch, timm, transformers and ONNX Runtime before measuring
+anything (a third of the GPU default's wall time on an H100). When the workflow runs locally,
+``onstart`` starts one server per run (``inferbench warm-server``) that imports them once and
+listens on a Unix socket. A job's ``python -m inferbench run-cell ...`` then hands its arguments,
+environment, working directory and its stdin/stdout/stderr to the server, which forks a child that
+runs the command exactly as the job would, and the job exits with the child's exit code.
+
+The child is as fresh as the processes a cell is already measured in (inferbench.repeats forks them
+after the imports): the server never touches CUDA, runs no computation and starts no threads, so
+each child creates its own CUDA context, allocator, engine and thread pools. What it inherits is the
+imported code. Imports still count: the server times each library once and a record's
+``cold_start_s.import`` is the share of the libraries its engine needs (``preloaded_import_s``).
+
+Anything unusual falls back to running the command in the job's own process: no server (a cluster
+job on another node, ``--no-hooks``, the server still importing), another Python or environment
+(``--use-conda``), a server that refuses. If the job is killed (Snakemake cancelled, ``kill``), the
+server kills the child's process group. Only the standard library is imported at module level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+SOCKET_ENV = "INFERBENCH_WARM_SOCKET"
+#: the verbs that go through the server: the jobs that import torch and measure
+WARM_VERBS = ("run-cell", "profile-cell")
+#: imported by the server, in this order (torch first: ONNX Runtime's CUDA provider uses its CUDA libraries)
+PRELOAD = ("numpy", "torch", "timm", "transformers", "onnxruntime", "inferbench.cell_runner")
+#: thread-count variables Snakemake sets per job; libraries read them when loaded, i.e. in the server
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+#: seconds each preloaded module took to import in the server (inherited by its children); empty in
+#: a process that was not started by a server
+PRELOADED: dict[str, float] = {}
+
+_HEADER = struct.Struct("!I")
+_CODE = struct.Struct("!i")
+
+
+def interpreter() -> dict[str, str]:
+    """What must match between a job and the server for the server to run the job's command."""
+    return {"executable": os.path.realpath(sys.executable), "prefix": sys.prefix, "version": sys.version}
+
+
+def preloaded_import_s(modules: Sequence[str]) -> float | None:
+    """The server's import seconds for the top-level packages in ``modules`` (None without a server)."""
+    if not PRELOADED:
+        return None
+    tops = {m.split(".")[0] for m in modules}
+    return sum(s for name, s in PRELOADED.items() if name.split(".")[0] in tops)
+
+
+# -- the job's side ------------------------------------------------------------------------------
+
+
+def run_via_server(argv: Sequence[str], socket_path: str | None = None) -> int | None:
+    """Run ``inferbench <argv>`` in a child of the warm server and return its exit code, or None
+    when there is no server that can run it (the caller then runs the command itself)."""
+    socket_path = socket_path or os.environ.get(SOCKET_ENV)
+    if not argv or argv[0] not in WARM_VERBS or not socket_path:
+        return None
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(socket_path)
+    except OSError:
+        client.close()
+        return None  # no server (yet, or on this node)
+    with client:
+        request = json.dumps(
+            {"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ), **interpreter()}
+        ).encode()
+        socket.send_fds(client, [_HEADER.pack(len(request))], [0, 1, 2])
+        client.sendall(request)
+        reply = _recv_exactly(client, 1)
+        if reply != b"S":  # refused: another interpreter or environment
+            return None
+        code = _recv_exactly(client, _CODE.size)
+    if code is None:
+        print("inferbench: the warm-start server went away while running this job", file=sys.stderr)
+        return 1
+    status = _CODE.unpack(code)[0]
+    return status if status >= 0 else 128 - status  # killed by signal N: 128 + N, as a shell reports it
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+# -- the server's side ---------------------------------------------------------------------------
+
+
+def preload(modules: Sequence[str]) -> dict[str, float]:
+    """Import ``modules`` one after another; returns each one's seconds (missing ones are skipped)."""
+    import importlib
+
+    seconds: dict[str, float] = {}
+    for name in modules:
+        start = time.perf_counter()
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        seconds[name] = time.perf_counter() - start
+    return seconds
+
+
+def serve(
+    socket_path: str | Path,
+    modules: Sequence[str] = PRELOAD,
+    entry: Callable[[list[str]], int] | None = None,
+    watch_pid: int | None = None,
+    poll_s: float = 0.5,
+) -> None:
+    """Import ``modules``, then fork a child per request until SIGTERM or until ``watch_pid`` (the
+    Snakemake process) is gone. ``entry(argv)`` is what a child runs (default: the CLI's main)."""
+    from inferbench.lock import MachineLock
+
+    lock = MachineLock()
+    lock.shared()  # importing is work: never while a cell measures
+    PRELOADED.update(preload(modules))
+    lock.close()
+    if entry is None:
+        from inferbench.cli import main as entry
+    print(
+        f"{time.strftime('%H:%M:%S')} warm-start server {os.getpid()}: imported "
+        + ", ".join(f"{m} {s:.1f} s" for m, s in PRELOADED.items()),
+        flush=True,
+    )
+
+    path = Path(socket_path)
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    children: dict[int, socket.socket] = {}  # child pid -> the job's connection
+    try:
+        while not stop and (watch_pid is None or _alive(watch_pid)):
+            for key, _ in selector.select(timeout=poll_s):
+                if key.fileobj is listener:
+                    conn, _ = listener.accept()
+                    pid = _start(conn, listener, selector, entry)
+                    if pid is not None:
+                        children[pid] = conn
+                        selector.register(conn, selectors.EVENT_READ, pid)
+                else:  # a job's connection is readable only when the job is gone: end its child
+                    _kill_group(key.data)
+                    selector.unregister(key.fileobj)
+            _reap(children, selector)
+    finally:
+        for pid in children:
+            _kill_group(pid)
+        listener.close()
+        path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process of that pid: alive
+    return True
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _start(
+    conn: socket.socket, listener: socket.socket, selector: selectors.BaseSelector, entry: Callable[[list[str]], int]
+) -> int | None:
+    """Read one job's request and fork its child; None if the request was refused or broken."""
+    fds: list[int] = []
+    try:
+        conn.settimeout(10)
+        header, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 3)
+        payload = _recv_exactly(conn, _HEADER.unpack(header)[0]) if len(header) == _HEADER.size else None
+        request: dict[str, Any] = json.loads(payload) if payload else {}
+        if len(fds) != 3 or any(request.get(k) != v for k, v in interpreter().items()):
+            conn.sendall(b"N")
+            raise ValueError("refused")
+        conn.sendall(b"S")
+    except (OSError, ValueError):
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        return None
+    pid = os.fork()
+    if pid == 0:  # the job's process from here on
+        code = 1
+        try:
+            selector.close()
+            listener.close()
+            conn.close()
+            code = _become_job(request, fds, entry)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    with contextlib.suppress(OSError):  # OSError: the child set it first, or is gone already
+        os.setpgid(pid, pid)  # also here: the group must exist before anyone kills it
+    for fd in fds:
+        os.close(fd)
+    return pid
+
+
+def _become_job(request: dict[str, Any], fds: list[int], entry: Callable[[list[str]], int]) -> int:
+    os.setpgid(0, 0)  # its own process group: killed as a whole (DataLoader workers, repeats) if the job goes
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    # the job's own files behind sys.stdin/stdout/stderr, whatever the server's streams were
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - lives as long as the process
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = ["inferbench", *request["argv"]]
+    threads = request["env"].get("OMP_NUM_THREADS")
+    if threads and threads.isdigit() and "torch" in sys.modules:
+        # what OMP_NUM_THREADS would have done in a fresh process: libgomp read it in the server
+        sys.modules["torch"].set_num_threads(int(threads))
+    return entry(list(request["argv"]))
+
+
+def _reap(children: dict[int, socket.socket], selector: selectors.BaseSelector) -> None:
+    """Collect finished children and send each job its exit code."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is None:
+            continue
+        with contextlib.suppress(KeyError, ValueError):
+            selector.unregister(conn)
+        with contextlib.suppress(OSError):  # the job may be gone already
+            conn.sendall(_CODE.pack(os.waitstatus_to_exitcode(status)))
+        conn.close()
+
+
+def default_socket_path(owner_pid: int) -> Path:
+    """One socket per Snakemake process, in the temp directory (a Unix socket path must stay short)."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"inferbench-warm-{owner_pid}.sock"
+
+
+# -- started and stopped by the Snakefile's onstart / onsuccess / onerror -------------------------
+
+_server: Any = None  # the running server's subprocess.Popen, in the Snakemake process
+
+
+def start_server(log_path: str | Path, package_src: str | Path | None = None) -> Path:
+    """Start the server for this Snakemake process (which keeps it as long as it runs) and point
+    the jobs it starts at it through ``$INFERBENCH_WARM_SOCKET``. Returns the socket's path."""
+    import shutil
+    import subprocess
+
+    global _server
+    owner = os.getpid()
+    path = default_socket_path(owner)
+    env = dict(os.environ)
+    if package_src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_src), env.get("PYTHONPATH")]))
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # the `python` the jobs' shell commands find; the server refuses jobs of another interpreter
+    python = shutil.which("python") or sys.executable
+    command = [python, "-m", "inferbench", "warm-server", "--socket", str(path), "--watch-pid", str(owner)]
+    with log_path.open("w") as log:
+        _server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    os.environ[SOCKET_ENV] = str(path)
+    return path
+
+
+def stop_server(timeout_s: float = 10.0) -> None:
+    """Stop the server started by ``start_server`` (no-op if there is none)."""
+    global _server
+    os.environ.pop(SOCKET_ENV, None)
+    if _server is None:
+        return
+    _server.terminate()
+    try:
+        _server.wait(timeout_s)
+    except Exception:
+        _server.kill()
+    _server = None

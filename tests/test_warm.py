@@ -1,0 +1,105 @@
+"""The warm-start server (inferbench.warm): jobs run in its forked children with their own argv,
+environment, working directory and output files, get the child's exit code, and a killed job takes
+its child with it. Anything else falls back to running in the job's own process."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from inferbench import warm
+from tests.conftest import REPO
+
+
+def fake_job(argv: list[str]) -> int:
+    """Stands in for the CLI in the server's children."""
+    if argv[1] == "sleep":
+        Path(os.environ["PID_FILE"]).write_text(str(os.getpid()))
+        time.sleep(60)
+        return 0
+    print(f"argv={argv[1:]} cwd={os.getcwd()} FOO={os.environ.get('FOO')} preloaded={sorted(warm.PRELOADED)}")
+    print("to stderr", file=sys.stderr)
+    return int(argv[1])
+
+
+@pytest.fixture
+def server(tmp_path):
+    path = tmp_path / "warm.sock"
+    process = multiprocessing.get_context("fork").Process(
+        target=warm.serve, args=(path, ("json",), fake_job, os.getpid(), 0.05), daemon=True
+    )
+    process.start()
+    deadline = time.monotonic() + 20
+    while not path.exists():
+        assert time.monotonic() < deadline, "the server did not start listening"
+        time.sleep(0.02)
+    yield path
+    os.kill(process.pid, signal.SIGTERM)
+    process.join(10)
+    assert not path.exists(), "a stopped server removes its socket"
+
+
+def job(socket_path: Path, *args: str, cwd: Path, **env: str) -> subprocess.Popen:
+    """A job as Snakemake starts one: `python -m inferbench <verb> ...` with its output in files."""
+    environment = {**os.environ, warm.SOCKET_ENV: str(socket_path), "PYTHONPATH": str(REPO / "src"), **env}
+    out, err = (cwd / "out.log").open("w"), (cwd / "err.log").open("w")
+    return subprocess.Popen(
+        [sys.executable, "-m", "inferbench", *args], cwd=cwd, env=environment, stdout=out, stderr=err
+    )
+
+
+def test_a_job_runs_in_a_child_of_the_server_with_its_own_argv_env_cwd_and_files(server, tmp_path):
+    work = tmp_path / "job"
+    work.mkdir()
+    code = job(server, "run-cell", "7", cwd=work, FOO="bar").wait(30)
+    assert code == 7, (work / "err.log").read_text()
+    out = (work / "out.log").read_text()
+    assert f"argv=['7'] cwd={work} FOO=bar preloaded=['json']" in out
+    assert "to stderr" in (work / "err.log").read_text()
+
+
+def test_killing_the_job_kills_its_child(server, tmp_path):
+    pid_file = tmp_path / "child.pid"
+    client = job(server, "run-cell", "sleep", cwd=tmp_path, PID_FILE=str(pid_file))
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and client.poll() is None, "the child never started"
+        time.sleep(0.02)
+    child = int(pid_file.read_text())
+    client.kill()
+    client.wait(10)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and "Z" not in _state(child):
+        assert time.monotonic() < deadline, "the child outlived its job"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "Z"
+
+
+def test_no_server_other_verbs_and_another_interpreter_fall_back_to_the_job(server, tmp_path, monkeypatch):
+    assert warm.run_via_server(["run-cell", "1"], str(tmp_path / "none.sock")) is None  # no server
+    assert warm.run_via_server(["aggregate", "x"], str(server)) is None  # not a cell job
+    monkeypatch.setattr(
+        warm, "interpreter", lambda: {"executable": "/other/python", "prefix": "/other", "version": "?"}
+    )
+    assert warm.run_via_server(["run-cell", "1"], str(server)) is None  # the server refuses it
+
+
+def test_a_record_counts_the_imports_the_server_made_for_its_engine(monkeypatch):
+    monkeypatch.setattr(warm, "PRELOADED", {"numpy": 0.2, "torch": 3.0, "timm": 1.5, "onnxruntime": 0.4})
+    assert warm.preloaded_import_s(["onnxruntime"]) == pytest.approx(0.4)
+    assert warm.preloaded_import_s(["timm", "torch", "inferbench.engines.torch_eager"]) == pytest.approx(4.5)
+    monkeypatch.setattr(warm, "PRELOADED", {})
+    assert warm.preloaded_import_s(["torch"]) is None  # not forked from a server: the job timed its own
