@@ -123,7 +123,9 @@ def run_cell(
 ) -> CellRecord:
     impl = variant["engine"]
     info = engine_info(impl)
-    base: dict[str, Any] = {"key": key, "engine_impl": impl, "options": dict(variant), "mode": info.mode}
+    # the variant as configured, with its engine's defaults filled in: what the cell ran with
+    options = {**variant, **info.effective_options(variant)}
+    base: dict[str, Any] = {"key": key, "engine_impl": impl, "options": options, "mode": info.mode}
     try:  # what the variant computes with (summary columns), known before anything is prepared
         engine_cls = load_engine_class(impl)
         base["computation"] = engine_cls(key.device, key.precision, key.threads, variant).computation(

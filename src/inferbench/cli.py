@@ -25,6 +25,19 @@ def _json(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
 
 
+def _engine_options(text: str) -> dict[str, Any]:
+    """An engine variant as JSON, checked against its implementation's declared options."""
+    from inferbench.engines.registry import ENGINES, option_problems
+
+    variant = _json(text)
+    if not isinstance(variant, dict) or variant.get("engine") not in ENGINES:
+        raise argparse.ArgumentTypeError(f"needs a JSON object whose `engine` is one of {', '.join(ENGINES)}")
+    problems = option_problems(variant["engine"], variant)
+    if problems:
+        raise argparse.ArgumentTypeError("; ".join(problems))
+    return variant
+
+
 def _write_model_meta(spec: Any, path: Path, extra: dict[str, Any]) -> None:
     from dataclasses import asdict
 
@@ -123,9 +136,11 @@ def cmd_convert_onnx(args: argparse.Namespace) -> None:
 def cmd_build_trt_engine(args: argparse.Namespace) -> None:
     from inferbench.cell_runner import input_specs
     from inferbench.engines import tensorrt
+    from inferbench.engines.registry import effective_options
     from inferbench.fsutil import read_json, write_json
 
     inputs = input_specs(read_json(args.model_meta))
+    options = effective_options("tensorrt", args.options)
     calibration = None
     if args.precision == "int8":
         features = None
@@ -133,7 +148,7 @@ def cmd_build_trt_engine(args: argparse.Namespace) -> None:
             import pandas as pd
 
             features = pd.read_parquet(args.data).drop(columns=["target"]).to_numpy()
-        n_batches = int(args.options.get("calibration_batches", 16))
+        n_batches = options["calibration_batches"]
         calibration = tensorrt.calibration_batches(inputs, args.batch, args.seq, n_batches, features)
     report = tensorrt.build_engine(
         args.onnx,
@@ -143,7 +158,7 @@ def cmd_build_trt_engine(args: argparse.Namespace) -> None:
         args.seq,
         args.out,
         calibration,
-        workspace_gib=float(args.options.get("workspace_gib", 8.0)),
+        workspace_gib=float(options["workspace_gib"]),
     )
     write_json(tensorrt.build_report_path(args.out), report)
     print(json.dumps(report, indent=2))
@@ -260,6 +275,9 @@ def cmd_list(args: argparse.Namespace) -> None:
                 f"{d}: {'available' if r is None else 'unavailable (' + r + ')'}" for d, r in reasons.items()
             )
             print(f"{name:14s} precisions {'/'.join(info.precisions):14s} {where}\n{'':14s} {info.description}")
+            for key, option in info.options.items():
+                choices = f" ({'|'.join(map(str, option.choices))})" if option.choices else ""
+                print(f"{'':16s}{key}: {option.type.__name__}{choices} = {option.default!r}  {option.help}")
     else:
         from inferbench.workloads import WORKLOADS
 
@@ -278,7 +296,7 @@ def _add_cell_arguments(p: argparse.ArgumentParser) -> None:
     """What names a cell and what it is prepared from: shared by run-cell and profile-cell."""
     p.add_argument("--workload", required=True)
     p.add_argument("--engine", required=True, help="the engine variant's name (config key under `engines`)")
-    p.add_argument("--engine-options", type=_json, required=True, help="the variant's config, JSON")
+    p.add_argument("--engine-options", type=_engine_options, required=True, help="the variant's config, JSON (checked)")
     p.add_argument("--precision", required=True)
     p.add_argument("--device", required=True)
     p.add_argument("--batch", type=int, required=True)
@@ -355,7 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=["fp32", "fp16", "int8"], required=True)
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--seq", type=int, default=0)
-    p.add_argument("--options", type=_json, default={}, help="the engine variant (workspace_gib, calibration_batches)")
+    p.add_argument(
+        "--options", type=_engine_options, default={"engine": "tensorrt"}, help="the tensorrt engine variant, JSON"
+    )
     p.add_argument("--data", type=Path, help="processed dataset whose rows calibrate int8 (tabular workloads)")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_build_trt_engine, lock=True)

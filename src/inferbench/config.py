@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from inferbench.engines.registry import ENGINES
+from inferbench.engines.registry import ENGINES, option_problems
 
 DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -102,5 +102,8 @@ def _cross_reference_problems(config: dict[str, Any]) -> Iterator[str]:
                     f"defined engine variants (config key `engines`): {', '.join(sorted(variants))}"
                 )
     for name, variant in variants.items():
-        if variant["engine"] not in ENGINES:  # also guarded by the schema's enum
-            yield f"engines.{name}.engine: unknown implementation {variant['engine']!r}"
+        if variant["engine"] not in ENGINES:
+            yield f"engines.{name}.engine: {variant['engine']!r} is not allowed; allowed values: {', '.join(ENGINES)}"
+            continue
+        for problem in option_problems(variant["engine"], variant):
+            yield f"engines.{name}: {problem}"

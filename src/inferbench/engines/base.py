@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from inferbench.engines.registry import COMPUTATION_KEYS
+from inferbench.engines.registry import COMPUTATION_KEYS, ENGINES, VARIANT_KEYS, effective_options
 from inferbench.models.registry import InputSpec
 
 
@@ -42,7 +42,12 @@ class Engine(ABC):
 
     def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
         self.device, self.precision, self.threads = device, precision, threads
-        self.options = {k: v for k, v in options.items() if k not in ("engine", "devices", "precisions")}
+        #: the variant's options with the engine's declared defaults filled in (inferbench.engines.registry)
+        self.options = (
+            effective_options(self.impl, options)
+            if self.impl in ENGINES
+            else {k: v for k, v in options.items() if k not in VARIANT_KEYS}
+        )
         #: named cold-start costs measured inside prepare (compile, capture, build...), in seconds
         self.cold_start_s: dict[str, float] = {}
         #: items one run() processes, where that is not the batch (a training epoch: the dataset's rows)

@@ -146,19 +146,19 @@ class OrtCuda(OrtEngine):
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         return super().computation(workload_kind) | {
-            "io_binding": bool(self.options.get("io_binding", True)),
-            "tf32": bool(self.options.get("tf32", False)) if self.precision == "fp32" else None,
+            "io_binding": self.options["io_binding"],
+            "tf32": self.options["tf32"] if self.precision == "fp32" else None,
         }
 
     def provider_options(self) -> dict[str, Any]:
         # the CUDA provider uses TF32 for fp32 matmuls and convolutions by default: fp32 means strict
         # fp32 unless the variant asks for TF32 (as the PyTorch engines)
-        tf32 = self.precision != "fp32" or bool(self.options.get("tf32", False))
+        tf32 = self.precision != "fp32" or self.options["tf32"]
         return {"device_id": 0, "use_tf32": int(tf32)}
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         super().prepare(artifact, inputs, example)
-        self.io_binding = bool(self.options.get("io_binding", True))
+        self.io_binding = self.options["io_binding"]
         if not self.io_binding:
             self.timing = "end_to_end"
             self.timing_description = "session.run with host arrays in and host arrays out (copies included)"
@@ -205,7 +205,7 @@ class OrtTensorRT(OrtCuda):
         return cuda_unavailable_reason() or _ort_reason(cls.provider) or tensorrt_unavailable_reason()
 
     def provider_options(self) -> dict[str, Any]:
-        cache = Path(self.options.get("cache_dir", "results/engines/ort_trt"))
+        cache = Path(self.options["cache_dir"])
         cache.mkdir(parents=True, exist_ok=True)
         return {
             "device_id": 0,

@@ -12,7 +12,7 @@ import importlib.util
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from inferbench.engines.base import Engine
@@ -20,6 +20,64 @@ if TYPE_CHECKING:
 
 #: what ``Engine.computation`` says of a cell, one summary column each: options that change what it computes
 COMPUTATION_KEYS = ("graph", "precision_mode", "channels_last", "compile_mode", "cuda_graph", "io_binding", "tf32")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of an engine implementation: its type, default and what it does."""
+
+    type: type
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    #: numbers: the smallest value allowed, and whether it is allowed itself
+    minimum: float | None = None
+    exclusive: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not a valid setting of this option, or None."""
+        # bool is a subclass of int: `workers: true` must not pass as an int
+        wrong_type = not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool))
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            wrong_type = False
+        if wrong_type:
+            return f"{value!r} is not a {self.type.__name__}"
+        if self.choices is not None and value not in self.choices:
+            return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
+        if self.minimum is not None and (value < self.minimum or (self.exclusive and value == self.minimum)):
+            return f"{value!r} must be {'>' if self.exclusive else '>='} {self.minimum}"
+        return None
+
+
+#: keys every variant may have besides its engine's options: which implementation, and where it runs
+VARIANT_KEYS = ("engine", "devices", "precisions")
+
+_TF32 = Option(
+    bool,
+    False,
+    "TF32 tensor-core math for fp32 convolutions and matmuls (PyTorch's default for convolutions); "
+    "false: fp32 is strict fp32",
+)
+_CHANNELS_LAST = Option(bool, False, "channels-last memory format for image models")
+
+
+def _precision_mode(default: str) -> Option:
+    return Option(str, default, "fp16/bf16 by autocast, or by casting weights and inputs", ("autocast", "cast"))
+
+
+_COMPILE_MODE = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_TORCH = {"channels_last": _CHANNELS_LAST, "tf32": _TF32}
+_TRAIN = {
+    **_TORCH,
+    "precision_mode": _precision_mode("autocast"),
+    "compile": Option(bool, False, "torch.compile the model before training"),
+    "mode": Option(str, "default", "torch.compile mode, with `compile: true`", _COMPILE_MODE),
+    "lr": Option(float, 0.01, "SGD learning rate (momentum 0.9)", minimum=0, exclusive=True),
+}
+_ORT_CUDA = {
+    "io_binding": Option(bool, True, "inputs and outputs stay on the GPU (false: host arrays in and out, end to end)"),
+    "tf32": _TF32,
+}
 
 
 @dataclass(frozen=True)
@@ -40,6 +98,12 @@ class EngineInfo:
     needs_dataset: bool = False
     #: libraries its cells import, imported (and timed) once before the cell's fresh processes start
     libraries: tuple[str, ...] = ("torch",)
+    #: the options a variant of it may set (config `engines.<variant>`), with their defaults
+    options: dict[str, Option] = field(default_factory=dict)
+
+    def effective_options(self, variant: dict[str, Any]) -> dict[str, Any]:
+        """The variant's options with the defaults filled in (what a record says it ran with)."""
+        return {key: variant.get(key, option.default) for key, option in self.options.items()}
 
 
 ALL_PRECISIONS = ("fp32", "fp16", "bf16")
@@ -58,6 +122,7 @@ ENGINES: dict[str, EngineInfo] = {
         ALL_PRECISIONS,
         "checkpoint",
         "PyTorch eager; fp16/bf16 through autocast (or cast weights)",
+        options={**_TORCH, "precision_mode": _precision_mode("autocast")},
     ),
     "torchscript": EngineInfo(
         "inferbench.engines.torchscript:TorchScript",
@@ -65,6 +130,12 @@ ENGINES: dict[str, EngineInfo] = {
         ALL_PRECISIONS,
         "checkpoint",
         "TorchScript: trace, freeze, optimize_for_inference; fp16/bf16 weights",
+        options={
+            **_TORCH,
+            # weights in fp16/bf16: autocast does not survive freezing
+            "precision_mode": _precision_mode("cast"),
+            "optimize": Option(bool, True, "run optimize_for_inference after freezing"),
+        },
     ),
     "torch_compile": EngineInfo(
         "inferbench.engines.torch_compile:TorchCompile",
@@ -72,6 +143,12 @@ ENGINES: dict[str, EngineInfo] = {
         ALL_PRECISIONS,
         "checkpoint",
         "torch.compile (Inductor), mode configurable; compile time recorded",
+        options={
+            **_TORCH,
+            "precision_mode": _precision_mode("autocast"),
+            "mode": Option(str, "default", "torch.compile mode", _COMPILE_MODE),
+            "fullgraph": Option(bool, False, "fail rather than fall back to eager at a graph break"),
+        },
     ),
     "torch_cudagraph": EngineInfo(
         "inferbench.engines.torch_cudagraph:TorchCudaGraph",
@@ -79,6 +156,7 @@ ENGINES: dict[str, EngineInfo] = {
         ALL_PRECISIONS,
         "checkpoint",
         "the eager kernels captured once in a CUDA graph and replayed (static shapes)",
+        options={**_TORCH, "precision_mode": _precision_mode("cast")},
     ),
     "ort_cpu": EngineInfo(
         "inferbench.engines.ort:OrtCpu",
@@ -97,6 +175,7 @@ ENGINES: dict[str, EngineInfo] = {
         "ONNX Runtime, CUDA execution provider, IO binding (or host-to-host)",
         {"fp16": "fp16"},
         libraries=("torch", "onnxruntime"),  # torch first: it loads the CUDA libraries ORT links to
+        options=_ORT_CUDA,
     ),
     "ort_trt": EngineInfo(
         "inferbench.engines.ort:OrtTensorRT",
@@ -105,6 +184,10 @@ ENGINES: dict[str, EngineInfo] = {
         "onnx",
         "ONNX Runtime, TensorRT execution provider, engine cache under results/engines/ort_trt",
         libraries=("torch", "onnxruntime"),
+        options={
+            **_ORT_CUDA,
+            "cache_dir": Option(str, "results/engines/ort_trt", "where TensorRT engines are cached"),
+        },
     ),
     "tensorrt": EngineInfo(
         "inferbench.engines.tensorrt:TensorRTEngine",
@@ -113,6 +196,10 @@ ENGINES: dict[str, EngineInfo] = {
         "trt_plan",
         "native TensorRT engine (static shape profile, cached per GPU and TensorRT version), device buffers",
         libraries=("torch", "tensorrt"),
+        options={
+            "workspace_gib": Option(float, 8.0, "builder workspace limit, GiB", minimum=0, exclusive=True),
+            "calibration_batches": Option(int, 16, "int8: batches that calibrate the engine", minimum=1),
+        },
     ),
     "torch_train": EngineInfo(
         "inferbench.engines.torch_train:TorchTrainStep",
@@ -122,6 +209,7 @@ ENGINES: dict[str, EngineInfo] = {
         "training iterations: forward, loss, backward, SGD step on a staged batch; AMP, channels-last, "
         "torch.compile as options",
         mode="train",
+        options=_TRAIN,
     ),
     "torch_train_epoch": EngineInfo(
         "inferbench.engines.torch_train:TorchTrainEpoch",
@@ -133,6 +221,12 @@ ENGINES: dict[str, EngineInfo] = {
         mode="train",
         workload_kinds=("tabular",),
         needs_dataset=True,
+        options={
+            **_TRAIN,
+            "workers": Option(int, 0, "DataLoader worker processes", minimum=0),
+            "pin_memory": Option(bool, False, "pinned host memory for the batches (cuda)"),
+            "non_blocking": Option(bool, False, "asynchronous host-to-device copies (cuda)"),
+        },
     ),
 }
 
@@ -147,6 +241,29 @@ def engine_info(impl: str) -> EngineInfo:
         return ENGINES[impl]
     except KeyError:
         raise KeyError(f"unknown engine implementation {impl!r}; known: {sorted(ENGINES)}") from None
+
+
+def option_problems(impl: str, variant: dict[str, Any]) -> list[str]:
+    """What is wrong with a variant's options for its implementation ``impl``: unknown keys (a typo,
+    or an option of another engine) with the keys allowed, and values of the wrong type."""
+    declared = engine_info(impl).options
+    problems = []
+    for key, value in variant.items():
+        if key in VARIANT_KEYS:
+            continue
+        if key not in declared:
+            owners = sorted(name for name, info in ENGINES.items() if key in info.options)
+            elsewhere = f" (an option of {', '.join(owners)})" if owners else ""
+            allowed = ", ".join([*declared, *VARIANT_KEYS])
+            problems.append(f"{key!r} is not an option of {impl}{elsewhere}; allowed keys: {allowed}")
+        elif (problem := declared[key].problem(value)) is not None:
+            problems.append(f"{key}: {problem} ({declared[key].help})")
+    return problems
+
+
+def effective_options(impl: str, variant: dict[str, Any]) -> dict[str, Any]:
+    """The variant's options with its engine's defaults filled in (what a record says it ran with)."""
+    return engine_info(impl).effective_options(variant)
 
 
 def load_engine_class(impl: str) -> type[Engine]:

@@ -20,7 +20,7 @@ class TorchCompile(TorchEngine):
     graph = "inductor"
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
-        mode = self.options.get("mode", "default")
+        mode = self.options["mode"]
         return super().computation(workload_kind) | {
             "compile_mode": mode,
             "cuda_graph": self.device == "cuda" and mode in CUDA_GRAPH_MODES,
@@ -28,10 +28,8 @@ class TorchCompile(TorchEngine):
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         module = self._load(artifact, inputs)
-        self.mode = self.options.get("mode", "default")
-        self.module = torch.compile(
-            module, mode=self.mode, fullgraph=bool(self.options.get("fullgraph", False)), dynamic=False
-        )
+        self.mode = self.options["mode"]
+        self.module = torch.compile(module, mode=self.mode, fullgraph=self.options["fullgraph"], dynamic=False)
         staged = self.stage(example)
         with self.cold_start("compile"):  # the first calls compile (reduce-overhead also records a CUDA graph)
             for _ in range(3):

@@ -21,7 +21,6 @@ from inferbench.models.registry import InputSpec
 
 class TorchCudaGraph(TorchEngine):
     impl = "torch_cudagraph"
-    default_precision_mode = "cast"
     graph = "cuda_graph"
 
     def computation(self, workload_kind: str) -> dict[str, Any]:

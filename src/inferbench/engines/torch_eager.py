@@ -29,7 +29,6 @@ LOW_PRECISION = {"fp16": torch.float16, "bf16": torch.bfloat16}
 class TorchEngine(Engine):
     """Shared by the PyTorch engines: load the checkpoint, place and cast the model, stage tensors."""
 
-    default_precision_mode: ClassVar[str] = "autocast"
     graph: ClassVar[str] = "eager"
 
     def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
@@ -51,13 +50,13 @@ class TorchEngine(Engine):
             torch.set_num_threads(self.threads)
         if self.device == "cuda":
             # strict fp32 unless the variant asks for TF32 (lower precisions are not affected by it)
-            tf32 = self.precision != "fp32" or bool(self.options.get("tf32", False))
+            tf32 = self.precision != "fp32" or self.options["tf32"]
             torch.backends.cuda.matmul.allow_tf32 = tf32
             torch.backends.cudnn.allow_tf32 = tf32
             torch.backends.cudnn.benchmark = True
-        self.precision_mode = self.options.get("precision_mode", self.default_precision_mode)
+        self.precision_mode = self.options["precision_mode"]
         self.low_dtype = LOW_PRECISION.get(self.precision)
-        self.channels_last = bool(self.options.get("channels_last")) and any(len(i.shape) == 4 for i in inputs)
+        self.channels_last = self.options["channels_last"] and any(len(i.shape) == 4 for i in inputs)
         with self.cold_start("load_model"):
             spec, _ = load_checkpoint(artifact, self.device)
         module = spec.module.eval()
@@ -70,9 +69,9 @@ class TorchEngine(Engine):
     def computation(self, workload_kind: str) -> dict[str, Any]:
         fp32 = self.precision == "fp32"
         return super().computation(workload_kind) | {
-            "precision_mode": None if fp32 else self.options.get("precision_mode", self.default_precision_mode),
-            "channels_last": bool(self.options.get("channels_last")) and workload_kind == "vision",
-            "tf32": bool(self.options.get("tf32", False)) if fp32 and self.device == "cuda" else None,
+            "precision_mode": None if fp32 else self.options["precision_mode"],
+            "channels_last": self.options["channels_last"] and workload_kind == "vision",
+            "tf32": self.options["tf32"] if fp32 and self.device == "cuda" else None,
         }
 
     def _autocast(self) -> contextlib.AbstractContextManager:

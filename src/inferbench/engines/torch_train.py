@@ -33,8 +33,8 @@ class TorchTrainStep(TorchEngine):
     )
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
-        compiled = bool(self.options.get("compile", False))
-        mode = self.options.get("mode", "default") if compiled else None
+        compiled = self.options["compile"]
+        mode = self.options["mode"] if compiled else None
         return super().computation(workload_kind) | {
             "graph": "inductor" if compiled else "eager",
             "compile_mode": mode,
@@ -42,16 +42,15 @@ class TorchTrainStep(TorchEngine):
         }
 
     def _train_setup(self, artifact: Path | None, inputs: tuple[InputSpec, ...]) -> None:
-        self.options.setdefault("precision_mode", "autocast")  # training in low precision means AMP
         module = self._load(artifact, inputs).train()
         for parameter in module.parameters():
             parameter.requires_grad_(True)
-        self.optimizer = torch.optim.SGD(module.parameters(), lr=float(self.options.get("lr", 0.01)), momentum=0.9)
+        self.optimizer = torch.optim.SGD(module.parameters(), lr=self.options["lr"], momentum=0.9)
         # fp16 gradients underflow without scaling; bf16 has fp32's range and needs none
         self.scaler = torch.amp.GradScaler(self.device, enabled=self.precision == "fp16")
-        self.compiled = bool(self.options.get("compile", False))
+        self.compiled = self.options["compile"]
         self.eager_module = module  # probes the output shape without triggering a compile
-        self.module = torch.compile(module, mode=self.options.get("mode", "default")) if self.compiled else module
+        self.module = torch.compile(module, mode=self.options["mode"]) if self.compiled else module
         self.n_classes: int | None = None
         self._label_rng = torch.Generator().manual_seed(0)
 
@@ -126,9 +125,9 @@ class TorchTrainEpoch(TorchTrainStep):
         (name,) = [spec.name for spec in inputs]
         self.input_name = name
         self._train_setup(artifact, inputs)
-        self.workers = int(self.options.get("workers", 0))
-        self.pin_memory = bool(self.options.get("pin_memory", False)) and self.device == "cuda"
-        self.non_blocking = bool(self.options.get("non_blocking", False)) and self.device == "cuda"
+        self.workers = self.options["workers"]
+        self.pin_memory = self.options["pin_memory"] and self.device == "cuda"
+        self.non_blocking = self.options["non_blocking"] and self.device == "cuda"
         self.loader = torch.utils.data.DataLoader(
             torch.utils.data.TensorDataset(features, labels),
             batch_size=next(iter(example.values())).shape[0],

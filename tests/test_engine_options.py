@@ -1,0 +1,85 @@
+"""Typed engine options: each implementation declares its options (inferbench.engines.registry); a
+misspelled option, an option of another engine or a value of the wrong type stops the run before any
+job, naming the allowed keys; engines and records carry the effective options, defaults included."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from inferbench.config import ConfigError, validate_config
+from inferbench.engines.registry import ENGINES, option_problems
+from tests.conftest import REPO
+
+BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def config_with(**variants: dict) -> dict:
+    config = copy.deepcopy(BASE)
+    config["engines"].update(variants)
+    return config
+
+
+def test_a_misspelled_option_is_rejected_with_the_allowed_keys():
+    config = config_with(ort_cuda_host={"engine": "ort_cuda", "io_bindng": False})
+    with pytest.raises(ConfigError) as error:
+        validate_config(config)
+    message = str(error.value)
+    assert "engines.ort_cuda_host: 'io_bindng' is not an option of ort_cuda" in message
+    assert "allowed keys: io_binding, tf32, engine, devices, precisions" in message
+
+
+def test_an_option_of_another_engine_is_rejected_naming_its_owner():
+    config = config_with(torch_eager={"engine": "torch_eager", "workers": 2})
+    with pytest.raises(
+        ConfigError, match=r"'workers' is not an option of torch_eager \(an option of torch_train_epoch\)"
+    ):
+        validate_config(config)
+
+
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        ({"engine": "torch_train_epoch", "workers": True}, "workers: True is not a int"),
+        ({"engine": "torch_train_epoch", "workers": -1}, "workers: -1 must be >= 0"),
+        ({"engine": "torch_compile", "mode": "fastest"}, "mode: 'fastest' is not one of default, reduce-overhead"),
+        ({"engine": "ort_cuda", "io_binding": "no"}, "io_binding: 'no' is not a bool"),
+        ({"engine": "torch_train", "lr": 0}, "lr: 0 must be > 0"),
+    ],
+)
+def test_values_of_the_wrong_type_or_range_are_rejected(variant, message):
+    assert any(message in problem for problem in option_problems(variant["engine"], variant))
+
+
+def test_every_variant_of_the_shipped_configs_is_valid():
+    for name, variant in BASE["engines"].items():
+        assert option_problems(variant["engine"], variant) == [], name
+
+
+def test_engines_carry_their_effective_options_defaults_included():
+    from inferbench.engines.ort import OrtCuda
+    from inferbench.engines.torchscript import TorchScript
+
+    assert OrtCuda("cuda", "fp32", 0, {"engine": "ort_cuda"}).options == {"io_binding": True, "tf32": False}
+    script = TorchScript("cpu", "fp16", 1, {"engine": "torchscript", "channels_last": True})
+    assert script.options == {"channels_last": True, "tf32": False, "precision_mode": "cast", "optimize": True}
+    assert script.computation("vision")["precision_mode"] == "cast"
+    assert set(ENGINES["torch_train_epoch"].options) > set(ENGINES["torch_train"].options)
+
+
+def test_run_cell_refuses_a_misspelled_option_before_measuring(tmp_path):
+    out = tmp_path / "cell.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "inferbench", "run-cell", "--workload", "mlp_heart", "--engine", "x",
+         "--engine-options", json.dumps({"engine": "torch_eager", "chanels_last": True}),
+         "--precision", "fp32", "--device", "cpu", "--batch", "1", "--out", str(out)],
+        capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(REPO / "src"), "PATH": ""},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "'chanels_last' is not an option of torch_eager; allowed keys: channels_last" in result.stderr
+    assert not out.exists()
