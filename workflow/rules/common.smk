@@ -19,12 +19,19 @@ from inferbench.engines.tensorrt import current_target, plan_path
 from inferbench.cells import CellKey
 from inferbench.grid import cell_min_iters, config_cells, no_cells_message, resolved_studies, run_has_cuda
 from inferbench.report.plots import plot_names
+from inferbench.run_lock import clear_stale_locks
 from inferbench.workloads import WORKLOADS
 
 try:
     validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
 except ConfigError as error:
     raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
+
+# A run killed with kill -9 leaves Snakemake's directory lock behind; when no other run holds this
+# directory, it is stale and goes, so that the same command resumes (inferbench.run_lock).
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    for stale in clear_stale_locks(Path.cwd()):
+        print(f"inferbench: removed {stale}, left by a run that was killed", file=sys.stderr)
 
 HAS_CUDA = run_has_cuda(config)  # None: no study of this run asks
 CELLS = config_cells(config, HAS_CUDA)
