@@ -7,6 +7,7 @@ rule synthetic_lendingclub:
     params:
         rows=config["datasets"]["lendingclub"]["rows"],
         seed=config["datasets"]["lendingclub"]["seed"],
+    threads: 1
     conda:
         "../../envs/torch.yaml"
     log:
@@ -21,6 +22,7 @@ rule synthetic_heart:
         raw_file("heart", "synthetic"),
     params:
         seed=config["datasets"]["heart"]["seed"],
+    threads: 1
     conda:
         "../../envs/torch.yaml"
     log:
@@ -39,6 +41,7 @@ rule download_lendingclub:
         dataset=config["datasets"]["lendingclub"]["kaggle_dataset"],
     localrule: True
     retries: 2
+    threads: 1
     conda:
         "../../envs/torch.yaml"
     log:
@@ -55,6 +58,7 @@ rule download_heart:
         urls=" ".join(f"--url {url}" for url in config["datasets"]["heart"]["urls"]),
     localrule: True
     retries: 2
+    threads: 1
     conda:
         "../../envs/torch.yaml"
     log:
@@ -77,6 +81,7 @@ rule prepare_data:
             if (n := config["datasets"][wc.dataset].get("sample_rows"))
             else ""
         ),
+    threads: 1
     conda:
         "../../envs/torch.yaml"
     log:

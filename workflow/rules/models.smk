@@ -11,6 +11,7 @@ rule train_mlp:
         options=lambda wc: model_options(wc.workload),
     wildcard_constraints:
         workload="mlp_lendingclub|mlp_heart",
+    threads: 4
     conda:
         "../../envs/torch.yaml"
     log:
@@ -28,6 +29,7 @@ rule build_model:
         arch=lambda wc: json.dumps(config["models"].get(wc.workload, {}).get("arch", {}), sort_keys=True),
     wildcard_constraints:
         workload="resnet50|vit_b16|bert_base|distilbert",
+    threads: 1
     conda:
         "../../envs/torch.yaml"
     log:
@@ -45,6 +47,7 @@ rule export_onnx:
         report="results/onnx/{workload}.export.json",
     params:
         options=json.dumps(config["export"], sort_keys=True),
+    threads: 2
     conda:
         "../../envs/torch.yaml"
     log:
@@ -62,6 +65,7 @@ rule onnx_variant:
         report="results/onnx/{workload}.{variant}.json",
     wildcard_constraints:
         variant="int8|fp16",
+    threads: 2
     conda:
         "../../envs/torch.yaml"
     log:
@@ -79,6 +83,7 @@ rule reference_output:
         "results/reference/{workload}-s{seq}.npz",
     params:
         rows=config["parity"]["rows"],
+    threads: 2
     conda:
         "../../envs/torch.yaml"
     log:

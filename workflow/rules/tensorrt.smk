@@ -19,6 +19,7 @@ rule build_tensorrt_engine:
         precision="fp32|fp16|int8",
     resources:
         gpu=1,
+    threads: 4
     conda:
         "../../envs/torch.yaml"
     log:

@@ -3,6 +3,8 @@ against PyTorch on inputs larger than the export example."""
 
 from __future__ import annotations
 
+import os
+
 import time
 from pathlib import Path
 from typing import Any
@@ -86,7 +88,10 @@ def export_onnx(
         check = make_inputs(spec.inputs, check_batch, check_seq_len, 1)
         with torch.inference_mode():
             reference = spec.module(**{k: torch.from_numpy(v) for k, v in check.items()}).numpy()
-        session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        # the cores the job was given (Snakemake's `threads:` reaches torch through OMP_NUM_THREADS)
+        options.intra_op_num_threads = int(os.environ.get("OMP_NUM_THREADS", "0"))
+        session = ort.InferenceSession(str(tmp), options, providers=["CPUExecutionProvider"])
         actual = session.run(None, check)[0]
         error = relative_l2(actual, reference) if actual.shape == reference.shape else float("inf")
         report.update(
