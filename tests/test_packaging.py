@@ -45,3 +45,22 @@ def test_snakemake_lint_is_clean():
 def test_ruff_is_clean():
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("platform", "machine", "expected"),
+    [("linux", "x86_64", "onnxruntime-gpu"), ("linux", "aarch64", "onnxruntime"), ("darwin", "arm64", "onnxruntime")],
+)
+def test_one_install_brings_exactly_one_onnxruntime_build(platform, machine, expected):
+    """`pip install -e .` installs the GPU build where it exists (it also runs the CPU provider) and
+    the CPU package elsewhere, never both: they install the same module."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    environment = {"sys_platform": platform, "platform_machine": machine}
+    chosen = [
+        Requirement(r).name
+        for r in project["dependencies"]
+        if Requirement(r).name in ("onnxruntime", "onnxruntime-gpu")
+        and (Requirement(r).marker is None or Requirement(r).marker.evaluate(environment))
+    ]
+    assert chosen == [expected]
+    assert any(Requirement(r).name == "nvidia-ml-py" for r in project["dependencies"]), "NVML comes with the install"

@@ -365,7 +365,7 @@ def _measure_cell(
         },
         cold_start_s=cold,
         engine=engine.describe(),
-        environment=fingerprint(include_gpu=key.device == "cuda" or "torch" in sys.modules),
+        environment=fingerprint(include_gpu=key.device == "cuda"),
     )
     return record, {"device": result.samples_s, "end_to_end": e2e_samples}
 

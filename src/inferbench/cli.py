@@ -263,8 +263,14 @@ def cmd_warm_server(args: argparse.Namespace) -> None:
 
 def cmd_list(args: argparse.Namespace) -> None:
     if args.what == "engines":
+        from inferbench.engines.ort import ort_distributions
         from inferbench.engines.registry import ENGINES, load_engine_class
 
+        if len(installed := ort_distributions()) > 1:
+            print(
+                f"warning: {' and '.join(installed)} are both installed and overwrite each other's files:"
+                " `pip uninstall -y onnxruntime onnxruntime-gpu`, then `pip install -e .`"
+            )
         for name, info in ENGINES.items():
             try:
                 cls = load_engine_class(name)

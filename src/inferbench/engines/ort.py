@@ -6,6 +6,7 @@ providers silently, and a cell must measure what its name says.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 from dataclasses import dataclass
@@ -25,9 +26,26 @@ def _ort_reason(provider: str) -> str | None:
     import onnxruntime as ort
 
     if provider not in ort.get_available_providers():
-        hint = " (install onnxruntime-gpu in place of onnxruntime)" if provider != "CPUExecutionProvider" else ""
+        hint = ""
+        if provider != "CPUExecutionProvider" and any(d.startswith("onnxruntime ") for d in ort_distributions()):
+            hint = (
+                " (this is the CPU package `onnxruntime`: `pip uninstall -y onnxruntime onnxruntime-gpu`, then"
+                " `pip install -e .`, installs the GPU build on Linux x86_64)"
+            )
         return f"onnxruntime {ort.__version__} has no {provider}{hint}; it has {ort.get_available_providers()}"
     return None
+
+
+def ort_distributions() -> list[str]:
+    """The installed distributions that provide the module `onnxruntime` (more than one: their files
+    overwrite each other, and which build is imported depends on the order they were installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("onnxruntime", "onnxruntime-gpu"):
+        with contextlib.suppress(PackageNotFoundError):
+            found.append(f"{name} {version(name)}")
+    return found
 
 
 def onnx_build_costs(onnx: str | Path) -> dict[str, float]:

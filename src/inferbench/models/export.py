@@ -4,7 +4,6 @@ against PyTorch on inputs larger than the export example."""
 from __future__ import annotations
 
 import os
-
 import time
 from pathlib import Path
 from typing import Any
