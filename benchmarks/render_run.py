@@ -33,7 +33,7 @@ from inferbench.fsutil import atomic_path
 from inferbench.grid import resolved_studies
 from inferbench.report.markdown import write_report
 from inferbench.report.plots import plot_every_workload
-from inferbench.workloads import WORKLOADS
+from inferbench.workloads import workload_info
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,7 +48,7 @@ def backfill_computation(summary: pd.DataFrame, variants: dict[str, dict]) -> pd
             rows.append(row.to_dict())
             continue
         engine = load_engine_class(variant["engine"])(row["device"], row["precision"], int(row["threads"]), variant)
-        rows.append(row.to_dict() | engine.computation(WORKLOADS[row["workload"]].kind))
+        rows.append(row.to_dict() | engine.computation(workload_info(row["workload"]).kind))
     frame = pd.DataFrame(rows)
     order = [c for c in summary.columns if c not in COMPUTATION_KEYS]
     at = order.index("mode") + 1 if "mode" in order else len(order)

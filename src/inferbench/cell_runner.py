@@ -34,7 +34,7 @@ from inferbench.measure.timing import make_timer, measure
 from inferbench.models.registry import InputSpec, make_inputs
 from inferbench.parity import compare, load_reference, violations
 from inferbench.warm import PRELOADED, preloaded_import_s
-from inferbench.workloads import WORKLOADS
+from inferbench.workloads import workload_info
 
 END_TO_END = (
     "stage host arrays where the engine computes, run, and bring the output back as a host float32 "
@@ -129,7 +129,7 @@ def run_cell(
     try:  # what the variant computes with (summary columns), known before anything is prepared
         engine_cls = load_engine_class(impl)
         base["computation"] = engine_cls(key.device, key.precision, key.threads, variant).computation(
-            WORKLOADS[key.workload].kind
+            workload_info(key.workload).kind
         )
     except ImportError:  # the engine cannot load here: its record says so
         pass

@@ -16,6 +16,7 @@ from typing import Any
 
 from inferbench.errors import UserError
 from inferbench.lock import MachineLock
+from inferbench.workloads import WORKLOADS
 
 
 def _json(text: str) -> Any:
@@ -285,10 +286,12 @@ def cmd_list(args: argparse.Namespace) -> None:
                 choices = f" ({'|'.join(map(str, option.choices))})" if option.choices else ""
                 print(f"{'':16s}{key}: {option.type.__name__}{choices} = {option.default!r}  {option.help}")
     else:
-        from inferbench.workloads import WORKLOADS
+        from inferbench.workloads import FAMILIES, WORKLOADS
 
         for name, info in WORKLOADS.items():
             print(f"{name:16s} {info.kind:8s} {info.description}")
+        for family, (kind, description) in FAMILIES.items():
+            print(f"{family + ':<name>':16s} {kind:8s} {description.format(name='any model')}")
 
 
 def cmd_clean(args: argparse.Namespace) -> None:
@@ -344,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prepare_data, lock=True)
 
     p = sub.add_parser("train-mlp", help="train a tabular MLP; writes a checkpoint and its metrics")
-    p.add_argument("--workload", choices=["mlp_lendingclub", "mlp_heart"], required=True)
+    p.add_argument("--workload", choices=[w for w, info in WORKLOADS.items() if info.trained], required=True)
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--options", type=_json, default={})
     p.add_argument("--out", type=Path, required=True)

@@ -5,6 +5,7 @@ Errors name the config key and what is allowed, so a wrong value stops the run b
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import jsonschema
 import yaml
 
 from inferbench.engines.registry import ENGINES, option_problems
+from inferbench.workloads import WORKLOADS, allowed_text, family_of
 
 DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -89,18 +91,47 @@ def cell_tolerance(
     return tolerances[precision]
 
 
+def workload_problem(workload: str) -> str | None:
+    """Why ``workload`` cannot be built, or None. A timm or transformers name is looked up in that
+    library (imported only when such a name is used), so a typo stops the run before any job."""
+    if workload in WORKLOADS:
+        return None
+    family = family_of(workload)
+    if family is None:
+        return f"{workload!r} is not allowed; {allowed_text()}"
+    library, name = family
+    if library == "timm":
+        import timm
+
+        known, what = timm.list_models(), "timm has no model"
+    else:
+        from transformers import CONFIG_MAPPING
+
+        known, what = list(CONFIG_MAPPING), "transformers has no model type"
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=5)
+        return f"{what} {name!r}" + (f"; did you mean {', '.join(close)}?" if close else "")
+    return None
+
+
 def _cross_reference_problems(config: dict[str, Any]) -> Iterator[str]:
     studies, variants = config["studies"], config["engines"]
     for i, name in enumerate(config["run"]):
         if name not in studies:
             yield f"run[{i}]: unknown study {name!r}; defined studies: {', '.join(sorted(studies))}"
     for study_name, study in studies.items():
+        for i, workload in enumerate(study["workloads"]):
+            if (problem := workload_problem(workload)) is not None:
+                yield f"studies.{study_name}.workloads[{i}]: {problem}"
         for i, variant in enumerate(study["engines"]):
             if variant not in variants:
                 yield (
                     f"studies.{study_name}.engines[{i}]: unknown engine {variant!r}; "
                     f"defined engine variants (config key `engines`): {', '.join(sorted(variants))}"
                 )
+    for workload in config.get("models", {}):
+        if (problem := workload_problem(workload)) is not None:
+            yield f"models.{workload}: {problem}"
     for name, variant in variants.items():
         if variant["engine"] not in ENGINES:
             yield f"engines.{name}.engine: {variant['engine']!r} is not allowed; allowed values: {', '.join(ENGINES)}"

@@ -17,7 +17,7 @@ from typing import Any
 from inferbench.cells import CellKey
 from inferbench.engines.registry import engine_info
 from inferbench.measure.percentiles import samples_needed, study_percentiles
-from inferbench.workloads import WORKLOADS
+from inferbench.workloads import workload_info
 
 
 def cuda_present() -> bool:
@@ -56,9 +56,9 @@ def study_cells(
             continue
         if precision not in info.precisions or precision not in allowed_precisions:
             continue
-        if WORKLOADS[workload].kind not in info.workload_kinds:
+        if workload_info(workload).kind not in info.workload_kinds:
             continue
-        seq_lens = study["seq_lens"] if WORKLOADS[workload].has_seq_len else [0]
+        seq_lens = study["seq_lens"] if workload_info(workload).has_seq_len else [0]
         threads = study["threads"] if device == "cpu" else [0]
         for batch, seq, n_threads in itertools.product(study["batch_sizes"], seq_lens, threads):
             cells.add(CellKey(workload, variant, precision, device, batch, seq, n_threads))

@@ -1,7 +1,16 @@
-"""The workloads a study can name, and what kind of input each takes. Light: imports nothing heavy."""
+"""The workloads a study can name, and what kind of input each takes. Light: imports nothing heavy.
+
+Six are declared here; besides them, any timm model (``timm:<model name>``, e.g. ``timm:convnext_tiny``)
+and any transformers encoder (``hf:<model type>``, e.g. ``hf:roberta``) can be named in a study,
+with random weights like the others: the families below say how. Everything that needs the list of
+workloads (config checks, Snakemake's wildcard constraints, CLI choices, the report's order) asks
+this module.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,6 +25,11 @@ class WorkloadInfo:
     def has_seq_len(self) -> bool:
         return self.kind == "text"
 
+    @property
+    def trained(self) -> bool:
+        """Made by training on its dataset (rule train_mlp), else built with random weights (build_model)."""
+        return self.dataset is not None
+
 
 WORKLOADS: dict[str, WorkloadInfo] = {
     "mlp_lendingclub": WorkloadInfo("tabular", "MLP trained on LendingClub accepted loans", "lendingclub"),
@@ -26,5 +40,42 @@ WORKLOADS: dict[str, WorkloadInfo] = {
     "distilbert": WorkloadInfo("text", "DistilBERT encoder (transformers), random weights"),
 }
 
+#: workloads named on the fly, ``<family>:<name>``: the kind of input and how the description reads
+FAMILIES: dict[str, tuple[Literal["vision", "text"], str]] = {
+    "timm": ("vision", "{name} (timm), random weights"),
+    "hf": ("text", "{name} encoder (transformers AutoModel), random weights"),
+}
+_FAMILY_NAME = re.compile(r"^(?P<family>[a-z]+):(?P<name>[A-Za-z0-9_.\-]+)$")
+
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
+
+
+def family_of(workload: str) -> tuple[str, str] | None:
+    """(family, name) of a ``timm:...`` / ``hf:...`` workload, or None."""
+    match = _FAMILY_NAME.match(workload)
+    if match is None or match["family"] not in FAMILIES:
+        return None
+    return match["family"], match["name"]
+
+
+def workload_info(workload: str) -> WorkloadInfo:
+    """What the workload is: a declared one, or one of a family named on the fly."""
+    if workload in WORKLOADS:
+        return WORKLOADS[workload]
+    family = family_of(workload)
+    if family is None:
+        raise KeyError(f"unknown workload {workload!r}; {allowed_text()}")
+    kind, description = FAMILIES[family[0]]
+    return WorkloadInfo(kind, description.format(name=family[1]))
+
+
+def allowed_text() -> str:
+    families = ", ".join(f"{f}:<name>" for f in FAMILIES)
+    return f"allowed values: {', '.join(WORKLOADS)}, or {families} (e.g. timm:convnext_tiny, hf:roberta)"
+
+
+def ordered(workloads: Iterable[str]) -> list[str]:
+    """The declared workloads in their order, then the others by name (the report's order)."""
+    present = set(workloads)
+    return [w for w in WORKLOADS if w in present] + sorted(present - set(WORKLOADS))

@@ -1,6 +1,7 @@
 # Validate the config, build the cell list, and small helpers for the rules' inputs and params.
 import fnmatch
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from inferbench.cells import CellKey
 from inferbench.grid import cell_min_iters, config_cells, no_cells_message, resolved_studies, run_has_cuda
 from inferbench.report.plots import plot_names
 from inferbench.run_lock import clear_stale_locks
-from inferbench.workloads import WORKLOADS
+from inferbench.workloads import ordered, workload_info
 
 try:
     validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
@@ -45,7 +46,9 @@ PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for 
 # GPU model + TensorRT version naming the engine cache; None where TensorRT or the GPU is missing
 USES_TENSORRT = any(config["engines"][c.engine]["engine"] == "tensorrt" for c in CELLS)
 TRT_TARGET = current_target() if USES_TENSORRT else None
-CELL_WORKLOADS = sorted({cell.workload for cell in CELLS}, key=list(WORKLOADS).index)
+CELL_WORKLOADS = ordered(cell.workload for cell in CELLS)
+# every workload the config names (timm:<name> and hf:<type> included): the wildcard constraints
+NAMED_WORKLOADS = ordered(w for study in config["studies"].values() for w in study["workloads"])
 # Raw files live under their source, so switching the source never reuses the other source's file.
 RAW_NAMES = {"lendingclub": "accepted_2007_to_2018Q4.csv.gz", "heart": "processed.cleveland.data"}
 
@@ -57,7 +60,7 @@ def raw_file(dataset, source=None):
 
 
 wildcard_constraints:
-    workload="|".join(WORKLOADS),
+    workload="|".join(map(re.escape, NAMED_WORKLOADS)),
     engine="[a-z0-9_]+",
     precision="fp32|fp16|bf16|int8",
     device="cpu|cuda",
@@ -65,6 +68,18 @@ wildcard_constraints:
     seq=r"\d+",
     threads=r"\d+",
     dataset="lendingclub|heart",
+
+
+def workload_regex(trained=None, kind=None):
+    """A wildcard constraint: the named workloads made by training on their dataset (trained=True) or
+    built with random weights (False), or those of one input kind (e.g. "text")."""
+    names = [
+        w
+        for w in NAMED_WORKLOADS
+        if (trained is None or workload_info(w).trained == trained)
+        and (kind is None or workload_info(w).kind == kind)
+    ]
+    return "|".join(map(re.escape, names)) or "(?!)"  # (?!): matches nothing
 
 
 def cell_record(cell):
@@ -114,7 +129,7 @@ def cell_inputs(wildcards):
                 int(wildcards.seq),
             )
         )
-    dataset = WORKLOADS[wildcards.workload].dataset
+    dataset = workload_info(wildcards.workload).dataset
     if info.needs_dataset and dataset:
         inputs["data"] = f"data/processed/{dataset}.parquet"
     if artifact != "none" and info.mode == "inference":
@@ -177,7 +192,7 @@ def cell_files(wildcards, input):
 
 def tensorrt_calibration_data(wildcards):
     """INT8 engines of tabular workloads calibrate on the real (processed) rows of their dataset."""
-    dataset = WORKLOADS[wildcards.workload].dataset
+    dataset = workload_info(wildcards.workload).dataset
     if wildcards.precision == "int8" and dataset:
         return f"data/processed/{dataset}.parquet"
     return []
@@ -188,7 +203,7 @@ def model_options(workload):
 
 
 def used_datasets():
-    return sorted({WORKLOADS[w].dataset for w in CELL_WORKLOADS if WORKLOADS[w].dataset})
+    return sorted({workload_info(w).dataset for w in CELL_WORKLOADS if workload_info(w).trained})
 
 
 def report_studies():

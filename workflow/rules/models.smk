@@ -3,14 +3,14 @@
 
 rule train_mlp:
     input:
-        lambda wc: f"data/processed/{WORKLOADS[wc.workload].dataset}.parquet",
+        lambda wc: f"data/processed/{workload_info(wc.workload).dataset}.parquet",
     output:
         checkpoint="results/models/{workload}.pt",
         meta="results/models/{workload}.json",
     params:
         options=lambda wc: model_options(wc.workload),
     wildcard_constraints:
-        workload="mlp_lendingclub|mlp_heart",
+        workload=workload_regex(trained=True),
     threads: 4
     conda:
         "../../envs/torch.yaml"
@@ -28,7 +28,7 @@ rule build_model:
     params:
         arch=lambda wc: json.dumps(config["models"].get(wc.workload, {}).get("arch", {}), sort_keys=True),
     wildcard_constraints:
-        workload="resnet50|vit_b16|bert_base|distilbert",
+        workload=workload_regex(trained=False),
     threads: 1
     conda:
         "../../envs/torch.yaml"

@@ -58,7 +58,7 @@ rule plot_seq_sweep:
             subcategory="{workload}",
         ),
     wildcard_constraints:
-        workload="bert_base|distilbert",
+        workload=workload_regex(kind="text"),
     conda:
         "../../envs/report.yaml"
     log:

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from inferbench.models.registry import InputSpec, ModelSpec, register_model
+from inferbench.models.registry import InputSpec, ModelSpec, register_family, register_model
 
 
 class MLP(nn.Module):
@@ -98,3 +98,19 @@ def distilbert(**arch: Any) -> ModelSpec:
 
     config = DistilBertConfig(**arch)
     return _text("distilbert", DistilBertModel(config), config.vocab_size, arch)
+
+
+@register_family("timm")
+def timm_model(model_name: str, **arch: Any) -> ModelSpec:
+    """Any timm model by name (workload ``timm:<model_name>``), random weights, its own input size."""
+    return _timm(f"timm:{model_name}", model_name, arch)
+
+
+@register_family("hf")
+def hf_encoder(model_type: str, **arch: Any) -> ModelSpec:
+    """Any transformers encoder by model type (workload ``hf:<model_type>``): its default
+    configuration (``arch`` overrides it), random weights, last hidden states out."""
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.for_model(model_type, **arch)
+    return _text(f"hf:{model_type}", AutoModel.from_config(config), config.vocab_size, arch)

@@ -6,6 +6,7 @@ symbolic ``batch`` / ``seq`` dimensions, so inputs of any batch and sequence len
 
 from __future__ import annotations
 
+import functools
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +62,18 @@ def register_model(name: str) -> Callable[[Callable[..., ModelSpec]], Callable[.
     return wrap
 
 
+#: builders of the workload families (inferbench.workloads.FAMILIES): family -> builder(name, **arch)
+_FAMILIES: dict[str, Callable[..., ModelSpec]] = {}
+
+
+def register_family(family: str) -> Callable[[Callable[..., ModelSpec]], Callable[..., ModelSpec]]:
+    def wrap(builder: Callable[..., ModelSpec]) -> Callable[..., ModelSpec]:
+        _FAMILIES[family] = builder
+        return builder
+
+    return wrap
+
+
 def list_models(pattern: str = "*") -> list[str]:
     _load_builders()
     return sorted(n for n in _REGISTRY if fnmatch.fnmatch(n, pattern))
@@ -70,11 +83,18 @@ def create_model(name: str, seed: int = 0, **arch: Any) -> ModelSpec:
     """Build ``name`` with random weights drawn from ``seed``; ``arch`` overrides the architecture."""
     import torch
 
+    from inferbench.workloads import family_of
+
     _load_builders()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+    family = family_of(name)
+    if name in _REGISTRY:
+        build = _REGISTRY[name]
+    elif family is not None and family[0] in _FAMILIES:
+        build = functools.partial(_FAMILIES[family[0]], family[1])
+    else:
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(_REGISTRY))}, or timm:<name>, hf:<type>")
     torch.manual_seed(seed)
-    spec = _REGISTRY[name](**arch)
+    spec = build(**arch)
     spec.module.eval()
     return spec
 

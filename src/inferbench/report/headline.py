@@ -19,7 +19,7 @@ from inferbench.analysis.comparison import (
 )
 from inferbench.analysis.decisions import measured
 from inferbench.report.tables import fmt, fmt_ms, markdown_table, recipe
-from inferbench.workloads import WORKLOADS
+from inferbench.workloads import ordered
 
 #: the p99 budgets the table tries, ms; each workload keeps those between its fastest and slowest cells
 BUDGETS_MS = (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -147,7 +147,7 @@ def headline_section(summary: pd.DataFrame) -> list[str]:
         return []
     out = ["## Headline", ""]
     floors = SpreadFloors.of(ok)
-    workloads = [w for w in WORKLOADS if w in set(ok["workload"])]
+    workloads = ordered(ok["workload"])
     for workload in workloads:
         cells = _headline_cells(ok[ok["workload"] == workload])
         seq = int(cells["seq_len"].iloc[0])

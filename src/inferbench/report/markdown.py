@@ -18,7 +18,7 @@ from inferbench.fsutil import atomic_path, read_json
 from inferbench.report.headline import headline_section
 from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
 from inferbench.report.tables import fmt, intervals, markdown_table, recipe, rows_or_none
-from inferbench.workloads import WORKLOADS
+from inferbench.workloads import ordered, workload_info
 
 BOUNDARIES = {
     "device": "inputs staged where the engine computes before timing, outputs left there",
@@ -314,12 +314,12 @@ def build_report(
     inference = inference.assign(recipe=[recipe(r) for _, r in inference.iterrows()])
     if not inference.empty:
         out += ["## All cells by workload", ""]
-    for workload in [w for w in WORKLOADS if w in set(inference["workload"])]:
+    for workload in ordered(inference["workload"]):
         cells = inference[inference["workload"] == workload]
         out += [
             f"### {workload}",
             "",
-            WORKLOADS[workload].description + ".",
+            workload_info(workload).description + ".",
             "",
             markdown_table(cells, TABLE_COLUMNS),
             "",

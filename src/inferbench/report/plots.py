@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from inferbench.analysis.comparison import p50_at
 from inferbench.fsutil import atomic_path
-from inferbench.workloads import WORKLOADS
+from inferbench.workloads import ordered, workload_info
 
 PLOTS_BY_KIND = {
     "tabular": ["latency_per_item", "throughput"],
@@ -47,7 +47,7 @@ def engine_colour(engine: str) -> tuple[float, float, float]:
 
 
 def plot_names(workload: str) -> list[str]:
-    return [f"{name}.png" for name in PLOTS_BY_KIND[WORKLOADS[workload].kind]]
+    return [f"{name}.png" for name in PLOTS_BY_KIND[workload_info(workload).kind]]
 
 
 def _series(frame: pd.DataFrame) -> list[tuple[str, dict, pd.DataFrame]]:
@@ -105,7 +105,7 @@ def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kin
         e2e_p50_ms=p50_at(frame, "end_to_end"), e2e_items_per_s=e2e_rate.fillna(frame["throughput_per_s"])
     )
     frame = frame.assign(e2e_per_item_ms=frame["e2e_p50_ms"] / frame["batch_size"])
-    text = WORKLOADS[workload].has_seq_len
+    text = workload_info(workload).has_seq_len
     # per-batch plots use the longest measured sequence length; the seq plot the largest batch
     batch_frame = frame[frame["seq_len"] == frame["seq_len"].max()] if text and not frame.empty else frame
     seq_note = f" (seq {int(batch_frame['seq_len'].max())})" if text and not frame.empty else ""
@@ -151,7 +151,7 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path) -> list[Path
     """Every sweep's plots of every workload in ``summary``, under ``out_dir/<workload>/`` (what the
     workflow's plot rules make one job per workload and sweep)."""
     written: list[Path] = []
-    for workload in [w for w in WORKLOADS if w in set(summary["workload"])]:
-        for kind in ["batch", "seq"] if WORKLOADS[workload].has_seq_len else ["batch"]:
+    for workload in ordered(summary["workload"]):
+        for kind in ["batch", "seq"] if workload_info(workload).has_seq_len else ["batch"]:
             written += plot_workload(summary, workload, Path(out_dir) / workload, kind)
     return written

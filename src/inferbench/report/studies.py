@@ -20,7 +20,7 @@ from inferbench.analysis.comparison import BOUNDARY_LABELS, rate_at
 from inferbench.analysis.uncertainty import verdict
 from inferbench.measure.percentiles import samples_needed, study_percentiles
 from inferbench.report.tables import fmt, fmt_ms, intervals, markdown_table, recipe
-from inferbench.workloads import WORKLOADS
+from inferbench.workloads import workload_info
 
 #: plots shown in a study's section, by layout (the files are made per workload, see report.plots)
 LAYOUT_PLOTS = {
@@ -33,7 +33,7 @@ LAYOUT_PLOTS = {
 
 def study_rows(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     """The summary rows that are cells of ``study`` (its ``devices`` already resolved: no ``auto``)."""
-    text = summary["workload"].map(lambda w: WORKLOADS[w].has_seq_len if w in WORKLOADS else False)
+    text = summary["workload"].map(lambda w: workload_info(w).has_seq_len)
     mask = (
         summary["workload"].isin(study["workloads"])
         & summary["engine"].isin(study["engines"])
