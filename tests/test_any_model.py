@@ -25,7 +25,7 @@ def test_family_workloads_have_a_kind_and_come_after_the_declared_ones():
     assert ordered(["timm:convnext_tiny", "bert_base", "hf:roberta", "mlp_heart"]) == [
         "mlp_heart", "bert_base", "hf:roberta", "timm:convnext_tiny",
     ]  # fmt: skip
-    with pytest.raises(KeyError, match="allowed values: .*timm:<name>, hf:<name>"):
+    with pytest.raises(KeyError, match=r"allowed values: .*timm:<name>, hf:<name>"):
         workload_info("resnet18")
 
 

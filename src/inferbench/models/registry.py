@@ -6,8 +6,8 @@ symbolic ``batch`` / ``seq`` dimensions, so inputs of any batch and sequence len
 
 from __future__ import annotations
 
-import functools
 import fnmatch
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
