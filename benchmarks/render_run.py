@@ -76,7 +76,7 @@ def main() -> None:
         summary = backfill_computation(pd.read_csv(args.summary), config["engines"])
         with atomic_path(args.summary) as tmp:
             summary.to_csv(tmp, index=False)
-        plots = plot_every_workload(summary, folder / "plots")
+        plots = plot_every_workload(summary, folder / "plots", list(config["engines"]))
         write_report(args.summary, folder / "report.md", plots=plots, studies=studies)
         print(f"{len(summary)} cells -> {folder / 'report.md'}")
         return
@@ -85,7 +85,7 @@ def main() -> None:
     records = sorted((results / "cells").glob("*/*/*/*.json"))
     write_summary(records, results / "summary.csv", results / "summary.parquet")
     summary = summary_frame(records)
-    plots = plot_every_workload(summary, results / "plots")
+    plots = plot_every_workload(summary, results / "plots", list(config["engines"]))
     write_report(
         results / "summary.csv",
         results / "report.md",

@@ -228,6 +228,7 @@ def test_report_has_one_section_per_study_in_run_order_and_says_why_one_is_empty
 
 
 def test_an_engine_keeps_its_colour_whatever_else_is_plotted():
-    assert engine_colour("ort_cuda") == engine_colour("ort_cuda")
-    assert len({engine_colour(e) for e in ("torch_eager", "ort_cpu", "ort_cuda", "tensorrt", "torchscript")}) == 5
-    assert engine_colour("my_variant") == engine_colour("my_variant")  # unknown names: a stable hash
+    variants = ["torch_eager", "ort_cpu", "ort_cuda", "tensorrt", "torchscript", "my_new_variant"]
+    assert engine_colour("ort_cuda", variants) == engine_colour("ort_cuda", variants)
+    assert len({engine_colour(e, variants) for e in variants}) == 6  # the config's variants: one colour each
+    assert engine_colour("my_variant") == engine_colour("my_variant")  # not in the config: a stable hash

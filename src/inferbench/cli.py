@@ -225,7 +225,7 @@ def cmd_plot(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import summary_frame
     from inferbench.report.plots import plot_workload
 
-    plot_workload(summary_frame(args.records), args.workload, args.out_dir, args.kind)
+    plot_workload(summary_frame(args.records), args.workload, args.out_dir, args.kind, args.engines)
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -421,6 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--workload", required=True)
     p.add_argument("--kind", choices=["batch", "seq"], default="batch", help="which sweep to plot")
+    p.add_argument("--engines", nargs="*", default=[], help="the config's engine variants, in order: their colours")
     p.add_argument("--out-dir", type=Path, required=True)
     p.set_defaults(func=cmd_plot, lock=False)
 

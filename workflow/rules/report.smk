@@ -38,13 +38,15 @@ rule plot_batch_sweep:
             category="Throughput",
             subcategory="{workload}",
         ),
+    params:
+        engines=" ".join(config["engines"]),  # their order gives each variant its colour
     conda:
         "../../envs/report.yaml"
     log:
         "logs/plot/{workload}.batch.log",
     shell:
         "python -m inferbench plot --kind batch --workload {wildcards.workload} --out-dir $(dirname {output.latency})"
-        " {input} > {log} 2>&1"
+        " {input} --engines {params.engines} > {log} 2>&1"
 
 
 rule plot_seq_sweep:
@@ -59,13 +61,15 @@ rule plot_seq_sweep:
         ),
     wildcard_constraints:
         workload=workload_regex(kind="text"),
+    params:
+        engines=" ".join(config["engines"]),
     conda:
         "../../envs/report.yaml"
     log:
         "logs/plot/{workload}.seq.log",
     shell:
         "python -m inferbench plot --kind seq --workload {wildcards.workload} --out-dir $(dirname {output})"
-        " {input} > {log} 2>&1"
+        " {input} --engines {params.engines} > {log} 2>&1"
 
 
 rule report:

@@ -9,6 +9,7 @@ every plot of every run.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -28,21 +29,16 @@ PLOTS_BY_KIND = {
     "text": ["latency_per_item", "throughput", "latency_vs_seq"],
 }
 _PALETTE = plt.get_cmap("tab20").colors
-#: the engine variants of config/config.yaml, each with its own colour in every plot of every run
-KNOWN_ENGINES = (
-    "torch_eager", "torch_eager_cl", "torchscript", "torch_compile", "torch_compile_ro", "torch_cudagraph",
-    "ort_cpu", "ort_cuda", "ort_cuda_host", "ort_trt", "tensorrt", "noop",
-    "train", "train_fast", "train_epoch", "train_epoch_loader", "torch_eager_tf32",
-)  # fmt: skip
 _STYLES = {"cpu": "-", "cuda": "--"}
 _MARKERS = {"fp32": "o", "fp16": "s", "bf16": "^", "int8": "D"}
 
 
-def engine_colour(engine: str) -> tuple[float, float, float]:
-    """One colour per engine variant, the same in every plot: listed variants get their own, others a
-    colour from a stable hash of the name (not from which engines happen to be in the plot)."""
-    if engine in KNOWN_ENGINES:
-        return _PALETTE[KNOWN_ENGINES.index(engine) % len(_PALETTE)]
+def engine_colour(engine: str, variants: Sequence[str] = ()) -> tuple[float, float, float]:
+    """One colour per engine variant, the same in every plot of a run: the variants in the order the
+    config declares them (``variants``, config `engines`) take the palette in turn; a variant not
+    declared there gets one from a stable hash of its name (never from which engines a plot shows)."""
+    if engine in variants:
+        return _PALETTE[list(variants).index(engine) % len(_PALETTE)]
     return _PALETTE[zlib.crc32(engine.encode()) % len(_PALETTE)]
 
 
@@ -50,14 +46,14 @@ def plot_names(workload: str) -> list[str]:
     return [f"{name}.png" for name in PLOTS_BY_KIND[workload_info(workload).kind]]
 
 
-def _series(frame: pd.DataFrame) -> list[tuple[str, dict, pd.DataFrame]]:
+def _series(frame: pd.DataFrame, variants: Sequence[str] = ()) -> list[tuple[str, dict, pd.DataFrame]]:
     out = []
     for (engine, precision, device, threads), group in frame.groupby(
         ["engine", "precision", "device", "threads"], sort=True
     ):
         label = f"{engine} {precision} {device}" + (f" {threads}t" if threads else "")
         style = {
-            "color": engine_colour(engine),
+            "color": engine_colour(engine, variants),
             "linestyle": _STYLES.get(device, ":"),
             "marker": _MARKERS.get(precision, "x"),
         }
@@ -93,8 +89,11 @@ def _empty(ax: plt.Axes, text: str) -> None:
 SWEEPS = {"batch": ["latency_per_item.png", "throughput.png"], "seq": ["latency_vs_seq.png"]}
 
 
-def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kind: str = "batch") -> list[Path]:
-    """Write the ``kind`` sweep's plots (``batch`` or ``seq``) of one workload into ``out_dir``."""
+def plot_workload(
+    summary: pd.DataFrame, workload: str, out_dir: str | Path, kind: str = "batch", variants: Sequence[str] = ()
+) -> list[Path]:
+    """Write the ``kind`` sweep's plots (``batch`` or ``seq``) of one workload into ``out_dir``;
+    ``variants``: the config's engine variants in order (their colours)."""
     out_dir = Path(out_dir)
     frame = summary[(summary["workload"] == workload) & (summary["status"] == "ok")]
     frame = frame[frame["engine_impl"] != "noop"]  # harness overhead is a baseline, not an engine
@@ -114,7 +113,7 @@ def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kin
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         if name == "latency_vs_seq.png":
             sub = frame[frame["batch_size"] == frame["batch_size"].max()] if not frame.empty else frame
-            for label, style, group in _series(sub):
+            for label, style, group in _series(sub, variants):
                 group = group.sort_values("seq_len")
                 ax.plot(group["seq_len"], group["e2e_p50_ms"], label=label, **style)
             _log_axes(ax, list(sub["seq_len"]))
@@ -130,7 +129,7 @@ def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kin
                 if name == "latency_per_item.png"
                 else ("e2e_items_per_s", "throughput, end to end (items/s)")
             )
-            for label, style, group in _series(batch_frame):
+            for label, style, group in _series(batch_frame, variants):
                 group = group.sort_values("batch_size")
                 ax.plot(group["batch_size"], group[column], label=label, **style)
             title = "latency per item" if name == "latency_per_item.png" else "throughput"
@@ -147,11 +146,11 @@ def plot_workload(summary: pd.DataFrame, workload: str, out_dir: str | Path, kin
     return written
 
 
-def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Sequence[str] = ()) -> list[Path]:
     """Every sweep's plots of every workload in ``summary``, under ``out_dir/<workload>/`` (what the
     workflow's plot rules make one job per workload and sweep)."""
     written: list[Path] = []
     for workload in ordered(summary["workload"]):
         for kind in ["batch", "seq"] if workload_info(workload).has_seq_len else ["batch"]:
-            written += plot_workload(summary, workload, Path(out_dir) / workload, kind)
+            written += plot_workload(summary, workload, Path(out_dir) / workload, kind, variants)
     return written
