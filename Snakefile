@@ -2,7 +2,10 @@
 # Run: snakemake --cores 8 --resources gpu=1     (see README.md)
 from snakemake.utils import min_version
 
-min_version("9.0")
+min_version("9.20")  # as pyproject.toml's snakemake range (tests/test_packaging.py)
+
+
+report: "workflow/report/workflow.rst"
 
 
 configfile: "config/config.yaml"

@@ -33,9 +33,14 @@ def test_conda_envs_pin_versions_that_pyproject_allows(env):
         assert declared[req.name.lower()].specifier.contains(version), f"{env}: {pin} outside pyproject's range"
 
 
-def test_snakemake_lint_is_clean():
+@pytest.mark.parametrize("directory", [".", ".test"], ids=["default config", "test config"])
+def test_snakemake_lint_is_clean(directory):
     done = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "snakemake", "--lint", "--directory", directory],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Lints for" not in done.stdout + done.stderr, done.stdout + done.stderr
@@ -64,3 +69,22 @@ def test_one_install_brings_exactly_one_onnxruntime_build(platform, machine, exp
     ]
     assert chosen == [expected]
     assert any(Requirement(r).name == "nvidia-ml-py" for r in project["dependencies"]), "NVML comes with the install"
+
+
+def test_snakefile_min_version_is_pyprojects_lower_bound():
+    import re
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    snakemake = next(Requirement(r) for r in project["dependencies"] if Requirement(r).name == "snakemake")
+    lower = next(s.version for s in snakemake.specifier if s.operator == ">=")
+    declared = re.search(r'min_version\("([^"]+)"\)', (REPO / "Snakefile").read_text())
+    assert declared and declared[1] == lower
+
+
+def test_report_captions_are_at_most_three_sentences():
+    import re
+
+    for caption in sorted((REPO / "workflow" / "report").glob("*.rst")):
+        text = " ".join(caption.read_text().split())
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`(])", text) if s]
+        assert len(sentences) <= 3, f"{caption.name}: {len(sentences)} sentences"

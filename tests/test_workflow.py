@@ -28,32 +28,7 @@ from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
-TINY = {
-    "run": ["tiny"],
-    "studies": {
-        "tiny": {
-            "workloads": ["mlp_heart", "distilbert"],
-            "engines": ["noop", "torch_eager", "ort_cpu", "tensorrt"],
-            "precisions": ["fp32"],
-            "devices": ["cpu", "cuda"],
-            "batch_sizes": [1, 2],
-            "seq_lens": [8, 16],
-            "threads": [1],
-        }
-    },
-    "engines": {
-        "noop": {"engine": "noop"},
-        "torch_eager": {"engine": "torch_eager"},
-        "ort_cpu": {"engine": "ort_cpu"},
-        "tensorrt": {"engine": "tensorrt"},
-    },
-    "datasets": {"heart": {"source": "synthetic", "seed": 0}},
-    "models": {
-        "mlp_heart": {"arch": {"hidden": [8]}, "train": {"epochs": 3, "batch_size": 32}},
-        "distilbert": {"arch": {"n_layers": 1, "dim": 32, "n_heads": 2, "hidden_dim": 64}},
-    },
-    "measure": {"warmup_s": 0.0, "min_time_s": 0.01, "min_iters": 3},
-}
+TINY = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())  # the workflow's test config
 CPU_CELLS = 2 * 3 + 2 * 2 * 3  # mlp_heart: 2 batches x 3 engines; distilbert: x 2 seq lens
 CUDA_CELLS = 2 * 2 + 2 * 2 * 2  # noop and torch_eager: ort_cpu never runs on cuda
 TRT_CELLS = 2 + 2 * 2  # tensorrt runs on cuda only, and TensorRT is installed on none of our machines
