@@ -81,10 +81,10 @@ def test_concurrent_gpu_jobs_run_on_distinct_devices(tmp_path, monkeypatch):
     blocker = MachineLock(lock_file)
     blocker.exclusive()  # holds the three jobs after they claimed a GPU, so they surely overlap
     jobs = [
-        subprocess.Popen(_cuda_cell(tmp_path, f"job{i}"), env=env, stdout=subprocess.PIPE, text=True) for i in range(3)
+        subprocess.Popen(_cuda_cell(tmp_path, f"job{i}"), env=env, stderr=subprocess.PIPE, text=True) for i in range(3)
     ]
     for job in jobs:
-        assert job.stdout.readline().startswith("GPU job on device")
+        assert "GPU job on device" in job.stderr.readline()  # the job's first log line
     blocker.close()
     for job in jobs:
         assert job.wait(timeout=120) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -231,7 +232,11 @@ def test_merge_repeats_keeps_a_failed_repeat_visible():
 def test_run_cell_with_repeats_measures_in_fresh_processes(tmp_path):
     done, out = _noop_cell(tmp_path, {"repeats": 3})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count(": fresh (forked after the imports)") == 3
+    assert done.stderr.count(": fresh (forked after the imports)") == 3
+    # the job's log: timestamped lines, ending with the cell's outcome
+    lines = done.stderr.strip().splitlines()
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d INFO inferbench", line) for line in lines), lines
+    assert ": ok, p50 " in lines[-1]
     record = CellRecord.load(out)
     assert record.status == "ok" and record.repeats["n"] == 3
     per_process = record.repeats["per_repeat"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 from inferbench.errors import UserError
 from inferbench.lock import MachineLock
 from inferbench.workloads import WORKLOADS
+
+log = logging.getLogger("inferbench")
 
 
 def _json(text: str) -> Any:
@@ -73,7 +76,7 @@ def cmd_download(args: argparse.Namespace) -> None:
         download.download_lendingclub(args.out, dataset=args.kaggle_dataset)
     else:
         download.download_heart(args.out, urls=args.url or download.UCI_URLS)
-    print(f"downloaded and verified {args.out}")
+    log.info("downloaded and verified %s", args.out)
 
 
 def cmd_prepare_data(args: argparse.Namespace) -> None:
@@ -104,7 +107,7 @@ def cmd_train_mlp(args: argparse.Namespace) -> None:
     spec, metrics = train_mlp(args.workload, pd.read_parquet(args.data), hidden=hidden, **train)
     save_checkpoint(spec, args.out, seed=train.get("seed", 0), meta=metrics)
     _write_model_meta(spec, args.meta, {"training": metrics})
-    print(json.dumps(metrics, indent=2))
+    log.info("trained: %s", json.dumps(metrics))
 
 
 def cmd_build_model(args: argparse.Namespace) -> None:
@@ -123,7 +126,7 @@ def cmd_export_onnx(args: argparse.Namespace) -> None:
     spec, _ = load_checkpoint(args.checkpoint)
     report = export_onnx(spec, args.out, **args.options)
     write_json(args.report, report)
-    print(json.dumps(report, indent=2))
+    log.info("exported: %s", json.dumps(report))
 
 
 def cmd_convert_onnx(args: argparse.Namespace) -> None:
@@ -162,7 +165,7 @@ def cmd_build_trt_engine(args: argparse.Namespace) -> None:
         workspace_gib=float(options["workspace_gib"]),
     )
     write_json(tensorrt.build_report_path(args.out), report)
-    print(json.dumps(report, indent=2))
+    log.info("built: %s", json.dumps(report))
 
 
 def cmd_reference(args: argparse.Namespace) -> None:
@@ -193,7 +196,7 @@ def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
     processes = (record.repeats or {}).get("n", 1)
     spread = (record.repeats or {}).get("p50_spread_pct")
     bound = (record.bound or {}).get("class")
-    print(
+    log.info(
         f"{key.cell_id}: {record.status}"
         + (f", p50 {p50:.3f} ms" if p50 is not None else f" ({record.reason})")
         + f", {processes} process{'es' if processes > 1 else ''}"
@@ -211,7 +214,7 @@ def cmd_profile_cell(args: argparse.Namespace, lock: MachineLock) -> None:
     settings = measure_settings({**args.measure, "repeats": 1})
     result = profile_cell(key, args.engine_options, inputs, settings, args.out, lock, args.calls, args.top)
     ops = ", ".join(f"{op['name']} {op['share']:.0%}" for op in result.get("top_ops", [])[:3] if op["share"])
-    print(f"{key.cell_id}: profile {result['status']}" + (f"; top: {ops}" if ops else f" ({result.get('reason')})"))
+    log.info(f"{key.cell_id}: profile {result['status']}" + (f"; top: {ops}" if ops else f" ({result.get('reason')})"))
 
 
 def cmd_aggregate(args: argparse.Namespace) -> None:
@@ -475,8 +478,20 @@ def _runs_on_gpu(args: argparse.Namespace) -> bool:
     return args.verb in ("run-cell", "profile-cell") and args.device == "cuda"
 
 
+def configure_logging() -> None:
+    """Every job's log: timestamped lines on stderr (the rules send it to logs/<rule>/...)."""
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        stream=sys.stderr,
+        force=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_logging()
     gpu = None
     if _runs_on_gpu(args):
         from inferbench.gpu_slots import claim_for_this_process

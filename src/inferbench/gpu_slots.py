@@ -14,6 +14,7 @@ Only the standard library is imported here.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import subprocess
 import time
@@ -86,5 +87,5 @@ def claim_for_this_process() -> GpuSlot | None:
     slot = claim_gpu(pool)
     os.environ["CUDA_VISIBLE_DEVICES"] = slot.device
     os.environ[CLAIMED_ENV] = slot.device
-    print(f"GPU job on device {slot.device} (pool {','.join(pool)})", flush=True)
+    logging.getLogger(__name__).info("GPU job on device %s (pool %s)", slot.device, ",".join(pool))
     return slot

@@ -16,6 +16,7 @@ and machine lock), without paying the imports again. The parent never touches CU
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import tempfile
 import time
@@ -30,6 +31,7 @@ from inferbench.cells import CellRecord
 from inferbench.lock import MachineLock
 
 BOUNDARIES = ("device", "end_to_end")
+log = logging.getLogger(__name__)
 
 
 def spread_pct(values: Sequence[float | None]) -> float | None:
@@ -172,7 +174,7 @@ def run_in_fresh_processes(
         while len(records) < processes_wanted(records, repeats, host_bound_repeats):
             index = len(records)
             rep_out = Path(tmp) / f"repeat{index}.json"
-            print(f"process {index + 1}: fresh (forked after the imports)", flush=True)
+            log.info("process %d: fresh (forked after the imports)", index + 1)
             child = context.Process(target=_child, args=(measure_one, rep_out), name=f"repeat{index + 1}")
             if lock is not None:
                 lock.release()

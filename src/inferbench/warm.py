@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import selectors
 import signal
@@ -142,10 +143,10 @@ def serve(
     lock.close()
     if entry is None:
         from inferbench.cli import main as entry
-    print(
-        f"{time.strftime('%H:%M:%S')} warm-start server {os.getpid()}: imported "
-        + ", ".join(f"{m} {s:.1f} s" for m, s in PRELOADED.items()),
-        flush=True,
+    logging.getLogger(__name__).info(
+        "warm-start server %d: imported %s",
+        os.getpid(),
+        ", ".join(f"{m} {s:.1f} s" for m, s in PRELOADED.items()),
     )
 
     path = Path(socket_path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import logging
 import zlib
 from pathlib import Path
 
@@ -21,6 +22,8 @@ import pandas as pd
 from inferbench.data.encoding import TabularEncoder
 from inferbench.data.lendingclub_columns import ACCEPTED_COLUMNS
 from inferbench.fsutil import atomic_path
+
+log = logging.getLogger(__name__)
 
 RAW_FILE = "accepted_2007_to_2018Q4.csv.gz"
 TARGET_BY_STATUS = {
@@ -279,8 +282,10 @@ def clean(
 ) -> tuple[pd.DataFrame, TabularEncoder, dict]:
     """Return (encoded features + ``target``, fitted encoder, stats). With ``sample_rows``, the table
     is a seeded sample of that many cleaned rows (the encoder is fitted on all of them)."""
+    log.info("reading %s", raw_path)
     raw = read_raw(raw_path)
     rows_raw = len(raw)
+    log.info("read %d rows; cleaning", rows_raw)
     loans = raw[raw["id"].str.fullmatch(r"\d+", na=False)]
     rows_loans = len(loans)
     status_counts = {str(k): int(v) for k, v in loans["loan_status"].value_counts(dropna=False).items() if v}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import json
+import logging
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -30,6 +31,8 @@ import numpy as np
 from inferbench.engines.base import Engine, cuda_unavailable_reason
 from inferbench.fsutil import atomic_path
 from inferbench.models.registry import InputSpec, make_inputs
+
+log = logging.getLogger(__name__)
 
 ENGINE_ROOT = Path("results/engines/tensorrt")
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -192,6 +195,7 @@ def build_engine(
     logger = _trt_logger()
     builder = trt.Builder(logger)
     network = builder.create_network(0)  # explicit batch is the only mode in TensorRT 10
+    log.info("building a %s TensorRT engine from %s (batch %d, sequence %d)", precision, onnx, batch, seq)
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(str(onnx)):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,8 @@ import torch
 
 from inferbench.engines.torch_eager import TorchEngine
 from inferbench.models.registry import InputSpec
+
+log = logging.getLogger(__name__)
 
 #: torch.compile modes that record and replay CUDA graphs (on CUDA)
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
@@ -31,10 +34,12 @@ class TorchCompile(TorchEngine):
         self.mode = self.options["mode"]
         self.module = torch.compile(module, mode=self.mode, fullgraph=self.options["fullgraph"], dynamic=False)
         staged = self.stage(example)
+        log.info("compiling (mode %s) on the first calls", self.mode)
         with self.cold_start("compile"):  # the first calls compile (reduce-overhead also records a CUDA graph)
             for _ in range(3):
                 self.run(staged)
             self.synchronize()
+        log.info("compiled in %.1f s", self.cold_start_s["compile"])
 
     def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
         with torch.inference_mode(), self._autocast():

@@ -14,6 +14,7 @@ costs the same backward pass. Weights change with every call: the timing, not th
 from __future__ import annotations
 
 import contextlib
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ import torch
 from inferbench.engines.torch_compile import CUDA_GRAPH_MODES
 from inferbench.engines.torch_eager import TorchEngine
 from inferbench.models.registry import InputSpec
+
+log = logging.getLogger(__name__)
 
 
 class TorchTrainStep(TorchEngine):
@@ -68,10 +71,14 @@ class TorchTrainStep(TorchEngine):
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         self._train_setup(artifact, inputs)
         staged = self.stage(example)
+        if self.compiled:
+            log.info("compiling the training step (mode %s) on the first steps", self.options["mode"])
         with self.cold_start("compile") if self.compiled else contextlib.nullcontext():
             for _ in range(3):  # the first steps compile (or allocate the optimizer state)
                 self.run(staged)
             self.synchronize()
+        if self.compiled:
+            log.info("compiled in %.1f s", self.cold_start_s["compile"])
 
     def stage(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         tensors = super().stage(batch)

@@ -3,6 +3,7 @@ against PyTorch on inputs larger than the export example."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -13,6 +14,8 @@ import torch
 
 from inferbench.fsutil import atomic_path
 from inferbench.models.registry import ModelSpec, make_inputs
+
+log = logging.getLogger(__name__)
 
 
 class ExportParityError(RuntimeError):
@@ -76,6 +79,7 @@ def export_onnx(
             import onnxsim
 
             start = time.perf_counter()
+            log.info("simplifying with onnxsim")
             simplified, ok = onnxsim.simplify(model)
             report["simplify_s"] = time.perf_counter() - start
             if not ok:

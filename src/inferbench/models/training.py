@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -11,6 +12,8 @@ import torch
 from scipy.stats import rankdata
 
 from inferbench.models.registry import ModelSpec, create_model
+
+log = logging.getLogger(__name__)
 
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
@@ -48,12 +51,16 @@ def train_mlp(
     x_train, y_train = torch.from_numpy(features[train_idx]), torch.from_numpy(labels[train_idx])
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
-    for _ in range(epochs):
+    log.info("training %s on %d rows (%d features) for %d epochs", workload, len(train_idx), features.shape[1], epochs)
+    for epoch in range(epochs):
         for batch in torch.randperm(len(x_train), generator=generator).split(batch_size):
             optimiser.zero_grad()
             loss = loss_fn(model(x_train[batch]), y_train[batch])
             loss.backward()
             optimiser.step()
+        log.info(
+            "epoch %d/%d: last batch loss %.4f (%.1f s)", epoch + 1, epochs, loss.item(), time.perf_counter() - start
+        )
     train_s = time.perf_counter() - start
     model.eval()
     with torch.inference_mode():
