@@ -479,14 +479,16 @@ def _runs_on_gpu(args: argparse.Namespace) -> bool:
 
 
 def configure_logging() -> None:
-    """Every job's log: timestamped lines on stderr (the rules send it to logs/<rule>/...)."""
+    """Every job's log: timestamped lines on stderr (the rules send it to logs/<rule>/...): this
+    package's progress, and only warnings of the libraries it drives (the exporter is chatty)."""
     logging.basicConfig(
-        level=logging.INFO,
+        level=logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%Y-%m-%d %H:%M:%S",
         stream=sys.stderr,
         force=True,
     )
+    logging.getLogger("inferbench").setLevel(logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> int:

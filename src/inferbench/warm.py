@@ -38,8 +38,18 @@ from pathlib import Path
 from typing import Any
 
 SOCKET_ENV = "INFERBENCH_WARM_SOCKET"
-#: the verbs that go through the server: the jobs that import torch and measure
-WARM_VERBS = ("run-cell", "profile-cell")
+#: the verbs that go through the server: every job that imports torch (cells and their preparation)
+WARM_VERBS = (
+    "run-cell",
+    "profile-cell",
+    "prepare-data",
+    "train-mlp",
+    "build-model",
+    "export-onnx",
+    "convert-onnx",
+    "reference",
+    "build-trt-engine",
+)
 #: imported by the server, in this order (torch first: ONNX Runtime's CUDA provider uses its CUDA libraries)
 PRELOAD = ("numpy", "torch", "timm", "transformers", "onnxruntime", "inferbench.cell_runner")
 #: thread-count variables Snakemake sets per job; libraries read them when loaded, i.e. in the server

@@ -17,6 +17,7 @@ rule benchmark_cell:
         reference=lambda wc, input: f"--reference {input.reference}" if "reference" in input.keys() else "",
         tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
     threads: cell_threads
+    priority: cell_priority
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),
         bench_slot=1,

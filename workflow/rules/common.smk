@@ -147,6 +147,13 @@ def cell_threads(wildcards):
     return max(1, int(wildcards.threads)) if wildcards.device == "cpu" else 4
 
 
+def cell_priority(wildcards):
+    """GPU jobs run one at a time: cells that compile first (priority 1), so that their compiling,
+    tens of seconds outside any timed loop, overlaps the CPU jobs every run starts with."""
+    options = variant(wildcards)
+    return int(engine_info(options["engine"]).compiles_with(options))
+
+
 def cell_group(wildcards):
     """CPU cells form the group `cpu_cells`: alone in a cluster job each, unless the submission
     bundles them (--group-components cpu_cells=N). Local runs ignore groups. GPU cells stay alone."""

@@ -100,6 +100,12 @@ class EngineInfo:
     libraries: tuple[str, ...] = ("torch",)
     #: the options a variant of it may set (config `engines.<variant>`), with their defaults
     options: dict[str, Option] = field(default_factory=dict)
+    #: it compiles while preparing (tens of seconds): True, or the boolean option that turns it on
+    compiles: bool | str = False
+
+    def compiles_with(self, variant: dict[str, Any]) -> bool:
+        """Whether a cell of this variant compiles before it measures."""
+        return bool(variant.get(self.compiles, False)) if isinstance(self.compiles, str) else self.compiles
 
     def effective_options(self, variant: dict[str, Any]) -> dict[str, Any]:
         """The variant's options with the defaults filled in (what a record says it ran with)."""
@@ -149,6 +155,7 @@ ENGINES: dict[str, EngineInfo] = {
             "mode": Option(str, "default", "torch.compile mode", _COMPILE_MODE),
             "fullgraph": Option(bool, False, "fail rather than fall back to eager at a graph break"),
         },
+        compiles=True,
     ),
     "torch_cudagraph": EngineInfo(
         "inferbench.engines.torch_cudagraph:TorchCudaGraph",
@@ -210,6 +217,7 @@ ENGINES: dict[str, EngineInfo] = {
         "torch.compile as options",
         mode="train",
         options=_TRAIN,
+        compiles="compile",
     ),
     "torch_train_epoch": EngineInfo(
         "inferbench.engines.torch_train:TorchTrainEpoch",
