@@ -14,7 +14,7 @@ import jsonschema
 import yaml
 
 from inferbench.engines.registry import ENGINES, option_problems
-from inferbench.workloads import WORKLOADS, allowed_text, family_of
+from inferbench.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of
 
 DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -71,6 +71,10 @@ def _describe(error: jsonschema.ValidationError) -> str:
 def validate_config(config: dict[str, Any], schema_path: Path = DEFAULT_SCHEMA) -> dict[str, Any]:
     """Validate ``config`` in place (filling defaults) and return it; raise ConfigError on any problem."""
     schema = yaml.safe_load(Path(schema_path).read_text())
+    definitions = schema.get("definitions", {})
+    for name, values in (("precision", PRECISIONS), ("device", DEVICES), ("device_or_auto", ("auto", *DEVICES))):
+        if name in definitions:  # declared once, in the registry
+            definitions[name]["enum"] = list(values)
     validator_class = _extend_with_default(jsonschema.validators.validator_for(schema))
     errors = sorted(validator_class(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     problems = [_describe(e) for e in errors]

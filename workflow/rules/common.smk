@@ -21,7 +21,7 @@ from inferbench.cells import CellKey
 from inferbench.grid import cell_min_iters, config_cells, no_cells_message, resolved_studies, run_has_cuda
 from inferbench.report.plots import plot_names
 from inferbench.run_lock import clear_stale_locks
-from inferbench.workloads import ordered, workload_info
+from inferbench.workloads import DEVICES, PRECISIONS, ordered, workload_info
 
 try:
     validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
@@ -62,8 +62,8 @@ def raw_file(dataset, source=None):
 wildcard_constraints:
     workload="|".join(map(re.escape, NAMED_WORKLOADS)),
     engine="[a-z0-9_]+",
-    precision="fp32|fp16|bf16|int8",
-    device="cpu|cuda",
+    precision="|".join(PRECISIONS),
+    device="|".join(DEVICES),
     batch=r"\d+",
     seq=r"\d+",
     threads=r"\d+",
