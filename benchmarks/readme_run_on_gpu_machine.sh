@@ -29,11 +29,4 @@ echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a "$out/timing.tx
 start=$(date +%s%N)
 snakemake --cores 8 --resources gpu=1 -n > "$out/rerun.log" 2>&1
 echo "dry re-run rc=$? wall_ms=$(( ($(date +%s%N) - start) / 1000000 ))" | tee -a "$out/timing.txt"
-cp results/summary.csv results/report.md "$out/" 2>/dev/null
-tar czf "$out/cells.tgz" results/cells results/profiles results/onnx/*.json results/models/*.json \
-  data/processed/*.stats.json results/plots logs 2>/dev/null
-python - <<'PY'
-import pandas as pd
-s = pd.read_csv("results/summary.csv")
-print(s.groupby(["engine", "status"]).size().to_string())
-PY
+bash benchmarks/collect_gpu_run.sh

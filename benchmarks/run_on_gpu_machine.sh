@@ -36,15 +36,7 @@ snakemake --cores 16 --resources gpu=1 -n "$@" > "$out/rerun.log" 2>&1
 echo "dry re-run rc=$? wall_ms=$(( ($(date +%s%N) - start) / 1000000 ))" | tee -a "$out/timing.txt"
 tail -3 "$out/rerun.log"
 
-cp results/summary.csv results/report.md "$out/" 2>/dev/null
-tar czf "$out/cells.tgz" results/cells results/profiles results/onnx/*.json results/models/*.json \
-  data/processed/*.stats.json results/plots logs 2>/dev/null
-python3 - <<'PY'
-import pandas as pd
-s = pd.read_csv("results/summary.csv")
-print(s.groupby(["engine", "status"]).size().to_string())
-print(s[s.status != "ok"][["workload", "engine", "precision", "device", "batch_size", "reason"]].to_string()[:3000])
-PY
+bash benchmarks/collect_gpu_run.sh
 if grep -q "repeats" results/summary.csv 2>/dev/null; then
   python3 benchmarks/compare_runs.py results/summary.csv | tee "$out/repeats.txt" | tail -30
 fi
