@@ -80,3 +80,9 @@ def test_timm_convnext_tiny_runs_on_the_cpu_with_no_code_change(tmp_path):
     assert '"status": "ok"' in record.read_text()
     assert (tmp_path / "results/plots/timm:convnext_tiny/throughput.png").exists()
     assert "**timm:convnext_tiny**" in (tmp_path / "results/report.md").read_text()
+
+
+@pytest.mark.parametrize("key", ["checkpoint_path", "pretrained", "pretrained_cfg_overlay"])
+def test_a_timm_arch_cannot_load_weights_from_a_file_or_hub(key):
+    with pytest.raises(ValueError, match=f"arch may not set {key}"):
+        create_model("timm:resnet18", **{key: "/tmp/evil.pth"})

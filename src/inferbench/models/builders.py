@@ -47,6 +47,12 @@ def mlp_heart(in_features: int, hidden: list[int] | None = None) -> ModelSpec:
 def _timm(name: str, timm_name: str, arch: dict[str, Any]) -> ModelSpec:
     import timm
 
+    # weights are random by design: nothing in `arch` may make timm load a file or a hub checkpoint
+    # (a checkpoint file is a pickle)
+    loading = sorted(k for k in arch if k == "checkpoint_path" or k.startswith("pretrained"))
+    if loading:
+        raise ValueError(f"{name}: arch may not set {', '.join(loading)}: inferbench builds models with random weights")
+
     module = timm.create_model(timm_name, pretrained=False, **arch)
     channels, height, width = module.pretrained_cfg["input_size"]
     if "img_size" in arch:
