@@ -174,7 +174,7 @@ def serve(
             for key, _ in selector.select(timeout=poll_s):
                 if key.fileobj is listener:
                     conn, _ = listener.accept()
-                    pid = _start(conn, listener, selector, entry)
+                    pid = _start(conn, listener, selector, entry, list(children.values()))
                     if pid is not None:
                         children[pid] = conn
                         selector.register(conn, selectors.EVENT_READ, pid)
@@ -205,7 +205,11 @@ def _kill_group(pid: int) -> None:
 
 
 def _start(
-    conn: socket.socket, listener: socket.socket, selector: selectors.BaseSelector, entry: Callable[[list[str]], int]
+    conn: socket.socket,
+    listener: socket.socket,
+    selector: selectors.BaseSelector,
+    entry: Callable[[list[str]], int],
+    others: list[socket.socket],
 ) -> int | None:
     """Read one job's request and fork its child; None if the request was refused or broken."""
     fds: list[int] = []
@@ -230,6 +234,8 @@ def _start(
             selector.close()
             listener.close()
             conn.close()
+            for other in others:  # other jobs' connections: their EOF must not wait for this child
+                other.close()
             code = _become_job(request, fds, entry)
         except BaseException:
             traceback.print_exc()
