@@ -36,11 +36,10 @@ class Option:
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not a valid setting of this option, or None."""
-        # bool is a subclass of int: `workers: true` must not pass as an int
-        wrong_type = not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool))
-        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
-            wrong_type = False
-        if wrong_type:
+        # bool is a subclass of int: a bool is right only for a bool option (`workers: true` is not an
+        # int); a float option also takes an int
+        accepted = (int, float) if self.type is float else self.type
+        if isinstance(value, bool) != (self.type is bool) or not isinstance(value, accepted):
             return f"{value!r} is not a {self.type.__name__}"
         if self.choices is not None and value not in self.choices:
             return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
