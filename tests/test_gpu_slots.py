@@ -103,3 +103,29 @@ def test_repeats_run_on_their_parents_device(tmp_path):
     # no GPU here: the first process finds the cell unavailable, and that ends it (the next would too)
     assert record.status == "unavailable" and record.repeats["n"] == 1
     assert record.environment["thread_env"]["CUDA_VISIBLE_DEVICES"] == "5"
+
+
+def _gpu_record(cell: str, windows: list[list[float]], uuids: list[str], status: str = "ok") -> CellRecord:
+    from inferbench.cells import CellKey
+
+    key = CellKey(cell, "torch_eager", "fp16", "cuda", 1, 0, 1)
+    per_repeat = [{"gpu_uuid": u} for u in uuids]
+    return CellRecord(key, status, "torch_eager", reason=None if status == "ok" else "x",
+                      measured_windows_unix=windows, repeats={"n": len(uuids), "per_repeat": per_repeat},
+                      environment={"gpu_uuid": uuids[0]})  # fmt: skip
+
+
+def test_measuring_windows_name_their_gpu_and_overlaps_are_found():
+    from inferbench.analysis.gpu_use import measured_windows, overlaps, per_gpu
+
+    a = _gpu_record("a", [[0.0, 1.0], [3.0, 4.0]], ["GPU-0", "GPU-0"])
+    b = _gpu_record("b", [[1.0, 2.5]], ["GPU-1"])  # touches a's first window: no overlap
+    assert overlaps(measured_windows([a, b])) == []
+    use = per_gpu([a, b])
+    assert use["GPU-0"] == {"cells": 1, "processes": 2, "measuring_s": 2.0}
+    assert use["GPU-1"]["cells"] == 1 and use["GPU-1"]["measuring_s"] == 1.5
+    late = _gpu_record("c", [[3.5, 5.0]], ["GPU-1"])  # measured while a's second process did
+    found = overlaps(measured_windows([a, b, late]))
+    assert [(x.cell_id[0], y.cell_id[0], shared) for x, y, shared in found] == [("a", "c", 0.5)]
+    failed = _gpu_record("d", [[0.5, 0.7]], ["GPU-1"], status="failed")  # no measurement: not counted
+    assert len(measured_windows([a, failed])) == 2

@@ -3,6 +3,7 @@ fresh processes, training cells and operator profiles, all on the CPU."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -241,6 +242,9 @@ def test_run_cell_with_repeats_measures_in_fresh_processes(tmp_path):
     assert record.status == "ok" and record.repeats["n"] == 3
     per_process = record.repeats["per_repeat"]
     assert len({r["pid"] for r in per_process}) == 3, "three processes, none of them the parent"
+    windows = record.measured_windows_unix
+    assert len(windows) == 3 and all(start < end for start, end in windows), "one lock window per process"
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(windows)), "one after another"
     assert all(r["status"] == "ok" and r["p50_ci95_ms"] for r in per_process)
     assert record.flatten()["p50_by_process_ms"].count(";") == 2
     assert np.load(samples_path(out)).size == record.n_iters

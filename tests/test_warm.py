@@ -24,6 +24,16 @@ def fake_job(argv: list[str]) -> int:
         Path(os.environ["PID_FILE"]).write_text(str(os.getpid()))
         time.sleep(60)
         return 0
+    if argv[1] == "exit":  # the CLI's sys.exit(...), or a flush that fails on the way out
+        raise SystemExit(int(argv[2]))
+    if argv[1] == "leave-behind":  # a job that leaves a process of its own running (a repeat)
+        if os.fork() == 0:
+            Path(os.environ["PID_FILE"]).write_text(str(os.getpid()))
+            time.sleep(60)
+            os._exit(0)
+        while not Path(os.environ["PID_FILE"]).exists():
+            time.sleep(0.01)
+        return 0
     print(f"argv={argv[1:]} cwd={os.getcwd()} FOO={os.environ.get('FOO')} preloaded={sorted(warm.PRELOADED)}")
     print("to stderr", file=sys.stderr)
     return int(argv[1])
@@ -103,3 +113,65 @@ def test_a_record_counts_the_imports_the_server_made_for_its_engine(monkeypatch)
     assert warm.preloaded_import_s(["timm", "torch", "inferbench.engines.torch_eager"]) == pytest.approx(4.5)
     monkeypatch.setattr(warm, "PRELOADED", {})
     assert warm.preloaded_import_s(["torch"]) is None  # not forked from a server: the job timed its own
+
+
+def test_an_exiting_job_gets_its_code_and_the_server_keeps_serving(server, tmp_path):
+    assert job(server, "run-cell", "exit", "3", cwd=tmp_path).wait(30) == 3
+    assert job(server, "run-cell", "5", cwd=tmp_path).wait(30) == 5, "the server still runs jobs"
+
+
+def test_nothing_a_job_left_running_outlives_it(server, tmp_path):
+    pid_file = tmp_path / "left.pid"
+    assert job(server, "run-cell", "leave-behind", cwd=tmp_path, PID_FILE=str(pid_file)).wait(30) == 0
+    left = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{left}").exists() and "Z" not in _state(left):
+        assert time.monotonic() < deadline, "a process of the finished job is still running"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("payload", [b"[1, 2]", b"{not json", b'{"argv": "run-cell", "cwd": 1, "env": {}}'])
+def test_a_malformed_request_is_refused_and_the_server_keeps_serving(server, tmp_path, payload):
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+        raw.connect(str(server))
+        socket.send_fds(raw, [warm._HEADER.pack(len(payload))], [0, 1, 2])
+        raw.sendall(payload)
+        assert raw.recv(1) == b"N"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as huge:
+        huge.connect(str(server))
+        socket.send_fds(huge, [warm._HEADER.pack(2**31)], [0, 1, 2])
+        assert huge.recv(1) == b"N"
+    assert job(server, "run-cell", "4", cwd=tmp_path).wait(30) == 4
+
+
+def test_a_job_child_dies_with_the_server(tmp_path):
+    path = tmp_path / "warm.sock"
+    server = multiprocessing.get_context("fork").Process(
+        target=warm.serve, args=(path, ("json",), fake_job, os.getpid(), 0.05), daemon=True
+    )
+    server.start()
+    while not path.exists():
+        time.sleep(0.02)
+    pid_file = tmp_path / "child.pid"
+    client = job(path, "run-cell", "sleep", cwd=tmp_path, PID_FILE=str(pid_file))
+    while not pid_file.exists() or not pid_file.read_text():
+        time.sleep(0.02)
+    child = int(pid_file.read_text())
+    os.kill(server.pid, signal.SIGKILL)  # e.g. the OOM killer picks the server
+    server.join(10)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and "Z" not in _state(child):
+        assert time.monotonic() < deadline, "the job's child outlived the server"
+        time.sleep(0.05)
+    assert client.wait(10) != 0, "the job reports that its command did not finish"
+
+
+def test_the_socket_lives_in_a_directory_only_its_user_can_enter():
+    path = warm.private_socket_path(os.getpid())
+    try:
+        assert path.parent.stat().st_mode & 0o777 == 0o700
+        assert len(str(path)) < 100
+    finally:
+        path.parent.rmdir()

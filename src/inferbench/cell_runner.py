@@ -300,6 +300,7 @@ def _measure_cell(
         memory.reset_gpu_peak()
     host = HostWindow()
     with lock.exclusively():
+        window_start = time.time()
         with telemetry or contextlib.nullcontext(), host:
             result = measure(
                 lambda: engine.run(next(staged)),
@@ -319,6 +320,7 @@ def _measure_cell(
                 settings.min_time_s,
                 settings.min_iters_per_process,
             )
+        window = [window_start, time.time()]
     stats = latency_stats(result.samples_s, items)
     # the telemetry window holds the warm-up calls too: energy is shared among all their items
     gpu = telemetry.summary(items * (result.warmup_iters + stats["n_iters"])) if telemetry else None
@@ -351,6 +353,7 @@ def _measure_cell(
         n_iters=stats["n_iters"],
         warmup_iters=result.warmup_iters,
         measured_s=result.measured_s,
+        measured_windows_unix=[window],
         memory_mb={
             "host_peak_rss": memory.host_peak_rss_mb(),
             "gpu_peak_allocated": memory.gpu_peak_allocated_mb() if key.device == "cuda" else None,

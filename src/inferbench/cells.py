@@ -98,6 +98,9 @@ class CellRecord:
     n_iters: int | None = None
     warmup_iters: int | None = None
     measured_s: float | None = None
+    #: when each process held the machine lock exclusively to measure: [start, end] in Unix seconds,
+    #: one pair per process; no other cell's window on this machine overlaps them (inferbench.lock)
+    measured_windows_unix: list[list[float]] | None = None
     parity: dict[str, Any] | None = None
     memory_mb: dict[str, float | None] = field(default_factory=dict)
     #: NVML samples during the device-boundary loop: clocks, temperature, power, energy per item

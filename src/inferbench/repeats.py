@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -86,6 +87,7 @@ def merge_repeats(
             "cold_start_s": sum(r.cold_start_s.values()) if r.cold_start_s else None,
             "hostname": r.environment.get("hostname"),
             "pid": r.environment.get("pid"),
+            "gpu_uuid": r.environment.get("gpu_uuid"),
             # what may explain a spread: the host's steal and busy shares, the GPU's clock
             "host_steal_pct": (r.host_telemetry or {}).get("steal_pct"),
             "host_busy_pct": (r.host_telemetry or {}).get("busy_pct"),
@@ -126,6 +128,7 @@ def merge_repeats(
         n_iters=stats["n_iters"],
         warmup_iters=sum(r.warmup_iters or 0 for r in records),
         measured_s=sum(r.measured_s or 0.0 for r in records),
+        measured_windows_unix=[w for r in records for w in r.measured_windows_unix or []],
         end_to_end={
             **(first.end_to_end or {}),
             **{k: e2e[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
@@ -146,7 +149,10 @@ def processes_wanted(records: Sequence[CellRecord], repeats: int, host_bound_rep
     return max(repeats, host_bound_repeats if host else 0)
 
 
-def _child(measure_one: Callable[[Path], CellRecord], out: Path) -> None:
+def _child(measure_one: Callable[[Path], CellRecord], out: Path, parent: int) -> None:
+    from inferbench.lifetime import die_with_parent
+
+    die_with_parent(parent)  # a measuring process never outlives its cell's job
     measure_one(out)
 
 
@@ -175,7 +181,7 @@ def run_in_fresh_processes(
             index = len(records)
             rep_out = Path(tmp) / f"repeat{index}.json"
             log.info("process %d: fresh (forked after the imports)", index + 1)
-            child = context.Process(target=_child, args=(measure_one, rep_out), name=f"repeat{index + 1}")
+            child = context.Process(target=_child, args=(measure_one, rep_out, os.getpid()), name=f"repeat{index + 1}")
             if lock is not None:
                 lock.release()
             child.start()

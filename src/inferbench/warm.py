@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from inferbench.lifetime import die_with_parent
+
 SOCKET_ENV = "INFERBENCH_WARM_SOCKET"
 #: the verbs that go through the server: every job that imports torch (cells and their preparation)
 WARM_VERBS = (
@@ -58,8 +60,11 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: seconds each preloaded module took to import in the server (inherited by its children); empty in
 #: a process that was not started by a server
 PRELOADED: dict[str, float] = {}
+log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("!I")
+#: the largest request accepted (argv and environment as JSON)
+_MAX_REQUEST = 8 * 2**20
 _CODE = struct.Struct("!i")
 
 
@@ -95,12 +100,18 @@ def run_via_server(argv: Sequence[str], socket_path: str | None = None) -> int |
         request = json.dumps(
             {"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ), **interpreter()}
         ).encode()
-        socket.send_fds(client, [_HEADER.pack(len(request))], [0, 1, 2])
-        client.sendall(request)
-        reply = _recv_exactly(client, 1)
+        try:
+            socket.send_fds(client, [_HEADER.pack(len(request))], [0, 1, 2])
+            client.sendall(request)
+            reply = _recv_exactly(client, 1)
+        except OSError:
+            return None  # the server went away before taking the job: nothing ran yet
         if reply != b"S":  # refused: another interpreter or environment
             return None
-        code = _recv_exactly(client, _CODE.size)
+        try:
+            code = _recv_exactly(client, _CODE.size)
+        except OSError:
+            code = None
     if code is None:
         print("inferbench: the warm-start server went away while running this job", file=sys.stderr)
         return 1
@@ -147,13 +158,14 @@ def serve(
     Snakemake process) is gone. ``entry(argv)`` is what a child runs (default: the CLI's main)."""
     from inferbench.lock import MachineLock
 
+    parent_at_start = os.getppid()
     lock = MachineLock()
     lock.shared()  # importing is work: never while a cell measures
     PRELOADED.update(preload(modules))
     lock.close()
     if entry is None:
         from inferbench.cli import main as entry
-    logging.getLogger(__name__).info(
+    log.info(
         "warm-start server %d: imported %s",
         os.getpid(),
         ", ".join(f"{m} {s:.1f} s" for m, s in PRELOADED.items()),
@@ -170,11 +182,15 @@ def serve(
     selector.register(listener, selectors.EVENT_READ)
     children: dict[int, socket.socket] = {}  # child pid -> the job's connection
     try:
-        while not stop and (watch_pid is None or _alive(watch_pid)):
+        while not stop and (watch_pid is None or _alive(watch_pid, parent_at_start)):
             for key, _ in selector.select(timeout=poll_s):
                 if key.fileobj is listener:
-                    conn, _ = listener.accept()
-                    pid = _start(conn, listener, selector, entry, list(children.values()))
+                    try:
+                        conn, _ = listener.accept()
+                        pid = _start(conn, listener, selector, entry, list(children.values()))
+                    except Exception:  # one broken request never ends the server (and every job)
+                        log.exception("warm-start server: a request failed; its job runs on its own")
+                        continue
                     if pid is not None:
                         children[pid] = conn
                         selector.register(conn, selectors.EVENT_READ, pid)
@@ -189,7 +205,11 @@ def serve(
         path.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, parent_at_start: int) -> bool:
+    """Whether the watched process (the Snakemake run) still runs. When it is the server's parent,
+    the parent pid says so without the risk of ``kill(pid, 0)`` finding a reused pid."""
+    if pid == parent_at_start:
+        return os.getppid() == pid
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -215,39 +235,77 @@ def _start(
     fds: list[int] = []
     try:
         conn.settimeout(10)
+        if _peer_uid(conn) != os.getuid():
+            raise ValueError("another user's process")
         header, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 3)
-        payload = _recv_exactly(conn, _HEADER.unpack(header)[0]) if len(header) == _HEADER.size else None
-        request: dict[str, Any] = json.loads(payload) if payload else {}
-        if len(fds) != 3 or any(request.get(k) != v for k, v in interpreter().items()):
+        size = _HEADER.unpack(header)[0] if len(header) == _HEADER.size else 0
+        if not 0 < size <= _MAX_REQUEST:
+            raise ValueError(f"request of {size} bytes")
+        request = json.loads(_recv_exactly(conn, size) or b"null")
+        if not _well_formed(request) or len(fds) != 3:
+            raise ValueError("malformed request")
+        if any(request.get(k) != v for k, v in interpreter().items()):
+            raise ValueError("another interpreter")
+        server = os.getpid()
+        pid = os.fork()
+    except (OSError, ValueError) as error:  # refused: the job runs the command itself
+        log.info("warm-start server: refused a job (%s)", error)
+        with contextlib.suppress(OSError):
             conn.sendall(b"N")
-            raise ValueError("refused")
-        conn.sendall(b"S")
-    except (OSError, ValueError):
         for fd in fds:
             os.close(fd)
         conn.close()
         return None
-    pid = os.fork()
-    if pid == 0:  # the job's process from here on
-        code = 1
+    if pid == 0:  # the job's process from here on; it must end in os._exit, whatever happens
+        code: object = 1
         try:
-            selector.close()
-            listener.close()
-            conn.close()
-            for other in others:  # other jobs' connections: their EOF must not wait for this child
-                other.close()
-            code = _become_job(request, fds, entry)
-        except BaseException:
-            traceback.print_exc()
+            try:
+                die_with_parent(server)
+                selector.close()
+                listener.close()
+                conn.close()
+                for other in others:  # other jobs' connections: their EOF must not wait for this child
+                    other.close()
+                code = _become_job(request, fds, entry)
+            except SystemExit as exit_:  # what `sys.exit(...)` in the command means in a process of its own
+                code = exit_.code
+                if code is not None and not isinstance(code, int):
+                    print(code, file=sys.stderr)
+                    code = 1
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            with contextlib.suppress(BaseException):
+                sys.stdout.flush()
+                sys.stderr.flush()
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+            os._exit(code if isinstance(code, int) else (0 if code is None else 1))
     with contextlib.suppress(OSError):  # OSError: the child set it first, or is gone already
         os.setpgid(pid, pid)  # also here: the group must exist before anyone kills it
     for fd in fds:
         os.close(fd)
+    with contextlib.suppress(OSError):  # the job went away: its EOF kills the child in the loop
+        conn.sendall(b"S")
     return pid
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket (Linux; elsewhere ours)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return os.getuid()
+    _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return uid
+
+
+def _well_formed(request: object) -> bool:
+    return (
+        isinstance(request, dict)
+        and isinstance(request.get("argv"), list)
+        and all(isinstance(a, str) for a in request["argv"])
+        and isinstance(request.get("cwd"), str)
+        and isinstance(request.get("env"), dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in request["env"].items())
+    )
 
 
 def _become_job(request: dict[str, Any], fds: list[int], entry: Callable[[list[str]], int]) -> int:
@@ -283,6 +341,7 @@ def _reap(children: dict[int, socket.socket], selector: selectors.BaseSelector) 
         conn = children.pop(pid, None)
         if conn is None:
             continue
+        _kill_group(pid)  # what the child left running (a repeat's process) ends with it
         with contextlib.suppress(KeyError, ValueError):
             selector.unregister(conn)
         with contextlib.suppress(OSError):  # the job may be gone already
@@ -290,11 +349,13 @@ def _reap(children: dict[int, socket.socket], selector: selectors.BaseSelector) 
         conn.close()
 
 
-def default_socket_path(owner_pid: int) -> Path:
-    """One socket per Snakemake process, in the temp directory (a Unix socket path must stay short)."""
+def private_socket_path(owner_pid: int) -> Path:
+    """A socket in a new directory only this user can enter (mkdtemp makes it 0700), so no other
+    user can connect, or put a socket of theirs where the jobs look. Short: a Unix socket path
+    must stay under 108 bytes."""
     import tempfile
 
-    return Path(tempfile.gettempdir()) / f"inferbench-warm-{owner_pid}.sock"
+    return Path(tempfile.mkdtemp(prefix=f"inferbench-warm-{owner_pid}-")) / "server.sock"
 
 
 # -- started and stopped by the Snakefile's onstart / onsuccess / onerror -------------------------
@@ -310,7 +371,7 @@ def start_server(log_path: str | Path, package_src: str | Path | None = None) ->
 
     global _server
     owner = os.getpid()
-    path = default_socket_path(owner)
+    path = private_socket_path(owner)
     env = dict(os.environ)
     if package_src is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_src), env.get("PYTHONPATH")]))
@@ -328,7 +389,7 @@ def start_server(log_path: str | Path, package_src: str | Path | None = None) ->
 def stop_server(timeout_s: float = 10.0) -> None:
     """Stop the server started by ``start_server`` (no-op if there is none)."""
     global _server
-    os.environ.pop(SOCKET_ENV, None)
+    socket_path = os.environ.pop(SOCKET_ENV, None)
     if _server is None:
         return
     _server.terminate()
@@ -337,3 +398,7 @@ def stop_server(timeout_s: float = 10.0) -> None:
     except Exception:
         _server.kill()
     _server = None
+    if socket_path:
+        with contextlib.suppress(OSError):
+            Path(socket_path).unlink(missing_ok=True)
+            Path(socket_path).parent.rmdir()

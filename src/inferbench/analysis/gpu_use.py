@@ -1,0 +1,65 @@
+"""Which GPU measured each cell, and whether any two measurements overlapped in time.
+
+With ``--resources gpu=N`` several GPU jobs run at once, each on a device of its own
+(inferbench.gpu_slots), while measuring stays exclusive machine-wide (inferbench.lock). The records
+say both: ``environment.gpu_uuid`` (and each process's in ``repeats.per_repeat``) names the physical
+device, ``measured_windows_unix`` when each process held the lock exclusively. This module checks
+them against each other; ``benchmarks/multi_gpu_check.py`` prints the result for a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from inferbench.cells import CellRecord
+
+
+@dataclass(frozen=True)
+class Window:
+    """One process's exclusive measuring window."""
+
+    cell_id: str
+    gpu_uuid: str | None
+    start: float
+    end: float
+
+
+def measured_windows(records: Iterable[CellRecord]) -> list[Window]:
+    """Every process's measuring window of the measured records (ok or invalid), by start time."""
+    windows = []
+    for record in records:
+        if record.status not in ("ok", "invalid"):
+            continue
+        processes = (record.repeats or {}).get("per_repeat") or [{}]
+        spans = record.measured_windows_unix or []
+        for index, (start, end) in enumerate(spans):
+            uuid = processes[index].get("gpu_uuid") if index < len(processes) else None
+            windows.append(Window(record.key.cell_id, uuid or record.environment.get("gpu_uuid"), start, end))
+    return sorted(windows, key=lambda w: w.start)
+
+
+def overlaps(windows: list[Window]) -> list[tuple[Window, Window, float]]:
+    """Pairs of windows of different processes that overlap, with the seconds they share."""
+    found = []
+    ordered = sorted(windows, key=lambda w: w.start)
+    for i, first in enumerate(ordered):
+        for second in ordered[i + 1 :]:
+            if second.start >= first.end:
+                break  # sorted by start: no later window reaches back into this one
+            found.append((first, second, min(first.end, second.end) - second.start))
+    return found
+
+
+def per_gpu(records: Iterable[CellRecord]) -> dict[str, dict[str, float]]:
+    """Per GPU UUID: the cells measured on it and their summed measuring seconds (GPU cells only)."""
+    use: dict[str, dict[str, float]] = {}
+    cells: dict[str, set[str]] = {}
+    for window in measured_windows(r for r in records if r.key.device == "cuda"):
+        uuid = window.gpu_uuid or "unknown"
+        entry = use.setdefault(uuid, {"cells": 0, "processes": 0, "measuring_s": 0.0})
+        entry["processes"] += 1
+        entry["measuring_s"] += window.end - window.start
+        cells.setdefault(uuid, set()).add(window.cell_id)
+        entry["cells"] = len(cells[uuid])
+    return use

@@ -1,0 +1,34 @@
+"""Processes that must not outlive the process that started them.
+
+A cell's measuring process is a forked child (of the warm-start server, or of the cell's own
+``run-cell`` process for each repeat). If its parent is SIGKILLed (an OOM kill, ``kill -9``, a
+cancelled cluster job), nothing else would stop it: it would go on holding a GPU and the machine
+lock, and write a record after its job was reported failed. Linux's parent-death signal ends it
+with its parent. Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(expected_parent: int) -> None:
+    """Have the kernel SIGKILL this process when its parent ends; exit now if ``expected_parent``
+    (the parent's pid, read before forking) is already gone. Linux only; elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    except (OSError, AttributeError) as error:
+        logging.getLogger(__name__).warning("cannot tie this process to its parent: %s", error)
+        return
+    if os.getppid() != expected_parent:  # the parent died between fork and prctl
+        os._exit(1)
