@@ -23,22 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from inferbench.lock import lock_path
+from inferbench.lock import lock_holders, lock_path
 
 T = TypeVar("T")
-
-
-def lock_holders(lock_file: Path) -> set[int]:
-    """Pids holding an flock on ``lock_file``, from /proc/locks (Linux)."""
-    inode = os.stat(lock_file).st_ino
-    holders = set()
-    for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
-        if "->" in fields or len(fields) < 6:
-            continue  # a waiter, not a holder
-        if fields[1] == "FLOCK" and int(fields[5].split(":")[2]) == inode:
-            holders.add(int(fields[4]))
-    return holders
 
 
 def wait_for(predicate: Callable[[], T], timeout_s: float, poll_s: float = 0.01) -> T | None:

@@ -50,6 +50,8 @@ def test_an_option_of_another_engine_is_rejected_naming_its_owner():
         ({"engine": "torch_compile", "mode": "fastest"}, "mode: 'fastest' is not one of default, reduce-overhead"),
         ({"engine": "ort_cuda", "io_binding": "no"}, "io_binding: 'no' is not a bool"),
         ({"engine": "torch_train", "lr": 0}, "lr: 0 must be > 0"),
+        ({"engine": "torch_train", "lr": float("nan")}, "lr: nan is not a finite number"),
+        ({"engine": "tensorrt", "workspace_gib": float("inf")}, "workspace_gib: inf is not a finite number"),
     ],
 )
 def test_values_of_the_wrong_type_or_range_are_rejected(variant, message):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import multiprocessing
 import os
 import re
 import subprocess
@@ -242,6 +243,8 @@ def test_run_cell_with_repeats_measures_in_fresh_processes(tmp_path):
     assert record.status == "ok" and record.repeats["n"] == 3
     per_process = record.repeats["per_repeat"]
     assert len({r["pid"] for r in per_process}) == 3, "three processes, none of them the parent"
+    memory = record.memory_mb
+    assert 0 < memory["host_rss_at_start"] <= memory["host_peak_rss"], "a forked process notes what it starts with"
     windows = record.measured_windows_unix
     assert len(windows) == 3 and all(start < end for start, end in windows), "one lock window per process"
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(windows)), "one after another"
@@ -557,3 +560,25 @@ def test_the_cells_own_process_holds_the_lock_except_while_a_child_measures(tmp_
         fcntl.flock(other._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     other.close()
     parent.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_a_forked_process_records_the_memory_it_starts_with_beside_its_peak():
+    from inferbench.measure import memory
+
+    held = bytearray(300 * 2**20)
+    held[:: 2**12] = b"x" * len(held[:: 2**12])  # resident in the parent, mapped in its children
+
+    def child(queue: Any) -> None:
+        memory.note_process_start()
+        queue.put((memory.host_rss_at_start_mb(), memory.host_peak_rss_mb()))
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    process = context.Process(target=child, args=(queue,))
+    process.start()
+    at_start, peak = queue.get(timeout=30)
+    process.join(30)
+    assert at_start >= 290, "the parent's resident pages count in the child's RSS from its start"
+    assert peak >= at_start
+    del held

@@ -77,17 +77,19 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def test_a_live_run_keeps_its_lock_and_a_finished_one_leaves_none_to_clear(tmp_path):
+@pytest.mark.parametrize("holder_code", ["clear_stale_locks", "join_run"], ids=["a live run", "a job of a killed run"])
+def test_a_live_run_or_job_keeps_the_lock_and_a_finished_one_leaves_none_to_clear(tmp_path, holder_code):
     locks = tmp_path / ".snakemake" / "locks"
     locks.mkdir(parents=True)
-    (locks / "0.input.lock").write_text("x")
-    # another process holds the run lock: a run is active, its Snakemake lock is not stale
+    (tmp_path / run_lock.RUN_LOCK).touch()  # the run the job belongs to created it
+    # another process holds the run lock: a run (or a job of one) is active, the Snakemake lock is not stale
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"from inferbench.run_lock import hold_run_lock; hold_run_lock({str(tmp_path)!r});"
+        [sys.executable, "-c", f"from inferbench.run_lock import {holder_code}; {holder_code}({str(tmp_path)!r});"
          "import sys; print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
     assert holder.stdout.readline().strip() == "held"
+    (locks / "0.input.lock").write_text("x")  # the live run's Snakemake lock
     assert run_lock.clear_stale_locks(tmp_path) == []
     assert (locks / "0.input.lock").exists()
     holder.stdin.close()
@@ -95,3 +97,10 @@ def test_a_live_run_keeps_its_lock_and_a_finished_one_leaves_none_to_clear(tmp_p
     # its process is gone, and the lock with it: what Snakemake left is stale
     assert run_lock.clear_stale_locks(tmp_path) == [locks / "0.input.lock"]
     assert not list(Path(locks).glob("*.lock"))
+    # this run now shares the lock: a job of it joins without waiting, outside a workflow nothing happens
+    joined = subprocess.run(
+        [sys.executable, "-c", f"from inferbench.run_lock import join_run; print(join_run({str(tmp_path)!r}), "
+         f"join_run({str(tmp_path / 'elsewhere')!r}))"],
+        capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": str(REPO / "src")}, check=True,
+    )  # fmt: skip
+    assert joined.stdout.split() == ["True", "False"]

@@ -175,3 +175,18 @@ def test_the_socket_lives_in_a_directory_only_its_user_can_enter():
         assert len(str(path)) < 100
     finally:
         path.parent.rmdir()
+
+
+def test_a_finished_child_wakes_the_server_at_once(tmp_path):
+    path = tmp_path / "warm.sock"
+    slow_poll = multiprocessing.get_context("fork").Process(
+        target=warm.serve, args=(path, ("json",), fake_job, os.getpid(), 120.0), daemon=True
+    )
+    slow_poll.start()
+    while not path.exists():
+        time.sleep(0.02)
+    try:  # without SIGCHLD waking it, the server would notice the child only at its next 120 s poll
+        assert job(path, "run-cell", "6", cwd=tmp_path).wait(60) == 6
+    finally:
+        os.kill(slow_poll.pid, signal.SIGTERM)
+        slow_poll.join(10)

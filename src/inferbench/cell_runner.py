@@ -356,6 +356,8 @@ def _measure_cell(
         measured_windows_unix=[window],
         memory_mb={
             "host_peak_rss": memory.host_peak_rss_mb(),
+            # a forked process's RSS at its start: the libraries it shares with its parent
+            "host_rss_at_start": memory.host_rss_at_start_mb(),
             "gpu_peak_allocated": memory.gpu_peak_allocated_mb() if key.device == "cuda" else None,
             "gpu_process_peak_nvml": gpu["process_peak_mb"] if gpu else None,
         },

@@ -211,6 +211,7 @@ class CellRecord:
             **{f"parity_{k}": (self.parity or {}).get(k) for k in ("rel_l2", "max_abs", "cosine", "top1_agreement")},
             "measured_s": self.measured_s,
             "host_peak_rss_mb": self.memory_mb.get("host_peak_rss"),
+            "host_rss_at_start_mb": self.memory_mb.get("host_rss_at_start"),
             "gpu_peak_allocated_mb": self.memory_mb.get("gpu_peak_allocated"),
             "gpu_process_peak_mb": self.memory_mb.get("gpu_process_peak_nvml"),
             "energy_per_item_mj": telemetry.get("energy_per_item_mj"),

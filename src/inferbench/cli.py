@@ -501,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
         gpu = claim_for_this_process()  # before anything imports CUDA; released when this process ends
     lock = None
     if args.lock:
+        from inferbench.run_lock import join_run
+
+        join_run()  # a job of a run in this directory: a run started after a kill -9 waits for it
         lock = MachineLock()
         lock.shared()
     try:

@@ -58,3 +58,21 @@ class MachineLock:
             yield
         finally:
             self.shared()
+
+
+def lock_holders(path: Path) -> set[int]:
+    """Pids holding an flock on ``path`` (from /proc/locks: Linux; elsewhere, or for a missing file,
+    empty). A lock inherited through fork is listed under the process that took it."""
+    try:
+        inode = os.stat(path).st_ino
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return set()
+    holders = set()
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or "->" in fields:
+            continue  # a waiter, not a holder
+        if fields[1] == "FLOCK" and fields[5].count(":") == 2 and int(fields[5].split(":")[2]) == inode:
+            holders.add(int(fields[4]))
+    return holders

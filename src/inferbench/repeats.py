@@ -151,8 +151,10 @@ def processes_wanted(records: Sequence[CellRecord], repeats: int, host_bound_rep
 
 def _child(measure_one: Callable[[Path], CellRecord], out: Path, parent: int) -> None:
     from inferbench.lifetime import die_with_parent
+    from inferbench.measure.memory import note_process_start
 
     die_with_parent(parent)  # a measuring process never outlives its cell's job
+    note_process_start()  # the memory it shares with its parent, kept beside its peak
     measure_one(out)
 
 

@@ -178,8 +178,15 @@ def serve(
     listener.listen(64)
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+    # a finished child (SIGCHLD) wakes the loop at once: its job learns its exit code without waiting
+    wake, waker = socket.socketpair()
+    for end in (wake, waker):
+        end.setblocking(False)
+    signal.set_wakeup_fd(waker.fileno(), warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
+    selector.register(wake, selectors.EVENT_READ)
     children: dict[int, socket.socket] = {}  # child pid -> the job's connection
     try:
         while not stop and (watch_pid is None or _alive(watch_pid, parent_at_start)):
@@ -187,13 +194,16 @@ def serve(
                 if key.fileobj is listener:
                     try:
                         conn, _ = listener.accept()
-                        pid = _start(conn, listener, selector, entry, list(children.values()))
+                        pid = _start(conn, listener, selector, entry, [*children.values(), wake, waker])
                     except Exception:  # one broken request never ends the server (and every job)
                         log.exception("warm-start server: a request failed; its job runs on its own")
                         continue
                     if pid is not None:
                         children[pid] = conn
                         selector.register(conn, selectors.EVENT_READ, pid)
+                elif key.fileobj is wake:
+                    with contextlib.suppress(BlockingIOError):
+                        wake.recv(4096)
                 else:  # a job's connection is readable only when the job is gone: end its child
                     _kill_group(key.data)
                     selector.unregister(key.fileobj)
@@ -201,7 +211,10 @@ def serve(
     finally:
         for pid in children:
             _kill_group(pid)
+        signal.set_wakeup_fd(-1)
         listener.close()
+        wake.close()
+        waker.close()
         path.unlink(missing_ok=True)
 
 
@@ -264,7 +277,7 @@ def _start(
                 selector.close()
                 listener.close()
                 conn.close()
-                for other in others:  # other jobs' connections: their EOF must not wait for this child
+                for other in others:  # other jobs' connections (their EOF must not wait for it), the wake-up pair
                     other.close()
                 code = _become_job(request, fds, entry)
             except SystemExit as exit_:  # what `sys.exit(...)` in the command means in a process of its own
@@ -309,8 +322,13 @@ def _well_formed(request: object) -> bool:
 
 
 def _become_job(request: dict[str, Any], fds: list[int], entry: Callable[[list[str]], int]) -> int:
+    from inferbench.measure.memory import note_process_start
+
+    note_process_start()  # the server's memory this job starts with, kept beside its peak
     os.setpgid(0, 0)  # its own process group: killed as a whole (DataLoader workers, repeats) if the job goes
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)

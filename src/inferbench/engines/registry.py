@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,8 @@ class Option:
         accepted = (int, float) if self.type is float else self.type
         if isinstance(value, bool) != (self.type is bool) or not isinstance(value, accepted):
             return f"{value!r} is not a {self.type.__name__}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{value!r} is not a finite number"
         if self.choices is not None and value not in self.choices:
             return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
         if self.minimum is not None and (value < self.minimum or (self.exclusive and value == self.minimum)):
