@@ -8,9 +8,12 @@ own), then ``run_cell`` in fresh forked processes (inferbench.repeats), merged i
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
+import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from inferbench.cells import CellKey, CellRecord
 from inferbench.engines.base import Engine
 from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.environment import fingerprint
+from inferbench.errors import UserError
 from inferbench.fsutil import atomic_path, read_json, write_json
 from inferbench.lock import MachineLock
 from inferbench.measure import memory
@@ -93,6 +97,27 @@ def save_samples(record_path: str | Path, samples: dict[str, np.ndarray]) -> Non
             np.save(fh, np.asarray(samples.get(boundary, np.empty(0)), dtype=np.float32))
 
 
+def save_cell(out: str | Path, record: CellRecord, samples: dict[str, np.ndarray]) -> None:
+    """Write a cell's record and samples. If that fails (a full disk, a read-only folder), the
+    measurement is not thrown away: it goes to the temp directory (or, failing that, into the job's
+    log) and the error names the path, the reason and where the measurement is."""
+    try:
+        save_samples(out, samples)
+        record.save(out)
+        return
+    except OSError as error:
+        reason = f"cannot write {out}: {error.strerror or error}"
+    kept = Path(tempfile.gettempdir()) / "inferbench-unsaved" / Path(out).relative_to(Path(out).anchor)
+    try:
+        save_samples(kept, samples)
+        record.save(kept)
+        where = f"kept in {kept} (copy it to {out} once there is room, or re-run the cell)"
+    except OSError:
+        print(json.dumps(record.to_dict()), file=sys.stderr)
+        where = "printed above in this job's log"
+    raise UserError(f"{reason}; the measurement ({record.status}) is {where}")
+
+
 def input_specs(model_meta: dict[str, Any]) -> tuple[InputSpec, ...]:
     return tuple(InputSpec(**{**i, "shape": tuple(i["shape"])}) for i in model_meta["inputs"])
 
@@ -107,9 +132,15 @@ def failure_reason(error: BaseException) -> str:
     return error_text(error)[:2000]
 
 
+#: how libraries say that memory ran out: CUDA (torch, ORT), the host (ENOMEM, C++ std::bad_alloc)
+OOM_MESSAGES = ("out of memory", "failed to allocate", "cannot allocate memory", "can't allocate memory", "bad_alloc")
+
+
 def is_oom(error: BaseException) -> bool:
+    if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
+        return True
     text = error_text(error).lower()
-    return "outofmemory" in text.replace(" ", "") or "out of memory" in text or "failed to allocate" in text
+    return "outofmemory" in text.replace(" ", "") or any(m in text for m in OOM_MESSAGES)
 
 
 def run_cell(
@@ -145,8 +176,7 @@ def run_cell(
             environment=fingerprint(include_gpu=key.device == "cuda"),
         )
     record.engine.setdefault("description", info.description)
-    save_samples(out, samples)
-    record.save(out)
+    save_cell(out, record, samples)
     return record
 
 
@@ -195,8 +225,7 @@ def measure_cell(
         record.cold_start_s = {"import": import_s, **record.cold_start_s}
     if PRELOADED:
         record.environment["imports_preloaded_s"] = dict(PRELOADED)
-    save_samples(out, samples)
-    record.save(out)
+    save_cell(out, record, samples)
     return record
 
 

@@ -75,7 +75,10 @@ def cmd_download(args: argparse.Namespace) -> None:
     if args.dataset == "lendingclub":
         download.download_lendingclub(args.out, dataset=args.kaggle_dataset)
     else:
-        download.download_heart(args.out, urls=args.url or download.UCI_URLS)
+        urls = args.url or download.UCI_URLS
+        if plain := [u for u in urls if not u.startswith("https://")]:  # as the config schema demands
+            raise UserError(f"only https:// URLs are downloaded, not {', '.join(plain)}")
+        download.download_heart(args.out, urls=urls)
     log.info("downloaded and verified %s", args.out)
 
 
@@ -418,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--out-csv", type=Path, required=True)
     p.add_argument("--out-parquet", type=Path, required=True)
-    p.set_defaults(func=cmd_aggregate, lock=False)
+    p.set_defaults(func=cmd_aggregate, lock=True)  # work: never while a cell measures
 
     p = sub.add_parser("plot", help="plot one workload's cells")
     p.add_argument("records", nargs="+", type=Path)
@@ -426,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=["batch", "seq"], default="batch", help="which sweep to plot")
     p.add_argument("--engines", nargs="*", default=[], help="the config's engine variants, in order: their colours")
     p.add_argument("--out-dir", type=Path, required=True)
-    p.set_defaults(func=cmd_plot, lock=False)
+    p.set_defaults(func=cmd_plot, lock=True)  # work: never while a cell measures
 
     p = sub.add_parser("report", help="write the Markdown report")
     p.add_argument("--summary", type=Path, required=True)
@@ -438,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--studies", default="{}", help="JSON: study name -> its config (devices resolved); one section each"
     )
-    p.set_defaults(func=cmd_report, lock=False)
+    p.set_defaults(func=cmd_report, lock=True)  # work: never while a cell measures
 
     p = sub.add_parser(
         "compare",
@@ -466,7 +469,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("clean", help="remove records (default: failed ones) so the next run retries them")
     p.add_argument("--cells-dir", type=Path, default=Path("results/cells"))
-    p.add_argument("--status", nargs="+", default=["failed"], choices=["failed", "oom", "unavailable", "invalid", "ok"])
+    p.add_argument(
+        "--status",
+        nargs="+",
+        default=["failed", "unreadable"],
+        choices=["failed", "unreadable", "oom", "unavailable", "invalid", "ok"],
+        help="unreadable: records that cannot be read (damaged, another schema); default: failed unreadable",
+    )
     p.set_defaults(func=cmd_clean, lock=False)
     return parser
 
@@ -503,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.lock:
         from inferbench.run_lock import join_run
 
-        join_run()  # a job of a run in this directory: a run started after a kill -9 waits for it
+        join_run()  # a job of a run in this directory: a run started after a kill -9 leaves it alone
         lock = MachineLock()
         lock.shared()
     try:

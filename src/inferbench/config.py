@@ -48,6 +48,17 @@ def _key(path: Any) -> str:
     return out or "(top level)"
 
 
+#: what a schema pattern asks for, in words (the schema's patterns, by their regex)
+PATTERN_HINTS = {
+    "^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$": (
+        "a Kaggle dataset is owner/name, letters, digits, '_', '.', '-' only (e.g. wordsforthewise/lending-club)"
+    ),
+    "^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%+=,/-]*)?$": (
+        "downloads are https:// URLs of plain characters (no file://, http://, spaces or shell characters)"
+    ),
+}
+
+
 def _describe(error: jsonschema.ValidationError) -> str:
     key = _key(error.absolute_path)
     v, schema = error.validator, error.schema
@@ -65,6 +76,9 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{key}: {error.message}; allowed keys: {allowed}"
     if v == "propertyNames":
         return f"{key}: {error.message}"
+    if v == "pattern":  # the regex alone does not say what is wanted: the schema's comment-like hint does
+        hint = PATTERN_HINTS.get(schema["pattern"])
+        return f"{key}: {error.instance!r} is not allowed{f'; {hint}' if hint else ''} (pattern {schema['pattern']})"
     return f"{key}: {error.message}"
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from inferbench.cells import CellRecord
+from inferbench.errors import UserError
 from inferbench.lock import MachineLock
 
 BOUNDARIES = ("device", "end_to_end")
@@ -191,7 +192,10 @@ def run_in_fresh_processes(
             if lock is not None:
                 lock.shared()
             if not rep_out.exists():  # run_cell writes a record whatever happens; this is a crash
-                raise RuntimeError(f"process {index + 1} exited with {child.exitcode} and wrote no record")
+                raise UserError(
+                    f"process {index + 1} of the cell exited with {child.exitcode} and wrote no record "
+                    "(its error is above in this log)"
+                )
             records.append(CellRecord.load(rep_out))
             samples.append({b: np.load(samples_path(rep_out, b)) for b in BOUNDARIES})
     return merge_repeats(records, samples)

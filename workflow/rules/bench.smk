@@ -14,7 +14,7 @@ rule benchmark_cell:
         files=cell_files,
         # edits of the engine's module re-run its cells (Snakemake does not track imported code)
         code=lambda wc: code_version(variant(wc)["engine"]),
-        reference=lambda wc, input: f"--reference {input.reference}" if "reference" in input.keys() else "",
+        reference=lambda wc, input: ["--reference", input.reference] if "reference" in input.keys() else [],
         tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
     threads: cell_threads
     priority: cell_priority
@@ -29,8 +29,8 @@ rule benchmark_cell:
     log:
         "logs/benchmark_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
     shell:
-        "python -m inferbench run-cell {params.cell} {params.files} {params.reference} --tolerance {params.tolerance:q}"
-        " --out {output.record} > {log} 2>&1"
+        "python -m inferbench run-cell {params.cell:q} {params.files:q} {params.reference:q} --tolerance {params.tolerance:q}"
+        " --out {output.record:q} > {log:q} 2>&1"
 
 
 # Cells named in config `profile.cells`: a trace and the top operators, in a job of their own so that
@@ -55,5 +55,5 @@ rule profile_cell:
     log:
         "logs/profile_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
     shell:
-        "python -m inferbench profile-cell {params.cell} {params.files} --calls {params.calls} --top {params.top}"
-        " --out {output} > {log} 2>&1"
+        "python -m inferbench profile-cell {params.cell:q} {params.files:q} --calls {params.calls:q} --top {params.top:q}"
+        " --out {output:q} > {log:q} 2>&1"

@@ -2,7 +2,6 @@
 import fnmatch
 import json
 import re
-import shlex
 import sys
 from pathlib import Path
 
@@ -178,23 +177,23 @@ def cell_args(wildcards):
     """The arguments naming a cell, shared by run-cell and profile-cell. They hold the variant's options
     and the measure settings, and depend on the wildcards only: Snakemake records such params and
     re-runs the job when they change (params that depend on `input` are not compared)."""
-    return " ".join(
-        [
-            f"--workload {wildcards.workload} --engine {wildcards.engine} --precision {wildcards.precision}",
-            f"--device {wildcards.device} --batch {wildcards.batch} --seq {wildcards.seq} --threads {wildcards.threads}",
-            f"--engine-options {shlex.quote(json.dumps(variant(wildcards), sort_keys=True))}",
-            f"--measure {shlex.quote(json.dumps(cell_measure(wildcards), sort_keys=True))}",
-        ]
-    )
+    # a list: the shell command quotes each item ({params.cell:q})
+    return [
+        *("--workload", wildcards.workload, "--engine", wildcards.engine, "--precision", wildcards.precision),
+        *("--device", wildcards.device, "--batch", wildcards.batch, "--seq", wildcards.seq),
+        *("--threads", wildcards.threads),
+        *("--engine-options", json.dumps(variant(wildcards), sort_keys=True)),
+        *("--measure", json.dumps(cell_measure(wildcards), sort_keys=True)),
+    ]
 
 
 def cell_files(wildcards, input):
     """The files a cell is prepared from (tracked as inputs)."""
-    args = [f"--model-meta {input.meta}"]
+    args = ["--model-meta", input.meta]
     for flag, name in (("--artifact", "artifact"), ("--data", "data")):
         if name in input.keys():
-            args.append(f"{flag} {input[name]}")
-    return " ".join(args)
+            args += [flag, input[name]]
+    return args
 
 
 def tensorrt_calibration_data(wildcards):

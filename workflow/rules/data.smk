@@ -13,8 +13,8 @@ rule synthetic_lendingclub:
     log:
         "logs/synthetic_lendingclub.log",
     shell:
-        "python -m inferbench generate-data --dataset lendingclub --rows {params.rows} --seed {params.seed}"
-        " --out-dir $(dirname {output}) > {log} 2>&1"
+        "python -m inferbench generate-data --dataset lendingclub --rows {params.rows:q} --seed {params.seed:q}"
+        " --out-dir \"$(dirname {output:q})\" > {log:q} 2>&1"
 
 
 rule synthetic_heart:
@@ -28,8 +28,8 @@ rule synthetic_heart:
     log:
         "logs/synthetic_heart.log",
     shell:
-        "python -m inferbench generate-data --dataset heart --seed {params.seed}"
-        " --out-dir $(dirname {output}) > {log} 2>&1"
+        "python -m inferbench generate-data --dataset heart --seed {params.seed:q}"
+        " --out-dir \"$(dirname {output:q})\" > {log:q} 2>&1"
 
 
 # Downloads read credentials in the package (no `envvars:`, which would stop credential-free runs).
@@ -47,15 +47,15 @@ rule download_lendingclub:
     log:
         "logs/download_lendingclub.log",
     shell:
-        "python -m inferbench download --dataset lendingclub --kaggle-dataset {params.dataset}"
-        " --out {output} > {log} 2>&1"
+        "python -m inferbench download --dataset lendingclub --kaggle-dataset {params.dataset:q}"
+        " --out {output:q} > {log:q} 2>&1"
 
 
 rule download_heart:
     output:
         ensure(raw_file("heart", "uci"), non_empty=True),
     params:
-        urls=" ".join(f"--url {url}" for url in config["datasets"]["heart"]["urls"]),
+        urls=[arg for url in config["datasets"]["heart"]["urls"] for arg in ("--url", url)],
     localrule: True
     retries: 2
     threads: 1
@@ -64,7 +64,7 @@ rule download_heart:
     log:
         "logs/download_heart.log",
     shell:
-        "python -m inferbench download --dataset heart {params.urls} --out {output} > {log} 2>&1"
+        "python -m inferbench download --dataset heart {params.urls:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule prepare_data:
@@ -77,9 +77,9 @@ rule prepare_data:
     params:
         source=lambda wc: config["datasets"][wc.dataset]["source"],
         sample=lambda wc: (
-            f"--sample-rows {n} --seed {config['datasets'][wc.dataset]['seed']}"
+            ["--sample-rows", n, "--seed", config["datasets"][wc.dataset]["seed"]]
             if (n := config["datasets"][wc.dataset].get("sample_rows"))
-            else ""
+            else []
         ),
     threads: 1
     conda:
@@ -87,5 +87,5 @@ rule prepare_data:
     log:
         "logs/prepare_data/{dataset}.log",
     shell:
-        "python -m inferbench prepare-data --dataset {wildcards.dataset} --source {params.source} {params.sample}"
-        " --raw {input} --out {output.table} --encoders {output.encoders} --stats {output.stats} > {log} 2>&1"
+        "python -m inferbench prepare-data --dataset {wildcards.dataset:q} --source {params.source:q} {params.sample:q}"
+        " --raw {input:q} --out {output.table:q} --encoders {output.encoders:q} --stats {output.stats:q} > {log:q} 2>&1"

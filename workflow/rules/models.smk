@@ -17,8 +17,8 @@ rule train_mlp:
     log:
         "logs/train_mlp/{workload}.log",
     shell:
-        "python -m inferbench train-mlp --workload {wildcards.workload} --data {input}"
-        " --options {params.options:q} --out {output.checkpoint} --meta {output.meta} > {log} 2>&1"
+        "python -m inferbench train-mlp --workload {wildcards.workload:q} --data {input:q}"
+        " --options {params.options:q} --out {output.checkpoint:q} --meta {output.meta:q} > {log:q} 2>&1"
 
 
 rule build_model:
@@ -35,8 +35,8 @@ rule build_model:
     log:
         "logs/build_model/{workload}.log",
     shell:
-        "python -m inferbench build-model --workload {wildcards.workload} --arch {params.arch:q}"
-        " --out {output.checkpoint} --meta {output.meta} > {log} 2>&1"
+        "python -m inferbench build-model --workload {wildcards.workload:q} --arch {params.arch:q}"
+        " --out {output.checkpoint:q} --meta {output.meta:q} > {log:q} 2>&1"
 
 
 rule export_onnx:
@@ -53,8 +53,8 @@ rule export_onnx:
     log:
         "logs/export_onnx/{workload}.log",
     shell:
-        "python -m inferbench export-onnx --checkpoint {input} --options {params.options:q}"
-        " --out {output.onnx} --report {output.report} > {log} 2>&1"
+        "python -m inferbench export-onnx --checkpoint {input:q} --options {params.options:q}"
+        " --out {output.onnx:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule onnx_variant:
@@ -71,8 +71,8 @@ rule onnx_variant:
     log:
         "logs/onnx_variant/{workload}.{variant}.log",
     shell:
-        "python -m inferbench convert-onnx --to {wildcards.variant} --source {input}"
-        " --out {output.onnx} --report {output.report} > {log} 2>&1"
+        "python -m inferbench convert-onnx --to {wildcards.variant:q} --source {input:q}"
+        " --out {output.onnx:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule reference_output:
@@ -89,5 +89,5 @@ rule reference_output:
     log:
         "logs/reference_output/{workload}-s{seq}.log",
     shell:
-        "python -m inferbench reference --checkpoint {input.checkpoint} --model-meta {input.meta}"
-        " --seq {wildcards.seq} --rows {params.rows} --out {output} > {log} 2>&1"
+        "python -m inferbench reference --checkpoint {input.checkpoint:q} --model-meta {input.meta:q}"
+        " --seq {wildcards.seq:q} --rows {params.rows:q} --out {output:q} > {log:q} 2>&1"

@@ -19,7 +19,7 @@ rule aggregate:
     log:
         "logs/aggregate.log",
     shell:
-        "python -m inferbench aggregate {input} --out-csv {output.csv} --out-parquet {output.parquet} > {log} 2>&1"
+        "python -m inferbench aggregate {input:q} --out-csv {output.csv:q} --out-parquet {output.parquet:q} > {log:q} 2>&1"
 
 
 rule plot_batch_sweep:
@@ -39,14 +39,14 @@ rule plot_batch_sweep:
             subcategory="{workload}",
         ),
     params:
-        engines=" ".join(config["engines"]),  # their order gives each variant its colour
+        engines=list(config["engines"]),  # their order gives each variant its colour
     conda:
         "../../envs/report.yaml"
     log:
         "logs/plot/{workload}.batch.log",
     shell:
-        "python -m inferbench plot --kind batch --workload {wildcards.workload} --out-dir $(dirname {output.latency})"
-        " {input} --engines {params.engines} > {log} 2>&1"
+        "python -m inferbench plot --kind batch --workload {wildcards.workload:q} --out-dir \"$(dirname {output.latency:q})\""
+        " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
 
 
 rule plot_seq_sweep:
@@ -62,14 +62,14 @@ rule plot_seq_sweep:
     wildcard_constraints:
         workload=workload_regex(kind="text"),
     params:
-        engines=" ".join(config["engines"]),
+        engines=list(config["engines"]),
     conda:
         "../../envs/report.yaml"
     log:
         "logs/plot/{workload}.seq.log",
     shell:
-        "python -m inferbench plot --kind seq --workload {wildcards.workload} --out-dir $(dirname {output})"
-        " {input} --engines {params.engines} > {log} 2>&1"
+        "python -m inferbench plot --kind seq --workload {wildcards.workload:q} --out-dir \"$(dirname {output:q})\""
+        " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
 
 
 rule report:
@@ -88,6 +88,6 @@ rule report:
     log:
         "logs/report.log",
     shell:
-        "python -m inferbench report --summary {input.summary} --out {output} --plots {input.plots}"
-        " --model-meta {input.models} --dataset-stats {input.datasets} --profiles {input.profiles}"
-        " --studies {params.studies:q} > {log} 2>&1"
+        "python -m inferbench report --summary {input.summary:q} --out {output:q} --plots {input.plots:q}"
+        " --model-meta {input.models:q} --dataset-stats {input.datasets:q} --profiles {input.profiles:q}"
+        " --studies {params.studies:q} > {log:q} 2>&1"

@@ -13,7 +13,7 @@ rule build_tensorrt_engine:
         report="results/engines/tensorrt/{target}/{engine}/{workload}.{precision}.b{batch}-s{seq}.json",
     params:
         variant=lambda wc: json.dumps(variant(wc), sort_keys=True),
-        data=lambda wc, input: f"--data {input.data}" if input.data else "",
+        data=lambda wc, input: ["--data", input.data] if input.data else [],
     wildcard_constraints:
         target="[a-z0-9.-]+",
         precision="fp32|fp16|int8",
@@ -25,6 +25,6 @@ rule build_tensorrt_engine:
     log:
         "logs/build_tensorrt_engine/{target}/{engine}/{workload}.{precision}.b{batch}-s{seq}.log",
     shell:
-        "python -m inferbench build-trt-engine --onnx {input.onnx} --model-meta {input.meta}"
-        " --precision {wildcards.precision} --batch {wildcards.batch} --seq {wildcards.seq}"
-        " --options {params.variant:q} {params.data} --out {output.plan} > {log} 2>&1"
+        "python -m inferbench build-trt-engine --onnx {input.onnx:q} --model-meta {input.meta:q}"
+        " --precision {wildcards.precision:q} --batch {wildcards.batch:q} --seq {wildcards.seq:q}"
+        " --options {params.variant:q} {params.data:q} --out {output.plan:q} > {log:q} 2>&1"

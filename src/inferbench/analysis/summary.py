@@ -8,13 +8,35 @@ from pathlib import Path
 import pandas as pd
 
 from inferbench.cells import CellRecord
+from inferbench.errors import UserError
 from inferbench.fsutil import atomic_path
 
 KEY_COLUMNS = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads"]
 
 
+#: what reading a damaged or foreign record raises (JSONDecodeError and a wrong schema are ValueErrors)
+UNREADABLE = (OSError, ValueError, KeyError, TypeError)
+
+
+def load_records(record_paths: Iterable[str | Path]) -> list[CellRecord]:
+    """The records at ``record_paths``; a UserError naming every one that cannot be read, and the
+    command that removes them (their cells are then measured again), rather than stopping at the first."""
+    records, unreadable = [], []
+    for path in record_paths:
+        try:
+            records.append(CellRecord.load(path))
+        except UNREADABLE as error:
+            unreadable.append(f"  {path}: {type(error).__name__}: {str(error)[:200]}")
+    if unreadable:
+        raise UserError(
+            f"{len(unreadable)} cell record(s) cannot be read:\n" + "\n".join(unreadable) + "\n"
+            "Remove them, and the next run measures those cells again: python -m inferbench clean --status unreadable"
+        )
+    return records
+
+
 def summary_frame(record_paths: Iterable[str | Path]) -> pd.DataFrame:
-    rows = [CellRecord.load(p).flatten() for p in record_paths]
+    rows = [record.flatten() for record in load_records(record_paths)]
     frame = pd.DataFrame(rows)
     if frame.empty:
         raise ValueError("no cell records to summarise")
@@ -31,13 +53,14 @@ def write_summary(record_paths: Iterable[str | Path], csv_path: str | Path, parq
 
 
 def remove_records(cells_dir: str | Path, statuses: set[str]) -> list[Path]:
-    """Delete the records (and their samples) whose status is in ``statuses``."""
+    """Delete the records (and their samples) whose status is in ``statuses``; the status
+    ``unreadable`` stands for records that cannot be read (damaged, or of another schema)."""
     removed = []
     for path in sorted(Path(cells_dir).rglob("*.json")):
         try:
             status = CellRecord.load(path).status
-        except (ValueError, KeyError, TypeError):
-            continue  # not a record of this schema: leave it alone
+        except UNREADABLE:
+            status = "unreadable"
         if status in statuses:
             path.unlink()
             for suffix in (".samples.npy", ".e2e_samples.npy"):

@@ -17,6 +17,7 @@ import numpy as np
 
 from inferbench.engines.base import Engine, cuda_unavailable_reason
 from inferbench.engines.tensorrt import tensorrt_unavailable_reason
+from inferbench.errors import CorruptArtifact
 from inferbench.models.registry import InputSpec
 
 
@@ -102,7 +103,14 @@ class OrtEngine(Engine):
         if profile_prefix is not None:
             options.enable_profiling = True
             options.profile_file_prefix = str(profile_prefix)
-        return ort.InferenceSession(str(self.artifact), options, providers=[(self.provider, self.provider_options())])
+        try:
+            return ort.InferenceSession(
+                str(self.artifact), options, providers=[(self.provider, self.provider_options())]
+            )
+        except Exception as error:
+            if _unreadable_model(error):
+                raise CorruptArtifact(self.artifact, error) from error
+            raise
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         import onnxruntime as ort
@@ -233,3 +241,9 @@ class OrtTensorRT(OrtCuda):
             "trt_timing_cache_enable": True,
             "trt_timing_cache_path": str(cache),
         }
+
+
+def _unreadable_model(error: BaseException) -> bool:
+    """ONNX Runtime's way of saying that the model file is not a whole ONNX model (truncated, garbage)."""
+    text = f"{type(error).__name__} {error}".lower()
+    return "invalidprotobuf" in text or "protobuf parsing failed" in text

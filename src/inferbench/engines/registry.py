@@ -12,7 +12,7 @@ import importlib.util
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ class Option:
     #: numbers: the smallest value allowed, and whether it is allowed itself
     minimum: float | None = None
     exclusive: bool = False
+    #: strings: a path relative to the working directory that stays inside it (what the job creates
+    #: and writes there must not land anywhere a config string points)
+    inside_workdir: bool = False
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not a valid setting of this option, or None."""
@@ -44,6 +47,10 @@ class Option:
             return f"{value!r} is not a {self.type.__name__}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"{value!r} is not a finite number"
+        if self.inside_workdir and (
+            not value or PurePosixPath(value).is_absolute() or ".." in PurePosixPath(value).parts or "\\" in value
+        ):
+            return f"{value!r} must be a relative path inside the working directory (no leading /, no ..)"
         if self.choices is not None and value not in self.choices:
             return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
         if self.minimum is not None and (value < self.minimum or (self.exclusive and value == self.minimum)):
@@ -195,7 +202,9 @@ ENGINES: dict[str, EngineInfo] = {
         libraries=("torch", "onnxruntime"),
         options={
             **_ORT_CUDA,
-            "cache_dir": Option(str, "results/engines/ort_trt", "where TensorRT engines are cached"),
+            "cache_dir": Option(
+                str, "results/engines/ort_trt", "where TensorRT engines are cached", inside_workdir=True
+            ),
         },
     ),
     "tensorrt": EngineInfo(

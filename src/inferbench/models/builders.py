@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -44,21 +46,50 @@ def mlp_heart(in_features: int, hidden: list[int] | None = None) -> ModelSpec:
     return _mlp("mlp_heart", in_features, hidden, [32, 16])
 
 
+def check_arch(name: str, arch: dict[str, Any], allowed: Iterable[str]) -> None:
+    """Refuse ``arch`` keys that the builder does not take: a typo would otherwise be ignored
+    (transformers' configs keep any key) or reach a loader. Raises ValueError listing the allowed keys."""
+    allowed = set(allowed)
+    # weights are random by design: nothing may make a library load a file or a hub checkpoint (a pickle)
+    loading = sorted(k for k in arch if k in _LOADING_KEYS or k.startswith("pretrained"))
+    if loading:
+        raise ValueError(f"{name}: arch may not set {', '.join(loading)}: inferbench builds models with random weights")
+    unknown = sorted(set(arch) - allowed)
+    if unknown:
+        raise ValueError(
+            f"{name}: arch keys {', '.join(unknown)} are not taken by this model; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+#: keys of timm.create_model / transformers configs that load files or reach the network
+_LOADING_KEYS = {"checkpoint_path", "cache_dir", "token", "revision", "trust_remote_code", "name_or_path"}
+
+
+def _init_keys(cls: type) -> set[str]:
+    """The keyword parameters of ``cls.__init__`` (not *args / **kwargs)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name for p in inspect.signature(cls.__init__).parameters.values() if p.kind in kinds} - {"self"}
+
+
 def _timm(name: str, timm_name: str, arch: dict[str, Any]) -> ModelSpec:
     import timm
 
-    # weights are random by design: nothing in `arch` may make timm load a file or a hub checkpoint
-    # (a checkpoint file is a pickle)
-    loading = sorted(k for k in arch if k == "checkpoint_path" or k.startswith("pretrained"))
-    if loading:
-        raise ValueError(f"{name}: arch may not set {', '.join(loading)}: inferbench builds models with random weights")
-
+    with torch.device("meta"):  # the model's class, without allocating it
+        model_class = type(timm.create_model(timm_name, pretrained=False))
+    check_arch(name, arch, _init_keys(model_class))
     module = timm.create_model(timm_name, pretrained=False, **arch)
     channels, height, width = module.pretrained_cfg["input_size"]
     if "img_size" in arch:
         height = width = int(arch["img_size"])
     inputs = (InputSpec("x", ("batch", channels, height, width), "float32"),)
     return ModelSpec(name, module, inputs, "logits", dict(arch))
+
+
+def _hf_config(name: str, config_class: type, arch: dict[str, Any]) -> Any:
+    """A transformers config from ``arch``, whose keys must be the config class's own parameters
+    (plus the attention implementation): PretrainedConfig would keep a misspelled key silently."""
+    check_arch(name, arch, _init_keys(config_class) | {"attn_implementation"})
+    return config_class(**arch)
 
 
 @register_model("resnet50")
@@ -94,7 +125,7 @@ def _text(name: str, model: nn.Module, vocab_size: int, arch: dict[str, Any]) ->
 def bert_base(**arch: Any) -> ModelSpec:
     from transformers import BertConfig, BertModel
 
-    config = BertConfig(**arch)
+    config = _hf_config("bert_base", BertConfig, arch)
     return _text("bert_base", BertModel(config, add_pooling_layer=False), config.vocab_size, arch)
 
 
@@ -102,7 +133,7 @@ def bert_base(**arch: Any) -> ModelSpec:
 def distilbert(**arch: Any) -> ModelSpec:
     from transformers import DistilBertConfig, DistilBertModel
 
-    config = DistilBertConfig(**arch)
+    config = _hf_config("distilbert", DistilBertConfig, arch)
     return _text("distilbert", DistilBertModel(config), config.vocab_size, arch)
 
 
@@ -116,7 +147,8 @@ def timm_model(model_name: str, **arch: Any) -> ModelSpec:
 def hf_encoder(model_type: str, **arch: Any) -> ModelSpec:
     """Any transformers encoder by model type (workload ``hf:<model_type>``): its default
     configuration (``arch`` overrides it), random weights, last hidden states out."""
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoModel
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    config = AutoConfig.for_model(model_type, **arch)
+    config = _hf_config(f"hf:{model_type}", CONFIG_MAPPING[model_type], arch)
     return _text(f"hf:{model_type}", AutoModel.from_config(config), config.vocab_size, arch)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from inferbench.errors import CorruptArtifact
 from inferbench.fsutil import atomic_path
 from inferbench.models.registry import ModelSpec, make_inputs
 
@@ -115,10 +116,23 @@ def export_onnx(
     return report
 
 
+def read_onnx(path: str | Path) -> Any:
+    """An ONNX model made by an earlier step; a damaged file is named with the command that rebuilds it."""
+    import onnx
+
+    try:
+        return onnx.load(str(path))
+    except FileNotFoundError:
+        raise
+    except Exception as error:  # protobuf's DecodeError says nothing about which file
+        raise CorruptArtifact(path, error) from error
+
+
 def quantize_int8(src: str | Path, dst: str | Path) -> dict[str, Any]:
     """Dynamic int8 quantization (weights int8, activations quantized at run time) of MatMul/Gemm."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    read_onnx(src)  # a damaged source is named here, not deep inside the quantizer
     start = time.perf_counter()
     with atomic_path(dst) as tmp:
         quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"])
@@ -136,7 +150,7 @@ def convert_fp16(src: str | Path, dst: str | Path) -> dict[str, Any]:
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     start = time.perf_counter()
-    model = convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+    model = convert_float_to_float16(read_onnx(src), keep_io_types=True)
     with atomic_path(dst) as tmp:
         onnx.save(model, str(tmp))
     return {

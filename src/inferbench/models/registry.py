@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from inferbench.errors import CorruptArtifact
 from inferbench.fsutil import atomic_path
 
 if TYPE_CHECKING:  # torch is imported where a model is built or loaded: input specs need only numpy
@@ -145,7 +146,14 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[ModelSpec, d
     """
     import torch
 
-    payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        if not isinstance(payload, dict) or not {"name", "arch", "state_dict", "meta"} <= payload.keys():
+            raise ValueError("not a checkpoint written by inferbench")
+    except FileNotFoundError:
+        raise
+    except Exception as error:  # torch says "mmap", "zip archive" or "unpickling": name the file instead
+        raise CorruptArtifact(path, error) from error
     if "extra_buffers" not in payload:  # written before checkpoints carried every buffer: build, then load
         spec = create_model(payload["name"], seed=payload["seed"], **payload["arch"])
         spec.module.load_state_dict(payload["state_dict"])

@@ -1,0 +1,305 @@
+"""Bad input and faults, as an attacker or an unlucky user brings them (issue 16): no shell from the
+config, no code from a checkpoint, nothing stuck behind a damaged file, nothing measured thrown away,
+no process outliving its job. Bad data files are in test_hardening_data.py, report text in
+test_hardening_report.py."""
+
+from __future__ import annotations
+
+import copy
+import errno
+import json
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from inferbench import cell_runner, cli
+from inferbench.analysis.summary import summary_frame
+from inferbench.cells import CellKey, CellRecord
+from inferbench.config import ConfigError, validate_config
+from inferbench.errors import CorruptArtifact, UserError
+from tests.conftest import REPO
+
+BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+# --- 1. no shell from the config -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("lendingclub", "kaggle_dataset", "$(touch /tmp/pwned)/lending-club"),
+        ("lendingclub", "kaggle_dataset", "owner/name; id"),
+        ("heart", "urls", ["file:///etc/passwd"]),
+        ("heart", "urls", ["http://archive.ics.uci.edu/processed.cleveland.data"]),
+        ("heart", "urls", ["https://archive.ics.uci.edu/$(id)"]),
+        ("heart", "urls", ["https://archive.ics.uci.edu/a b"]),
+    ],
+)
+def test_config_strings_that_reach_a_command_must_be_plain(section, key, value):
+    config = copy.deepcopy(BASE)
+    config["datasets"][section][key] = value
+    with pytest.raises(ConfigError, match=rf"datasets\.{section}\.{key}.* is not allowed; "):
+        validate_config(config)
+
+
+def _shell_commands() -> list[tuple[str, str]]:
+    """(file, line) of every string line of every rule's `shell:` command."""
+    found = []
+    for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        in_shell = False
+        for line in smk.read_text().splitlines():
+            stripped = line.strip()
+            if stripped.startswith("shell:"):
+                in_shell = True
+            elif in_shell and stripped.startswith('"'):
+                found.append((smk.name, stripped))
+            else:
+                in_shell = False
+    return found
+
+
+def test_every_value_a_rule_puts_into_a_shell_command_is_quoted():
+    commands = _shell_commands()
+    assert len(commands) > 20, "the rules' shell commands were found"
+    unquoted = [(f, line) for f, line in commands for field in re.findall(r"\{([^{}]*)\}", line) if ":q" not in field]
+    assert unquoted == [], "each {...} in a shell command needs :q (lists: each item quoted)"
+
+
+def test_download_refuses_anything_but_https(tmp_path, capsys):
+    code = cli.main(["download", "--dataset", "heart", "--url", "file:///etc/passwd", "--out", str(tmp_path / "x")])
+    assert code == 2
+    assert "only https:// URLs are downloaded, not file:///etc/passwd" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+# --- 2. no code from data ------------------------------------------------------------------------
+
+
+class _Payload:
+    """Runs code when unpickled, as a hostile checkpoint would."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "code ran"))
+
+
+def test_a_checkpoint_that_carries_code_is_refused_without_running_it(tmp_path):
+    from inferbench.models.registry import load_checkpoint
+
+    marker, evil = tmp_path / "ran", tmp_path / "evil.pt"
+    evil.write_bytes(pickle.dumps({"name": "resnet50", "arch": {}, "state_dict": _Payload(marker), "meta": {}}))
+    with pytest.raises(CorruptArtifact, match=r"evil\.pt cannot be read"):
+        load_checkpoint(evil)
+    assert not marker.exists(), "weights_only loading never runs a pickle's code"
+
+
+def test_an_arch_that_would_load_a_file_is_refused(tmp_path):
+    import torch
+
+    from inferbench.models.registry import load_checkpoint
+
+    marker = tmp_path / "ran"
+    hostile = tmp_path / "hostile.pth"
+    hostile.write_bytes(pickle.dumps(_Payload(marker)))
+    checkpoint = tmp_path / "model.pt"  # a well-formed checkpoint whose arch points timm at the pickle
+    arch = {"checkpoint_path": str(hostile), "layers": [1, 1, 1, 1]}
+    torch.save({"name": "resnet50", "seed": 0, "arch": arch, "state_dict": {}, "meta": {}}, checkpoint)
+    with pytest.raises(ValueError, match="resnet50: arch may not set checkpoint_path"):
+        load_checkpoint(checkpoint)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("workload", "arch", "message"),
+    [
+        ("resnet50", {"pretrained": True}, "arch may not set pretrained"),
+        ("vit_b16", {"depht": 2}, r"arch keys depht are not taken by this model; allowed: .*\bdepth\b"),
+        ("bert_base", {"num_hidden_layer": 1}, r"allowed: .*\bnum_hidden_layers\b"),
+        ("hf:roberta", {"num_hidden_layer": 1}, r"hf:roberta: arch keys num_hidden_layer"),
+        ("distilbert", {"trust_remote_code": True}, "arch may not set trust_remote_code"),
+    ],
+)
+def test_arch_keys_are_those_the_builder_takes(workload, arch, message):
+    from inferbench.models.registry import create_model
+
+    with pytest.raises(ValueError, match=message):
+        create_model(workload, **arch)
+
+
+# --- 4. nothing stuck behind a damaged file ------------------------------------------------------
+
+
+def _record(path: Path, status: str = "ok") -> Path:
+    key = CellKey("mlp_heart", "torch_eager", "fp32", "cpu", 1, 0, 1)
+    CellRecord(key, status, "torch_eager", reason=None if status == "ok" else "broke").save(path)
+    return path
+
+
+def test_an_unreadable_record_is_named_and_clean_removes_it(tmp_path, capsys):
+    cells = tmp_path / "cells"
+    good = _record(cells / "a" / "good.json")
+    failed = _record(cells / "b" / "failed.json", status="failed")
+    torn = cells / "c" / "torn.json"
+    torn.parent.mkdir(parents=True)
+    torn.write_text(good.read_text()[: len(good.read_text()) // 2])  # a record cut off mid-write
+    with pytest.raises(UserError, match=r"(?s)1 cell record\(s\) cannot be read:.*torn\.json.*inferbench clean"):
+        summary_frame([good, failed, torn])
+    out = tmp_path / "summary.csv"
+    assert cli.main(["aggregate", str(good), str(torn), "--out-csv", str(out), "--out-parquet", str(out) + ".pq"]) == 2
+    assert "torn.json" in capsys.readouterr().err
+    assert cli.main(["clean", "--cells-dir", str(cells)]) == 0  # default: failed and unreadable
+    assert good.exists() and not torn.exists() and not failed.exists()
+    assert len(summary_frame([good])) == 1
+
+
+def test_a_damaged_checkpoint_is_named_with_the_command_that_rebuilds_it(tmp_path):
+    from inferbench.models.registry import load_checkpoint
+
+    garbage = tmp_path / "resnet50.pt"
+    garbage.write_bytes(os.urandom(4096))
+    with pytest.raises(CorruptArtifact, match=r"resnet50\.pt cannot be read .* --forcerun .*resnet50\.pt"):
+        load_checkpoint(garbage)
+
+
+def test_a_truncated_onnx_model_is_named_with_the_command_that_rebuilds_it(tmp_path):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from inferbench.engines.ort import _unreadable_model
+    from inferbench.models.export import read_onnx
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor("w", TensorProto.FLOAT, [256], np.ones(256, np.float32).tolist())],
+    )
+    whole = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph), str(whole))
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(whole.read_bytes()[:-200])
+    with pytest.raises(CorruptArtifact, match=r"truncated\.onnx cannot be read .* --forcerun"):
+        read_onnx(truncated)
+    with pytest.raises(Exception) as raised:
+        ort.InferenceSession(str(truncated), providers=["CPUExecutionProvider"])
+    assert _unreadable_model(raised.value), "ORT's message for a truncated file is recognised"
+    assert not _unreadable_model(RuntimeError("Could not find an implementation for Foo(1) node"))
+
+
+# --- 5. nothing lost -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "oom"),
+    [
+        (MemoryError(), True),
+        (OSError(errno.ENOMEM, "Cannot allocate memory"), True),
+        (RuntimeError("std::bad_alloc"), True),
+        (RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Failed to allocate memory"), True),
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+        (RuntimeError("mat1 and mat2 shapes cannot be multiplied"), False),
+    ],
+)
+def test_host_and_device_out_of_memory_are_recognised(error, oom):
+    assert cell_runner.is_oom(error) is oom
+
+
+def _cell_args(tmp_path: Path) -> tuple:
+    from inferbench.lock import MachineLock
+
+    key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
+    inputs = cell_runner.CellInputs(model_meta=None)
+    lock = MachineLock(tmp_path / "lock")
+    lock.shared()
+    return key, {"engine": "noop"}, inputs, cell_runner.MeasureSettings(), tmp_path / "cells" / "r.json", lock
+
+
+def test_a_host_out_of_memory_cell_is_recorded_oom(tmp_path, monkeypatch):
+    def exhausted(*_args: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(cell_runner, "_measure_cell", exhausted)
+    record = cell_runner.run_cell(*_cell_args(tmp_path))
+    assert record.status == "oom" and CellRecord.load(tmp_path / "cells" / "r.json").status == "oom"
+
+
+def test_a_write_error_after_measuring_keeps_the_measurement(tmp_path, monkeypatch):
+    key, variant, inputs, settings, out, lock = _cell_args(tmp_path)
+    measured = CellRecord(key, "ok", "noop", latency_ms={"p50": 1.25}, n_iters=7)
+    monkeypatch.setattr(cell_runner, "_measure_cell", lambda *_: (measured, {"device": np.ones(7)}))
+    monkeypatch.setattr(cell_runner.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    real_save = CellRecord.save
+
+    def disk_full(self: CellRecord, path: str | Path) -> None:
+        if Path(path) == out:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real_save(self, path)
+
+    monkeypatch.setattr(CellRecord, "save", disk_full)
+    with pytest.raises(
+        UserError, match=r"cannot write .*r\.json: No space left on device; the measurement \(ok\) is kept in"
+    ):
+        cell_runner.run_cell(key, variant, inputs, settings, out, lock)
+    kept = next((tmp_path / "tmp" / "inferbench-unsaved").rglob("r.json"))
+    assert CellRecord.load(kept).latency_ms["p50"] == 1.25, "nothing measured is lost"
+
+
+def test_work_that_is_not_measuring_takes_the_machine_lock():
+    parser = cli.build_parser()
+    for verb in ("aggregate", "plot", "report", "run-cell", "prepare-data"):
+        action = next(a for a in parser._subparsers._group_actions if a.choices)
+        assert action.choices[verb].get_default("lock") is True, verb
+
+
+@pytest.mark.slow
+def test_the_measuring_process_ends_with_its_jobs_shell(tmp_path):
+    """Snakemake cancels a job by signalling the shell it started; the measuring process must go
+    with it, or it writes its record after the job was reported failed."""
+    out = tmp_path / "cells" / "r.json"
+    measure = json.dumps({"warmup_s": 0, "min_time_s": 60, "repeats": 2})
+    command = (
+        f"{sys.executable} -m inferbench run-cell --workload mlp_heart --engine noop --engine-options "
+        f"'{{\"engine\": \"noop\"}}' --precision fp32 --device cpu --batch 1 --threads 1 --measure '{measure}' "
+        f"--out {out} 2> {tmp_path / 'log'}; echo after"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "INFERBENCH_LOCK_FILE": str(tmp_path / "lock")}
+    env.pop("INFERBENCH_WARM_SOCKET", None)
+    shell = subprocess.Popen(["bash", "-c", command], env=env)
+    deadline = time.monotonic() + 120
+    while "fresh" not in ((tmp_path / "log").read_text() if (tmp_path / "log").exists() else ""):
+        assert time.monotonic() < deadline and shell.poll() is None, "the cell never started measuring"
+        time.sleep(0.1)
+    shell.send_signal(signal.SIGTERM)
+    shell.wait(10)
+    deadline = time.monotonic() + 15
+    while _processes_writing(out):
+        assert time.monotonic() < deadline, f"processes {_processes_writing(out)} outlived their job's shell"
+        time.sleep(0.1)
+    time.sleep(1)
+    assert not out.exists(), "no record appears after the job ended"
+
+
+def _processes_writing(out: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if str(out).encode() in (proc / "cmdline").read_bytes():
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
