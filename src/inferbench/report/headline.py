@@ -19,6 +19,7 @@ from inferbench.analysis.comparison import (
 )
 from inferbench.analysis.decisions import measured
 from inferbench.report.tables import fmt, fmt_ms, markdown_table, recipe
+from inferbench.report.text import escape_markdown
 from inferbench.workloads import ordered
 
 #: the p99 budgets the table tries, ms; each workload keeps those between its fastest and slowest cells
@@ -67,14 +68,15 @@ def best_at_smallest_batch(cells: pd.DataFrame, floors: SpreadFloors | None = No
     ranked = group.assign(p50_ms=p50_at(group, boundary)).sort_values("p50_ms")
     best = ranked.iloc[0]
     text = (
-        f"at batch {batch}: **{_cell_name(best)}** ({recipe(best)}), p50 {fmt_ms(best['p50_ms'])} "
+        f"at batch {batch}: **{escape_markdown(_cell_name(best))}** ({escape_markdown(recipe(best))}), "
+        f"p50 {fmt_ms(best['p50_ms'])} "
         f"{BOUNDARY_LABELS[boundary]}{_bound(best)} ({_processes_range(best, boundary)})"
     )
     if len(ranked) > 1:
         second = ranked.iloc[1]
         margin = compare(best, second, boundary, floors)
         if margin is not None:
-            text += f"; {fmt(margin.value)}× ahead of {_cell_name(second)}, {margin.describe()}"
+            text += f"; {fmt(margin.value)}× ahead of {escape_markdown(_cell_name(second))}, {margin.describe()}"
     return text
 
 
@@ -84,8 +86,9 @@ def peak_throughput(cells: pd.DataFrame) -> str:
     top = cells.assign(rate=rate_at(cells, boundary)).sort_values("rate", ascending=False).iloc[0]
     items = top.get("items_per_call") if pd.notna(top.get("items_per_call")) else top["batch_size"]
     text = (
-        f"peak **{fmt(float(top['rate']))} items/s** {BOUNDARY_LABELS[boundary]} with {_cell_name(top)} "
-        f"({recipe(top)}) at batch {int(top['batch_size'])}{_bound(top)}"
+        f"peak **{fmt(float(top['rate']))} items/s** {BOUNDARY_LABELS[boundary]} with "
+        f"{escape_markdown(_cell_name(top))} ({escape_markdown(recipe(top))}) at batch {int(top['batch_size'])}"
+        f"{_bound(top)}"
     )
     by_process = top.get("p50_by_process_ms" if boundary == "device" else "e2e_p50_by_process_ms")
     if isinstance(by_process, str) and ";" in by_process:
@@ -152,7 +155,8 @@ def headline_section(summary: pd.DataFrame) -> list[str]:
         cells = _headline_cells(ok[ok["workload"] == workload])
         seq = int(cells["seq_len"].iloc[0])
         where = f" (sequence {seq})" if seq else ""
-        out.append(f"- **{workload}**{where}: {best_at_smallest_batch(cells, floors)}. {peak_throughput(cells)}.")
+        name = escape_markdown(workload)
+        out.append(f"- **{name}**{where}: {best_at_smallest_batch(cells, floors)}. {peak_throughput(cells)}.")
     out += [
         "",
         "Each figure is compared like with like: at the device boundary where all cells ran on one device "

@@ -18,6 +18,7 @@ from inferbench.fsutil import atomic_path, read_json
 from inferbench.report.headline import headline_section
 from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
 from inferbench.report.tables import fmt, intervals, markdown_table, recipe, rows_or_none
+from inferbench.report.text import escape_markdown, inline_code
 from inferbench.workloads import ordered, workload_info
 
 BOUNDARIES = {
@@ -58,7 +59,7 @@ def _distinct(frame: pd.DataFrame, column: str, integer: bool = False) -> str:
     if integer:  # a column with gaps reads back as float: cuDNN 91900.0 is version 91900
         present = present.astype(int)
     values = sorted({str(v) for v in present})
-    return ", ".join(values) or "–"
+    return escape_markdown(", ".join(values)) or "–"  # host and library strings from the records
 
 
 def _telemetry_lines(measured: pd.DataFrame) -> list[str]:
@@ -81,13 +82,14 @@ def profile_section(profiles: Sequence[dict[str, Any]]) -> list[str]:
         "",
     ]
     for profile in profiles:
-        out += [f"### {profile['cell_id']}", ""]
+        out += [f"### {escape_markdown(profile['cell_id'])}", ""]
         if profile.get("status") != "ok":
-            out += [f"Not profiled ({profile.get('status')}): {profile.get('reason')}", ""]
+            status, reason = escape_markdown(profile.get("status")), escape_markdown(profile.get("reason"))
+            out += [f"Not profiled ({status}): {reason}", ""]
             continue
         out += [
-            f"{profile['tool']}, {profile['n_calls']} calls; time = {profile.get('time', '?')}; trace "
-            f"`{profile.get('trace')}`.",
+            f"{escape_markdown(profile['tool'])}, {profile['n_calls']} calls; "
+            f"time = {escape_markdown(profile.get('time', '?'))}; trace {inline_code(profile.get('trace'))}.",
             "",
             "| operator | calls per run | ms per run | share |",
             "|---|---|---|---|",
@@ -159,7 +161,9 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     if not crossings.empty:
         out += ["**CPU or GPU** (each device's best engine, p50 per item end to end):", ""]
         for r in crossings.itertuples():
-            out.append(f"- {r.workload}" + (f" (seq {r.seq_len})" if r.seq_len else "") + f": {r.verdict}")
+            out.append(
+                f"- {escape_markdown(r.workload)}" + (f" (seq {r.seq_len})" if r.seq_len else "") + f": {r.verdict}"
+            )
         out.append("")
 
     payback = decisions.break_even(summary)
@@ -190,7 +194,7 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     for workload, cells in decisions.measured(summary).groupby("workload", sort=False):
         boundary, front = decisions.workload_front(cells)
         points = ", ".join(f"{r.engine} {r.precision} {r.device} b{r.batch_size}" for r in front.itertuples())
-        out.append(f"- {workload} ({BOUNDARY_LABELS[boundary]}): {points}")
+        out.append(f"- {escape_markdown(workload)} ({BOUNDARY_LABELS[boundary]}): {escape_markdown(points)}")
     return [*out, ""]
 
 
@@ -290,8 +294,9 @@ def build_report(
         ]
         for s in dataset_stats:
             used = s.get("rows_used", s["rows_clean"])
+            name, source = escape_markdown(s["dataset"]), escape_markdown(s.get("source", "–"))
             out.append(
-                f"| {s['dataset']} | {s.get('source', '–')} | {s['rows_raw']:,} | {s['rows_clean']:,} | {used:,} | "
+                f"| {name} | {source} | {s['rows_raw']:,} | {s['rows_clean']:,} | {used:,} | "
                 f"{fmt(s['positive_rate'])} | {s['n_features']} |"
             )
         out += ["", "Positive rate: share of the target class (charged off; heart disease) in the rows used.", ""]
@@ -305,7 +310,7 @@ def build_report(
         for m in model_meta:
             t = m.get("training") or {}
             out.append(
-                f"| {m['name']} | {m['n_params']:,} | {fmt(t.get('test_auc'))} | "
+                f"| {escape_markdown(m['name'])} | {m['n_params']:,} | {fmt(t.get('test_auc'))} | "
                 f"{fmt(t.get('test_accuracy'))} | {fmt(t.get('n_test'))} |"
             )
         out += ["", "Models other than the MLPs have random weights: latency does not depend on the values.", ""]
@@ -317,9 +322,9 @@ def build_report(
     for workload in ordered(inference["workload"]):
         cells = inference[inference["workload"] == workload]
         out += [
-            f"### {workload}",
+            f"### {escape_markdown(workload)}",
             "",
-            workload_info(workload).description + ".",
+            escape_markdown(workload_info(workload).description) + ".",
             "",
             markdown_table(cells, TABLE_COLUMNS),
             "",
@@ -327,7 +332,7 @@ def build_report(
         for path in plot_paths:
             if path.parent.name == workload:
                 rel = os.path.relpath(path, report_dir)
-                out += [f"![{workload} {path.stem}]({rel})", ""]
+                out += [f"![{escape_markdown(workload)} {path.stem}]({rel})", ""]
 
     training = summary[summary["mode"] == "train"]
     if not training.empty:
@@ -340,7 +345,7 @@ def build_report(
             "",
         ]
         for workload, cells in training_speedups(training).groupby("workload", sort=False):
-            out += [f"#### {workload}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
+            out += [f"#### {escape_markdown(workload)}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
     out += profile_section(profiles)
 
     not_ok = summary[summary["status"] != "ok"]
@@ -349,13 +354,14 @@ def build_report(
         out += ["None: every cell is `ok`.", ""]
     else:
         for status, group in not_ok.groupby("status"):
-            out += [f"### {status}", "", "| cell | reason |", "|---|---|"]
+            out += [f"### {escape_markdown(status)}", "", "| cell | reason |", "|---|---|"]
             for row in group.itertuples(index=False):
                 cell = (
                     f"{row.workload} {row.engine} {row.precision} {row.device} "
                     f"b{row.batch_size} s{row.seq_len} t{row.threads}"
                 )
-                out.append(f"| {cell} | {str(row.reason).replace('|', '/').splitlines()[0][:300]} |")
+                reason = str(row.reason).splitlines()[0][:300]  # cut before escaping: no reference is cut in two
+                out.append(f"| {escape_markdown(cell)} | {escape_markdown(reason)} |")
             out.append("")
     return "\n".join(out)
 

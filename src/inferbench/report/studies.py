@@ -20,6 +20,7 @@ from inferbench.analysis.comparison import BOUNDARY_LABELS, rate_at
 from inferbench.analysis.uncertainty import verdict
 from inferbench.measure.percentiles import samples_needed, study_percentiles
 from inferbench.report.tables import fmt, fmt_ms, intervals, markdown_table, recipe
+from inferbench.report.text import escape_markdown, inline_code
 from inferbench.workloads import workload_info
 
 #: plots shown in a study's section, by layout (the files are made per workload, see report.plots)
@@ -58,7 +59,7 @@ def _pivot(frame: pd.DataFrame, index: Sequence[tuple[str, str]], value: str, un
     table = frame.pivot_table(index=[c for c, _ in index], columns="label", values=value, aggfunc="first")
     table = table.reindex(sorted(table.columns), axis=1)
     show = fmt_ms if unit == "ms" else fmt
-    lines = ["| " + " | ".join([*(t for _, t in index), *table.columns]) + " |"]
+    lines = ["| " + " | ".join([*(t for _, t in index), *map(escape_markdown, table.columns)]) + " |"]
     lines.append("|" + "|".join("---" for _ in range(len(index) + len(table.columns))) + "|")
     for key, values in table.iterrows():
         key = key if isinstance(key, tuple) else (key,)
@@ -77,7 +78,7 @@ def _peak_mb(frame: pd.DataFrame) -> pd.Series:
 def _one_device_note(ok: pd.DataFrame, what: str) -> list[str]:
     devices = sorted(ok["device"].unique())
     if len(devices) == 1:
-        return [f"- Only {devices[0]} cells were measured in this run: {what} needs both devices."]
+        return [f"- Only {escape_markdown(devices[0])} cells were measured in this run: {what} needs both devices."]
     return []
 
 
@@ -85,7 +86,7 @@ def _verdict(row: Any) -> str:
     """How the fastest cell's margin over the runner-up holds (best_cells' verdict), in a few words."""
     if row.runner_up is None or pd.isna(row.margin):
         return ""
-    return f", {fmt(float(row.margin))}× ahead of {row.runner_up} ({row.verdict})"
+    return f", {fmt(float(row.margin))}× ahead of {escape_markdown(row.runner_up)} ({row.verdict})"
 
 
 def by_batch_section(cells: pd.DataFrame) -> list[str]:
@@ -94,21 +95,23 @@ def by_batch_section(cells: pd.DataFrame) -> list[str]:
     ok = decisions.measured(cells)
     out: list[str] = _one_device_note(ok, "the CPU/GPU crossover")
     for cross in decisions.cpu_gpu_crossovers(cells).itertuples():
-        out.append(f"- **{cross.workload}**: {cross.verdict} (end-to-end p50 per item, each device's best engine).")
+        workload = escape_markdown(cross.workload)
+        out.append(f"- **{workload}**: {cross.verdict} (end-to-end p50 per item, each device's best engine).")
     e2e = ok.assign(p50_e2e=decisions.e2e_p50_ms(ok))
     ok = e2e.assign(per_item_ms=e2e["p50_e2e"] / e2e["batch_size"], e2e_items_per_s=rate_at(e2e, "end_to_end"))
     for workload, frame in ok.groupby("workload", sort=False):
         best = frame.loc[frame.groupby("batch_size")["per_item_ms"].idxmin()]
-        fastest = "; ".join(f"b{r.batch_size}: {_label(r)}" for r in best.itertuples())
-        out.append(f"- **{workload}**, fastest per item at each batch (end to end): {fastest}.")
+        fastest = "; ".join(f"b{r.batch_size}: {escape_markdown(_label(r))}" for r in best.itertuples())
+        out.append(f"- **{escape_markdown(workload)}**, fastest per item at each batch (end to end): {fastest}.")
     out.append("")
     for workload, frame in ok.groupby("workload", sort=False):
+        name = escape_markdown(workload)
         out += [
-            f"**{workload}: p50 per item, end to end** (host arrays in, host arrays out, divided by the batch):",
+            f"**{name}: p50 per item, end to end** (host arrays in, host arrays out, divided by the batch):",
             "",
             _pivot(frame, [("batch_size", "batch")], "per_item_ms", unit="ms"),
             "",
-            f"**{workload}: items/s, end to end**:",
+            f"**{name}: items/s, end to end**:",
             "",
             _pivot(frame, [("batch_size", "batch")], "e2e_items_per_s"),
             "",
@@ -211,7 +214,7 @@ def engines_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p
     ok = ok.assign(peak_mb=_peak_mb(ok), own_fp32=own_fp32_ratio(ok), recipe=[recipe(r) for _, r in ok.iterrows()])
     out: list[str] = []
     for best in decisions.best_cells(cells).itertuples():
-        shape = f"{best.workload} b{best.batch_size}" + (f" s{best.seq_len}" if best.seq_len else "")
+        shape = f"{escape_markdown(best.workload)} b{best.batch_size}" + (f" s{best.seq_len}" if best.seq_len else "")
         gains = []
         row = ok[(ok["workload"] == best.workload) & (ok["batch_size"] == best.batch_size)
                  & (ok["seq_len"] == best.seq_len) & (ok["engine"] == best.engine)
@@ -221,7 +224,7 @@ def engines_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p
         if _known(row.get("own_fp32")):
             gains.append(f"{fmt(float(row['own_fp32']))}× its own fp32")
         bound = f", {best.bound}-bound" if isinstance(best.bound, str) else ""
-        variant = f"{best.engine} {best.precision} {best.device}"
+        variant = escape_markdown(f"{best.engine} {best.precision} {best.device}")
         out.append(
             f"- **{shape}**: fastest {variant} ({BOUNDARY_LABELS[best.boundary]}{bound})"
             + "".join(f", {g}" for g in gains)
@@ -230,7 +233,7 @@ def engines_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p
         )
     out.append("")
     for (workload, batch, seq), frame in ok.groupby(["workload", "batch_size", "seq_len"], sort=True):
-        shape = f"{workload}, batch {batch}" + (f", sequence {seq}" if seq else "")
+        shape = f"{escape_markdown(workload)}, batch {batch}" + (f", sequence {seq}" if seq else "")
         table = markdown_table(frame.sort_values("latency_p50_ms"), engine_columns(percentiles))
         out += [f"**{shape}** (mean and percentiles at each cell's own boundary, column `boundary`):", "", table, ""]
     out += [
@@ -297,7 +300,8 @@ def seq_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p90",
         for (workload, device), series in fitted.groupby(["workload", "device"], sort=False):
             low, high = series["exponent"].min(), series["exponent"].max()
             spread = f"{fmt(low)}" if abs(high - low) < 0.005 else f"{fmt(low)} to {fmt(high)}"
-            out.append(f"- **{workload} on {device}**: p50 grows as length^k, k = {spread} ({len(series)} series).")
+            series_of = escape_markdown(f"{workload} on {device}")
+            out.append(f"- **{series_of}**: p50 grows as length^k, k = {spread} ({len(series)} series).")
     if not scaling.empty and len(fitted) < len(scaling):
         lengths = int(scaling["points"].max())
         out.append(
@@ -307,15 +311,15 @@ def seq_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p90",
     if not gap.empty:
         for workload, frame in gap.groupby("workload", sort=False):
             out.append(
-                f"- **{workload}**: the GPU is {fmt(frame['gap'].min())}× to {fmt(frame['gap'].max())}× faster than "
-                "the CPU end to end (each device's best engine)."
+                f"- **{escape_markdown(workload)}**: the GPU is {fmt(frame['gap'].min())}× to "
+                f"{fmt(frame['gap'].max())}× faster than the CPU end to end (each device's best engine)."
             )
     out.append("")
     for workload, frame in ok.groupby("workload", sort=False):
         frame = frame.sort_values(["batch_size", "seq_len", "device", "engine"])
         out += [
-            f"**{workload}** ({', '.join(percentiles)} at each cell's own boundary, column `boundary`; "
-            f"{_percentile_note(percentiles)}):",
+            f"**{escape_markdown(workload)}** ({', '.join(percentiles)} at each cell's own boundary, column "
+            f"`boundary`; {_percentile_note(percentiles)}):",
             "",
             markdown_table(frame, seq_columns(percentiles)),
             "",
@@ -398,12 +402,14 @@ def training_section(cells: pd.DataFrame, engine_order: Sequence[str] = ()) -> l
     out: list[str] = []
     for row in rated.itertuples(index=False):
         if _known(row.speedup_vs_cpu):
-            out.append(f"- {row.workload} {row.engine} {row.precision} b{row.batch_size}: the GPU trains "
-                       f"{fmt(row.speedup_vs_cpu)}× the items/s of the CPU.")  # fmt: skip
+            cell = escape_markdown(f"{row.workload} {row.engine} {row.precision} b{row.batch_size}")
+            out.append(f"- {cell}: the GPU trains {fmt(row.speedup_vs_cpu)}× the items/s of the CPU.")
     for row in rated.itertuples(index=False):
         if _known(row.speedup_vs_baseline) and not str(row.baseline).startswith(f"{row.engine} {row.precision} "):
-            out.append(f"- {row.workload} b{row.batch_size} on {row.device}: {row.engine} {row.precision} trains "
-                       f"{fmt(row.speedup_vs_baseline)}× the items/s of the baseline {row.baseline}.")  # fmt: skip
+            shape = escape_markdown(f"{row.workload} b{row.batch_size} on {row.device}")
+            variant, baseline = escape_markdown(f"{row.engine} {row.precision}"), escape_markdown(row.baseline)
+            out.append(f"- {shape}: {variant} trains {fmt(row.speedup_vs_baseline)}× the items/s of the baseline "
+                       f"{baseline}.")  # fmt: skip
     out += [
         "",
         "One timed call is one training iteration on a staged batch (`torch_train`: forward, loss, backward, "
@@ -413,7 +419,7 @@ def training_section(cells: pd.DataFrame, engine_order: Sequence[str] = ()) -> l
         "",
     ]
     for workload, frame in rated.groupby("workload", sort=False):
-        out += [f"**{workload}**:", "", markdown_table(frame, TRAINING_COLUMNS), ""]
+        out += [f"**{escape_markdown(workload)}**:", "", markdown_table(frame, TRAINING_COLUMNS), ""]
     return out
 
 
@@ -434,11 +440,13 @@ def study_section(
     """The section of one study: question, computed answer, tables, plots, and what did not run."""
     cells = study_rows(summary, study)
     layout = study.get("layout", "engines")
-    out = [f"## Study `{name}`", ""]
+    # name, description and question are the config's own words: escaped, so that they show as typed
+    out = [f"## Study {inline_code(name)}", ""]
     if study.get("description"):
-        out += [study["description"][0].upper() + study["description"][1:] + ".", ""]
+        description = escape_markdown(study["description"])
+        out += [description[:1].upper() + description[1:] + ".", ""]
     if study.get("question"):
-        out += [f"**Question:** {study['question']}", ""]
+        out += [f"**Question:** {escape_markdown(study['question'])}", ""]
     if cells.empty:
         needs = " (it needs a GPU)" if study.get("requires_gpu") else ""
         return [*out, f"No cell of this study ran on this machine{needs}.", ""]
@@ -452,7 +460,7 @@ def study_section(
         out += ["No cell of this study produced a valid measurement.", ""]
     for path in plots:
         if path.parent.name in study["workloads"] and path.name in LAYOUT_PLOTS[layout]:
-            out += [f"![{path.parent.name} {path.stem}]({os.path.relpath(path, report_dir)})", ""]
+            out += [f"![{escape_markdown(path.parent.name)} {path.stem}]({os.path.relpath(path, report_dir)})", ""]
     not_ok = cells[cells["status"] != "ok"]
     if not not_ok.empty:
         counts = ", ".join(f"{n} {s}" for s, n in not_ok["status"].value_counts().items())

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from inferbench.engines.registry import COMPUTATION_KEYS
+from inferbench.report.text import escape_markdown
 
 
 def _significant(value: float, digits: int = 3) -> str:
@@ -84,6 +85,13 @@ def cell_text(column: str, value: Any) -> str:
     return fmt(value)
 
 
+def _cell(column: str, value: Any) -> str:
+    """``cell_text``, escaped where the value is text (names from the config or the records, reasons):
+    the package's numbers need no escaping, and text must neither split the row nor become markup."""
+    text = cell_text(column, value)
+    return escape_markdown(text) if isinstance(value, str) else text
+
+
 def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
     if "latency_p50_ci95_low_ms" in frame:
         frame = frame.assign(
@@ -92,8 +100,7 @@ def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> s
     lines = ["| " + " | ".join(title for _, title in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in frame.itertuples(index=False):
         values = row._asdict()
-        cells = [cell_text(col, values.get(col)).replace("|", "/") for col, _ in columns]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(_cell(col, values.get(col)) for col, _ in columns) + " |")
     return "\n".join(lines)
 
 
