@@ -50,7 +50,7 @@ def test_every_preset_selects_defined_studies_and_every_seed_study_is_in_full():
     for name in names:
         run = preset_config(name)["run"]
         assert set(run) <= set(base["studies"]), name
-        if name not in ("full", "repeatability"):
+        if name not in ("full", "repeatability", "peak"):  # studies of their own, not seed studies
             seed_studies |= set(run)
         for study in run:  # every study of a preset says what it answers and how its section looks
             assert base["studies"][study].get("question"), study
@@ -117,7 +117,7 @@ def test_full_preset_reuses_the_cells_already_measured_and_has_every_section(wor
     assert "No cell of this study ran on this machine (it needs a GPU)." in section(report, "vision_fp16")
 
 
-@pytest.mark.parametrize("name", ["vision_fp16", "gpu_efficiency"])
+@pytest.mark.parametrize("name", ["vision_fp16", "gpu_efficiency", "peak"])
 def test_gpu_only_presets_stop_with_a_clear_message_on_a_cpu_machine(tmp_path, name):
     import torch
 
