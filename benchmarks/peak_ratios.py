@@ -23,6 +23,10 @@ import pandas as pd
 WORKLOADS = {"resnet50": "resnet50", "vit_base_patch16_224": "vit_b16"}
 
 
+#: the flags benchmarks/peak_side_by_side.sh gives timm_benchmark.py (its result file does not repeat them)
+TIMM_FLAGS = "--precision float16 --channels-last --torchcompile"
+
+
 def ratios(summary: pd.DataFrame, timm_results: list[dict]) -> tuple[str, list[dict]]:
     lines, rows = [], []
     for timm in timm_results:
@@ -31,8 +35,7 @@ def ratios(summary: pd.DataFrame, timm_results: list[dict]) -> tuple[str, list[d
         cells = summary[(summary.workload == workload) & (summary.batch_size == batch) & (summary.device == "cuda")]
         lines += [
             f"### {workload}, batch {batch}: timm benchmark.py {timm_rate:,.0f} img/s "
-            f"({timm.get('infer_step_time')} ms/step, {timm.get('precision')}, "
-            f"channels-last {timm.get('channels_last')}, compile {timm.get('torchcompile')})",
+            f"({timm.get('infer_step_time')} ms/step; {TIMM_FLAGS})",
             "",
             "| engine | precision | status | img/s | × timm | p50 ms | process spread % | parity rel. L2 | bound |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
