@@ -14,19 +14,25 @@ export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > "$out/gpu.csv"
 
+# CONTINUE=1: a second call on the same machine finishes a workflow run cut off by the time limit
+# (timm's results kept in /tmp/peak_timm)
+mkdir -p /tmp/peak_timm
 for model in resnet50 vit_base_patch16_224; do
+  [ "${CONTINUE:-0}" = 1 ] && break
   start=$(date +%s)
   python3 .anchors/timm_benchmark.py --bench inference --no-retry -m "$model" --img-size 224 -b 256 \
     --precision float16 --channels-last --torchcompile --num-warm-iter 10 --num-bench-iter 50 \
-    --results-file "$out/timm_$model.json" --results-format json > "$out/timm_$model.log" 2>&1
-  echo "timm $model rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a "$out/timing.txt"
+    --results-file "/tmp/peak_timm/timm_$model.json" --results-format json > "/tmp/peak_timm/timm_$model.log" 2>&1
+  echo "timm $model rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a /tmp/peak_timm/timing.txt
 done
+cp /tmp/peak_timm/timing.txt "$out/"
+snakemake --unlock --configfile config/studies/peak.yaml > /dev/null 2>&1
 
 start=$(date +%s)
-timeout -k 15 "$limit" snakemake --cores 16 --resources gpu=1 --configfile config/studies/peak.yaml \
+timeout -k 15 "$limit" snakemake --cores 16 --resources gpu=1 --rerun-incomplete --configfile config/studies/peak.yaml \
   > "$out/snakemake.log" 2>&1
 echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a "$out/timing.txt"
 cp results/summary.csv results/report.md "$out/" 2>/dev/null
 tar czf "$out/cells.tgz" results/cells logs 2>/dev/null
-python3 benchmarks/peak_ratios.py --summary results/summary.csv "$out"/timm_*.json --out-json "$out/ratios.json" \
+python3 benchmarks/peak_ratios.py --summary results/summary.csv /tmp/peak_timm/timm_*.json --out-json "$out/ratios.json" \
   | tee "$out/ratios.md"
