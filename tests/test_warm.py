@@ -39,17 +39,23 @@ def fake_job(argv: list[str]) -> int:
     return int(argv[1])
 
 
-@pytest.fixture
-def server(tmp_path):
-    path = tmp_path / "warm.sock"
+def start_server(path: Path, poll_s: float = 0.05) -> multiprocessing.Process:
+    """A server (importing only json, running fake_job) listening at ``path``."""
     process = multiprocessing.get_context("fork").Process(
-        target=warm.serve, args=(path, ("json",), fake_job, os.getpid(), 0.05), daemon=True
+        target=warm.serve, args=(path, ("json",), fake_job, os.getpid(), poll_s), daemon=True
     )
     process.start()
     deadline = time.monotonic() + 20
     while not path.exists():
         assert time.monotonic() < deadline, "the server did not start listening"
         time.sleep(0.02)
+    return process
+
+
+@pytest.fixture
+def server(tmp_path):
+    path = tmp_path / "warm.sock"
+    process = start_server(path)
     yield path
     os.kill(process.pid, signal.SIGTERM)
     process.join(10)
@@ -148,12 +154,7 @@ def test_a_malformed_request_is_refused_and_the_server_keeps_serving(server, tmp
 
 def test_a_job_child_dies_with_the_server(tmp_path):
     path = tmp_path / "warm.sock"
-    server = multiprocessing.get_context("fork").Process(
-        target=warm.serve, args=(path, ("json",), fake_job, os.getpid(), 0.05), daemon=True
-    )
-    server.start()
-    while not path.exists():
-        time.sleep(0.02)
+    server = start_server(path)
     pid_file = tmp_path / "child.pid"
     client = job(path, "run-cell", "sleep", cwd=tmp_path, PID_FILE=str(pid_file))
     while not pid_file.exists() or not pid_file.read_text():
@@ -179,12 +180,7 @@ def test_the_socket_lives_in_a_directory_only_its_user_can_enter():
 
 def test_a_finished_child_wakes_the_server_at_once(tmp_path):
     path = tmp_path / "warm.sock"
-    slow_poll = multiprocessing.get_context("fork").Process(
-        target=warm.serve, args=(path, ("json",), fake_job, os.getpid(), 120.0), daemon=True
-    )
-    slow_poll.start()
-    while not path.exists():
-        time.sleep(0.02)
+    slow_poll = start_server(path, poll_s=120.0)
     try:  # without SIGCHLD waking it, the server would notice the child only at its next 120 s poll
         assert job(path, "run-cell", "6", cwd=tmp_path).wait(60) == 6
     finally:
