@@ -1,7 +1,6 @@
 """Bad input and faults, as an attacker or an unlucky user brings them (issue 16): no shell from the
-config, no code from a checkpoint, nothing stuck behind a damaged file, nothing measured thrown away,
-no process outliving its job. Bad data files are in test_hardening_data.py, report text in
-test_hardening_report.py."""
+config, no code from a checkpoint, no silently wrong data, nothing stuck behind a damaged file,
+nothing measured thrown away, no process outliving its job. Text in reports: test_hardening_report.py."""
 
 from __future__ import annotations
 
@@ -136,6 +135,94 @@ def test_arch_keys_are_those_the_builder_takes(workload, arch, message):
 
     with pytest.raises(ValueError, match=message):
         create_model(workload, **arch)
+
+
+# --- 3. nothing silently wrong ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def heart_file(tmp_path_factory) -> Path:
+    from inferbench.data import heart
+
+    return heart.generate(tmp_path_factory.mktemp("heart"))
+
+
+def _edited_heart(heart_file: Path, tmp_path: Path, edit) -> Path:
+    lines = heart_file.read_bytes().splitlines(keepends=True)
+    bad = tmp_path / "processed.cleveland.data"
+    bad.write_bytes(b"".join(edit(lines)))
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda ls: [*ls[:4], ls[4].rsplit(b",", 1)[0] + b"\n", *ls[5:]], r", line 5: 13 values, expected 14"),
+        (lambda ls: [*ls[:6], ls[6].rstrip() + b",1.0\n", *ls[7:]], r", line 7: 15 values, expected 14"),
+        (lambda ls: [*ls[:9], ls[9].rsplit(b",", 1)[0] + b",?\n", *ls[10:]], r", line 10: no target"),
+        (lambda ls: [*ls[:2], b"63.0,1.0,\xff\xfe\n", *ls[3:]], r": not a text file \(undecodable byte b'\\xff' at"),
+        (lambda ls: [], r": the file is empty"),
+        (lambda ls: [b"\n", b"  \n"], r": the file is empty"),
+    ],
+    ids=["short row", "long row", "missing target", "not UTF-8", "empty", "blank lines"],
+)
+def test_a_bad_heart_file_is_named_with_its_line(heart_file, tmp_path, edit, message):
+    from inferbench.data import heart
+
+    bad = _edited_heart(heart_file, tmp_path, edit)
+    with pytest.raises(ValueError, match=re.escape(str(bad)) + message):
+        heart.clean(bad)
+
+
+def test_a_bad_heart_file_stops_prepare_data_with_its_name(heart_file, tmp_path, capsys):
+    bad = _edited_heart(heart_file, tmp_path, lambda ls: [*ls[:4], ls[4].rsplit(b",", 1)[0] + b"\n", *ls[5:]])
+    out = tmp_path / "heart.parquet"
+    args = [
+        "--raw",
+        str(bad),
+        "--out",
+        str(out),
+        "--encoders",
+        str(tmp_path / "e.json"),
+        "--stats",
+        str(tmp_path / "s.json"),
+    ]
+    assert cli.main(["prepare-data", "--dataset", "heart", "--source", "uci", *args]) == 2
+    assert f"{bad}, line 5: 13 values, expected 14" in capsys.readouterr().err
+    assert not out.exists(), "nothing is written from a bad file"
+
+
+@pytest.fixture(scope="module")
+def lendingclub_header(tmp_path_factory) -> bytes:
+    import gzip
+
+    from inferbench.data import lendingclub
+
+    raw = lendingclub.generate(tmp_path_factory.mktemp("lc"), rows=200)
+    with gzip.open(raw, "rb") as fh:
+        return fh.readline()
+
+
+def test_a_lendingclub_file_with_no_loans_stops_cleaning(lendingclub_header, tmp_path):
+    import gzip
+
+    from inferbench.data import lendingclub
+
+    header_only = tmp_path / "accepted_2007_to_2018Q4.csv.gz"
+    header_only.write_bytes(gzip.compress(lendingclub_header))
+    with pytest.raises(ValueError, match=re.escape(str(header_only)) + r": no loans left to train on \(0 rows read"):
+        lendingclub.clean(header_only)
+
+
+def test_a_lendingclub_file_that_is_not_text_is_named(lendingclub_header, tmp_path):
+    import gzip
+
+    from inferbench.data import lendingclub
+
+    garbled = tmp_path / "accepted_2007_to_2018Q4.csv.gz"
+    garbled.write_bytes(gzip.compress(lendingclub_header + b"\xff\xfe\xfa," * 40 + b"\n"))
+    with pytest.raises(ValueError, match=re.escape(str(garbled)) + r": not UTF-8 text after decompression"):
+        lendingclub.clean(garbled)
 
 
 # --- 4. nothing stuck behind a damaged file ------------------------------------------------------

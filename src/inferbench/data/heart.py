@@ -8,6 +8,7 @@ category), so all 303 rows are used.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -80,14 +81,38 @@ def generate(out_dir: str | Path, seed: int = 0) -> Path:
     return path
 
 
+#: what to do about a raw file that is not as published
+REMEDY = "delete it and re-run: the workflow downloads (or generates) it again"
+
+
 def read_raw(path: str | Path) -> pd.DataFrame:
-    frame = pd.read_csv(path, header=None, na_values="?")
-    if frame.shape[1] != len(COLUMNS) or frame.empty:
+    """The raw rows, checked: text, every row with its 14 values, a target on each (errors name the
+    file and the line, counted from 1, as an editor shows it)."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
         raise ValueError(
-            f"{path}: expected rows of {len(COLUMNS)} comma-separated values ({', '.join(COLUMNS)}), "
-            f"found {frame.shape[1]} columns in {len(frame)} rows"
-        )
+            f"{path}: not a text file (undecodable byte {error.object[error.start : error.start + 1]!r} at "
+            f"offset {error.start}); expected UCI's {RAW_FILE}: {REMEDY}"
+        ) from None
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        raise ValueError(f"{path}: the file is empty; expected UCI's {RAW_FILE}: {REMEDY}")
+    for number, line in lines:  # pandas would pad a short row with missing values: a silent target 0
+        values = line.count(",") + 1
+        if values != len(COLUMNS):
+            raise ValueError(
+                f"{path}, line {number}: {values} values, expected {len(COLUMNS)} ({', '.join(COLUMNS)}): {REMEDY}"
+            )
+    frame = pd.read_csv(io.StringIO(text), header=None, na_values="?")
     frame.columns = list(COLUMNS)
+    missing_target = [lines[i][0] for i in np.flatnonzero(frame["num"].isna().to_numpy())]
+    if missing_target:
+        raise ValueError(
+            f"{path}, line {missing_target[0]}: no target (`num` is missing) on {len(missing_target)} row(s), "
+            f"lines {', '.join(map(str, missing_target[:10]))}: {REMEDY}"
+        )
     non_numeric = [c for c in COLUMNS if not pd.api.types.is_numeric_dtype(frame[c])]
     if non_numeric:
         raise ValueError(f"{path}: non-numeric values (other than '?') in columns {', '.join(non_numeric)}")

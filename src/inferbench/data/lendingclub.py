@@ -226,6 +226,8 @@ def _check_header(path: Path) -> None:
     try:
         with gzip.open(path, "rt", newline="") as fh:
             header = next(csv.reader([fh.readline()]), [])
+    except UnicodeDecodeError as error:
+        raise ValueError(_not_text(path, error)) from None
     except (EOFError, OSError, zlib.error) as error:
         raise ValueError(f"{path}: unreadable gzip data ({error}): download the file again") from None
     missing = [c for c in USED_COLUMNS if c not in header]
@@ -264,6 +266,13 @@ _CATEGORY_COLUMNS = [
 ]
 
 
+def _not_text(path: Path, error: UnicodeDecodeError) -> str:
+    return (
+        f"{path}: not UTF-8 text after decompression (undecodable byte "
+        f"{error.object[error.start : error.start + 1]!r}): download the file again, or delete it"
+    )
+
+
 def read_raw(path: str | Path) -> pd.DataFrame:
     """Read only the used columns, with compact dtypes (the real file is 2.26 M rows x 151 columns)."""
     path = Path(path)
@@ -271,6 +280,8 @@ def read_raw(path: str | Path) -> pd.DataFrame:
     dtypes = {"id": "string", **dict.fromkeys(_CATEGORY_COLUMNS, "category")}
     try:
         return pd.read_csv(path, usecols=USED_COLUMNS, dtype=dtypes, low_memory=False)
+    except UnicodeDecodeError as error:
+        raise ValueError(_not_text(path, error)) from None
     except EOFError:
         raise ValueError(f"{path}: truncated (the gzip stream ends early): download the file again") from None
     except (OSError, zlib.error) as error:
@@ -320,6 +331,12 @@ def clean(
         },
         index=loans.index,
     )
+    if derived.empty:  # training on nothing would "succeed" with an AUC of NaN
+        raise ValueError(
+            f"{raw_path}: no loans left to train on ({rows_raw} rows read, {rows_loans} with a loan id, "
+            f"statuses {status_counts or 'none'}; kept: {', '.join(TARGET_BY_STATUS)}): the file holds no "
+            "finished loans; download it again (or delete it so that the workflow makes it again)"
+        )
     encoder = TabularEncoder.fit(derived, NUMERIC, CATEGORICAL)
     features = encoder.transform(derived).reset_index(drop=True)
     features["target"] = target.to_numpy()
