@@ -294,6 +294,7 @@ def prepare_engine(
     engine.run(staged)
     engine.synchronize()
     cold["first_call"] = time.perf_counter() - start
+    engine.attention = engine.attention_kernel(staged)
     return engine, batches, cold | engine.cold_start_s
 
 
@@ -398,7 +399,7 @@ def _measure_cell(
             **{k: e2e_stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
         },
         cold_start_s=cold,
-        engine=engine.describe(),
+        engine=engine.describe() | {"attention": engine.attention},
         environment=fingerprint(include_gpu=key.device == "cuda"),
     )
     return record, {"device": result.samples_s, "end_to_end": e2e_samples}

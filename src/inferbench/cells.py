@@ -174,6 +174,8 @@ class CellRecord:
             "engine_impl": self.engine_impl,
             "mode": self.mode,
             **self.computation,
+            # which attention kernel ran (inferbench.measure.attention), where the engine says
+            "attention_kernel": (self.engine.get("attention") or {}).get("kernel"),
             "status": self.status,
             "reason": self.reason,
             "timing": self.timing,

@@ -132,6 +132,16 @@ def cmd_export_onnx(args: argparse.Namespace) -> None:
     log.info("exported: %s", json.dumps(report))
 
 
+def cmd_fuse_onnx(args: argparse.Namespace) -> None:
+    from inferbench.fsutil import write_json
+    from inferbench.models.fusions import export_fused
+    from inferbench.models.registry import load_checkpoint
+    from inferbench.workloads import workload_info
+
+    spec, _ = load_checkpoint(args.checkpoint)
+    write_json(args.report, export_fused(spec, workload_info(spec.name).kind, args.out))
+
+
 def cmd_convert_onnx(args: argparse.Namespace) -> None:
     from inferbench.fsutil import write_json
     from inferbench.models.export import convert_fp16, quantize_int8
@@ -374,6 +384,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--report", type=Path, required=True)
     p.set_defaults(func=cmd_export_onnx, lock=True)
+
+    p = sub.add_parser(
+        "fuse-onnx", help="export a checkpoint for ONNX Runtime's transformer fusions, fuse, check parity"
+    )
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--report", type=Path, required=True)
+    p.set_defaults(func=cmd_fuse_onnx, lock=True)
 
     p = sub.add_parser("convert-onnx", help="make the int8 (dynamic quantization) or fp16 variant of an export")
     p.add_argument("--to", choices=["int8", "fp16"], required=True)

@@ -115,7 +115,7 @@ def cell_inputs(wildcards):
     if artifact == "checkpoint":
         inputs["artifact"] = f"results/models/{wildcards.workload}.pt"
     elif artifact == "onnx":
-        inputs["artifact"] = onnx_path(impl, wildcards.workload, wildcards.precision)
+        inputs["artifact"] = onnx_path(impl, wildcards.workload, wildcards.precision, variant(wildcards))
     elif artifact == "trt_plan" and TRT_TARGET and wildcards.device == "cuda":
         # without TensorRT there is nothing to build: the cell runs without a plan and records why
         inputs["artifact"] = str(

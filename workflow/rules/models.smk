@@ -57,19 +57,36 @@ rule export_onnx:
         " --out {output.onnx:q} --report {output.report:q} > {log:q} 2>&1"
 
 
+rule fuse_onnx:
+    input:
+        "results/models/{workload}.pt",
+    output:
+        onnx="results/onnx/{workload}.fused.onnx",
+        report="results/onnx/{workload}.fused.json",
+    threads: 2
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/fuse_onnx/{workload}.log",
+    shell:
+        "python -m inferbench fuse-onnx --checkpoint {input:q} --out {output.onnx:q} --report {output.report:q}"
+        " > {log:q} 2>&1"
+
+
 rule onnx_variant:
     input:
-        "results/onnx/{workload}.onnx",
+        "results/onnx/{workload}{export}.onnx",
     output:
-        onnx="results/onnx/{workload}.{variant}.onnx",
-        report="results/onnx/{workload}.{variant}.json",
+        onnx="results/onnx/{workload}{export}.{variant}.onnx",
+        report="results/onnx/{workload}{export}.{variant}.json",
     wildcard_constraints:
+        export=r"|\.fused",
         variant="int8|fp16",
     threads: 2
     conda:
         "../../envs/torch.yaml"
     log:
-        "logs/onnx_variant/{workload}.{variant}.log",
+        "logs/onnx_variant/{workload}{export}.{variant}.log",
     shell:
         "python -m inferbench convert-onnx --to {wildcards.variant:q} --source {input:q}"
         " --out {output.onnx:q} --report {output.report:q} > {log:q} 2>&1"

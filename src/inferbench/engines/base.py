@@ -54,6 +54,8 @@ class Engine(ABC):
         self.items_per_call: int | None = None
         #: the workload's processed dataset, set by the runner for engines that need it (before prepare)
         self.dataset: Path | None = None
+        #: which attention kernel a call runs, set by the runner after the first call (``attention_kernel``)
+        self.attention: dict[str, str | None] = {"kernel": None, "source": None}
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
@@ -87,6 +89,11 @@ class Engine(ABC):
 
         staged = self.stage(batch)
         return torch_profile(lambda: self.run(staged), self.synchronize, n_calls, out_dir, self.device, top)
+
+    def attention_kernel(self, staged: Any) -> dict[str, str | None]:
+        """Which attention kernel a call on ``staged`` runs (inferbench.measure.attention) and how that
+        was found; called once after the first call, untimed. None for engines that do not say."""
+        return {"kernel": None, "source": None}
 
     def describe(self) -> dict[str, Any]:
         """Versions and the provider or device actually in use."""

@@ -50,14 +50,19 @@ def ort_distributions() -> list[str]:
 
 
 def onnx_build_costs(onnx: str | Path) -> dict[str, float]:
-    """Seconds spent making ``onnx`` (export, onnxsim, and the fp16/int8 conversion of a variant),
-    read from the reports the workflow writes beside it: they are part of an ORT cell's cold start."""
+    """Seconds spent making ``onnx`` (export, onnxsim or the fusions, and the fp16/int8 conversion of a
+    variant), read from the reports the workflow writes beside it: they are part of an ORT cell's cold
+    start. ``<workload>[.fused][.<variant>].onnx``: the plain export reports in ``<workload>.export.json``,
+    every other file in the file's name with ``.json``."""
     onnx = Path(onnx)
-    workload = onnx.name.split(".")[0]
-    costs: dict[str, float] = {}
-    reports = [(onnx.parent / f"{workload}.export.json", {"export_s": "export", "simplify_s": "simplify"})]
-    if onnx.name.count(".") > 1:  # <workload>.<variant>.onnx
+    workload, *rest = onnx.name.removesuffix(".onnx").split(".")
+    fused = rest[:1] == ["fused"]
+    base = onnx.parent / (f"{workload}.fused.json" if fused else f"{workload}.export.json")
+    base_keys = {"export_s": "export", "fuse_s" if fused else "simplify_s": "fuse" if fused else "simplify"}
+    reports = [(base, base_keys)]
+    if len(rest) > int(fused):  # a precision variant of the export
         reports.append((onnx.with_suffix(".json"), {"convert_s": "convert"}))
+    costs: dict[str, float] = {}
     for path, keys in reports:
         if path.exists():
             report = json.loads(path.read_text())
@@ -82,7 +87,10 @@ class OrtEngine(Engine):
     graph = "onnxruntime"
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
-        return super().computation(workload_kind) | {"precision_mode": ORT_PRECISION_MODES.get(self.precision)}
+        return super().computation(workload_kind) | {
+            "precision_mode": ORT_PRECISION_MODES.get(self.precision),
+            "fusions": self.options.get("fusions", False),
+        }
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
@@ -91,10 +99,16 @@ class OrtEngine(Engine):
     def provider_options(self) -> dict[str, Any]:
         return {}
 
+    #: symbolic dimensions (``batch``, ``seq``) fixed to the cell's values before the session is made
+    #: (engines that need static shapes set it in prepare)
+    fixed_dims: dict[str, int] | None = None
+
     def _session(self, profile_prefix: Path | None = None) -> Any:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
+        for name, value in (self.fixed_dims or {}).items():
+            options.add_free_dimension_override_by_name(name, value)
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         if self.threads > 0:
@@ -119,6 +133,7 @@ class OrtEngine(Engine):
         with self.cold_start("session"):
             self.session = self._session()
         self.cold_start_s |= onnx_build_costs(artifact)
+        self.operator_types = _operator_types(artifact)
         in_use = self.session.get_providers()
         if in_use[0] != self.provider:  # never fall back silently
             raise RuntimeError(f"asked for {self.provider}, ONNX Runtime uses {in_use}")
@@ -153,6 +168,15 @@ class OrtEngine(Engine):
             "intra_op_threads": self.threads,
         }
 
+    def attention_kernel(self, staged: Any) -> dict[str, str | None]:
+        """ONNX Runtime's fused attention operator, or the unfused MatMul/Softmax chain, from the graph
+        (which kernels the provider runs for them is not named here)."""
+        from inferbench.measure.attention import UNFUSED
+
+        fused = sorted({"Attention", "MultiHeadAttention"} & self.operator_types)
+        kernel = f"onnxruntime {fused[0]}" if fused else UNFUSED if "Softmax" in self.operator_types else None
+        return {"kernel": kernel, "source": "ONNX graph"}
+
 
 class OrtCpu(OrtEngine):
     impl = "ort_cpu"
@@ -161,7 +185,8 @@ class OrtCpu(OrtEngine):
 
 class OrtCuda(OrtEngine):
     """With ``io_binding`` (default) inputs and outputs stay on the GPU (boundary ``device``);
-    without, host arrays go in and come out on every call (boundary ``end_to_end``)."""
+    without, host arrays go in and come out on every call (boundary ``end_to_end``). With
+    ``cuda_graph`` the session is captured once in a CUDA graph and replayed."""
 
     impl = "ort_cuda"
     provider = "CUDAExecutionProvider"
@@ -174,22 +199,81 @@ class OrtCuda(OrtEngine):
         return super().computation(workload_kind) | {
             "io_binding": self.options["io_binding"],
             "tf32": self.options["tf32"] if self.precision == "fp32" else None,
+            "cuda_graph": self.options.get("cuda_graph", False),
+            "channels_last": self.options.get("prefer_nhwc", False) if workload_kind == "vision" else None,
         }
 
     def provider_options(self) -> dict[str, Any]:
         # the CUDA provider uses TF32 for fp32 matmuls and convolutions by default: fp32 means strict
         # fp32 unless the variant asks for TF32 (as the PyTorch engines)
         tf32 = self.precision != "fp32" or self.options["tf32"]
-        return {"device_id": 0, "use_tf32": int(tf32)}
+        options: dict[str, Any] = {
+            "device_id": 0,
+            "use_tf32": int(tf32),
+            "cudnn_conv_algo_search": self.options["cudnn_conv_algo_search"],
+            "prefer_nhwc": int(self.options["prefer_nhwc"]),
+        }
+        if self.options["cuda_graph"]:
+            # the session computes on our stream, so the copies into the graph's input buffers that
+            # run() issues on it come before the replay without a host synchronisation
+            options |= {"enable_cuda_graph": 1, "user_compute_stream": str(self.stream.cuda_stream)}
+        return options
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
+        self.cuda_graph = self.options["cuda_graph"]
+        if self.cuda_graph:
+            import torch
+
+            # a capture needs static shapes: with the symbolic dimensions fixed, ONNX Runtime folds the
+            # shape computations that would otherwise run on the CPU provider and stop the capture
+            self.fixed_dims = {
+                dim: int(example[spec.name].shape[axis])
+                for spec in inputs
+                for axis, dim in enumerate(spec.shape)
+                if isinstance(dim, str)
+            }
+            self.stream = torch.cuda.Stream()
         super().prepare(artifact, inputs, example)
         self.io_binding = self.options["io_binding"]
         if not self.io_binding:
             self.timing = "end_to_end"
             self.timing_description = "session.run with host arrays in and host arrays out (copies included)"
+        if self.cuda_graph:
+            self._bind_graph_buffers(example)
+            with self.cold_start("capture"):  # ONNX Runtime captures on an early run, then replays
+                for _ in range(3):
+                    self.run(self.stage(example))
+            self.timing_description = (
+                "a device-to-device copy of the staged inputs into the graph's input buffers, then one "
+                "run_with_iobinding that replays the captured CUDA graph; outputs left on the device"
+            )
+
+    def _bind_graph_buffers(self, example: dict[str, np.ndarray]) -> None:
+        """Input and output buffers at fixed device addresses (a graph replays on the addresses it was
+        captured with), allocated by PyTorch and bound by pointer."""
+        import torch
+
+        self.graph_inputs = {name: torch.from_numpy(np.ascontiguousarray(a)).cuda() for name, a in example.items()}
+        self.graph_binding = self.session.io_binding()
+        for name, tensor in self.graph_inputs.items():
+            self.graph_binding.bind_input(name, "cuda", 0, _numpy_dtype(tensor), tuple(tensor.shape), tensor.data_ptr())
+        self.graph_outputs = {}
+        for output in self.session.get_outputs():
+            shape = tuple(self.fixed_dims.get(d, d) if isinstance(d, str) else d for d in output.shape)
+            if not all(isinstance(d, int) for d in shape):
+                raise RuntimeError(
+                    f"cuda_graph needs static output shapes; {output.name} has {output.shape} with the "
+                    f"dimensions {self.fixed_dims} fixed"
+                )
+            tensor = torch.empty(shape, dtype=getattr(torch, _OUTPUT_DTYPES[output.type]), device="cuda")
+            self.graph_outputs[output.name] = tensor
+            self.graph_binding.bind_output(output.name, "cuda", 0, _numpy_dtype(tensor), shape, tensor.data_ptr())
 
     def stage(self, batch: dict[str, np.ndarray]) -> Any:
+        if self.cuda_graph:
+            import torch
+
+            return {name: torch.from_numpy(np.ascontiguousarray(a)).cuda() for name, a in batch.items()}
         if not self.io_binding:
             return super().stage(batch)
         import onnxruntime as ort
@@ -205,21 +289,47 @@ class OrtCuda(OrtEngine):
         return BoundInputs(binding, values)
 
     def run(self, staged: Any) -> Any:
+        if self.cuda_graph:
+            import torch
+
+            with torch.cuda.stream(self.stream):
+                for name, tensor in staged.items():
+                    self.graph_inputs[name].copy_(tensor, non_blocking=True)
+            self.session.run_with_iobinding(self.graph_binding)
+            return self.graph_outputs[self.output_names[0]]
         if not self.io_binding:
             return super().run(staged)
         self.session.run_with_iobinding(staged.binding)
         return staged.binding
 
     def synchronize(self) -> None:
-        pass  # the CUDA provider synchronises its stream at the end of every run
+        if self.cuda_graph:
+            self.stream.synchronize()
+        # otherwise nothing: the CUDA provider synchronises its stream at the end of every run
 
     def to_numpy(self, output: Any) -> np.ndarray:
+        if self.cuda_graph:
+            return output.float().cpu().numpy()
         if not self.io_binding:
             return super().to_numpy(output)
         return np.asarray(output.copy_outputs_to_cpu()[0], dtype=np.float32)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "io_binding": self.io_binding, "provider_options": self.provider_options()}
+        options = {k: v for k, v in self.provider_options().items() if k != "user_compute_stream"}
+        return {
+            **super().describe(),
+            "io_binding": self.io_binding,
+            "provider_options": options,
+            "fixed_dims": self.fixed_dims,
+        }
+
+
+#: ONNX Runtime's type names of the outputs a graph buffer may hold
+_OUTPUT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16"}
+
+
+def _numpy_dtype(tensor: Any) -> np.dtype:
+    return np.dtype(str(tensor.dtype).removeprefix("torch."))
 
 
 class OrtTensorRT(OrtCuda):
@@ -241,6 +351,13 @@ class OrtTensorRT(OrtCuda):
             "trt_timing_cache_enable": True,
             "trt_timing_cache_path": str(cache),
         }
+
+
+def _operator_types(path: Path) -> set[str]:
+    """The operator types of an ONNX file (a session does not expose its graph)."""
+    from inferbench.models.export import read_onnx
+
+    return {node.op_type for node in read_onnx(path).graph.node}
 
 
 def _unreadable_model(error: BaseException) -> bool:

@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
 
 #: what ``Engine.computation`` says of a cell, one summary column each: options that change what it computes
-COMPUTATION_KEYS = ("graph", "precision_mode", "channels_last", "compile_mode", "cuda_graph", "io_binding", "tf32")
+COMPUTATION_KEYS = (
+    "graph",
+    "precision_mode",
+    "channels_last",
+    "compile_mode",
+    "cuda_graph",
+    "io_binding",
+    "tf32",
+    "fusions",
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,8 @@ class Option:
     #: strings: a path relative to the working directory that stays inside it (what the job creates
     #: and writes there must not land anywhere a config string points)
     inside_workdir: bool = False
+    #: booleans: another boolean option of the same engine that must be true when this one is
+    requires: str | None = None
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not a valid setting of this option, or None."""
@@ -83,9 +94,31 @@ _TRAIN = {
     "mode": Option(str, "default", "torch.compile mode, with `compile: true`", _COMPILE_MODE),
     "lr": Option(float, 0.01, "SGD learning rate (momentum 0.9)", minimum=0, exclusive=True),
 }
+_ORT_FUSIONS = Option(
+    bool,
+    False,
+    "run ONNX Runtime's transformer fusions (onnxruntime.transformers.optimizer: Attention, SkipLayerNorm, "
+    "BiasGelu, EmbedLayerNorm) on an export made for them (TorchScript exporter, eager attention): "
+    "results/onnx/<workload>.fused.onnx",
+)
 _ORT_CUDA = {
     "io_binding": Option(bool, True, "inputs and outputs stay on the GPU (false: host arrays in and out, end to end)"),
     "tf32": _TF32,
+    "fusions": _ORT_FUSIONS,
+    "cuda_graph": Option(
+        bool,
+        False,
+        "capture the session in a CUDA graph and replay it (needs io_binding; the cell's shapes are fixed "
+        "with free-dimension overrides so that no node falls back to the CPU)",
+        requires="io_binding",
+    ),
+    "prefer_nhwc": Option(bool, False, "the CUDA provider's NHWC convolution kernels (channels-last)"),
+    "cudnn_conv_algo_search": Option(
+        str,
+        "EXHAUSTIVE",
+        "how the CUDA provider picks cuDNN convolution algorithms (EXHAUSTIVE is its default)",
+        ("EXHAUSTIVE", "HEURISTIC", "DEFAULT"),
+    ),
 }
 
 
@@ -182,6 +215,7 @@ ENGINES: dict[str, EngineInfo] = {
         "ONNX Runtime, CPU execution provider; int8 through dynamic quantization",
         {"int8": "int8"},
         libraries=("onnxruntime",),
+        options={"fusions": _ORT_FUSIONS},
     ),
     "ort_cuda": EngineInfo(
         "inferbench.engines.ort:OrtCuda",
@@ -250,9 +284,17 @@ ENGINES: dict[str, EngineInfo] = {
 }
 
 
-def onnx_path(impl: str, workload: str, precision: str) -> str:
-    variant = engine_info(impl).onnx_variants.get(precision)
-    return f"results/onnx/{workload}.{variant}.onnx" if variant else f"results/onnx/{workload}.onnx"
+#: the ONNX exports a cell can be prepared from: the plain one (torch.onnx dynamo exporter + onnxsim),
+#: or the one made for ONNX Runtime's transformer fusions (``fusions: true``)
+ONNX_EXPORTS = {"plain": "", "fused": ".fused"}
+
+
+def onnx_path(impl: str, workload: str, precision: str, variant: dict[str, Any] | None = None) -> str:
+    """The ONNX file a cell of ``impl`` (with the options of ``variant``) reads:
+    results/onnx/<workload>[.fused][.<precision variant>].onnx."""
+    export = ONNX_EXPORTS["fused" if (variant or {}).get("fusions") else "plain"]
+    converted = engine_info(impl).onnx_variants.get(precision)
+    return f"results/onnx/{workload}{export}{f'.{converted}' if converted else ''}.onnx"
 
 
 def engine_info(impl: str) -> EngineInfo:
@@ -277,6 +319,10 @@ def option_problems(impl: str, variant: dict[str, Any]) -> list[str]:
             problems.append(f"{key!r} is not an option of {impl}{elsewhere}; allowed keys: {allowed}")
         elif (problem := declared[key].problem(value)) is not None:
             problems.append(f"{key}: {problem} ({declared[key].help})")
+    effective = effective_options(impl, variant)
+    for key, option in declared.items():
+        if option.requires and effective[key] is True and effective.get(option.requires) is not True:
+            problems.append(f"{key}: true needs {option.requires}: true ({option.help})")
     return problems
 
 

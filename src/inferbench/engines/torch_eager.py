@@ -64,7 +64,24 @@ class TorchEngine(Engine):
             module = module.to(memory_format=torch.channels_last)
         if self.low_dtype is not None and self.precision_mode == "cast":
             module = module.to(self.low_dtype)
+        self.eager_module = module
         return module
+
+    def attention_kernel(self, staged: dict[str, torch.Tensor]) -> dict[str, str | None]:
+        """From one profiled call; a CUDA-graph replay dispatches no operators, so there the eager module
+        is probed: its kernels are the ones a graph of eager kernels replays, and Inductor keeps SDPA as
+        the same ATen call."""
+        from inferbench.measure.attention import profiled_attention
+
+        kernel = profiled_attention(lambda: self.run(staged), self.synchronize)
+        if kernel is not None or not self.computation("text")["cuda_graph"]:
+            return {"kernel": kernel, "source": "profiled call"}
+
+        def eager_call() -> torch.Tensor:
+            with torch.inference_mode(), self._autocast():
+                return self.eager_module(**staged)
+
+        return {"kernel": profiled_attention(eager_call, self.synchronize), "source": "eager module (graph replayed)"}
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         fp32 = self.precision == "fp32"

@@ -1,0 +1,118 @@
+"""The engine variants of the peak study that the CPU can check: ONNX Runtime's transformer fusions
+(export, fusion, parity, a cell on ort_cpu), the record of which attention kernel ran, the options of
+ORT CUDA's CUDA-graph path, and their validation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pytest
+
+from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell
+from inferbench.cells import CellKey
+from inferbench.engines.ort import onnx_build_costs
+from inferbench.engines.registry import load_engine_class, onnx_path, option_problems
+from inferbench.lock import MachineLock
+from inferbench.measure.attention import UNFUSED, classify
+from inferbench.models import create_model, make_inputs
+from inferbench.models.fusions import attention_shape, eager_attention, export_fused
+from inferbench.models.registry import save_checkpoint
+from inferbench.parity import make_reference
+
+FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
+BERT = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}
+
+
+@pytest.fixture(scope="module")
+def fused_bert(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fused")
+    spec = create_model("bert_base", **BERT)
+    save_checkpoint(spec, root / "bert_base.pt", seed=0)
+    (root / "bert_base.json").write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
+    report = export_fused(create_model("bert_base", **BERT), "text", root / "bert_base.fused.onnx")
+    (root / "bert_base.fused.json").write_text(json.dumps(report))
+    make_reference(root / "bert_base.pt", spec.inputs, seq_len=12, rows=2, out=root / "ref.npz")
+    return {"spec": spec, "root": root, "report": report}
+
+
+def test_fused_export_has_fused_attention_and_matches_pytorch(fused_bert):
+    report = fused_bert["report"]
+    # the fusions that ONNX Runtime's CUDA and CPU kernels make fast, on a 2-layer encoder
+    assert report["fused_operators"]["Attention"] == 2
+    assert report["fused_operators"]["SkipLayerNormalization"] == 4
+    assert report["eager_attention"] and (report["num_heads"], report["hidden_size"]) == (4, 64)
+    assert report["rel_l2"] < 1e-4 and report["fuse_s"] > 0
+    assert onnx_build_costs(fused_bert["root"] / "bert_base.fused.onnx") == {
+        "export": report["export_s"],
+        "fuse": report["fuse_s"],
+    }
+
+
+def test_fusion_patterns_need_eager_attention():
+    spec = create_model("bert_base", **BERT)
+    assert spec.module.model.config._attn_implementation == "sdpa"  # what the plain export runs
+    assert eager_attention(spec.module) and spec.module.model.config._attn_implementation == "eager"
+    assert attention_shape(create_model("resnet50", layers=[1, 1, 1, 1]).module) == (0, 0)
+
+
+def test_fused_cell_runs_on_ort_cpu_and_records_the_attention_operator(fused_bert):
+    root = fused_bert["root"]
+    key = CellKey("bert_base", "ort_cpu_fused", "fp32", "cpu", 2, 12, 1)
+    variant = {"engine": "ort_cpu", "fusions": True}
+    inputs = CellInputs(root / "bert_base.json", root / "bert_base.fused.onnx", root / "ref.npz")
+    out = root / "cell.json"
+    record = run_cell(key, variant, inputs, FAST, out, MachineLock(root / "lock"), {"max_rel_l2": 1e-4})
+    assert record.status == "ok", record.reason
+    assert record.computation["fusions"] is True and record.parity["rel_l2"] < 1e-4
+    assert record.engine["attention"] == {"kernel": "onnxruntime Attention", "source": "ONNX graph"}
+    assert set(record.cold_start_s) >= {"export", "fuse", "session"}
+    assert record.flatten()["attention_kernel"] == "onnxruntime Attention"
+
+
+def test_torch_cells_record_the_sdpa_backend(fused_bert):
+    spec, root = fused_bert["spec"], fused_bert["root"]
+    engine = load_engine_class("torch_eager")("cpu", "fp32", 1, {"engine": "torch_eager"})
+    feed = make_inputs(spec.inputs, 2, 12, 0)
+    engine.prepare(root / "bert_base.pt", spec.inputs, feed)
+    found = engine.attention_kernel(engine.stage(feed))
+    # transformers' default attention is PyTorch SDPA; on the CPU with a padding mask it picks a backend
+    assert found["source"] == "profiled call" and found["kernel"].startswith("sdpa ")
+    resnet = create_model("resnet50", layers=[1, 1, 1, 1])
+    save_checkpoint(resnet, root / "r.pt", seed=0)
+    engine = load_engine_class("torch_eager")("cpu", "fp32", 1, {"engine": "torch_eager"})
+    feed = make_inputs(resnet.inputs, 1, 0, 0)
+    engine.prepare(root / "r.pt", resnet.inputs, feed)
+    assert engine.attention_kernel(engine.stage(feed))["kernel"] is None  # a convnet has no attention
+
+
+def test_attention_names_are_classified():
+    assert classify(["aten::_scaled_dot_product_flash_attention_for_cpu"]) == "sdpa flash"
+    assert classify(["aten::_scaled_dot_product_efficient_attention", "aten::softmax"]) == "sdpa memory-efficient"
+    assert classify(["aten::_scaled_dot_product_cudnn_attention"]) == "sdpa cudnn"
+    assert classify(["aten::_scaled_dot_product_attention_math", "aten::_softmax"]) == "sdpa math"
+    assert classify(["aten::bmm", "triton_per_fused__softmax_3"]) == UNFUSED
+    assert classify(["aten::conv2d", "aten::relu"]) is None
+
+
+def test_fused_and_plain_exports_have_their_own_files():
+    fused = {"engine": "ort_cuda", "fusions": True}
+    assert onnx_path("ort_cuda", "bert_base", "fp16", fused) == "results/onnx/bert_base.fused.fp16.onnx"
+    assert onnx_path("ort_cpu", "bert_base", "fp32", {"engine": "ort_cpu", "fusions": True}) == (
+        "results/onnx/bert_base.fused.onnx"
+    )
+    assert onnx_path("ort_cuda", "bert_base", "fp16", {"engine": "ort_cuda"}) == "results/onnx/bert_base.fp16.onnx"
+    assert onnx_path("ort_cpu", "bert_base", "int8") == "results/onnx/bert_base.int8.onnx"
+
+
+def test_ort_cuda_graph_options_are_checked():
+    # a CUDA graph replays on fixed device buffers: host arrays in and out cannot be captured
+    problems = option_problems("ort_cuda", {"engine": "ort_cuda", "cuda_graph": True, "io_binding": False})
+    assert problems == [
+        "cuda_graph: true needs io_binding: true (capture the session in a CUDA graph and replay it (needs "
+        "io_binding; the cell's shapes are fixed with free-dimension overrides so that no node falls back to "
+        "the CPU))"
+    ]
+    assert option_problems("ort_cuda", {"engine": "ort_cuda", "cuda_graph": True}) == []
+    assert "not one of EXHAUSTIVE" in option_problems("ort_cuda", {"cudnn_conv_algo_search": "FAST"})[0]
+    assert "an option of ort_cpu, ort_cuda" in option_problems("torch_eager", {"fusions": True})[0]
