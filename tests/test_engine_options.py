@@ -31,7 +31,10 @@ def test_a_misspelled_option_is_rejected_with_the_allowed_keys():
         validate_config(config)
     message = str(error.value)
     assert "engines.ort_cuda_host: 'io_bindng' is not an option of ort_cuda" in message
-    assert "allowed keys: io_binding, tf32, engine, devices, precisions" in message
+    assert (
+        "allowed keys: io_binding, tf32, fusions, cuda_graph, prefer_nhwc, cudnn_conv_algo_search, engine, devices,"
+        " precisions" in message
+    )
 
 
 def test_an_option_of_another_engine_is_rejected_naming_its_owner():
@@ -69,7 +72,14 @@ def test_engines_carry_their_effective_options_defaults_included():
     from inferbench.engines.ort import OrtCuda
     from inferbench.engines.torchscript import TorchScript
 
-    assert OrtCuda("cuda", "fp32", 0, {"engine": "ort_cuda"}).options == {"io_binding": True, "tf32": False}
+    assert OrtCuda("cuda", "fp32", 0, {"engine": "ort_cuda"}).options == {
+        "io_binding": True,
+        "tf32": False,
+        "fusions": False,
+        "cuda_graph": False,
+        "prefer_nhwc": False,
+        "cudnn_conv_algo_search": "EXHAUSTIVE",
+    }
     script = TorchScript("cpu", "fp16", 1, {"engine": "torchscript", "channels_last": True})
     assert script.options == {"channels_last": True, "tf32": False, "precision_mode": "cast", "optimize": True}
     assert script.computation("vision")["precision_mode"] == "cast"

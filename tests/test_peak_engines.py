@@ -116,3 +116,46 @@ def test_ort_cuda_graph_options_are_checked():
     assert option_problems("ort_cuda", {"engine": "ort_cuda", "cuda_graph": True}) == []
     assert "not one of EXHAUSTIVE" in option_problems("ort_cuda", {"cudnn_conv_algo_search": "FAST"})[0]
     assert "an option of ort_cpu, ort_cuda" in option_problems("torch_eager", {"fusions": True})[0]
+
+
+def test_roofline_study_places_its_cells_and_fp8_is_recorded_unavailable_on_the_cpu(tmp_path):
+    import copy
+
+    import pandas as pd
+    import yaml
+
+    from tests.conftest import REPO
+    from tests.test_workflow import snakemake
+
+    config = copy.deepcopy(yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text()))
+    config["run"] = ["roof"]
+    config["studies"] = {
+        "roof": {
+            "workloads": ["distilbert"],
+            "engines": ["torch_eager", "fp8"],
+            "precisions": ["fp32", "fp8"],
+            "devices": ["cpu"],
+            "batch_sizes": [2],
+            "seq_lens": [16],
+            "threads": [1],
+            "roofline": True,
+        }
+    }
+    config["engines"] = {
+        "torch_eager": {"engine": "torch_eager"},
+        "fp8": {"engine": "torch_compile", "precisions": ["fp8"]},
+    }
+    jobs = snakemake(tmp_path, config, dryrun=False)
+    assert jobs["model_cost"] == 1 and jobs["machine_peaks"] == 1 and jobs["roofline"] == 1
+    summary = pd.read_csv(tmp_path / "results" / "summary.csv")
+    fp8 = summary[summary["precision"] == "fp8"].iloc[0]
+    assert fp8["status"] == "unavailable" and "FP8 tensor cores" in fp8["reason"]
+    roof = pd.read_csv(tmp_path / "results" / "roofline.csv")
+    assert list(roof["engine"]) == ["torch_eager"]  # the measured cells; fp8 has no time to place
+    row = roof.iloc[0]
+    cost = json.loads((tmp_path / "results" / "cost" / "distilbert-s16.json").read_text())
+    assert row["flops"] == 2 * cost["flops_per_row"] > 0
+    assert row["limit"] in ("compute", "memory") and row["times_floor"] > 0
+    assert row["floor_ms"] < row["latency_p50_ms"] * 2  # a floor the measurement cannot be far below
+    report = (tmp_path / "results" / "report.md").read_text()
+    assert "## Distance to the limit (roofline)" in report and "| distilbert | torch_eager | fp32 |" in report

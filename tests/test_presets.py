@@ -89,8 +89,12 @@ def test_loan_default_preset_gives_latency_per_loan_at_every_batch(workdir):
 
 def test_transformers_preset_gives_the_scaling_exponent_per_encoder(workdir):
     summary, report = run_preset(workdir, "transformers")
-    assert len(summary) == 2 * 2 * 3  # two encoders, batch 1 and 8, three sequence lengths, ort_cpu
+    # two encoders, batch 1 and 8, three sequence lengths, ort_cpu on the plain and on the fused export
+    assert len(summary) == 2 * 2 * 3 * 2
     assert (summary["status"] == "ok").all(), summary[["engine", "status", "reason"]]
+    fused = summary[summary["engine"] == "ort_cpu_fused"]
+    assert set(fused["attention_kernel"]) == {"onnxruntime Attention"} and fused["fusions"].all()
+    assert set(summary[summary["engine"] == "ort_cpu"]["attention_kernel"]) == {"unfused (matmul, softmax, matmul)"}
     text = section(report, "transformers")
     for workload in ("bert_base", "distilbert"):
         assert f"**{workload} on cpu**: p50 grows as length^k" in text

@@ -142,6 +142,38 @@ def cmd_fuse_onnx(args: argparse.Namespace) -> None:
     write_json(args.report, export_fused(spec, workload_info(spec.name).kind, args.out))
 
 
+def cmd_model_cost(args: argparse.Namespace) -> None:
+    from inferbench.fsutil import write_json
+    from inferbench.measure.roofline import model_cost
+    from inferbench.models.registry import load_checkpoint
+
+    spec, _ = load_checkpoint(args.checkpoint)
+    write_json(args.out, model_cost(spec, args.seq))
+
+
+def cmd_machine_peaks(args: argparse.Namespace, lock: MachineLock) -> None:
+    from inferbench.fsutil import write_json
+    from inferbench.measure.roofline import machine_peaks
+
+    with lock.exclusively():  # a measurement like a cell's: nothing else of the workflow runs meanwhile
+        peaks = machine_peaks(args.device)
+    write_json(args.out, peaks)
+    log.info("peaks: %s", json.dumps(peaks))
+
+
+def cmd_roofline(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from inferbench.fsutil import atomic_path, read_json
+    from inferbench.measure.roofline import roofline_table
+
+    table = roofline_table(
+        pd.read_csv(args.summary), [read_json(p) for p in args.costs], [read_json(p) for p in args.peaks]
+    )
+    with atomic_path(args.out) as tmp:
+        table.to_csv(tmp, index=False)
+
+
 def cmd_convert_onnx(args: argparse.Namespace) -> None:
     from inferbench.fsutil import write_json
     from inferbench.models.export import convert_fp16, quantize_int8
@@ -255,6 +287,7 @@ def cmd_report(args: argparse.Namespace) -> None:
         dataset_stats=args.dataset_stats,
         profiles=args.profiles,
         studies=json.loads(args.studies),
+        roofline=args.roofline,
     )
 
 
@@ -435,6 +468,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="top_ops.json; the trace is written beside it")
     p.set_defaults(func=cmd_profile_cell, lock=True)
 
+    p = sub.add_parser("model-cost", help="FLOPs and bytes of one row of a workload at a sequence length")
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--seq", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_model_cost, lock=True)
+
+    p = sub.add_parser("machine-peaks", help="this machine's GEMM FLOP/s per precision and copy bandwidth")
+    p.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_machine_peaks, lock=True)
+
+    p = sub.add_parser("roofline", help="place the summary's cells under the machine's peaks")
+    p.add_argument("--summary", type=Path, required=True)
+    p.add_argument("--costs", nargs="+", type=Path, required=True)
+    p.add_argument("--peaks", nargs="+", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_roofline, lock=True)
+
     p = sub.add_parser("aggregate", help="collect cell records into summary.csv and summary.parquet")
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--out-csv", type=Path, required=True)
@@ -456,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-meta", nargs="*", type=Path, default=[])
     p.add_argument("--dataset-stats", nargs="*", type=Path, default=[])
     p.add_argument("--profiles", nargs="*", type=Path, default=[], help="top_ops.json of profiled cells")
+    p.add_argument("--roofline", nargs="*", type=Path, default=[], help="roofline.csv of the roofline studies")
     p.add_argument(
         "--studies", default="{}", help="JSON: study name -> its config (devices resolved); one section each"
     )
@@ -502,7 +554,7 @@ def _runs_on_gpu(args: argparse.Namespace) -> bool:
     """GPU jobs (cells on cuda, TensorRT builds) claim a device of their own (inferbench.gpu_slots)."""
     if args.verb == "build-trt-engine":
         return True
-    return args.verb in ("run-cell", "profile-cell") and args.device == "cuda"
+    return args.verb in ("run-cell", "profile-cell", "machine-peaks") and args.device == "cuda"
 
 
 def configure_logging() -> None:
@@ -534,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
         lock = MachineLock()
         lock.shared()
     try:
-        if args.func in (cmd_run_cell, cmd_profile_cell):
+        if args.func in (cmd_run_cell, cmd_profile_cell, cmd_machine_peaks):
             args.func(args, lock)
         else:
             args.func(args)

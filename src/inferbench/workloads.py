@@ -47,7 +47,8 @@ FAMILIES: dict[str, tuple[Literal["vision", "text"], str]] = {
 }
 _FAMILY_NAME = re.compile(r"^(?P<family>[a-z]+):(?P<name>[A-Za-z0-9_.\-]+)$")
 
-PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8")
+#: fp8: e4m3 linear layers (weights and activations, scaled) with everything else in bf16 (torchao)
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8", "fp8")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 
 

@@ -57,3 +57,20 @@ rule profile_cell:
     shell:
         "python -m inferbench profile-cell {params.cell:q} {params.files:q} --calls {params.calls:q} --top {params.top:q}"
         " --out {output:q} > {log:q} 2>&1"
+
+
+# The machine's roof for the roofline studies: GEMM FLOP/s per precision and copy bandwidth, measured
+# under the machine-wide lock like a cell.
+rule machine_peaks:
+    output:
+        "results/machine/peaks-{device}.json",
+    threads: 4
+    resources:
+        gpu=lambda wc: int(wc.device == "cuda"),
+        bench_slot=1,
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/machine_peaks/{device}.log",
+    shell:
+        "python -m inferbench machine-peaks --device {wildcards.device:q} --out {output:q} > {log:q} 2>&1"

@@ -17,7 +17,14 @@ from inferbench.config import ConfigError, cell_tolerance, validate_config
 from inferbench.engines.registry import code_version, engine_info, onnx_path
 from inferbench.engines.tensorrt import current_target, plan_path
 from inferbench.cells import CellKey
-from inferbench.grid import cell_min_iters, config_cells, no_cells_message, resolved_studies, run_has_cuda
+from inferbench.grid import (
+    cell_min_iters,
+    config_cells,
+    no_cells_message,
+    resolved_studies,
+    run_has_cuda,
+    study_cells,
+)
 from inferbench.report.plots import plot_names
 from inferbench.run_lock import clear_stale_locks
 from inferbench.workloads import DEVICES, PRECISIONS, ordered, workload_info
@@ -46,6 +53,16 @@ PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for 
 USES_TENSORRT = any(config["engines"][c.engine]["engine"] == "tensorrt" for c in CELLS)
 TRT_TARGET = current_target() if USES_TENSORRT else None
 CELL_WORKLOADS = ordered(cell.workload for cell in CELLS)
+# cells of the studies with `roofline: true`: their shapes' costs and their devices' peaks are measured
+ROOFLINE_CELLS = sorted(
+    set().union(
+        *(
+            study_cells(config["studies"][name], config["engines"], HAS_CUDA)
+            for name in config["run"]
+            if config["studies"][name].get("roofline")
+        )
+    )
+)
 # every workload the config names (timm:<name> and hf:<type> included): the wildcard constraints
 NAMED_WORKLOADS = ordered(w for study in config["studies"].values() for w in study["workloads"])
 # Raw files live under their source, so switching the source never reuses the other source's file.
@@ -97,8 +114,18 @@ def plot_files():
     return [f"results/plots/{w}/{name}" for w in CELL_WORKLOADS for name in plot_names(w)]
 
 
+def roofline_inputs(wildcards=None):
+    """What results/roofline.csv is made from: the cost of each (workload, sequence length) and the
+    peaks of each device among the roofline studies' cells."""
+    return {
+        "costs": [f"results/cost/{w}-s{s}.json" for w, s in sorted({(c.workload, c.seq_len) for c in ROOFLINE_CELLS})],
+        "peaks": [f"results/machine/peaks-{d}.json" for d in sorted({c.device for c in ROOFLINE_CELLS})],
+    }
+
+
 def final_outputs():
-    return ["results/summary.csv", "results/summary.parquet", "results/report.md", *plot_files()]
+    roofline = ["results/roofline.csv"] if ROOFLINE_CELLS else []
+    return ["results/summary.csv", "results/summary.parquet", "results/report.md", *plot_files(), *roofline]
 
 
 def variant(wildcards):

@@ -108,3 +108,17 @@ rule reference_output:
     shell:
         "python -m inferbench reference --checkpoint {input.checkpoint:q} --model-meta {input.meta:q}"
         " --seq {wildcards.seq:q} --rows {params.rows:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule model_cost:
+    input:
+        "results/models/{workload}.pt",
+    output:
+        "results/cost/{workload}-s{seq}.json",
+    threads: 2
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/model_cost/{workload}-s{seq}.log",
+    shell:
+        "python -m inferbench model-cost --checkpoint {input:q} --seq {wildcards.seq:q} --out {output:q} > {log:q} 2>&1"

@@ -3,6 +3,7 @@
 
 localrules:
     aggregate,
+    roofline,
     plot_batch_sweep,
     plot_seq_sweep,
     report,
@@ -72,6 +73,21 @@ rule plot_seq_sweep:
         " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
 
 
+rule roofline:
+    input:
+        unpack(roofline_inputs),
+        summary="results/summary.csv",
+    output:
+        "results/roofline.csv",
+    conda:
+        "../../envs/report.yaml"
+    log:
+        "logs/roofline.log",
+    shell:
+        "python -m inferbench roofline --summary {input.summary:q} --costs {input.costs:q} --peaks {input.peaks:q}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
 rule report:
     input:
         summary="results/summary.csv",
@@ -79,6 +95,7 @@ rule report:
         models=[f"results/models/{w}.json" for w in CELL_WORKLOADS],
         datasets=[f"data/processed/{d}.stats.json" for d in used_datasets()],
         profiles=[profile_record(c) for c in PROFILED_CELLS],
+        roofline=["results/roofline.csv"] if ROOFLINE_CELLS else [],
     output:
         "results/report.md",
     params:
@@ -90,4 +107,4 @@ rule report:
     shell:
         "python -m inferbench report --summary {input.summary:q} --out {output:q} --plots {input.plots:q}"
         " --model-meta {input.models:q} --dataset-stats {input.datasets:q} --profiles {input.profiles:q}"
-        " --studies {params.studies:q} > {log:q} 2>&1"
+        " --roofline {input.roofline:q} --studies {params.studies:q} > {log:q} 2>&1"

@@ -188,7 +188,7 @@ ENGINES: dict[str, EngineInfo] = {
     "torch_compile": EngineInfo(
         "inferbench.engines.torch_compile:TorchCompile",
         ("cpu", "cuda"),
-        ALL_PRECISIONS,
+        (*ALL_PRECISIONS, "fp8"),
         "checkpoint",
         "torch.compile (Inductor), mode configurable; compile time recorded",
         options={
@@ -196,6 +196,12 @@ ENGINES: dict[str, EngineInfo] = {
             "precision_mode": _precision_mode("autocast"),
             "mode": Option(str, "default", "torch.compile mode", _COMPILE_MODE),
             "fullgraph": Option(bool, False, "fail rather than fall back to eager at a graph break"),
+            "fp8_scaling": Option(
+                str,
+                "rowwise",
+                "fp8: torchao's dynamic scaling of activations and weights, one scale per row or per tensor",
+                ("rowwise", "tensorwise"),
+            ),
         },
         compiles=True,
     ),

@@ -23,7 +23,10 @@ import torch
 from inferbench.engines.base import Engine, cuda_unavailable_reason
 from inferbench.models.registry import InputSpec, load_checkpoint
 
-LOW_PRECISION = {"fp16": torch.float16, "bf16": torch.bfloat16}
+#: the dtype of weights and activations at each low precision (fp8: what is not an fp8 linear layer)
+LOW_PRECISION = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.bfloat16}
+#: FP8 tensor cores (e4m3): Ada and Hopper onwards
+FP8_CAPABILITY = (8, 9)
 
 
 class TorchEngine(Engine):
@@ -38,6 +41,8 @@ class TorchEngine(Engine):
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
+        if precision == "fp8":
+            return fp8_unavailable_reason(device)
         if device == "cuda":
             reason = cuda_unavailable_reason()
             if reason is None and precision == "bf16" and not torch.cuda.is_bf16_supported():
@@ -54,7 +59,8 @@ class TorchEngine(Engine):
             torch.backends.cuda.matmul.allow_tf32 = tf32
             torch.backends.cudnn.allow_tf32 = tf32
             torch.backends.cudnn.benchmark = True
-        self.precision_mode = self.options["precision_mode"]
+        # fp8: bf16 weights and activations, fp8 linear layers swapped in by torchao (no autocast form)
+        self.precision_mode = "cast" if self.precision == "fp8" else self.options["precision_mode"]
         self.low_dtype = LOW_PRECISION.get(self.precision)
         self.channels_last = self.options["channels_last"] and any(len(i.shape) == 4 for i in inputs)
         with self.cold_start("load_model"):
@@ -64,6 +70,8 @@ class TorchEngine(Engine):
             module = module.to(memory_format=torch.channels_last)
         if self.low_dtype is not None and self.precision_mode == "cast":
             module = module.to(self.low_dtype)
+        if self.precision == "fp8":
+            self.fp8_layers = _to_fp8(module, self.options.get("fp8_scaling", "rowwise"))
         self.eager_module = module
         return module
 
@@ -85,8 +93,9 @@ class TorchEngine(Engine):
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         fp32 = self.precision == "fp32"
+        fp8 = f"torchao {self.options.get('fp8_scaling')} scaling, bf16 elsewhere"
         return super().computation(workload_kind) | {
-            "precision_mode": None if fp32 else self.options["precision_mode"],
+            "precision_mode": None if fp32 else fp8 if self.precision == "fp8" else self.options["precision_mode"],
             "channels_last": self.options["channels_last"] and workload_kind == "vision",
             "tf32": self.options["tf32"] if fp32 and self.device == "cuda" else None,
         }
@@ -122,6 +131,8 @@ class TorchEngine(Engine):
             "precision_mode": self.precision_mode if self.low_dtype is not None else None,
             "channels_last": self.channels_last,
         }
+        if self.precision == "fp8":
+            info["fp8_linear_layers"] = self.fp8_layers
         if self.device == "cuda":
             info |= {
                 "gpu": torch.cuda.get_device_name(),
@@ -129,6 +140,31 @@ class TorchEngine(Engine):
                 "cudnn_benchmark": torch.backends.cudnn.benchmark,
             }
         return info
+
+
+def fp8_unavailable_reason(device: str) -> str | None:
+    """Why fp8 cells cannot run here: they need torchao and a GPU with FP8 tensor cores."""
+    import importlib.util
+
+    if device != "cuda":
+        return "fp8 runs on GPUs with FP8 tensor cores (compute capability 8.9+), not on the CPU"
+    reason = cuda_unavailable_reason()
+    if reason is None and torch.cuda.get_device_capability() < FP8_CAPABILITY:
+        reason = f"{torch.cuda.get_device_name()} has no FP8 tensor cores (compute capability 8.9+ needed)"
+    if reason is None and importlib.util.find_spec("torchao") is None:
+        reason = "torchao is not installed (pip install -e . installs it on Linux x86_64)"
+    return reason
+
+
+def _to_fp8(module: torch.nn.Module, scaling: str) -> int:
+    """Swap the linear layers of ``module`` for torchao's float8 (e4m3) ones with dynamic scales of
+    activations and weights, per row or per tensor; returns how many layers were swapped."""
+    from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, PerTensor, quantize_
+
+    linears = sum(isinstance(m, torch.nn.Linear) for m in module.modules())
+    granularity = PerRow() if scaling == "rowwise" else PerTensor()
+    quantize_(module, Float8DynamicActivationFloat8WeightConfig(granularity=granularity))
+    return linears
 
 
 class TorchEager(TorchEngine):

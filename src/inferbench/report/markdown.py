@@ -16,6 +16,7 @@ from inferbench.analysis.comparison import BOUNDARY_LABELS, SpreadFloors
 from inferbench.analysis.uncertainty import verdict
 from inferbench.fsutil import atomic_path, read_json
 from inferbench.report.headline import headline_section
+from inferbench.report.roofline import roofline_section
 from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
 from inferbench.report.tables import fmt, intervals, markdown_table, recipe, rows_or_none
 from inferbench.report.text import escape_markdown, inline_code
@@ -33,6 +34,7 @@ TABLE_COLUMNS = [
     ("seq_len", "seq"),
     ("threads", "threads"),
     ("recipe", "recipe"),
+    ("attention_kernel", "attention"),
     ("status", "status"),
     ("timing", "boundary"),
     ("bound", "bound"),
@@ -228,6 +230,7 @@ def build_report(
     report_dir: Path = Path("results"),
     profiles: Sequence[dict[str, Any]] = (),
     studies: dict[str, dict[str, Any]] | None = None,
+    roofline: pd.DataFrame | None = None,
 ) -> str:
     """The report: decisions first, then one section per study of the run (``studies``: name -> study
     config with devices resolved), the method and environment, every cell by workload, profiles, and
@@ -347,6 +350,7 @@ def build_report(
         for workload, cells in training_speedups(training).groupby("workload", sort=False):
             out += [f"#### {escape_markdown(workload)}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
     out += profile_section(profiles)
+    out += roofline_section(roofline)
 
     not_ok = summary[summary["status"] != "ok"]
     out += ["## Cells that did not produce a valid measurement", ""]
@@ -374,8 +378,10 @@ def write_report(
     dataset_stats: Sequence[Path] = (),
     profiles: Sequence[Path] = (),
     studies: dict[str, dict[str, Any]] | None = None,
+    roofline: Sequence[Path] = (),
 ) -> None:
     summary = pd.read_csv(summary_csv)
+    roofline_table = pd.concat([pd.read_csv(p) for p in roofline]) if roofline else None
     text = build_report(
         summary,
         plots,
@@ -384,6 +390,7 @@ def write_report(
         Path(out).parent,
         [read_json(p) for p in profiles],
         studies,
+        roofline_table,
     )
     with atomic_path(out) as tmp:
         tmp.write_text(text + "\n")

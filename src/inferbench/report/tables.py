@@ -135,4 +135,6 @@ def recipe(row: Any) -> str:
         parts.append("CUDA graph")
     if known["io_binding"] is not None:
         parts.append("IO binding" if str(known["io_binding"]).lower() == "true" else "host arrays")
+    if str(known["fusions"]).lower() == "true":
+        parts.append("transformer fusions")
     return " · ".join(parts)
