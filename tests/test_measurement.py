@@ -484,6 +484,35 @@ def test_fresh_processes_are_forked_until_the_cell_has_what_it_needs(tmp_path):
     assert samples["device"].size == 30
 
 
+def test_processes_are_spawned_when_a_library_initialised_cuda_in_the_parent(tmp_path, monkeypatch, lock, caplog):
+    """A child forked after CUDA is initialised cannot use the GPU: the cell's processes are spawned."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # as torchao's import does on a GPU
+    key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
+    settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2)
+    with caplog.at_level("INFO", logger="inferbench"):
+        record = cell_runner.measure_cell(
+            key, {"engine": "noop"}, CellInputs(None, None, None, None), settings, tmp_path / "r.json", lock
+        )
+    assert record.status == "ok" and record.repeats["n"] == 2
+    pids = {r["pid"] for r in record.repeats["per_repeat"]}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert "they are spawned, not forked" in caplog.text and caplog.text.count("fresh (spawned") == 2
+
+
+def test_transformers_model_code_is_left_to_the_processes_of_gpu_cells(tmp_path, monkeypatch):
+    """transformers' modeling code imports torchao, whose import initialises CUDA: never before a fork."""
+    built: list[str] = []
+    monkeypatch.setattr("inferbench.models.registry.create_model", lambda name, **arch: built.append(name))
+    for workload, device in [("bert_base", "cuda"), ("bert_base", "cpu"), ("resnet50", "cuda")]:
+        meta = tmp_path / f"{workload}.json"
+        meta.write_text(json.dumps({"name": workload, "arch": {}}))
+        key = CellKey(workload, "torch_eager", "fp16", device, 1, 128, 0)
+        cell_runner._import_model_code(key, "checkpoint", CellInputs(meta, None, None, None))
+    assert built == ["bert_base", "resnet50"], "BERT is built on the meta device for the CPU cell only"
+
+
 # --- imports timed apart, calls sized for the percentiles -------------------------------------
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import itertools
 import json
 import os
@@ -201,7 +202,7 @@ def measure_cell(
     info = engine_info(variant["engine"])
     modules = [*info.libraries, *(["torch"] if key.device == "cuda" else []), info.target.split(":")[0]]
     try:
-        import_s: float | None = import_libraries(modules, lambda: _import_model_code(info.artifact, inputs))
+        import_s: float | None = import_libraries(modules, lambda: _import_model_code(key, info.artifact, inputs))
         if imports_started is not None:
             import_s = time.perf_counter() - imports_started
         # forked from the warm-start server: the libraries were imported there, once, and timed
@@ -211,14 +212,8 @@ def measure_cell(
     except Exception:  # a missing library: the processes record the cell `unavailable` and why
         import_s = None
 
-    def one_process(path: Path) -> CellRecord:
-        own_lock = MachineLock(lock.path)
-        own_lock.shared()
-        try:
-            return run_cell(key, variant, inputs, settings, path, own_lock, tolerance)
-        finally:
-            own_lock.close()
-
+    # a module-level function and picklable arguments: the processes may have to be spawned
+    one_process = functools.partial(_measure_in_own_process, key, variant, inputs, settings, lock.path, tolerance)
     host_bound = settings.host_bound_repeats if key.device == "cuda" else 0
     record, samples = run_in_fresh_processes(one_process, out, settings.repeats, host_bound, lock)
     if import_s is not None:
@@ -229,11 +224,35 @@ def measure_cell(
     return record
 
 
-def _import_model_code(artifact_kind: str, inputs: CellInputs) -> None:
+def _measure_in_own_process(
+    key: CellKey,
+    variant: dict[str, Any],
+    inputs: CellInputs,
+    settings: MeasureSettings,
+    lock_path: Path,
+    tolerance: dict[str, float] | None,
+    path: Path,
+) -> CellRecord:
+    """One of the cell's fresh processes: ``run_cell`` under a machine lock of its own."""
+    own_lock = MachineLock(lock_path)
+    own_lock.shared()
+    try:
+        return run_cell(key, variant, inputs, settings, path, own_lock, tolerance)
+    finally:
+        own_lock.close()
+
+
+def _import_model_code(key: CellKey, artifact_kind: str, inputs: CellInputs) -> None:
     """Build the cell's model on the meta device (no weights are allocated): the model code that is
-    imported lazily (timm's, transformers') is then loaded before the processes fork."""
+    imported lazily (timm's, transformers') is then loaded before the processes fork.
+
+    Not transformers' on the GPU: its modeling code imports torchao (through its quantizers), whose
+    import asks torch whether Triton can run, which initialises CUDA, and a process forked after that
+    cannot use the GPU. There the measuring processes load it themselves (in ``load_model``)."""
     meta = read_json(inputs.model_meta) if inputs.model_meta is not None else {}
     if artifact_kind != "checkpoint" or "name" not in meta:
+        return
+    if key.device == "cuda" and workload_info(key.workload).kind == "text":
         return
     import torch
 

@@ -11,7 +11,10 @@ How: the ``run-cell`` process imports the engine's libraries once (timed on thei
 ``cold_start_s.import``: what every engine pays, never part of one engine's extra start-up), then
 forks one child per repeat, one after another. A forked child is a fresh process for everything a
 measurement depends on (its own CUDA context, allocator, cuDNN autotuning, engine, thread placement
-and machine lock), without paying the imports again. The parent never touches CUDA, so forking is safe.
+and machine lock), without paying the imports again. Forking is safe only while the parent has not
+initialised CUDA (a child of such a process cannot use the GPU); if a library's import did, the
+processes are spawned instead (each imports the libraries again, outside its timed calls) and the
+log says so.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -175,7 +179,8 @@ def run_in_fresh_processes(
     between children and while merging: no work of this process overlaps another cell's timed loop."""
     from inferbench.cell_runner import samples_path
 
-    context = multiprocessing.get_context("fork")
+    method = start_method()
+    context = multiprocessing.get_context(method)
     records: list[CellRecord] = []
     samples: list[dict[str, np.ndarray]] = []
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +188,7 @@ def run_in_fresh_processes(
         while len(records) < processes_wanted(records, repeats, host_bound_repeats):
             index = len(records)
             rep_out = Path(tmp) / f"repeat{index}.json"
-            log.info("process %d: fresh (forked after the imports)", index + 1)
+            log.info("process %d: fresh (%s after the imports)", index + 1, "forked" if method == "fork" else "spawned")
             child = context.Process(target=_child, args=(measure_one, rep_out, os.getpid()), name=f"repeat{index + 1}")
             if lock is not None:
                 lock.release()
@@ -199,6 +204,19 @@ def run_in_fresh_processes(
             records.append(CellRecord.load(rep_out))
             samples.append({b: np.load(samples_path(rep_out, b)) for b in BOUNDARIES})
     return merge_repeats(records, samples)
+
+
+def start_method() -> str:
+    """``fork`` (the children inherit the imports), or ``spawn`` once CUDA is initialised in this
+    process: a forked child cannot use the GPU then ("Cannot re-initialize CUDA in forked subprocess")."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        log.warning(
+            "CUDA was initialised in this process before its measuring processes started (by a library's "
+            "import or the model's code): they are spawned, not forked, and import the libraries again"
+        )
+        return "spawn"
+    return "fork"
 
 
 def import_libraries(modules: Sequence[str], warm_up: Callable[[], None] | None = None) -> float:
