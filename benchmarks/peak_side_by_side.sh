@@ -30,6 +30,7 @@ else
   done
 fi
 cp /tmp/peak_timm/timing.txt "$out/timm_timing.txt"
+cp /tmp/peak_timm/timm_*.json "$out/" 2>/dev/null  # the ratios can be re-made from $OUT alone
 snakemake --unlock --configfile config/studies/peak.yaml > /dev/null 2>&1
 
 start=$(date +%s)
@@ -37,6 +38,7 @@ timeout -k 15 "$limit" snakemake --cores 16 --resources gpu=1 --rerun-incomplete
   > "$out/snakemake.log" 2>&1
 echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a "$out/timing.txt"
 cp results/summary.csv results/report.md results/roofline.csv "$out/" 2>/dev/null
+cp -r results/plots "$out/" 2>/dev/null
 tar czf "$out/cells.tgz" results/cells results/profiles results/cost results/machine results/onnx/*.json logs 2>/dev/null
 python3 benchmarks/peak_ratios.py --summary results/summary.csv /tmp/peak_timm/timm_*.json --out-json "$out/ratios.json" \
   > "$out/ratios.md"

@@ -501,6 +501,36 @@ def test_processes_are_spawned_when_a_library_initialised_cuda_in_the_parent(tmp
     assert "they are spawned, not forked" in caplog.text and caplog.text.count("fresh (spawned") == 2
 
 
+def test_input_batches_are_drawn_once_per_cell_and_shared_by_its_forked_processes(tmp_path, monkeypatch, lock):
+    """Drawing four batches of 1,024 images takes seconds: the job draws them, its processes inherit them."""
+    spec = create_model("mlp_heart", in_features=13, hidden=[8])
+    save_checkpoint(spec, tmp_path / "m.pt", seed=0)
+    meta = tmp_path / "m.json"
+    meta.write_text(json.dumps({"name": "mlp_heart", "arch": spec.arch, "inputs": [asdict(i) for i in spec.inputs]}))
+    draws = tmp_path / "draws"
+    draws.mkdir()
+    real = cell_runner.make_inputs
+
+    def counted(*args, **kwargs):  # a file per draw: the children's draws are seen from here too
+        (draws / f"{os.getpid()}-{len(list(draws.iterdir()))}").touch()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cell_runner, "make_inputs", counted)
+    cell_runner._BATCHES.clear()
+    key = CellKey("mlp_heart", "torch_eager", "fp32", "cpu", 4, 0, 1)
+    settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2, input_batches=3)
+    record = cell_runner.measure_cell(
+        key, {"engine": "torch_eager"}, CellInputs(meta, tmp_path / "m.pt", None, None), settings,
+        tmp_path / "r.json", lock,
+    )  # fmt: skip
+    assert record.status == "ok" and record.repeats["n"] == 2
+    drawn_by = {p.name.split("-")[0] for p in draws.iterdir()}
+    assert drawn_by == {str(os.getpid())} and len(list(draws.iterdir())) == 3, "3 batches, drawn by the job only"
+    shared = cell_runner.seeded_batches(key, CellInputs(meta, None, None, None), settings)[1]
+    expected = [real(spec.inputs, 4, 0, seed) for seed in range(3)]
+    assert all(np.array_equal(a["x"], b["x"]) for a, b in zip(shared, expected, strict=True))
+
+
 def test_transformers_model_code_is_left_to_the_processes_of_gpu_cells(tmp_path, monkeypatch):
     """transformers' modeling code imports torchao, whose import initialises CUDA: never before a fork."""
     built: list[str] = []

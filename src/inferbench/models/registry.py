@@ -115,7 +115,7 @@ def make_inputs(inputs: tuple[InputSpec, ...], batch: int, seq: int, seed: int) 
         elif spec.kind == "mask":
             out[spec.name] = np.ones(shape, dtype=spec.dtype)
         else:
-            out[spec.name] = rng.standard_normal(shape, dtype=np.float32).astype(spec.dtype)
+            out[spec.name] = rng.standard_normal(shape, dtype=np.float32).astype(spec.dtype, copy=False)
     return out
 
 
