@@ -118,6 +118,19 @@ def test_ort_cuda_graph_options_are_checked():
     assert "an option of ort_cpu, ort_cuda" in option_problems("torch_eager", {"fusions": True})[0]
 
 
+def test_a_cuda_graph_session_is_profiled_without_its_capture():
+    """ONNX Runtime's profiler records no node events while a captured graph replays: the profiling
+    session of a cuda_graph variant runs the same graph uncaptured (the measured one captures)."""
+    from types import SimpleNamespace
+
+    engine = load_engine_class("ort_cuda")("cuda", "fp16", 0, {"engine": "ort_cuda", "cuda_graph": True})
+    engine.stream = SimpleNamespace(cuda_stream=1234)
+    assert engine.provider_options()["enable_cuda_graph"] == 1
+    uncaptured = engine.provider_options(graph_capture=False)
+    assert "enable_cuda_graph" not in uncaptured and "user_compute_stream" not in uncaptured
+    assert uncaptured["prefer_nhwc"] == engine.provider_options()["prefer_nhwc"], "otherwise the same session"
+
+
 def test_roofline_study_places_its_cells_and_fp8_is_recorded_unavailable_on_the_cpu(tmp_path):
     import copy
 

@@ -96,14 +96,15 @@ class OrtEngine(Engine):
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
         return _ort_reason(cls.provider)
 
-    def provider_options(self) -> dict[str, Any]:
+    def provider_options(self, graph_capture: bool = True) -> dict[str, Any]:
+        """The provider's options; ``graph_capture=False`` leaves out a CUDA-graph capture."""
         return {}
 
     #: symbolic dimensions (``batch``, ``seq``) fixed to the cell's values before the session is made
     #: (engines that need static shapes set it in prepare)
     fixed_dims: dict[str, int] | None = None
 
-    def _session(self, profile_prefix: Path | None = None) -> Any:
+    def _session(self, profile_prefix: Path | None = None, graph_capture: bool = True) -> Any:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -119,7 +120,7 @@ class OrtEngine(Engine):
             options.profile_file_prefix = str(profile_prefix)
         try:
             return ort.InferenceSession(
-                str(self.artifact), options, providers=[(self.provider, self.provider_options())]
+                str(self.artifact), options, providers=[(self.provider, self.provider_options(graph_capture))]
             )
         except Exception as error:
             if _unreadable_model(error):
@@ -151,14 +152,19 @@ class OrtEngine(Engine):
 
     def profile(self, batch: dict[str, np.ndarray], n_calls: int, out_dir: Path, top: int) -> dict[str, Any]:
         """ONNX Runtime's own profiler: a second session with profiling on (the measured one has it
-        off), host arrays in and out, three warm-up runs left out of the operator table."""
+        off), host arrays in and out, three warm-up runs left out of the operator table. The session
+        runs the same graph without a CUDA-graph capture: ONNX Runtime's profiler records no node
+        events while a captured graph replays."""
         from inferbench.measure.profiling import ort_top_ops
 
-        session = self._session(profile_prefix=Path(out_dir) / "ort_profile")
+        session = self._session(profile_prefix=Path(out_dir) / "ort_profile", graph_capture=False)
         feeds = OrtEngine.stage(self, batch)
         for _ in range(3 + n_calls):
             session.run(self.output_names, feeds)
-        return ort_top_ops(Path(session.end_profiling()), n_calls, top)
+        result = ort_top_ops(Path(session.end_profiling()), n_calls, top)
+        if self.options.get("cuda_graph"):
+            result["note"] = "the same graph run without its CUDA-graph capture (no node events during a replay)"
+        return result
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -203,7 +209,7 @@ class OrtCuda(OrtEngine):
             "channels_last": self.options.get("prefer_nhwc", False) if workload_kind == "vision" else None,
         }
 
-    def provider_options(self) -> dict[str, Any]:
+    def provider_options(self, graph_capture: bool = True) -> dict[str, Any]:
         # the CUDA provider uses TF32 for fp32 matmuls and convolutions by default: fp32 means strict
         # fp32 unless the variant asks for TF32 (as the PyTorch engines)
         tf32 = self.precision != "fp32" or self.options["tf32"]
@@ -213,7 +219,7 @@ class OrtCuda(OrtEngine):
             "cudnn_conv_algo_search": self.options["cudnn_conv_algo_search"],
             "prefer_nhwc": int(self.options["prefer_nhwc"]),
         }
-        if self.options["cuda_graph"]:
+        if self.options["cuda_graph"] and graph_capture:
             # the session computes on our stream, so the copies into the graph's input buffers that
             # run() issues on it come before the replay without a host synchronisation
             options |= {"enable_cuda_graph": 1, "user_compute_stream": str(self.stream.cuda_stream)}
@@ -340,7 +346,7 @@ class OrtTensorRT(OrtCuda):
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
         return cuda_unavailable_reason() or _ort_reason(cls.provider) or tensorrt_unavailable_reason()
 
-    def provider_options(self) -> dict[str, Any]:
+    def provider_options(self, graph_capture: bool = True) -> dict[str, Any]:
         cache = Path(self.options["cache_dir"])
         cache.mkdir(parents=True, exist_ok=True)
         return {

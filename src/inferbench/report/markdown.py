@@ -91,7 +91,8 @@ def profile_section(profiles: Sequence[dict[str, Any]]) -> list[str]:
             continue
         out += [
             f"{escape_markdown(profile['tool'])}, {profile['n_calls']} calls; "
-            f"time = {escape_markdown(profile.get('time', '?'))}; trace {inline_code(profile.get('trace'))}.",
+            f"time = {escape_markdown(profile.get('time', '?'))}; trace {inline_code(profile.get('trace'))}."
+            + (f" {escape_markdown(profile['note'])}." if profile.get("note") else ""),
             "",
             "| operator | calls per run | ms per run | share |",
             "|---|---|---|---|",
