@@ -11,4 +11,8 @@ import pandas as pd
 s = pd.read_csv("results/summary.csv")
 print(s.groupby(["engine", "status"]).size().to_string())
 print(s[s.status != "ok"][["workload", "engine", "precision", "device", "batch_size", "reason"]].to_string()[:3000])
+if "scenario" in s and (s.scenario != "single").any():  # serving cells: what LoadGen measured
+    cols = ["workload", "engine", "device", "batch_size", "scenario", "status", "serving_qps", "serving_p99_ms",
+            "serving_capacity_qps", "serving_mean_batch"]
+    print(s[s.scenario != "single"][cols].round(2).to_string())
 PY

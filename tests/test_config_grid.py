@@ -7,8 +7,9 @@ import copy
 import pytest
 import yaml
 
+from inferbench.cells import CellKey
 from inferbench.config import ConfigError, validate_config
-from inferbench.grid import config_cells, resolve_devices
+from inferbench.grid import cell_serving, config_cells, resolve_devices
 from tests.conftest import REPO
 
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -178,3 +179,45 @@ def test_tf32_cells_on_the_gpu_are_held_to_the_tf32_tolerance():
     assert cell_tolerance(tolerances, tf32, "fp32", "cuda") == {"max_rel_l2": 5.0e-3}
     assert cell_tolerance(tolerances, tf32, "fp32", "cpu") == {"max_rel_l2": 1.0e-4}, "no TF32 on the CPU"
     assert cell_tolerance(tolerances, cfg["engines"]["torch_eager"], "fp32", "cuda") == {"max_rel_l2": 1.0e-4}
+
+
+def test_serving_studies_make_scenario_cells_with_the_tightest_bound():
+    serve = _study(
+        workloads=["mlp_heart"],
+        engines=["ort_cpu", "ort_cpu_wait8", "train_epoch"],
+        precisions=["fp32"],
+        devices=["cpu"],
+        batch_sizes=[1, 8],
+        threads=[2],
+        layout="serving",
+        scenarios=["server", "offline"],
+        latency_bound_ms=30,
+    )
+    tighter = serve | {"batch_sizes": [8], "scenarios": ["server"], "latency_bound_ms": 10}
+    cfg = config(a=serve, b=tighter)
+    validate_config(cfg)
+    cells = config_cells(cfg, has_cuda=False)
+    assert {c.scenario for c in cells} == {"server", "offline"}
+    assert not [c for c in cells if c.engine == "train_epoch"], "training engines serve no queries"
+    settings = cell_serving(cfg, has_cuda=False)
+    assert set(settings) == set(cells)
+    b8_server = CellKey("mlp_heart", "ort_cpu", "fp32", "cpu", 8, 0, 2, "server")
+    assert settings[b8_server]["latency_bound_ms"] == 10, "a cell in two studies takes the tightest bound"
+    b1_server = CellKey("mlp_heart", "ort_cpu", "fp32", "cpu", 1, 0, 2, "server")
+    assert settings[b1_server]["latency_bound_ms"] == 30
+    waits = {c.engine: s["max_queue_delay_ms"] for c, s in settings.items()}
+    assert waits == {"ort_cpu": cfg["serving"]["max_queue_delay_ms"], "ort_cpu_wait8": 8}
+
+
+@pytest.mark.parametrize(
+    "study",
+    [
+        {"layout": "serving"},  # serving layout, single scenario
+        {"scenarios": ["server"]},  # server cells in an engines section
+        {"layout": "serving", "scenarios": ["single", "server"]},
+    ],
+)
+def test_serving_and_single_cells_live_in_studies_of_their_own(study):
+    cfg = config(s=_study(**study))
+    with pytest.raises(ConfigError, match="studies of their own"):
+        validate_config(cfg)

@@ -50,7 +50,7 @@ def test_every_preset_selects_defined_studies_and_every_seed_study_is_in_full():
     for name in names:
         run = preset_config(name)["run"]
         assert set(run) <= set(base["studies"]), name
-        if name not in ("full", "repeatability", "peak"):  # studies of their own, not seed studies
+        if name not in ("full", "repeatability", "peak", "serving"):  # studies of their own, not seed studies
             seed_studies |= set(run)
         for study in run:  # every study of a preset says what it answers and how its section looks
             assert base["studies"][study].get("question"), study
@@ -119,6 +119,32 @@ def test_full_preset_reuses_the_cells_already_measured_and_has_every_section(wor
     order = [report.index(f"## Study `{s}`") for s in preset_config("full")["run"]]
     assert order == sorted(order)  # sections in the run's order
     assert "No cell of this study ran on this machine (it needs a GPU)." in section(report, "vision_fp16")
+
+
+def test_serving_preset_serves_every_cpu_model_through_loadgen(workdir):
+    config = preset_config("serving")
+    # short LoadGen runs; 500 queries stay: fewer cannot make a p99 valid (LoadGen's early stopping)
+    config["serving"] |= {"min_duration_s": 0.2, "search_runs": 2}
+    snakemake(workdir, config, dryrun=False)
+    summary = pd.read_csv(workdir / "results" / "summary.csv")
+    report = (workdir / "results" / "report.md").read_text()
+    # 2 MLPs x largest batch 1, 8 x server, offline; DistilBERT at 1; the LendingClub MLP with an 8 ms wait
+    assert len(summary) == 2 * 2 * 2 + 2 + 1 and set(summary["scenario"]) == {"server", "offline"}
+    assert (summary["status"] == "ok").all(), summary[["workload", "engine", "scenario", "reason"]]
+    assert (summary["serving_qps"] > 0).all() and summary["latency_p50_ms"].isna().all()
+    server = summary[summary["scenario"] == "server"]
+    assert (server["serving_p99_ms"] <= server["serving_latency_bound_ms"]).all()
+    assert set(server["serving_max_queue_delay_ms"]) == {2.0, 8.0}
+    cell = workdir / "results" / "cells" / "distilbert" / "ort_cpu-fp32" / "cpu" / "b1-s32-t2-server"
+    assert (cell.with_suffix(".loadgen") / "server-0" / "mlperf_log_detail.txt").exists()
+    text = section(report, "serving_cpu")
+    assert "**Question:** how many loan or patient queries per second" in text
+    for workload in ("mlp_lendingclub", "mlp_heart"):
+        assert f"- **{workload}**: " in text and "queries/s with p99" in text
+    assert "| ort_cpu | fp32 | cpu | 0 | 8 |" in text  # a row at largest batch 8
+    assert "| ort_cpu | fp32 | cpu | 32 | 1 |" in section(report, "serving_cpu_text")
+    assert "## All cells by workload" not in report, "serving cells stay out of the single-call tables"
+    assert "ort_cpu_wait8" in section(report, "serving_cpu_delay")
 
 
 @pytest.mark.parametrize("name", ["vision_fp16", "gpu_efficiency", "peak"])

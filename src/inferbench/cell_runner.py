@@ -38,6 +38,7 @@ from inferbench.measure.stats import latency_stats
 from inferbench.measure.timing import make_timer, measure
 from inferbench.models.registry import InputSpec, make_inputs
 from inferbench.parity import compare, load_reference, violations
+from inferbench.serving import ServingSettings, loadgen_unavailable_reason, measure_serving, why_invalid
 from inferbench.warm import PRELOADED, preloaded_import_s
 from inferbench.workloads import workload_info
 
@@ -46,6 +47,10 @@ END_TO_END = (
     "array, timed on the host clock after synchronising"
 )
 BOUNDARIES = ("device", "end_to_end")
+SERVING_BOUNDARY = (
+    "each query timed by MLPerf LoadGen from its issue to its completion: waiting in the dynamic batcher's "
+    "queue, then its batch staged from host arrays, run and brought back to the host"
+)
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,11 @@ def run_cell(
     out: Path,
     lock: MachineLock,
     tolerance: dict[str, float] | None = None,
+    serving: ServingSettings | None = None,
+    serving_logs: Path | None = None,
 ) -> CellRecord:
+    """Measure one cell in this process and write its record at ``out`` (whatever happens). A server
+    or offline cell needs ``serving`` and the folder for LoadGen's logs, ``serving_logs``."""
     impl = variant["engine"]
     info = engine_info(impl)
     # the variant as configured, with its engine's defaults filled in: what the cell ran with
@@ -168,7 +177,9 @@ def run_cell(
     samples: dict[str, np.ndarray] = {}
     try:
         pin_cpus(settings.cpu_affinity, key.threads)
-        record, samples = _measure_cell(key, variant, inputs, settings, lock, base, tolerance or {})
+        record, samples = _measure_cell(
+            key, variant, inputs, settings, lock, base, tolerance or {}, serving, serving_logs
+        )
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         record = CellRecord(
             **base,
@@ -190,13 +201,15 @@ def measure_cell(
     lock: MachineLock,
     tolerance: dict[str, float] | None = None,
     imports_started: float | None = None,
+    serving: ServingSettings | None = None,
 ) -> CellRecord:
     """The cell as the workflow measures it: the libraries its engine needs imported here, once and
     timed (``cold_start_s.import``, from ``imports_started``, a ``time.perf_counter()`` taken before
     this module was imported, since importing it already loads torch), then ``run_cell`` in
     ``settings.repeats`` fresh processes forked from this one (``host_bound_repeats`` for a GPU cell
     found host-bound), merged into one record at ``out``. ``lock`` is held shared except while a
-    process runs (each takes its own)."""
+    process runs (each takes its own). A server or offline cell runs in one fresh process (its LoadGen
+    runs are many seconds each), with ``serving``; LoadGen's logs go to ``loadgen_dir(out)``."""
     from inferbench.repeats import import_libraries, run_in_fresh_processes
 
     info = engine_info(variant["engine"])
@@ -216,9 +229,13 @@ def measure_cell(
     with contextlib.suppress(Exception):  # a broken model meta is the processes' to record
         seeded_batches(key, inputs, settings)
     # a module-level function and picklable arguments: the processes may have to be spawned
-    one_process = functools.partial(_measure_in_own_process, key, variant, inputs, settings, lock.path, tolerance)
-    host_bound = settings.host_bound_repeats if key.device == "cuda" else 0
-    record, samples = run_in_fresh_processes(one_process, out, settings.repeats, host_bound, lock)
+    logs = loadgen_dir(out) if key.scenario != "single" else None
+    one_process = functools.partial(
+        _measure_in_own_process, key, variant, inputs, settings, lock.path, tolerance, serving, logs
+    )
+    host_bound = settings.host_bound_repeats if key.device == "cuda" and key.scenario == "single" else 0
+    repeats = settings.repeats if key.scenario == "single" else 1
+    record, samples = run_in_fresh_processes(one_process, out, repeats, host_bound, lock)
     if import_s is not None:
         record.cold_start_s = {"import": import_s, **record.cold_start_s}
     if PRELOADED:
@@ -234,13 +251,15 @@ def _measure_in_own_process(
     settings: MeasureSettings,
     lock_path: Path,
     tolerance: dict[str, float] | None,
+    serving: ServingSettings | None,
+    serving_logs: Path | None,
     path: Path,
 ) -> CellRecord:
     """One of the cell's fresh processes: ``run_cell`` under a machine lock of its own."""
     own_lock = MachineLock(lock_path)
     own_lock.shared()
     try:
-        return run_cell(key, variant, inputs, settings, path, own_lock, tolerance)
+        return run_cell(key, variant, inputs, settings, path, own_lock, tolerance, serving, serving_logs)
     finally:
         own_lock.close()
 
@@ -292,6 +311,8 @@ def unavailable(key: CellKey, variant: dict[str, Any], inputs: CellInputs) -> st
         engine_cls = load_engine_class(variant["engine"])
     except ImportError as error:
         return f"engine {variant['engine']!r} cannot be imported here: {error}"
+    if key.scenario != "single" and (reason := loadgen_unavailable_reason()):
+        return reason
     if engine_info(variant["engine"]).needs_dataset and inputs.dataset is None:
         return f"engine {variant['engine']!r} trains on the workload's dataset; {key.workload} has none"
     return engine_cls.unavailable_reason(key.device, key.precision)
@@ -345,6 +366,8 @@ def _measure_cell(
     lock: MachineLock,
     base: dict[str, Any],
     tolerance: dict[str, float],
+    serving: ServingSettings | None = None,
+    serving_logs: Path | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     reason = unavailable(key, variant, inputs)
     if reason:
@@ -359,6 +382,11 @@ def _measure_cell(
         parity_metrics = compare(engine.to_numpy(output), ref_output)
         problems = violations(parity_metrics, tolerance)
         parity_metrics["tolerance"] = tolerance
+    if key.scenario != "single":
+        if serving is None or serving_logs is None:
+            raise ValueError(f"a {key.scenario} cell needs its serving settings and a folder for LoadGen's logs")
+        check = {"parity": parity_metrics, "problems": problems, "cold": cold}
+        return _serve_cell(key, engine, inputs, settings, serving, serving_logs, lock, base, check), {}
 
     staged = itertools.cycle([engine.stage(batch) for batch in batches])
     host_batches = itertools.cycle(batches)
@@ -442,6 +470,78 @@ def _measure_cell(
         environment=fingerprint(include_gpu=key.device == "cuda"),
     )
     return record, {"device": result.samples_s, "end_to_end": e2e_samples}
+
+
+def loadgen_dir(record_path: str | Path) -> Path:
+    """LoadGen's logs of a serving cell live beside its record: ``<record>.loadgen/<run>/``."""
+    return Path(record_path).with_suffix(".loadgen")
+
+
+def _serve_cell(
+    key: CellKey,
+    engine: Engine,
+    inputs: CellInputs,
+    settings: MeasureSettings,
+    serving: ServingSettings,
+    logs: Path,
+    lock: MachineLock,
+    base: dict[str, Any],
+    check: dict[str, Any],
+) -> CellRecord:
+    """A server or offline cell: LoadGen drives the prepared, parity-checked engine through the dynamic
+    batcher (inferbench.serving), under the exclusive machine lock. Its record is ok when the run that
+    answers the cell is valid by LoadGen's rules, invalid (with LoadGen's reasons) otherwise."""
+    specs = input_specs(read_json(inputs.model_meta)) if inputs.model_meta else ()
+    # the query sample library: the workload's seeded inputs, one row per sample
+    library = make_inputs(specs, serving.samples, key.seq_len, settings.seed)
+
+    def run_batch(indices: np.ndarray) -> None:
+        rows = np.resize(indices, key.batch_size)  # padded to the prepared batch with the batch's own rows
+        engine.to_numpy(engine.run(engine.stage({name: array[rows] for name, array in library.items()})))
+
+    with lock.exclusively():
+        window_start = time.time()
+        result = measure_serving(key.scenario, run_batch, key.batch_size, serving.samples, serving, logs)
+        window = [window_start, time.time()]
+    answer = result["result"] or {}
+    if check["problems"]:
+        reason = f"output differs from FP32 eager: {'; '.join(check['problems'])}"
+    elif not answer:  # no LoadGen run could meet the bound (inferbench.serving.measure_serving says why)
+        reason = f"no server run can meet p99 <= {serving.latency_bound_ms:g} ms: " + (
+            result.get("unreachable") or result.get("stopped") or "no run"
+        )
+    elif not answer["valid"]:
+        reason = (
+            f"LoadGen: {why_invalid(answer)}"
+            + (
+                f" (no target QPS of the {len(result['search'])}-run search met p99 <= {serving.latency_bound_ms:g} ms)"
+                if result.get("search") and len(result["search"]) > 1
+                else ""
+            )
+            + (f"; {result['stopped']}" if result.get("stopped") else "")
+        )
+    else:
+        reason = None
+    return CellRecord(
+        **base,
+        status="ok" if reason is None else "invalid",
+        reason=reason,
+        parity=check["parity"],
+        timing=f"loadgen_{key.scenario}",
+        timing_description=SERVING_BOUNDARY,
+        items_per_call=key.batch_size,
+        n_iters=answer.get("query_count"),
+        measured_windows_unix=[window],
+        serving=result,
+        memory_mb={
+            "host_peak_rss": memory.host_peak_rss_mb(),
+            "host_rss_at_start": memory.host_rss_at_start_mb(),
+            "gpu_peak_allocated": memory.gpu_peak_allocated_mb() if key.device == "cuda" else None,
+        },
+        cold_start_s=check["cold"],
+        engine=engine.describe() | {"attention": engine.attention},
+        environment=fingerprint(include_gpu=key.device == "cuda") | {"loadgen": answer.get("loadgen")},
+    )
 
 
 def profile_cell(

@@ -1,6 +1,9 @@
-"""One cell = workload x engine x precision x device x batch x sequence length x threads.
+"""One cell = workload x engine x precision x device x batch x sequence length x threads x scenario.
 
 A cell has an id, a path under ``results/cells`` that names every dimension, and one JSON record.
+The scenario is named in the path only where it is not ``single`` (the timed loop of one call at a
+time): ``server`` and ``offline`` cells are LoadGen runs (inferbench.serving), with ``-server`` or
+``-offline`` after the threads.
 """
 
 from __future__ import annotations
@@ -17,17 +20,22 @@ SCHEMA_VERSION = 1
 Status = Literal["ok", "unavailable", "oom", "invalid", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "unavailable", "oom", "invalid", "failed")
 
-CELL_PATTERN = "{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.json"
+#: how a cell is driven: ``single`` (calls timed one at a time: the latency and throughput loop), or a
+#: MLPerf LoadGen scenario through a dynamic batcher: ``server`` (Poisson arrivals at a target QPS),
+#: ``offline`` (every query at once)
+SCENARIOS: tuple[str, ...] = ("single", "server", "offline")
+CELL_PATTERN = "{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}{scenario_suffix}.json"
 _CELL_RE = re.compile(
     r"(?P<workload>[a-z0-9_]+)/(?P<engine>[a-z0-9_]+)-(?P<precision>[a-z0-9]+)/(?P<device>[a-z]+)/"
-    r"b(?P<batch>\d+)-s(?P<seq>\d+)-t(?P<threads>\d+)\.json$"
+    r"b(?P<batch>\d+)-s(?P<seq>\d+)-t(?P<threads>\d+)(?:-(?P<scenario>server|offline))?\.json$"
 )
 
 
 @dataclass(frozen=True, order=True)
 class CellKey:
     """Everything that changes what a cell measures. ``seq_len`` is 0 for non-text workloads,
-    ``threads`` is 0 on devices where the host thread count is not an axis (cuda)."""
+    ``threads`` is 0 on devices where the host thread count is not an axis (cuda); in a serving
+    scenario ``batch_size`` is the dynamic batcher's largest batch."""
 
     workload: str
     engine: str
@@ -36,6 +44,11 @@ class CellKey:
     batch_size: int
     seq_len: int
     threads: int
+    scenario: str = "single"
+
+    def __post_init__(self) -> None:
+        if self.scenario not in SCENARIOS:
+            raise ValueError(f"scenario must be one of {SCENARIOS}, got {self.scenario!r}")
 
     @property
     def relpath(self) -> str:
@@ -47,6 +60,7 @@ class CellKey:
             batch=self.batch_size,
             seq=self.seq_len,
             threads=self.threads,
+            scenario_suffix="" if self.scenario == "single" else f"-{self.scenario}",
         )
 
     @property
@@ -67,6 +81,7 @@ class CellKey:
             int(g["batch"]),
             int(g["seq"]),
             int(g["threads"]),
+            g["scenario"] or "single",
         )
 
 
@@ -114,6 +129,9 @@ class CellRecord:
     bound: dict[str, Any] | None = None
     #: the fresh processes that measured the cell: each one's headline numbers and their spread
     repeats: dict[str, Any] | None = None
+    #: server and offline cells: LoadGen's result (inferbench.serving.measure_serving), the search for
+    #: the highest QPS within the latency bound, the batcher's settings and batches, the logs' folder
+    serving: dict[str, Any] | None = None
     cold_start_s: dict[str, float] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
@@ -234,6 +252,26 @@ class CellRecord:
             "git_commit": self.environment.get("git_commit"),
             "git_dirty": self.environment.get("git_dirty"),
             **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime")},
+            **self._serving_columns(),
             "created_at": self.created_at,
         }
         return row
+
+    def _serving_columns(self) -> dict[str, Any]:
+        """LoadGen's result of a server or offline cell (None elsewhere): the QPS it served, within the
+        latency bound for a server cell, its latency percentiles and validity, and the batcher."""
+        serving = self.serving or {}
+        result = serving.get("result") or {}
+        latency = result.get("latency_ms") or {}
+        return {
+            "serving_qps": result.get("completed_qps"),
+            "serving_target_qps": result.get("target_qps"),
+            "serving_latency_bound_ms": serving.get("latency_bound_ms"),
+            **{f"serving_{k}_ms": latency.get(k) for k in ("p50", "p90", "p99")},
+            "serving_valid": result.get("valid"),
+            "serving_early_stopping_met": result.get("early_stopping_met"),
+            "serving_queries": result.get("query_count"),
+            "serving_max_queue_delay_ms": serving.get("max_queue_delay_ms"),
+            "serving_mean_batch": (serving.get("batches") or {}).get("mean_size"),
+            "serving_capacity_qps": serving.get("capacity_qps"),
+        }

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inferbench.cells import SCENARIOS
 from inferbench.errors import UserError
 from inferbench.lock import MachineLock
 from inferbench.workloads import WORKLOADS
@@ -233,10 +234,21 @@ def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
     from inferbench.cell_runner import CellInputs, measure_cell
     from inferbench.cells import CellKey
 
-    key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
+    key = CellKey(
+        args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads, args.scenario
+    )
     inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
     settings = measure_settings(args.measure)
-    record = measure_cell(key, args.engine_options, inputs, settings, args.out, lock, args.tolerance, imports_started)
+    serving = None
+    if args.scenario != "single":
+        from inferbench.serving import ServingSettings
+
+        if args.serving is None:
+            raise UserError(f"--scenario {args.scenario} needs --serving (JSON: latency_bound_ms, ...)")
+        serving = ServingSettings.from_dict(args.serving)
+    record = measure_cell(
+        key, args.engine_options, inputs, settings, args.out, lock, args.tolerance, imports_started, serving
+    )
     p50 = (record.latency_ms or {}).get("p50")
     processes = (record.repeats or {}).get("n", 1)
     spread = (record.repeats or {}).get("p50_spread_pct")
@@ -458,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cell_arguments(p)
     p.add_argument("--reference", type=Path, help="reference inputs/outputs (npz) for the parity check")
     p.add_argument("--tolerance", type=_json, default={}, help="parity tolerances of this precision, JSON")
+    p.add_argument("--scenario", choices=SCENARIOS, default="single", help="single (timed calls) or a LoadGen scenario")
+    p.add_argument("--serving", type=_json, help="LoadGen settings, JSON (inferbench.serving.ServingSettings)")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_run_cell, lock=True)
 

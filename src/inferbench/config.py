@@ -138,6 +138,13 @@ def _cross_reference_problems(config: dict[str, Any]) -> Iterator[str]:
         if name not in studies:
             yield f"run[{i}]: unknown study {name!r}; defined studies: {', '.join(sorted(studies))}"
     for study_name, study in studies.items():
+        serves = set(study["scenarios"]) - {"single"}
+        if (study["layout"] == "serving") != bool(serves) or (serves and "single" in study["scenarios"]):
+            yield (
+                f"studies.{study_name}: a study with layout `serving` lists scenarios server and/or offline only, "
+                f"and only such a study lists them (it has layout {study['layout']!r} and scenarios "
+                f"{study['scenarios']}); put single and serving cells in studies of their own"
+            )
         for i, workload in enumerate(study["workloads"]):
             if (problem := workload_problem(workload)) is not None:
                 yield f"studies.{study_name}.workloads[{i}]: {problem}"

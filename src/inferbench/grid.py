@@ -60,8 +60,10 @@ def study_cells(
             continue
         seq_lens = study["seq_lens"] if workload_info(workload).has_seq_len else [0]
         threads = study["threads"] if device == "cpu" else [0]
-        for batch, seq, n_threads in itertools.product(study["batch_sizes"], seq_lens, threads):
-            cells.add(CellKey(workload, variant, precision, device, batch, seq, n_threads))
+        # training engines are timed one step or epoch at a time: no queries to serve
+        scenarios = [s for s in study.get("scenarios", ["single"]) if info.mode == "inference" or s == "single"]
+        for batch, seq, n_threads, scenario in itertools.product(study["batch_sizes"], seq_lens, threads, scenarios):
+            cells.add(CellKey(workload, variant, precision, device, batch, seq, n_threads, scenario))
     return cells
 
 
@@ -94,6 +96,25 @@ def cell_min_iters(config: dict[str, Any], has_cuda: bool | None = None) -> dict
         for cell in study_cells(study, config["engines"], has_cuda):
             needed[cell] = max(needed.get(cell, floor), calls)
     return needed
+
+
+def cell_serving(config: dict[str, Any], has_cuda: bool | None = None) -> dict[CellKey, dict[str, Any]]:
+    """The serving settings of each server and offline cell (inferbench.serving.ServingSettings):
+    config `serving`, the latency bound of its studies (the tightest, where several have the cell) and
+    its variant's batcher delay."""
+    has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
+    defaults = config["serving"]
+    settings: dict[CellKey, dict[str, Any]] = {}
+    for name in config["run"]:
+        study = config["studies"][name]
+        bound = study.get("latency_bound_ms", defaults["latency_bound_ms"])
+        for cell in study_cells(study, config["engines"], has_cuda):
+            if cell.scenario == "single":
+                continue
+            delay = config["engines"][cell.engine].get("max_queue_delay_ms", defaults["max_queue_delay_ms"])
+            earlier = settings.get(cell, {}).get("latency_bound_ms", bound)
+            settings[cell] = {**defaults, "latency_bound_ms": min(bound, earlier), "max_queue_delay_ms": delay}
+    return settings
 
 
 def resolved_studies(config: dict[str, Any], has_cuda: bool | None = None) -> dict[str, dict[str, Any]]:

@@ -19,6 +19,7 @@ from inferbench.engines.tensorrt import current_target, plan_path
 from inferbench.cells import CellKey
 from inferbench.grid import (
     cell_min_iters,
+    cell_serving,
     config_cells,
     no_cells_message,
     resolved_studies,
@@ -46,6 +47,8 @@ if not CELLS:
     raise WorkflowError(no_cells_message(config))
 # timed calls per cell: more where one of its studies reports a tail percentile (p99: 100)
 CELL_MIN_ITERS = cell_min_iters(config, HAS_CUDA)
+# server and offline cells: LoadGen's settings, the latency bound of their studies, the batcher's delay
+CELL_SERVING = cell_serving(config, HAS_CUDA)
 # cells named (or matched by a glob) in config `profile.cells`; patterns matching no cell here are
 # skipped, since one config serves CPU-only and GPU machines
 PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for p in config["profile"]["cells"])]
@@ -83,6 +86,7 @@ wildcard_constraints:
     batch=r"\d+",
     seq=r"\d+",
     threads=r"\d+",
+    scenario="server|offline",
     dataset="lendingclub|heart",
 
 
@@ -103,7 +107,7 @@ def cell_record(cell):
 
 
 def workload_records(workload):
-    return [cell_record(c) for c in CELLS if c.workload == workload]
+    return [cell_record(c) for c in CELLS if c.workload == workload and c.scenario == "single"]
 
 
 def profile_record(cell):
@@ -111,7 +115,9 @@ def profile_record(cell):
 
 
 def plot_files():
-    return [f"results/plots/{w}/{name}" for w in CELL_WORKLOADS for name in plot_names(w)]
+    """Plots of the workloads with cells timed one call at a time (serving cells have their own tables)."""
+    plotted = ordered(c.workload for c in CELLS if c.scenario == "single")
+    return [f"results/plots/{w}/{name}" for w in plotted for name in plot_names(w)]
 
 
 def roofline_inputs(wildcards=None):
@@ -186,9 +192,9 @@ def cell_group(wildcards):
     return "cpu_cells" if wildcards.device == "cpu" else None
 
 
-def cell_measure(wildcards):
-    """The measure settings of one cell: config `measure`, with the timed calls its studies need."""
-    key = CellKey(
+def wildcard_cell(wildcards):
+    """The cell that a job's wildcards name (scenario: single unless the rule has the wildcard)."""
+    return CellKey(
         wildcards.workload,
         wildcards.engine,
         wildcards.precision,
@@ -196,8 +202,20 @@ def cell_measure(wildcards):
         int(wildcards.batch),
         int(wildcards.seq),
         int(wildcards.threads),
+        wildcards.get("scenario", "single"),
     )
+
+
+def cell_measure(wildcards):
+    """The measure settings of one cell: config `measure`, with the timed calls its studies need."""
+    key = wildcard_cell(wildcards)
     return {**config["measure"], "min_iters": CELL_MIN_ITERS.get(key, config["measure"]["min_iters"])}
+
+
+def serving_args(wildcards):
+    """A serving cell's scenario and LoadGen settings (tracked as params: changing them re-runs it)."""
+    key = wildcard_cell(wildcards)
+    return ["--scenario", key.scenario, "--serving", json.dumps(CELL_SERVING[key], sort_keys=True)]
 
 
 def cell_args(wildcards):

@@ -26,7 +26,7 @@ import pandas as pd
 
 from inferbench.analysis import decisions
 from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
-from inferbench.analysis.summary import KEY_COLUMNS, summary_frame
+from inferbench.analysis.summary import KEY_COLUMNS, summary_frame, with_scenario
 from inferbench.analysis.uncertainty import ratio
 from inferbench.cells import CellKey
 
@@ -42,10 +42,10 @@ class Run:
     def load(cls, path: str | Path) -> Run:
         path = Path(path)
         if path.is_file():
-            return cls(pd.read_csv(path), None)
+            return cls(with_scenario(pd.read_csv(path)), None)
         cells = path / "cells"
         if (path / "summary.csv").exists():
-            summary = pd.read_csv(path / "summary.csv")
+            summary = with_scenario(pd.read_csv(path / "summary.csv"))
         elif cells.is_dir():
             summary = summary_frame(sorted(cells.glob("*/*/*/*.json")))
         else:

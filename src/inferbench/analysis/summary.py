@@ -11,7 +11,21 @@ from inferbench.cells import CellRecord
 from inferbench.errors import UserError
 from inferbench.fsutil import atomic_path
 
-KEY_COLUMNS = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads"]
+KEY_COLUMNS = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads", "scenario"]
+
+
+def with_scenario(summary: pd.DataFrame) -> pd.DataFrame:
+    """A summary with its ``scenario`` column (summaries written before scenarios: all ``single``)."""
+    return summary if "scenario" in summary else summary.assign(scenario="single")
+
+
+def split_scenarios(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cells timed one call at a time (``single``: every latency table, decision and plot) and the
+    LoadGen serving cells (``server``, ``offline``: their own section), apart: a serving cell's latency
+    includes queueing and batching, and is never compared with a single call's."""
+    summary = with_scenario(summary)
+    single = summary["scenario"].eq("single")
+    return summary[single].reset_index(drop=True), summary[~single].reset_index(drop=True)
 
 
 #: what reading a damaged or foreign record raises (JSONDecodeError and a wrong schema are ValueErrors)

@@ -69,8 +69,9 @@ class Option:
         return None
 
 
-#: keys every variant may have besides its engine's options: which implementation, and where it runs
-VARIANT_KEYS = ("engine", "devices", "precisions")
+#: keys every variant may have besides its engine's options: which implementation, where it runs, and
+#: how long the dynamic batcher of its serving cells waits for a batch to fill (inferbench.serving)
+VARIANT_KEYS = ("engine", "devices", "precisions", "max_queue_delay_ms")
 
 _TF32 = Option(
     bool,

@@ -13,10 +13,12 @@ from typing import Any
 import pandas as pd
 
 from inferbench.analysis.comparison import BOUNDARY_LABELS, SpreadFloors
+from inferbench.analysis.summary import split_scenarios, with_scenario
 from inferbench.analysis.uncertainty import verdict
 from inferbench.fsutil import atomic_path, read_json
 from inferbench.report.headline import headline_section
 from inferbench.report.roofline import roofline_section
+from inferbench.report.serving import serving_section
 from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
 from inferbench.report.tables import fmt, intervals, markdown_table, recipe, rows_or_none
 from inferbench.report.text import escape_markdown, inline_code
@@ -26,6 +28,13 @@ BOUNDARIES = {
     "device": "inputs staged where the engine computes before timing, outputs left there",
     "end_to_end": "host arrays in, a host float32 array out, copies to and from the device included",
 }
+SERVING_MEASURED = (
+    "Serving cells (`server`, `offline`; their own study sections) are MLPerf LoadGen runs through a "
+    "dynamic batcher in front of the engine, in one fresh process under the machine-wide lock, after the "
+    "same preparation and parity check: each query is timed by LoadGen from its issue to its completion "
+    "(queueing, batching padded to the largest batch, host-to-host copies, compute); a server cell's QPS "
+    "is the highest target whose run LoadGen judged valid with p99 within the study's bound."
+)
 TABLE_COLUMNS = [
     ("engine", "engine"),
     ("precision", "precision"),
@@ -238,54 +247,66 @@ def build_report(
     the cells that did not produce a valid measurement."""
     if "mode" not in summary:  # summaries written before training cells existed
         summary = summary.assign(mode="inference")
-    counts = summary["status"].value_counts().to_dict()
+    everything = summary
+    # serving cells (LoadGen) have their own sections: their latency includes queueing
+    summary, serving = split_scenarios(summary)
+    counts = everything["status"].value_counts().to_dict()
     measured = summary[summary["status"].isin(["ok", "invalid"])]
     out = [
         "# inferbench report",
         "",
-        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from {len(summary)} cells: "
+        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} from {len(everything)} cells: "
         + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         + ".",
         "",
         *headline_section(summary),
-        *decisions_section(summary),
+        *(decisions_section(summary) if not summary.empty or serving.empty else []),
     ]
     plot_paths = [Path(p) for p in plots]
     for name, study in (studies or {}).items():
-        out += study_section(name, study, summary, plot_paths, report_dir)
+        if study.get("layout") == "serving":
+            out += serving_section(name, study, serving)
+        else:
+            out += study_section(name, study, summary, plot_paths, report_dir)
+    what = []
+    if not summary.empty:
+        what += [
+            "Each cell is one engine running one workload at one precision, device, batch size, sequence length "
+            "and CPU thread count, measured in fresh processes (`processes`; more for GPU cells found host-bound) "
+            "while no other job of the workflow measures (machine-wide lock); library imports happen once, "
+            "before the processes fork, and are timed apart. In each process, after a warm-up, calls are timed "
+            "one at a time until both the minimum time and the process's share of the minimum number of calls "
+            "are reached; every call is synchronised before the clock is read (CUDA events on GPU). Each cell is "
+            "timed at its engine's boundary (the p50 ... columns), then end to end on the host clock "
+            "(`end_to_end`: host arrays in, a host array out), unless its engine's boundary is already end to end; "
+            "GPU telemetry is read only at the two ends of each timed loop. Boundaries of the ok cells here: "
+            + "; ".join(
+                f"`{t}`: {BOUNDARIES.get(t, 'see the records')}" for t in sorted(measured["timing"].dropna().unique())
+            )
+            + ". Percentiles and CIs pool the calls of all processes; percentiles from fewer calls than they need "
+            "(p90: 10, p95: 20, p99: 100) are shown as –; `calls` is the number of timed calls. `bound` (GPU "
+            "cells): `host` when the GPU waited for the thread launching its kernels (an asynchronous `run` that "
+            "returns at >= 50% of the call, or, for engines whose `run` waits for the GPU, the GPU busy < 70% of "
+            "the loop), `device` otherwise. `recipe`: "
+            "what the cell computes with (graph, precision and how it is reached, TF32 or strict fp32, "
+            "channels-last, CUDA graph, IO binding).",
+        ]
+    if not serving.empty:
+        what += [SERVING_MEASURED]
     out += [
         "## What was measured",
         "",
-        "Each cell is one engine running one workload at one precision, device, batch size, sequence length "
-        "and CPU thread count, measured in fresh processes (`processes`; more for GPU cells found host-bound) "
-        "while no other job of the workflow measures (machine-wide lock); library imports happen once, "
-        "before the processes fork, and are timed apart. In each process, after a warm-up, calls are timed "
-        "one at a time until both the minimum time and the process's share of the minimum number of calls "
-        "are reached; every call is synchronised before the clock is read (CUDA events on GPU). Each cell is "
-        "timed at its engine's boundary (the p50 ... columns), then end to end on the host clock "
-        "(`end_to_end`: host arrays in, a host array out), unless its engine's boundary is already end to end; "
-        "GPU telemetry is read only at the two ends of each timed loop. Boundaries of the ok cells here: "
-        + "; ".join(
-            f"`{t}`: {BOUNDARIES.get(t, 'see the records')}" for t in sorted(measured["timing"].dropna().unique())
-        )
-        + ". Percentiles and CIs pool the calls of all processes; percentiles from fewer calls than they need "
-        "(p90: 10, p95: 20, p99: 100) are shown as –; `calls` is the number of timed calls. `bound` (GPU "
-        "cells): `host` when the GPU waited for the thread launching its kernels (an asynchronous `run` that "
-        "returns at >= 50% of the call, or, for engines whose `run` waits for the GPU, the GPU busy < 70% of "
-        "the loop), `device` otherwise. `recipe`: "
-        "what the cell computes with (graph, precision and how it is reached, TF32 or strict fp32, "
-        "channels-last, CUDA graph, IO binding).",
-        "",
+        *(line for text in what for line in (text, "")),
         "## Environment",
         "",
-        f"- host: {_distinct(summary, 'hostname')}",
-        f"- CPU: {_distinct(summary, 'cpu')}",
-        f"- GPU: {_distinct(summary, 'gpu')}",
-        f"- Python {_distinct(summary, 'python')}, torch {_distinct(summary, 'torch')}, "
-        f"onnxruntime {_distinct(summary, 'onnxruntime')}",
-        f"- GPU driver {_distinct(summary, 'gpu_driver')}, CUDA {_distinct(summary, 'cuda')}, "
-        f"cuDNN {_distinct(summary, 'cudnn', integer=True)}; inferbench commit {_distinct(summary, 'git_commit')}"
-        + (" with uncommitted changes" if "git_dirty" in summary and summary["git_dirty"].eq(True).any() else ""),
+        f"- host: {_distinct(everything, 'hostname')}",
+        f"- CPU: {_distinct(everything, 'cpu')}",
+        f"- GPU: {_distinct(everything, 'gpu')}",
+        f"- Python {_distinct(everything, 'python')}, torch {_distinct(everything, 'torch')}, "
+        f"onnxruntime {_distinct(everything, 'onnxruntime')}",
+        f"- GPU driver {_distinct(everything, 'gpu_driver')}, CUDA {_distinct(everything, 'cuda')}, "
+        f"cuDNN {_distinct(everything, 'cudnn', integer=True)}; inferbench commit {_distinct(everything, 'git_commit')}"
+        + (" with uncommitted changes" if "git_dirty" in everything and everything["git_dirty"].eq(True).any() else ""),
         *_telemetry_lines(measured),
         "",
     ]
@@ -353,7 +374,8 @@ def build_report(
     out += profile_section(profiles)
     out += roofline_section(roofline)
 
-    not_ok = summary[summary["status"] != "ok"]
+    not_ok = with_scenario(everything)
+    not_ok = not_ok[not_ok["status"] != "ok"]
     out += ["## Cells that did not produce a valid measurement", ""]
     if not_ok.empty:
         out += ["None: every cell is `ok`.", ""]
@@ -364,6 +386,7 @@ def build_report(
                 cell = (
                     f"{row.workload} {row.engine} {row.precision} {row.device} "
                     f"b{row.batch_size} s{row.seq_len} t{row.threads}"
+                    + ("" if row.scenario == "single" else f" {row.scenario}")
                 )
                 reason = str(row.reason).splitlines()[0][:300]  # cut before escaping: no reference is cut in two
                 out.append(f"| {escape_markdown(cell)} | {escape_markdown(reason)} |")

@@ -20,6 +20,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from inferbench.analysis.comparison import p50_at
+from inferbench.analysis.summary import split_scenarios
 from inferbench.fsutil import atomic_path
 from inferbench.workloads import ordered, workload_info
 
@@ -95,6 +96,7 @@ def plot_workload(
     """Write the ``kind`` sweep's plots (``batch`` or ``seq``) of one workload into ``out_dir``;
     ``variants``: the config's engine variants in order (their colours)."""
     out_dir = Path(out_dir)
+    summary, _ = split_scenarios(summary)  # serving cells' latencies include queueing: not on these curves
     frame = summary[(summary["workload"] == workload) & (summary["status"] == "ok")]
     frame = frame[frame["engine_impl"] != "noop"]  # harness overhead is a baseline, not an engine
     if "mode" in frame:  # training cells are in the report's own table, not on inference curves

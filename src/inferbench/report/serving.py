@@ -1,0 +1,111 @@
+"""The report section of a serving study (layout ``serving``): per workload and engine, the QPS that
+LoadGen's server scenario sustained with p99 within the bound, the offline QPS, and what the dynamic
+batcher's largest batch and queue delay change. Serving cells never enter the latency tables and
+decisions of single-call cells: their latency includes queueing and batching."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from inferbench.report.tables import fmt, fmt_ms, markdown_table
+from inferbench.report.text import escape_markdown, inline_code
+
+SERVING_COLUMNS = [
+    ("engine", "engine"),
+    ("precision", "precision"),
+    ("device", "device"),
+    ("seq_len", "seq"),
+    ("batch_size", "max batch"),
+    ("serving_max_queue_delay_ms", "queue delay"),
+    ("server_qps", "server QPS, p99 within bound"),
+    ("server_p99_ms", "its p99"),
+    ("server_p50_ms", "its p50"),
+    ("server_mean_batch", "mean batch"),
+    ("offline_qps", "offline QPS"),
+    ("capacity_qps", "back-to-back QPS"),
+    ("server_verdict", "server run"),
+]
+
+
+def serving_rows(serving: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
+    """The serving cells of ``study`` (devices resolved)."""
+    mask = (
+        serving["workload"].isin(study["workloads"])
+        & serving["engine"].isin(study["engines"])
+        & serving["precision"].isin(study.get("precisions", ["fp32"]))
+        & serving["device"].isin(study["devices"])
+        & serving["batch_size"].isin(study["batch_sizes"])
+        & serving["scenario"].isin(study.get("scenarios", []))
+    )
+    return serving[mask]
+
+
+def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per engine configuration (workload, engine, precision, device, shape, max batch): its
+    server cell's QPS within the bound beside its offline cell's QPS."""
+    keys = ["workload", "engine", "precision", "device", "seq_len", "threads", "batch_size"]
+    server = cells[cells["scenario"] == "server"].set_index(keys)
+    offline = cells[cells["scenario"] == "offline"].set_index(keys)
+    table = pd.DataFrame(index=server.index.union(offline.index))
+    if not server.empty:
+        ok = server["status"] == "ok"
+        table["server_qps"] = server["serving_qps"].where(ok)
+        table["server_p99_ms"] = server["serving_p99_ms"].where(ok)
+        table["server_p50_ms"] = server["serving_p50_ms"].where(ok)
+        table["server_mean_batch"] = server["serving_mean_batch"].where(ok)
+        table["latency_bound_ms"] = server["serving_latency_bound_ms"]
+        table["server_verdict"] = server["status"].map({"ok": "valid"}).fillna(server["status"])
+    if not offline.empty:
+        table["offline_qps"] = offline["serving_qps"].where(offline["status"] == "ok")
+    first = pd.concat([server, offline])
+    first = first[~first.index.duplicated()]
+    table["serving_max_queue_delay_ms"] = first["serving_max_queue_delay_ms"]
+    table["capacity_qps"] = first["serving_capacity_qps"]
+    return table.reset_index()
+
+
+def serving_section(name: str, study: dict[str, Any], serving: pd.DataFrame) -> list[str]:
+    out = [f"## Study {inline_code(name)}", ""]
+    if study.get("description"):
+        description = escape_markdown(study["description"])
+        out += [description[:1].upper() + description[1:] + ".", ""]
+    if study.get("question"):
+        out += [f"**Question:** {escape_markdown(study['question'])}", ""]
+    cells = serving_rows(serving, study) if not serving.empty else serving
+    if cells.empty:
+        needs = " (it needs a GPU)" if study.get("requires_gpu") else ""
+        return [*out, f"No cell of this study ran on this machine{needs}.", ""]
+    table = side_by_side(cells)
+    out += ["**Answer:**", ""]
+    for workload, rows in table.groupby("workload", sort=False):
+        best = rows.dropna(subset=["server_qps"]) if "server_qps" in rows else rows.iloc[0:0]
+        if not best.empty:
+            top = best.loc[best["server_qps"].idxmax()]
+            bound = fmt_ms(top["latency_bound_ms"])
+            out.append(
+                f"- **{escape_markdown(workload)}**: {fmt(top['server_qps'])} queries/s with p99 "
+                f"{fmt_ms(top['server_p99_ms'])} within {bound}: {escape_markdown(top['engine'])} "
+                f"{top['precision']} {top['device']}, max batch {int(top['batch_size'])}, queue delay "
+                f"{fmt(top['serving_max_queue_delay_ms'])} ms."
+            )
+        else:
+            out.append(f"- **{escape_markdown(workload)}**: no server cell met its p99 bound.")
+    out += [""]
+    for workload, rows in table.groupby("workload", sort=False):
+        out += [f"**{escape_markdown(workload)}**:", "", markdown_table(rows, SERVING_COLUMNS), ""]
+    out += [
+        "Server: LoadGen's Poisson arrivals, single-sample queries; the QPS is the highest target of the "
+        "cell's bisection whose run LoadGen judged valid (p99 within the bound, early stopping, minimum "
+        "duration and query count), as completed. Offline: every query at once. Back-to-back: batches of "
+        "the max batch, end to end, one after another (the batcher's ceiling). Each query is timed from its "
+        "issue to its completion: queueing, batching (padded to the max batch), host-to-host copies and "
+        "compute. LoadGen's logs are beside each record (`<cell>.loadgen/`).",
+        "",
+    ]
+    not_ok = cells[cells["status"] != "ok"]
+    if not not_ok.empty:
+        counts = ", ".join(f"{n} {s}" for s, n in not_ok["status"].value_counts().items())
+        out += [f"Cells without a valid result: {counts} (reasons at the end of the report).", ""]
+    return out

@@ -1,0 +1,328 @@
+"""Serving scenarios through MLPerf LoadGen: how many queries per second an engine serves, and at what
+latency, when queries arrive on their own rather than one call after another.
+
+LoadGen (``mlcommons-loadgen``) generates the queries of a scenario, times each from issue to
+completion and judges the run: ``server`` sends single-sample queries with Poisson arrivals at a
+target QPS and is valid only if the p99 latency stays within the bound (with its early-stopping
+estimate where the run is short), its minimum duration and query count are met; ``offline`` sends
+every query at once and reports the samples per second. The system under test here is a dynamic
+batcher in front of one engine: one worker thread takes the waiting queries, up to ``max_batch``,
+waiting at most ``max_queue_delay_ms`` after the first for more, gathers their samples from the query
+sample library (the workload's seeded inputs), pads the batch to ``max_batch`` (the shape the engine
+was prepared and parity-checked with: compiled, captured and static-shape engines need it), runs it
+end to end (host arrays in, host array out) and completes the queries.
+
+The latency bound search: a server cell without a fixed target QPS bisects the target between 0 and
+the engine's capacity at ``max_batch`` (batch over the end-to-end time of one call), one LoadGen run
+per step; the result is the highest target whose run was valid.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: a server run's latency percentile that the bound applies to (MLPerf's default for most models)
+BOUND_PERCENTILE = 0.99
+#: an offline run is sized for this multiple of the back-to-back capacity (LoadGen: queries = expected
+#: QPS x minimum duration; finishing early makes the run invalid)
+OFFLINE_OVERSIZE = 2.0
+#: LoadGen's log files kept beside the record (the trace and accuracy logs stay off or empty)
+KEPT_LOGS = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
+
+
+def loadgen_unavailable_reason() -> str | None:
+    if importlib.util.find_spec("mlperf_loadgen") is None:
+        return "MLPerf LoadGen is not installed (pip install mlcommons-loadgen, declared by pyproject.toml)"
+    return None
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """How a serving cell runs (config `serving`, the study's `latency_bound_ms`, the variant's
+    `max_queue_delay_ms`)."""
+
+    #: the p99 latency a server run must stay within (ms)
+    latency_bound_ms: float
+    #: the batcher waits at most this long after a batch's first query for more to fill it
+    max_queue_delay_ms: float = 2.0
+    #: every LoadGen run lasts at least this long and issues at least this many queries (LoadGen's
+    #: early stopping needs about 460 queries within the bound to judge a p99)
+    min_duration_s: float = 2.0
+    min_query_count: int = 500
+    #: a run ends here even if its minimum query count is not reached (it is then invalid)
+    max_duration_s: float = 60.0
+    #: samples in the query sample library (seeded inputs, cycled by LoadGen's sample index)
+    samples: int = 256
+    #: server: LoadGen runs of the bisection for the highest valid QPS
+    search_runs: int = 6
+    #: server: run at this QPS only, no search (None: search)
+    target_qps: float | None = None
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ServingSettings:
+        return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
+
+
+class DynamicBatcher:
+    """The system under test: queries wait in a queue; one worker thread forms batches of up to
+    ``max_batch`` (waiting at most ``max_queue_delay_s`` after a batch's first query), runs them
+    through ``run_batch`` and completes every query of the batch with LoadGen."""
+
+    def __init__(
+        self,
+        run_batch: Callable[[np.ndarray], None],
+        max_batch: int,
+        max_queue_delay_s: float,
+        complete: Callable[[list[int]], None],
+    ) -> None:
+        self.run_batch, self.max_batch, self.max_queue_delay_s = run_batch, max_batch, max_queue_delay_s
+        self.complete = complete
+        self.waiting: queue.SimpleQueue[tuple[int, int, float] | None] = queue.SimpleQueue()
+        self.batch_sizes: list[int] = []
+        self.error: BaseException | None = None
+        self.worker = threading.Thread(target=self._work, name="inferbench-batcher", daemon=True)
+        self.worker.start()
+
+    def issue(self, query_samples: list[Any]) -> None:
+        """LoadGen's issue callback: queue each query (its id, its sample's index, when it arrived)."""
+        now = time.perf_counter()
+        for sample in query_samples:
+            self.waiting.put((sample.id, sample.index, now))
+
+    def stop(self) -> None:
+        self.waiting.put(None)
+        self.worker.join()
+
+    def _work(self) -> None:
+        while (first := self.waiting.get()) is not None:
+            batch = [first]
+            deadline = first[2] + self.max_queue_delay_s
+            stop = False
+            while len(batch) < self.max_batch:
+                try:
+                    item = self.waiting.get(timeout=max(0.0, deadline - time.perf_counter()))
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            if self.error is None:  # after a failure, queries are completed unserved: LoadGen must end
+                try:
+                    self.run_batch(np.array([index for _, index, _ in batch]))
+                except BaseException as error:  # reported by run_loadgen once LoadGen has ended
+                    self.error = error
+            self.batch_sizes.append(len(batch))
+            self.complete([query_id for query_id, _, _ in batch])
+            if stop:
+                return
+
+    def batch_summary(self) -> dict[str, Any]:
+        sizes = np.asarray(self.batch_sizes or [0])
+        return {
+            "count": len(self.batch_sizes),
+            "mean_size": float(sizes.mean()),
+            "max_size": int(sizes.max()),
+            "fill": float(sizes.mean() / self.max_batch),
+            "padded_to": self.max_batch,
+        }
+
+
+def read_loadgen_log(log_dir: Path) -> dict[str, Any]:
+    """LoadGen's result from its detail log (``:::MLLOG`` JSON lines): QPS, latency percentiles (ms),
+    validity and each of its conditions, the early-stopping verdict, the query count."""
+    values: dict[str, Any] = {}
+    for line in (log_dir / "mlperf_log_detail.txt").read_text().splitlines():
+        if line.startswith(":::MLLOG "):
+            entry = json.loads(line.removeprefix(":::MLLOG "))
+            values[entry["key"]] = entry["value"]
+    percentiles = ("50.00", "90.00", "95.00", "99.00", "99.90")
+    latency_ns = {f"p{float(q):g}": f"result_{q}_percentile_latency_ns" for q in percentiles}
+    latency_ns |= {k: f"result_{k}_latency_ns" for k in ("mean", "min", "max")}
+    latency = {name: values[key] / 1e6 for name, key in latency_ns.items() if key in values}
+    scenario = values.get("effective_scenario")
+    completed = values.get("result_completed_samples_per_sec", values.get("result_samples_per_second"))
+    return {
+        "scenario": scenario,
+        "valid": values.get("result_validity") == "VALID",
+        "validity": values.get("result_validity"),
+        "conditions": {
+            "latency_within_bound": values.get("result_perf_constraints_met"),
+            "min_duration": values.get("result_min_duration_met"),
+            "min_queries": values.get("result_min_queries_met"),
+            "early_stopping": values.get("early_stopping_met"),
+        },
+        "early_stopping_met": values.get("early_stopping_met"),
+        "early_stopping": (values.get("early_stopping_result") or "").strip() or None,
+        "target_qps": values.get("effective_target_qps"),
+        "completed_qps": completed,
+        "scheduled_qps": values.get("result_scheduled_samples_per_sec"),
+        "query_count": values.get("result_query_count", values.get("generated_query_count")),
+        "overlatency_query_count": values.get("result_overlatency_query_count"),
+        "latency_ms": latency,
+        "loadgen": values.get("loadgen_version"),
+    }
+
+
+def why_invalid(result: dict[str, Any]) -> str:
+    """LoadGen's conditions that a run did not meet, in words."""
+    names = {
+        "latency_within_bound": "the p99 latency exceeded the bound",
+        "min_duration": "the minimum duration was not reached",
+        "min_queries": f"the minimum query count was not reached ({result.get('query_count')} queries)",
+        "early_stopping": "early stopping could not confirm the p99 within the bound",
+    }
+    failed = [text for key, text in names.items() if result["conditions"].get(key) is False]
+    return "; ".join(failed) or f"LoadGen's result is {result.get('validity')}"
+
+
+def run_loadgen(
+    scenario: str,
+    batcher_factory: Callable[[Callable[[list[int]], None]], DynamicBatcher],
+    sample_count: int,
+    settings: ServingSettings,
+    log_dir: Path,
+    target_qps: float,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One LoadGen run of ``scenario`` (``server`` at ``target_qps``, or ``offline`` expecting it),
+    logs into ``log_dir``; returns LoadGen's result and the batcher's batches."""
+    import mlperf_loadgen as lg
+
+    def complete(query_ids: list[int]) -> None:
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(query_id, 0, 0) for query_id in query_ids])
+
+    batcher = batcher_factory(complete)
+    sut = lg.ConstructSUT(batcher.issue, lambda: None)
+    # the samples are in memory already: nothing to load or unload
+    qsl = lg.ConstructQSL(sample_count, sample_count, lambda _: None, lambda _: None)
+    test = lg.TestSettings()
+    test.scenario = lg.TestScenario.Server if scenario == "server" else lg.TestScenario.Offline
+    test.mode = lg.TestMode.PerformanceOnly
+    test.server_target_qps = test.offline_expected_qps = float(target_qps)
+    test.server_target_latency_ns = int(settings.latency_bound_ms * 1e6)
+    test.server_target_latency_percentile = BOUND_PERCENTILE
+    test.min_duration_ms = int(settings.min_duration_s * 1e3)
+    test.max_duration_ms = int(settings.max_duration_s * 1e3)
+    test.min_query_count = settings.min_query_count
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = lg.LogSettings()
+    log.log_output.outdir = str(log_dir)
+    log.log_output.copy_summary_to_stdout = False
+    log.enable_trace = False
+    try:
+        lg.StartTestWithLogSettings(sut, qsl, test, log)
+    finally:
+        batcher.stop()
+        lg.DestroyQSL(qsl)
+        lg.DestroySUT(sut)
+    for extra in log_dir.iterdir():
+        if extra.name not in KEPT_LOGS:
+            extra.unlink()
+    if batcher.error is not None:
+        raise batcher.error
+    return read_loadgen_log(log_dir), batcher.batch_summary()
+
+
+def capacity_qps(
+    run_batch: Callable[[np.ndarray], None], max_batch: int, sample_count: int, min_calls: int = 10, min_s: float = 0.2
+) -> float:
+    """The engine's capacity at ``max_batch``: samples per second of back-to-back batches, end to end
+    (the median call of at least ``min_calls`` and ``min_s`` seconds of calls, after one untimed)."""
+    indices = np.arange(max_batch) % sample_count
+    run_batch(indices)
+    times: list[float] = []
+    started = time.perf_counter()
+    while len(times) < min_calls or time.perf_counter() - started < min_s:
+        start = time.perf_counter()
+        run_batch(indices)
+        times.append(time.perf_counter() - start)
+    return max_batch / float(np.median(times))
+
+
+def measure_serving(
+    scenario: str,
+    run_batch: Callable[[np.ndarray], None],
+    max_batch: int,
+    sample_count: int,
+    settings: ServingSettings,
+    log_dir: Path,
+) -> dict[str, Any]:
+    """A server or offline cell's LoadGen runs; ``run_batch(indices)`` serves the samples at those
+    indices end to end (padded to ``max_batch``). Returns what the record keeps under ``serving``:
+    ``result`` (the run that answers the cell: the highest valid server QPS, or the offline run),
+    ``search`` (every server run), the batches, the capacity and the settings."""
+    if log_dir.exists():
+        shutil.rmtree(log_dir)  # one cell's logs: a re-run replaces them
+
+    def batcher(complete: Callable[[list[int]], None]) -> DynamicBatcher:
+        return DynamicBatcher(run_batch, max_batch, settings.max_queue_delay_ms / 1e3, complete)
+
+    capacity = capacity_qps(run_batch, max_batch, sample_count)
+    out: dict[str, Any] = {
+        "scenario": scenario,
+        "max_batch": max_batch,
+        "max_queue_delay_ms": settings.max_queue_delay_ms,
+        "latency_bound_ms": settings.latency_bound_ms if scenario == "server" else None,
+        "bound_percentile": BOUND_PERCENTILE if scenario == "server" else None,
+        "capacity_qps": capacity,
+        "settings": asdict(settings),
+        "logs": log_dir.name,
+    }
+    if scenario == "offline":
+        # LoadGen sizes an offline run from the expected QPS: a run that ends before its minimum duration
+        # is invalid, so it is asked for more than the capacity (the batcher may beat single calls)
+        expected = OFFLINE_OVERSIZE * capacity
+        result, batches = run_loadgen("offline", batcher, sample_count, settings, log_dir / "offline", expected)
+        return out | {"result": result, "batches": batches, "search": None}
+
+    # no query can be faster than one batch: a bound below it needs no LoadGen run to be out of reach
+    batch_ms = max_batch / capacity * 1e3
+    if settings.target_qps is None and batch_ms > settings.latency_bound_ms:
+        bound = settings.latency_bound_ms
+        why = f"one batch of {max_batch} takes {batch_ms:.3g} ms end to end, above the {bound:g} ms bound"
+        return out | {"result": None, "batches": None, "search": [], "qps_at_bound": None, "unreachable": why}
+    # a fixed target, or a bisection between 0 and the capacity (the first run at half of it); it stops
+    # where a run could not issue its minimum query count within the longest duration
+    slowest = settings.min_query_count / settings.max_duration_s
+    low, high = 0.0, capacity
+    search: list[dict[str, Any]] = []
+    best: tuple[dict[str, Any], dict[str, Any]] | None = None
+    last: tuple[dict[str, Any], dict[str, Any]] | None = None
+    for step in range(1 if settings.target_qps is not None else settings.search_runs):
+        target = settings.target_qps if settings.target_qps is not None else (low + high) / 2
+        if settings.target_qps is None and target < slowest:
+            out["stopped"] = (
+                f"below {slowest:.3g} QPS a run cannot issue {settings.min_query_count} queries within "
+                f"{settings.max_duration_s:g} s"
+            )
+            break
+        result, batches = run_loadgen("server", batcher, sample_count, settings, log_dir / f"server-{step}", target)
+        last = (result, batches)
+        search.append(
+            {
+                "target_qps": target,
+                "completed_qps": result["completed_qps"],
+                "p99_ms": result["latency_ms"].get("p99"),
+                "valid": result["valid"],
+                "why_invalid": None if result["valid"] else why_invalid(result),
+                "mean_batch": batches["mean_size"],
+                "logs": f"{log_dir.name}/server-{step}",
+            }
+        )
+        if result["valid"]:
+            low, best = target, (result, batches)
+        else:
+            high = target
+    result, batches = best or last or (None, None)
+    return out | {"result": result, "batches": batches, "search": search, "qps_at_bound": low if best else None}

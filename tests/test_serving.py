@@ -1,0 +1,163 @@
+"""Serving scenarios through MLPerf LoadGen (inferbench.serving): a fake engine with a known service
+time must show the queueing that queueing theory predicts, LoadGen's validity rules must reach the
+record, and a serving cell runs through the same cell runner as every cell."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferbench.cell_runner import CellInputs, MeasureSettings, loadgen_dir, measure_cell
+from inferbench.cells import CellKey, CellRecord
+from inferbench.lock import MachineLock
+from inferbench.models import create_model
+from inferbench.serving import ServingSettings, measure_serving
+
+pytest.importorskip("mlperf_loadgen")
+
+SERVICE_S = 0.004  # the fake engine's service time per batch
+
+
+def fake_engine(service_s: float = SERVICE_S, calls: list[int] | None = None):
+    """A batch takes ``service_s`` whatever its size (a sleep: the GIL is free for LoadGen's thread)."""
+
+    def run_batch(indices: np.ndarray) -> None:
+        if calls is not None:
+            calls.append(len(indices))
+        time.sleep(service_s)
+
+    return run_batch
+
+
+def md1_p99_s(arrival_qps: float, service_s: float, n: int = 400_000, seed: int = 0) -> float:
+    """p99 of the time in system of an M/D/1 queue (Poisson arrivals, one server, constant service),
+    by Lindley's recursion over ``n`` arrivals: W[i+1] = max(0, W[i] + D - A[i+1])."""
+    gaps = np.random.default_rng(seed).exponential(1 / arrival_qps, n)
+    wait, waits = 0.0, np.empty(n)
+    for i, gap in enumerate(gaps):
+        waits[i] = wait
+        wait = max(0.0, wait + service_s - gap)
+    return float(np.quantile(waits[n // 10 :] + service_s, 0.99))
+
+
+def measured_service_s() -> float:
+    """What the fake's sleep really takes here (the OS wakes a sleeper late by tens of µs)."""
+    run = fake_engine()
+    start = time.perf_counter()
+    for _ in range(50):
+        run(np.zeros(1, dtype=int))
+    return (time.perf_counter() - start) / 50
+
+
+def test_a_server_run_at_half_capacity_queues_as_m_d_1(tmp_path):
+    service = measured_service_s()
+    rate = 0.5 / service  # utilisation 0.5
+    settings = ServingSettings(latency_bound_ms=100, max_queue_delay_ms=0, min_duration_s=1, target_qps=rate)
+    result = measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "logs")
+    answer = result["result"]
+    assert answer["valid"], answer
+    expected_p99_ms = md1_p99_s(rate, service) * 1e3
+    # M/D/1 at rho 0.5: mean time in system 1.5 D, p99 about 4.6 D; the harness adds little
+    assert answer["latency_ms"]["p99"] == pytest.approx(expected_p99_ms, rel=0.35), (answer, expected_p99_ms)
+    assert answer["latency_ms"]["mean"] == pytest.approx(1.5 * service * 1e3, rel=0.25)
+    assert answer["completed_qps"] == pytest.approx(rate, rel=0.15)
+    assert answer["query_count"] >= settings.min_query_count
+    assert result["capacity_qps"] == pytest.approx(1 / service, rel=0.25)
+    assert result["qps_at_bound"] == rate
+    assert (tmp_path / "logs" / "server-0" / "mlperf_log_detail.txt").exists(), "LoadGen's own logs are kept"
+
+
+def test_a_server_run_above_capacity_is_not_valid(tmp_path):
+    settings = ServingSettings(latency_bound_ms=20, max_queue_delay_ms=0, min_duration_s=1, target_qps=1.5 / SERVICE_S)
+    result = measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "logs")
+    answer = result["result"]
+    assert not answer["valid"]
+    assert answer["conditions"]["latency_within_bound"] is False
+    assert answer["latency_ms"]["p99"] > 20
+    assert result["qps_at_bound"] is None
+    assert result["search"][0]["why_invalid"].startswith("the p99 latency exceeded the bound")
+
+
+def test_the_search_finds_the_highest_qps_within_the_bound(tmp_path):
+    # batch 1, constant service: capacity 1/D = 250 QPS; M/D/1's p99 is ~4 D at rho 0.5 and ~10 D at
+    # rho 0.75, so a bound of 25 ms (~6 D) lies between the first two steps of the bisection
+    settings = ServingSettings(latency_bound_ms=25, max_queue_delay_ms=0, min_duration_s=0.5, search_runs=3)
+    result = measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "logs")
+    steps = result["search"]
+    assert len(steps) == 3
+    assert [s["target_qps"] for s in steps[:2]] == pytest.approx([c * result["capacity_qps"] for c in (0.5, 0.75)])
+    valid = [s["target_qps"] for s in steps if s["valid"]]
+    invalid = [s["target_qps"] for s in steps if not s["valid"]]
+    assert valid and invalid, steps
+    assert max(valid) < min(invalid), "bisection: every valid target below every invalid one"
+    assert result["qps_at_bound"] == max(valid)
+    assert result["result"]["valid"] and result["result"]["latency_ms"]["p99"] <= 25
+    assert 0.4 < result["qps_at_bound"] / result["capacity_qps"] < 0.75, steps
+
+
+def test_the_batcher_fills_batches_up_to_the_largest(tmp_path):
+    calls: list[int] = []
+    settings = ServingSettings(latency_bound_ms=100, max_queue_delay_ms=5, min_duration_s=0.5, min_query_count=400)
+    result = measure_serving("offline", fake_engine(calls=calls), 8, 64, settings, tmp_path / "logs")
+    assert result["result"]["valid"] and result["result"]["scenario"] == "Offline"
+    assert result["batches"]["mean_size"] > 7.5, "offline: the queue is full, every batch is whole"
+    assert all(size <= 8 for size in calls)
+    # 8 samples per 4 ms batch: 2,000 samples per second
+    assert result["result"]["completed_qps"] == pytest.approx(8 / SERVICE_S, rel=0.25)
+
+
+def cell_inputs(tmp_path: Path) -> CellInputs:
+    spec = create_model("mlp_heart", in_features=13, hidden=[8])
+    meta = tmp_path / "mlp_heart.json"
+    meta.write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
+    return CellInputs(model_meta=meta)
+
+
+def test_a_run_with_too_few_queries_is_recorded_invalid_not_ok(tmp_path):
+    key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1, "server")
+    out = tmp_path / "cells" / key.relpath
+    # 100,000 queries cannot be issued at 200 QPS within 1 s
+    settings = ServingSettings(latency_bound_ms=50, min_duration_s=0.2, max_duration_s=1, min_query_count=100_000)
+    record = measure_cell(
+        key,
+        {"engine": "noop"},
+        cell_inputs(tmp_path),
+        MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1, repeats=2),
+        out,
+        MachineLock(tmp_path / "lock"),
+        serving=ServingSettings(**{**asdict(settings), "target_qps": 200}),
+    )
+    assert record.status == "invalid"
+    assert "minimum query count was not reached" in record.reason
+    assert record.serving["result"]["conditions"]["min_queries"] is False
+    assert (record.repeats or {}).get("n") == 1, "a serving cell is one process: its LoadGen runs are long"
+    saved = CellRecord.load(out)
+    assert saved.key.scenario == "server" and saved.status == "invalid"
+    assert (loadgen_dir(out) / "server-0" / "mlperf_log_summary.txt").exists()
+    row = saved.flatten()
+    assert row["scenario"] == "server" and row["serving_valid"] is False and row["latency_p50_ms"] is None
+
+
+def test_a_serving_cell_through_the_runner_is_ok_with_loadgen_s_numbers(tmp_path):
+    key = CellKey("mlp_heart", "noop", "fp32", "cpu", 4, 0, 1, "offline")
+    out = tmp_path / "cells" / key.relpath
+    record = measure_cell(
+        key,
+        {"engine": "noop"},
+        cell_inputs(tmp_path),
+        MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1),
+        out,
+        MachineLock(tmp_path / "lock"),
+        serving=ServingSettings(latency_bound_ms=50, min_duration_s=0.3, min_query_count=200),
+    )
+    assert record.status == "ok", record.reason
+    assert record.timing == "loadgen_offline"
+    row = record.flatten()
+    assert row["serving_qps"] > 1000 and row["serving_valid"] is True
+    assert row["serving_mean_batch"] == pytest.approx(4, rel=0.1)
+    assert out.with_suffix(".loadgen").is_dir() and out.name.endswith("-offline.json")
