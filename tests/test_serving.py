@@ -16,7 +16,7 @@ from inferbench.cell_runner import CellInputs, MeasureSettings, loadgen_dir, mea
 from inferbench.cells import CellKey, CellRecord
 from inferbench.lock import MachineLock
 from inferbench.models import create_model
-from inferbench.serving import ServingSettings, measure_serving
+from inferbench.serving import ServingSettings, measure_serving, next_target
 
 pytest.importorskip("mlperf_loadgen")
 
@@ -84,20 +84,27 @@ def test_a_server_run_above_capacity_is_not_valid(tmp_path):
 
 
 def test_the_search_finds_the_highest_qps_within_the_bound(tmp_path):
-    # batch 1, constant service: capacity 1/D = 250 QPS; M/D/1's p99 is ~4 D at rho 0.5 and ~10 D at
-    # rho 0.75, so a bound of 25 ms (~6 D) lies between the first two steps of the bisection
+    # batch 1, constant service: capacity 1/D = 250 QPS; M/D/1's p99 is ~4 D at rho 0.5 and ~8 D at
+    # rho 0.71, so a bound of 25 ms (~6 D) lies between the first two steps of the search
     settings = ServingSettings(latency_bound_ms=25, max_queue_delay_ms=0, min_duration_s=0.5, search_runs=3)
     result = measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "logs")
     steps = result["search"]
     assert len(steps) == 3
-    assert [s["target_qps"] for s in steps[:2]] == pytest.approx([c * result["capacity_qps"] for c in (0.5, 0.75)])
+    assert [s["target_qps"] for s in steps[:2]] == pytest.approx([c * result["capacity_qps"] for c in (0.5, 0.5**0.5)])
     valid = [s["target_qps"] for s in steps if s["valid"]]
     invalid = [s["target_qps"] for s in steps if not s["valid"]]
     assert valid and invalid, steps
-    assert max(valid) < min(invalid), "bisection: every valid target below every invalid one"
+    assert max(valid) < min(invalid), "every valid target below every invalid one"
     assert result["qps_at_bound"] == max(valid)
     assert result["result"]["valid"] and result["result"]["latency_ms"]["p99"] <= 25
     assert 0.4 < result["qps_at_bound"] / result["capacity_qps"] < 0.75, steps
+
+
+def test_the_search_brackets_on_a_log_scale_then_bisects_geometrically():
+    assert next_target(100, None, None) == 50  # half the capacity first
+    assert next_target(100, None, 50) == 12.5  # invalid: a quarter as much
+    assert next_target(100, 12.5, 50) == 25  # bracketed: the geometric mean
+    assert next_target(100, 50, None) == pytest.approx(70.71, rel=1e-3)  # valid at once: toward the capacity
 
 
 def test_the_batcher_fills_batches_up_to_the_largest(tmp_path):

@@ -12,9 +12,10 @@ sample library (the workload's seeded inputs), pads the batch to ``max_batch`` (
 was prepared and parity-checked with: compiled, captured and static-shape engines need it), runs it
 end to end (host arrays in, host array out) and completes the queries.
 
-The latency bound search: a server cell without a fixed target QPS bisects the target between 0 and
-the engine's capacity at ``max_batch`` (batch over the end-to-end time of one call), one LoadGen run
-per step; the result is the highest target whose run was valid.
+The latency bound search: a server cell without a fixed target QPS searches the target on a log scale
+below the engine's capacity at ``max_batch`` (batch over the end-to-end time of one call): half of it
+first, a quarter as much after each invalid run until one is valid, then geometric bisection, one
+LoadGen run per step; the result is the highest target whose run was valid.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import importlib.util
 import json
 import queue
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +39,12 @@ BOUND_PERCENTILE = 0.99
 #: an offline run is sized for this multiple of the back-to-back capacity (LoadGen: queries = expected
 #: QPS x minimum duration; finishing early makes the run invalid)
 OFFLINE_OVERSIZE = 2.0
+#: the server search steps down by this factor per invalid run until a run is valid (a log-scale
+#: bracket: a Python batcher's or a slow tail's QPS within the bound can be far below the capacity)
+BRACKET_STEP = 4.0
+#: Python's GIL hand-over interval while LoadGen runs (default 5 ms): LoadGen's issuing thread, the
+#: batcher and the completions take turns with the GIL, and each wait would otherwise add up to 5 ms
+SWITCH_INTERVAL_S = 0.0002
 #: LoadGen's log files kept beside the record (the trace and accuracy logs stay off or empty)
 KEPT_LOGS = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 
@@ -220,9 +228,12 @@ def run_loadgen(
     log.log_output.outdir = str(log_dir)
     log.log_output.copy_summary_to_stdout = False
     log.enable_trace = False
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         lg.StartTestWithLogSettings(sut, qsl, test, log)
     finally:
+        sys.setswitchinterval(switch_interval)
         batcher.stop()
         lg.DestroyQSL(qsl)
         lg.DestroySUT(sut)
@@ -248,6 +259,15 @@ def capacity_qps(
         run_batch(indices)
         times.append(time.perf_counter() - start)
     return max_batch / float(np.median(times))
+
+
+def next_target(capacity: float, valid: float | None, invalid: float | None) -> float:
+    """The server search's next target QPS from the highest valid and the lowest invalid target so far
+    (None: no such run yet): half the capacity first; BRACKET_STEP lower after each invalid run until one
+    is valid; then the geometric mean of the bracket (the capacity standing in for a missing top)."""
+    if valid is None:
+        return capacity / 2 if invalid is None else invalid / BRACKET_STEP
+    return (valid * (capacity if invalid is None else invalid)) ** 0.5
 
 
 def measure_serving(
@@ -292,15 +312,18 @@ def measure_serving(
         bound = settings.latency_bound_ms
         why = f"one batch of {max_batch} takes {batch_ms:.3g} ms end to end, above the {bound:g} ms bound"
         return out | {"result": None, "batches": None, "search": [], "qps_at_bound": None, "unreachable": why}
-    # a fixed target, or a bisection between 0 and the capacity (the first run at half of it); it stops
-    # where a run could not issue its minimum query count within the longest duration
+    # a fixed target, or a search on a log scale (the QPS within a bound can be far below the capacity):
+    # from half the capacity down by BRACKET_STEP until a run is valid, then geometric bisection between
+    # the highest valid and the lowest invalid target; it stops where a run could not issue its minimum
+    # query count within the longest duration
     slowest = settings.min_query_count / settings.max_duration_s
-    low, high = 0.0, capacity
+    low: float | None = None
+    high: float | None = None
     search: list[dict[str, Any]] = []
     best: tuple[dict[str, Any], dict[str, Any]] | None = None
     last: tuple[dict[str, Any], dict[str, Any]] | None = None
     for step in range(1 if settings.target_qps is not None else settings.search_runs):
-        target = settings.target_qps if settings.target_qps is not None else (low + high) / 2
+        target = settings.target_qps if settings.target_qps is not None else next_target(capacity, low, high)
         if settings.target_qps is None and target < slowest:
             out["stopped"] = (
                 f"below {slowest:.3g} QPS a run cannot issue {settings.min_query_count} queries within "
@@ -325,4 +348,4 @@ def measure_serving(
         else:
             high = target
     result, batches = best or last or (None, None)
-    return out | {"result": result, "batches": batches, "search": search, "qps_at_bound": low if best else None}
+    return out | {"result": result, "batches": batches, "search": search, "qps_at_bound": low}
