@@ -26,14 +26,14 @@ import pandas as pd
 import yaml
 from snakemake.utils import update_config
 
-from inferbench.analysis.summary import summary_frame, write_summary
+from inferbench.analysis.summary import load_records, summary_frame, write_summary
 from inferbench.config import validate_config
 from inferbench.engines.registry import COMPUTATION_KEYS, load_engine_class
 from inferbench.fsutil import atomic_path
 from inferbench.grid import resolved_studies
 from inferbench.report.markdown import write_report
-from inferbench.report.plots import plot_every_workload
-from inferbench.workloads import workload_info
+from inferbench.report.plots import SERVING_PLOT, plot_every_workload, plot_serving
+from inferbench.workloads import ordered, workload_info
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,6 +86,11 @@ def main() -> None:
     write_summary(records, results / "summary.csv", results / "summary.parquet")
     summary = summary_frame(records)
     plots = plot_every_workload(summary, results / "plots", list(config["engines"]))
+    loaded = load_records(records)  # the serving plots need every LoadGen run, kept in the records
+    for workload in ordered(r.key.workload for r in loaded if r.key.scenario == "server"):
+        plots.append(
+            plot_serving(loaded, workload, results / "plots" / workload / SERVING_PLOT, list(config["engines"]))
+        )
     write_report(
         results / "summary.csv",
         results / "report.md",

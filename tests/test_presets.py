@@ -144,6 +144,8 @@ def test_serving_preset_serves_every_cpu_model_through_loadgen(workdir):
     assert "| ort_cpu | fp32 | cpu | 0 | 8 |" in text  # a row at largest batch 8
     assert "| ort_cpu | fp32 | cpu | 32 | 1 |" in section(report, "serving_cpu_text")
     assert "## All cells by workload" not in report, "serving cells stay out of the single-call tables"
+    assert "![distilbert serving](plots/distilbert/serving.png)" in report
+    assert (workdir / "results" / "plots" / "distilbert" / "serving.png").stat().st_size > 10_000
     assert "ort_cpu_wait8" in section(report, "serving_cpu_delay")
 
 

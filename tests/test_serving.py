@@ -168,3 +168,27 @@ def test_a_serving_cell_through_the_runner_is_ok_with_loadgen_s_numbers(tmp_path
     assert row["serving_qps"] > 1000 and row["serving_valid"] is True
     assert row["serving_mean_batch"] == pytest.approx(4, rel=0.1)
     assert out.with_suffix(".loadgen").is_dir() and out.name.endswith("-offline.json")
+
+
+def test_the_serving_plot_draws_every_run_of_the_search(tmp_path):
+    from inferbench.report.plots import plot_serving
+
+    runs = [
+        {"target_qps": q, "completed_qps": q, "p99_ms": p99, "valid": p99 <= 10}
+        for q, p99 in ((100, 4.0), (200, 6.0), (400, 25.0))
+    ]
+    records = [
+        CellRecord(
+            key=CellKey("resnet50", engine, "fp16", "cuda", batch, 0, 0, "server"),
+            status="ok",
+            engine_impl="torch_cudagraph",
+            serving={"search": runs, "latency_bound_ms": 10},
+        )
+        for engine in ("torch_cudagraph", "ort_cuda")
+        for batch in (1, 8)
+    ]
+    out = plot_serving(records, "resnet50", tmp_path / "serving.png", ["torch_cudagraph", "ort_cuda"])
+    import matplotlib.image
+
+    image = matplotlib.image.imread(out)
+    assert image.shape[0] > 200 and image.std() > 0.05, "a drawn plot, not a blank canvas"

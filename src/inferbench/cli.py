@@ -282,8 +282,12 @@ def cmd_aggregate(args: argparse.Namespace) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from inferbench.analysis.summary import summary_frame
-    from inferbench.report.plots import plot_workload
+    from inferbench.analysis.summary import load_records, summary_frame
+    from inferbench.report.plots import SERVING_PLOT, plot_serving, plot_workload
+
+    if args.kind == "serving":  # every LoadGen run of the search is in the records, not the summary
+        plot_serving(load_records(args.records), args.workload, args.out_dir / SERVING_PLOT, args.engines)
+        return
 
     plot_workload(summary_frame(args.records), args.workload, args.out_dir, args.kind, args.engines)
 
@@ -509,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="plot one workload's cells")
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--workload", required=True)
-    p.add_argument("--kind", choices=["batch", "seq"], default="batch", help="which sweep to plot")
+    p.add_argument("--kind", choices=["batch", "seq", "serving"], default="batch", help="which sweep to plot")
     p.add_argument("--engines", nargs="*", default=[], help="the config's engine variants, in order: their colours")
     p.add_argument("--out-dir", type=Path, required=True)
     p.set_defaults(func=cmd_plot, lock=True)  # work: never while a cell measures

@@ -26,7 +26,7 @@ from inferbench.grid import (
     run_has_cuda,
     study_cells,
 )
-from inferbench.report.plots import plot_names
+from inferbench.report.plots import SERVING_PLOT, plot_names
 from inferbench.run_lock import clear_stale_locks
 from inferbench.workloads import DEVICES, PRECISIONS, ordered, workload_info
 
@@ -110,6 +110,10 @@ def workload_records(workload):
     return [cell_record(c) for c in CELLS if c.workload == workload and c.scenario == "single"]
 
 
+def serving_records(workload):
+    return [cell_record(c) for c in CELLS if c.workload == workload and c.scenario == "server"]
+
+
 def profile_record(cell):
     return f"results/profiles/{cell.cell_id}/top_ops.json"
 
@@ -117,7 +121,10 @@ def profile_record(cell):
 def plot_files():
     """Plots of the workloads with cells timed one call at a time (serving cells have their own tables)."""
     plotted = ordered(c.workload for c in CELLS if c.scenario == "single")
-    return [f"results/plots/{w}/{name}" for w in plotted for name in plot_names(w)]
+    served = ordered(c.workload for c in CELLS if c.scenario == "server")
+    return [f"results/plots/{w}/{name}" for w in plotted for name in plot_names(w)] + [
+        f"results/plots/{w}/{SERVING_PLOT}" for w in served
+    ]
 
 
 def roofline_inputs(wildcards=None):

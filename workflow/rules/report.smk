@@ -73,6 +73,28 @@ rule plot_seq_sweep:
         " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
 
 
+# The serving plot of a workload with server cells: p99 against QPS over every LoadGen run of their search.
+rule plot_serving:
+    input:
+        lambda wc: serving_records(wc.workload),
+    output:
+        report(
+            "results/plots/{workload}/serving.png",
+            caption="../report/serving.rst",
+            category="Serving",
+            subcategory="{workload}",
+        ),
+    params:
+        engines=list(config["engines"]),
+    conda:
+        "../../envs/report.yaml"
+    log:
+        "logs/plot/{workload}.serving.log",
+    shell:
+        "python -m inferbench plot --kind serving --workload {wildcards.workload:q} --out-dir \"$(dirname {output:q})\""
+        " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
+
+
 rule roofline:
     input:
         unpack(roofline_inputs),

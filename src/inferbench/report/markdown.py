@@ -265,7 +265,7 @@ def build_report(
     plot_paths = [Path(p) for p in plots]
     for name, study in (studies or {}).items():
         if study.get("layout") == "serving":
-            out += serving_section(name, study, serving)
+            out += serving_section(name, study, serving, plot_paths, report_dir)
         else:
             out += study_section(name, study, summary, plot_paths, report_dir)
     what = []

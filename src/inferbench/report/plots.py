@@ -21,6 +21,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from inferbench.analysis.comparison import p50_at
 from inferbench.analysis.summary import split_scenarios
+from inferbench.cells import CellRecord
 from inferbench.fsutil import atomic_path
 from inferbench.workloads import ordered, workload_info
 
@@ -32,6 +33,7 @@ PLOTS_BY_KIND = {
 _PALETTE = plt.get_cmap("tab20").colors
 _STYLES = {"cpu": "-", "cuda": "--"}
 _MARKERS = {"fp32": "o", "fp16": "s", "bf16": "^", "int8": "D"}
+_BATCH_MARKERS = ["o", "s", "^", "D", "v", "P"]
 
 
 def engine_colour(engine: str, variants: Sequence[str] = ()) -> tuple[float, float, float]:
@@ -152,7 +154,55 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
     """Every sweep's plots of every workload in ``summary``, under ``out_dir/<workload>/`` (what the
     workflow's plot rules make one job per workload and sweep)."""
     written: list[Path] = []
-    for workload in ordered(summary["workload"]):
+    single, _ = split_scenarios(summary)  # serving cells: plot_serving, from their records
+    for workload in ordered(single["workload"]):
         for kind in ["batch", "seq"] if workload_info(workload).has_seq_len else ["batch"]:
             written += plot_workload(summary, workload, Path(out_dir) / workload, kind, variants)
     return written
+
+
+#: the serving plot of a workload with server cells (report.serving shows it)
+SERVING_PLOT = "serving.png"
+
+
+def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
+    """p99 latency against the QPS LoadGen completed, for every run of every server cell's search of
+    ``workload`` (filled: valid runs, hollow: not valid), one line per engine and largest batch, the
+    cells' latency bounds as horizontal lines: where each configuration crosses its bound."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    bounds = set()
+    cells = [r for r in records if r.key.workload == workload and r.key.scenario == "server" and r.serving]
+    # colour: the engine variant, as in every plot; marker: the largest batch
+    batch_marker = {
+        b: _BATCH_MARKERS[i % len(_BATCH_MARKERS)] for i, b in enumerate(sorted({r.key.batch_size for r in cells}))
+    }
+    for record in sorted(cells, key=lambda r: (r.key.engine, r.key.precision, r.key.device, r.key.batch_size)):
+        runs = sorted(
+            (s for s in record.serving.get("search") or [] if s.get("p99_ms")), key=lambda s: s["completed_qps"]
+        )
+        if not runs:
+            continue
+        key = record.key
+        colour = engine_colour(key.engine, variants)
+        label = f"{key.engine} {key.precision} {key.device}, max batch {key.batch_size}"
+        qps, p99 = [s["completed_qps"] for s in runs], [s["p99_ms"] for s in runs]
+        marker = batch_marker[key.batch_size]
+        ax.plot(qps, p99, color=colour, linestyle=_STYLES.get(key.device, ":"), alpha=0.6)
+        for s in runs:
+            face = colour if s["valid"] else "none"
+            ax.plot(s["completed_qps"], s["p99_ms"], marker=marker, color=colour, mfc=face, linestyle="none")
+        ax.plot([], [], color=colour, marker=marker, label=label)
+        if record.serving.get("latency_bound_ms"):
+            bounds.add(record.serving["latency_bound_ms"])
+    for bound in sorted(bounds):
+        ax.axhline(bound, color="black", linewidth=0.8, linestyle=":")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("queries per second completed (LoadGen server, Poisson arrivals)")
+    ax.set_ylabel("p99 latency, ms (issue to completion)")
+    ax.set_title(f"{workload}: p99 against load, every run of the search (hollow: not valid)")
+    if ax.lines:
+        ax.legend(fontsize=7, loc="best")
+    out = Path(out)
+    _save(fig, out)
+    return out

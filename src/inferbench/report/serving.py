@@ -5,10 +5,14 @@ decisions of single-call cells: their latency includes queueing and batching."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from inferbench.report.plots import SERVING_PLOT
 from inferbench.report.tables import fmt, fmt_ms, markdown_table
 from inferbench.report.text import escape_markdown, inline_code
 
@@ -66,7 +70,9 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
-def serving_section(name: str, study: dict[str, Any], serving: pd.DataFrame) -> list[str]:
+def serving_section(
+    name: str, study: dict[str, Any], serving: pd.DataFrame, plots: Sequence[Path] = (), report_dir: Path = Path(".")
+) -> list[str]:
     out = [f"## Study {inline_code(name)}", ""]
     if study.get("description"):
         description = escape_markdown(study["description"])
@@ -97,13 +103,16 @@ def serving_section(name: str, study: dict[str, Any], serving: pd.DataFrame) -> 
         out += [f"**{escape_markdown(workload)}**:", "", markdown_table(rows, SERVING_COLUMNS), ""]
     out += [
         "Server: LoadGen's Poisson arrivals, single-sample queries; the QPS is the highest target of the "
-        "cell's bisection whose run LoadGen judged valid (p99 within the bound, early stopping, minimum "
-        "duration and query count), as completed. Offline: every query at once. Back-to-back: batches of "
-        "the max batch, end to end, one after another (the batcher's ceiling). Each query is timed from its "
-        "issue to its completion: queueing, batching (padded to the max batch), host-to-host copies and "
-        "compute. LoadGen's logs are beside each record (`<cell>.loadgen/`).",
+        "cell's search (log scale, then bisection) whose run LoadGen judged valid (p99 within the bound, "
+        "early stopping, minimum duration and query count), as completed. Offline: every query at once. "
+        "Back-to-back: batches of the max batch, end to end, one after another (the batcher's ceiling). "
+        "Each query is timed from its issue to its completion: queueing, batching (padded to the max "
+        "batch), host-to-host copies and compute. LoadGen's logs are beside each record (`<cell>.loadgen/`).",
         "",
     ]
+    for path in plots:
+        if path.parent.name in set(cells["workload"]) and path.name == SERVING_PLOT:
+            out += [f"![{escape_markdown(path.parent.name)} serving]({os.path.relpath(path, report_dir)})", ""]
     not_ok = cells[cells["status"] != "ok"]
     if not not_ok.empty:
         counts = ", ".join(f"{n} {s}" for s, n in not_ok["status"].value_counts().items())
