@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from inferbench.report.plots import SERVING_PLOT
+from inferbench.report.studies import study_rows
 from inferbench.report.tables import fmt, fmt_ms, markdown_table
 from inferbench.report.text import escape_markdown, inline_code
 
@@ -34,16 +35,9 @@ SERVING_COLUMNS = [
 
 
 def serving_rows(serving: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
-    """The serving cells of ``study`` (devices resolved)."""
-    mask = (
-        serving["workload"].isin(study["workloads"])
-        & serving["engine"].isin(study["engines"])
-        & serving["precision"].isin(study.get("precisions", ["fp32"]))
-        & serving["device"].isin(study["devices"])
-        & serving["batch_size"].isin(study["batch_sizes"])
-        & serving["scenario"].isin(study.get("scenarios", []))
-    )
-    return serving[mask]
+    """The serving cells of ``study`` (devices resolved): the study's grid, in its scenarios."""
+    cells = study_rows(serving, study)
+    return cells[cells["scenario"].isin(study.get("scenarios", []))]
 
 
 def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
