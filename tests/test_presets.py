@@ -123,14 +123,16 @@ def test_full_preset_reuses_the_cells_already_measured_and_has_every_section(wor
 
 def test_serving_preset_serves_every_cpu_model_through_loadgen(workdir):
     config = preset_config("serving")
-    # short LoadGen runs; 500 queries stay: fewer cannot make a p99 valid (LoadGen's early stopping)
-    config["serving"] |= {"min_duration_s": 0.2, "search_runs": 2}
+    # short LoadGen runs; 500 queries stay: fewer cannot make a p99 valid (LoadGen's early stopping), and
+    # so do the preset's 4 search runs (down to 1/32 of the capacity: a busy 2-core machine needs them)
+    config["serving"] |= {"min_duration_s": 0.2}
     snakemake(workdir, config, dryrun=False)
     summary = pd.read_csv(workdir / "results" / "summary.csv")
     report = (workdir / "results" / "report.md").read_text()
     # 2 MLPs x largest batch 1, 8 x server, offline; DistilBERT at 1; the LendingClub MLP with an 8 ms wait
     assert len(summary) == 2 * 2 * 2 + 2 + 1 and set(summary["scenario"]) == {"server", "offline"}
-    assert (summary["status"] == "ok").all(), summary[["workload", "engine", "scenario", "reason"]]
+    not_ok = summary[summary["status"] != "ok"]
+    assert not_ok.empty, not_ok[["workload", "engine", "batch_size", "scenario", "reason"]].to_dict("records")
     assert (summary["serving_qps"] > 0).all() and summary["latency_p50_ms"].isna().all()
     server = summary[summary["scenario"] == "server"]
     assert (server["serving_p99_ms"] <= server["serving_latency_bound_ms"]).all()
