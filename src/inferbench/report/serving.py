@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 
 from inferbench.report.plots import SERVING_PLOT
-from inferbench.report.studies import study_rows
+from inferbench.report.studies import no_cells_here, not_ok_note, study_heading, study_rows
 from inferbench.report.tables import fmt, fmt_ms, markdown_table
-from inferbench.report.text import escape_markdown, inline_code
+from inferbench.report.text import escape_markdown
 
 SERVING_COLUMNS = [
     ("engine", "engine"),
@@ -67,16 +67,10 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
 def serving_section(
     name: str, study: dict[str, Any], serving: pd.DataFrame, plots: Sequence[Path] = (), report_dir: Path = Path(".")
 ) -> list[str]:
-    out = [f"## Study {inline_code(name)}", ""]
-    if study.get("description"):
-        description = escape_markdown(study["description"])
-        out += [description[:1].upper() + description[1:] + ".", ""]
-    if study.get("question"):
-        out += [f"**Question:** {escape_markdown(study['question'])}", ""]
+    out = study_heading(name, study)
     cells = serving_rows(serving, study) if not serving.empty else serving
     if cells.empty:
-        needs = " (it needs a GPU)" if study.get("requires_gpu") else ""
-        return [*out, f"No cell of this study ran on this machine{needs}.", ""]
+        return [*out, *no_cells_here(study)]
     table = side_by_side(cells)
     out += ["**Answer:**", ""]
     for workload, rows in table.groupby("workload", sort=False):
@@ -107,8 +101,4 @@ def serving_section(
     for path in plots:
         if path.parent.name in set(cells["workload"]) and path.name == SERVING_PLOT:
             out += [f"![{escape_markdown(path.parent.name)} serving]({os.path.relpath(path, report_dir)})", ""]
-    not_ok = cells[cells["status"] != "ok"]
-    if not not_ok.empty:
-        counts = ", ".join(f"{n} {s}" for s, n in not_ok["status"].value_counts().items())
-        out += [f"Cells without a valid result: {counts} (reasons at the end of the report).", ""]
-    return out
+    return out + not_ok_note(cells)

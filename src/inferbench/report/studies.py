@@ -434,22 +434,41 @@ def _layout_section(layout: str, cells: pd.DataFrame, study: dict[str, Any]) -> 
     return training_section(cells, study.get("engines", ()))
 
 
-def study_section(
-    name: str, study: dict[str, Any], summary: pd.DataFrame, plots: Sequence[Path] = (), report_dir: Path = Path(".")
-) -> list[str]:
-    """The section of one study: question, computed answer, tables, plots, and what did not run."""
-    cells = study_rows(summary, study)
-    layout = study.get("layout", "engines")
-    # name, description and question are the config's own words: escaped, so that they show as typed
+def study_heading(name: str, study: dict[str, Any]) -> list[str]:
+    """A study section's title, description and question (the config's own words: escaped, so that
+    they show as typed)."""
     out = [f"## Study {inline_code(name)}", ""]
     if study.get("description"):
         description = escape_markdown(study["description"])
         out += [description[:1].upper() + description[1:] + ".", ""]
     if study.get("question"):
         out += [f"**Question:** {escape_markdown(study['question'])}", ""]
+    return out
+
+
+def no_cells_here(study: dict[str, Any]) -> list[str]:
+    needs = " (it needs a GPU)" if study.get("requires_gpu") else ""
+    return [f"No cell of this study ran on this machine{needs}.", ""]
+
+
+def not_ok_note(cells: pd.DataFrame) -> list[str]:
+    """How many of a section's cells have no valid measurement, by status (reasons at the report's end)."""
+    not_ok = cells[cells["status"] != "ok"]
+    if not_ok.empty:
+        return []
+    counts = ", ".join(f"{n} {s}" for s, n in not_ok["status"].value_counts().items())
+    return [f"Cells without a valid measurement: {counts} (reasons at the end of the report).", ""]
+
+
+def study_section(
+    name: str, study: dict[str, Any], summary: pd.DataFrame, plots: Sequence[Path] = (), report_dir: Path = Path(".")
+) -> list[str]:
+    """The section of one study: question, computed answer, tables, plots, and what did not run."""
+    cells = study_rows(summary, study)
+    layout = study.get("layout", "engines")
+    out = study_heading(name, study)
     if cells.empty:
-        needs = " (it needs a GPU)" if study.get("requires_gpu") else ""
-        return [*out, f"No cell of this study ran on this machine{needs}.", ""]
+        return [*out, *no_cells_here(study)]
     out += ["**Answer:**", ""]
     answer = _layout_section(layout, cells, study)
     if layout != "training":  # a study may also hold training cells: their table follows
@@ -461,8 +480,4 @@ def study_section(
     for path in plots:
         if path.parent.name in study["workloads"] and path.name in LAYOUT_PLOTS[layout]:
             out += [f"![{escape_markdown(path.parent.name)} {path.stem}]({os.path.relpath(path, report_dir)})", ""]
-    not_ok = cells[cells["status"] != "ok"]
-    if not not_ok.empty:
-        counts = ", ".join(f"{n} {s}" for s, n in not_ok["status"].value_counts().items())
-        out += [f"Cells without a valid measurement: {counts} (reasons at the end of the report).", ""]
-    return out
+    return out + not_ok_note(cells)
