@@ -72,7 +72,7 @@ class ServingSettings:
     max_duration_s: float = 60.0
     #: samples in the query sample library (seeded inputs, cycled by LoadGen's sample index)
     samples: int = 256
-    #: server: LoadGen runs of the bisection for the highest valid QPS
+    #: server: LoadGen runs of the search for the highest valid QPS
     search_runs: int = 6
     #: server: run at this QPS only, no search (None: search)
     target_qps: float | None = None
