@@ -175,6 +175,11 @@ def test_a_serving_cell_through_the_runner_is_ok_with_loadgen_s_numbers(tmp_path
     assert out.with_suffix(".loadgen").is_dir() and out.name.endswith("-offline.json")
 
 
+def test_a_misspelled_serving_setting_is_named():
+    with pytest.raises(ValueError, match=r"unknown serving settings \['latency_bound'\]; known: latency_bound_ms"):
+        ServingSettings.from_dict({"latency_bound": 10})
+
+
 def test_the_serving_plot_draws_every_run_of_the_search(tmp_path):
     from inferbench.report.plots import plot_serving
 

@@ -491,7 +491,7 @@ def _serve_cell(
     """A server or offline cell: LoadGen drives the prepared, parity-checked engine through the dynamic
     batcher (inferbench.serving), under the exclusive machine lock. Its record is ok when the run that
     answers the cell is valid by LoadGen's rules, invalid (with LoadGen's reasons) otherwise."""
-    specs = input_specs(read_json(inputs.model_meta)) if inputs.model_meta else ()
+    specs, _ = seeded_batches(key, inputs, settings)  # drawn by the job already: the specs come with them
     # the query sample library: the workload's seeded inputs, one row per sample
     library = make_inputs(specs, serving.samples, key.seq_len, settings.seed)
 

@@ -79,7 +79,11 @@ class ServingSettings:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ServingSettings:
-        return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
+        """The settings from a JSON object; a key that is not a setting is an error that names them."""
+        unknown = sorted(set(values) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown serving settings {unknown}; known: {', '.join(cls.__dataclass_fields__)}")
+        return cls(**values)
 
 
 class DynamicBatcher:
