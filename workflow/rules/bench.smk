@@ -33,35 +33,15 @@ rule benchmark_cell:
         " --out {output.record:q} > {log:q} 2>&1"
 
 
-# Server and offline cells (a study's `scenarios`): MLPerf LoadGen drives the engine through a dynamic
-# batcher whose largest batch is the cell's batch; LoadGen's logs are kept beside the record.
-rule serving_cell:
-    input:
-        unpack(cell_inputs),
+# Server and offline cells (a study's `scenarios`): the same job, its arguments naming the scenario and
+# LoadGen's settings (cell_args); MLPerf LoadGen drives the engine through a dynamic batcher whose
+# largest batch is the cell's batch, and LoadGen's logs are kept beside the record.
+use rule benchmark_cell as serving_cell with:
     output:
         record="results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}-{scenario}.json",
         loadgen=directory("results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}-{scenario}.loadgen"),
-    params:
-        cell=cell_args,
-        files=cell_files,
-        serving=serving_args,
-        code=lambda wc: code_version(variant(wc)["engine"]),
-        reference=lambda wc, input: ["--reference", input.reference] if "reference" in input.keys() else [],
-        tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
-    threads: cell_threads
-    priority: cell_priority
-    resources:
-        gpu=lambda wc: int(wc.device == "cuda"),
-        bench_slot=1,
-    group:
-        cell_group
-    conda:
-        "../../envs/torch.yaml"
     log:
         "logs/serving_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}-{scenario}.log",
-    shell:
-        "python -m inferbench run-cell {params.cell:q} {params.serving:q} {params.files:q} {params.reference:q}"
-        " --tolerance {params.tolerance:q} --out {output.record:q} > {log:q} 2>&1"
 
 
 # Cells named in config `profile.cells`: a trace and the top operators, in a job of their own so that

@@ -219,12 +219,6 @@ def cell_measure(wildcards):
     return {**config["measure"], "min_iters": CELL_MIN_ITERS.get(key, config["measure"]["min_iters"])}
 
 
-def serving_args(wildcards):
-    """A serving cell's scenario and LoadGen settings (tracked as params: changing them re-runs it)."""
-    key = wildcard_cell(wildcards)
-    return ["--scenario", key.scenario, "--serving", json.dumps(CELL_SERVING[key], sort_keys=True)]
-
-
 def cell_args(wildcards):
     """The arguments naming a cell, shared by run-cell and profile-cell. They hold the variant's options
     and the measure settings, and depend on the wildcards only: Snakemake records such params and
@@ -236,7 +230,15 @@ def cell_args(wildcards):
         *("--threads", wildcards.threads),
         *("--engine-options", json.dumps(variant(wildcards), sort_keys=True)),
         *("--measure", json.dumps(cell_measure(wildcards), sort_keys=True)),
+        # a server or offline cell: its scenario and LoadGen's settings (serving_cell jobs only)
+        *serving_args(wildcard_cell(wildcards)),
     ]
+
+
+def serving_args(cell):
+    if cell.scenario == "single":
+        return []
+    return ["--scenario", cell.scenario, "--serving", json.dumps(CELL_SERVING[cell], sort_keys=True)]
 
 
 def cell_files(wildcards, input):
