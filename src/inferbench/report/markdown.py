@@ -247,9 +247,9 @@ def build_report(
     the cells that did not produce a valid measurement."""
     if "mode" not in summary:  # summaries written before training cells existed
         summary = summary.assign(mode="inference")
-    everything = summary
+    everything = with_scenario(summary)
     # serving cells (LoadGen) have their own sections: their latency includes queueing
-    summary, serving = split_scenarios(summary)
+    summary, serving = split_scenarios(everything)
     counts = everything["status"].value_counts().to_dict()
     measured = summary[summary["status"].isin(["ok", "invalid"])]
     out = [
@@ -374,8 +374,7 @@ def build_report(
     out += profile_section(profiles)
     out += roofline_section(roofline)
 
-    not_ok = with_scenario(everything)
-    not_ok = not_ok[not_ok["status"] != "ok"]
+    not_ok = everything[everything["status"] != "ok"]
     out += ["## Cells that did not produce a valid measurement", ""]
     if not_ok.empty:
         out += ["None: every cell is `ok`.", ""]
