@@ -19,23 +19,23 @@ include: "workflow/rules/bench.smk"
 include: "workflow/rules/report.smk"
 
 
-# Locally, cell jobs start from a server that imported torch & co. once (inferbench.warm): seconds
+# Locally, cell jobs start from a server that imported torch & co. once (inferbench.launch.warm): seconds
 # saved per job, most of a GPU run's wall time; `warm_start: false` turns it off.
 onstart:
     if config["warm_start"] and workflow.local_exec:
-        from inferbench.warm import start_server
+        from inferbench.launch.warm import start_server
 
         start_server("logs/warm_start.log", PACKAGE_SRC)
 
 
 onsuccess:
-    from inferbench.warm import stop_server
+    from inferbench.launch.warm import stop_server
 
     stop_server()
 
 
 onerror:
-    from inferbench.warm import stop_server
+    from inferbench.launch.warm import stop_server
 
     stop_server()
 

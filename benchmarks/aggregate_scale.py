@@ -21,8 +21,8 @@ import numpy as np
 import yaml
 
 from inferbench.analysis.summary import write_summary
-from inferbench.cells import CellKey, CellRecord
-from inferbench.measure.stats import latency_stats
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.stats import latency_stats
 from inferbench.report.markdown import build_report
 from inferbench.report.plots import plot_every_workload
 

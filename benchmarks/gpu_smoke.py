@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from inferbench.cells import CellRecord
+from inferbench.core.cells import CellRecord
 from inferbench.models import create_model
 from inferbench.models.registry import save_checkpoint
 

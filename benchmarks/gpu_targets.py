@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
+from inferbench.core.stats import latency_stats
 from inferbench.engines.registry import load_engine_class
-from inferbench.measure.stats import latency_stats
-from inferbench.measure.timing import make_timer, measure
 from inferbench.models import create_model, make_inputs
 from inferbench.models.registry import save_checkpoint
+from inferbench.scenarios.timing import make_timer, measure
 
 
 def run_engine(

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from inferbench.cell_runner import input_specs
+from inferbench.core.fsutil import read_json
 from inferbench.engines.registry import load_engine_class
-from inferbench.fsutil import read_json
 from inferbench.models.registry import make_inputs
+from inferbench.scenarios.run import input_specs
 
 
 def sm_clock() -> float | None:

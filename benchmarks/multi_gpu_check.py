@@ -3,7 +3,7 @@
     python benchmarks/multi_gpu_check.py results/cells [--expect-gpus 2]
 
 Prints, in Markdown: per GPU UUID the cells and measuring seconds; every GPU cell with its device;
-the overlapping measuring windows (there must be none: inferbench.lock). Exits 1 when a measured GPU
+the overlapping measuring windows (there must be none: inferbench.launch.lock). Exits 1 when a measured GPU
 cell names no device, when fewer devices than ``--expect-gpus`` were used, or when windows overlap.
 """
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from inferbench.analysis.gpu_use import measured_windows, overlaps, per_gpu
-from inferbench.cells import CellRecord
+from inferbench.core.cells import CellRecord
 
 
 def report(records: list[CellRecord], expect_gpus: int) -> tuple[str, bool]:

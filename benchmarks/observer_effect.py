@@ -11,7 +11,7 @@ hits all three alike; each turn warms up 0.2 s and then times calls for ``--seco
   off     no telemetry
   thread  the design before: NVML clocks, power, temperature and this process's memory read every
           50 ms by a background thread while the calls are timed
-  ends    the design now (inferbench.measure.gpu_telemetry): NVML read at the loop's two ends only
+  ends    the design now (inferbench.trackers.gpu_telemetry): NVML read at the loop's two ends only
 
 Prints, per cell and mode, the median over rounds and processes of the p50 and mean per call and the
 ratio to ``off``, and writes every turn's numbers to ``--out``.
@@ -63,10 +63,10 @@ def one_process(cell: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
     import numpy as np
 
     from inferbench.engines.registry import load_engine_class
-    from inferbench.measure.gpu_telemetry import GpuTelemetry
-    from inferbench.measure.timing import make_timer, measure
     from inferbench.models import create_model, make_inputs
     from inferbench.models.registry import save_checkpoint
+    from inferbench.scenarios.timing import make_timer, measure
+    from inferbench.trackers.gpu_telemetry import GpuTelemetry
 
     if cell == "noop":
         engine = load_engine_class("noop")("cuda", "fp32", 0, {"engine": "noop"})

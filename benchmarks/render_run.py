@@ -27,13 +27,13 @@ import yaml
 from snakemake.utils import update_config
 
 from inferbench.analysis.summary import load_records, summary_frame, write_summary
-from inferbench.config import validate_config
+from inferbench.core.fsutil import atomic_path
+from inferbench.core.workloads import ordered, workload_info
 from inferbench.engines.registry import COMPUTATION_KEYS, load_engine_class
-from inferbench.fsutil import atomic_path
-from inferbench.grid import resolved_studies
+from inferbench.plan.config import validate_config
+from inferbench.plan.grid import resolved_studies
 from inferbench.report.markdown import write_report
 from inferbench.report.plots import SERVING_PLOT, plot_every_workload, plot_serving
-from inferbench.workloads import ordered, workload_info
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,9 @@ import sys
 import pytest
 import yaml
 
-from inferbench.config import ConfigError, validate_config
+from inferbench.core.workloads import ordered, workload_info
 from inferbench.models.registry import create_model
-from inferbench.workloads import ordered, workload_info
+from inferbench.plan.config import ConfigError, validate_config
 from tests.conftest import REPO
 
 BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())

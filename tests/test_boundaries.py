@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from inferbench import cell_runner
-from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell
-from inferbench.cells import CellKey, CellRecord
+from inferbench.core.cells import CellKey, CellRecord
 from inferbench.engines.base import Engine
 from inferbench.engines.registry import EngineInfo
-from inferbench.lock import MachineLock
+from inferbench.launch.lock import MachineLock
+from inferbench.scenarios import run as cell_runner
+from inferbench.scenarios.run import CellInputs, MeasureSettings, run_cell
 
 STAGE_S, RUN_S, FETCH_S = 0.001, 0.002, 0.001
 

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis.compare_runs import compare_runs
-from inferbench.cell_runner import save_samples
-from inferbench.cells import CellKey, CellRecord
-from inferbench.measure.stats import latency_stats
-from inferbench.repeats import merge_repeats
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.stats import latency_stats
+from inferbench.launch.processes import merge_repeats
+from inferbench.scenarios.run import save_samples
 
 
 def write_cell(cells_dir: Path, key: CellKey, process_p50s_ms: list[float], seed: int) -> None:

@@ -7,9 +7,9 @@ import copy
 import pytest
 import yaml
 
-from inferbench.cells import CellKey
-from inferbench.config import ConfigError, validate_config
-from inferbench.grid import cell_serving, config_cells, resolve_devices
+from inferbench.core.cells import CellKey
+from inferbench.plan.config import ConfigError, validate_config
+from inferbench.plan.grid import cell_serving, config_cells, resolve_devices
 from tests.conftest import REPO
 
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -170,7 +170,7 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
 
 
 def test_tf32_cells_on_the_gpu_are_held_to_the_tf32_tolerance():
-    from inferbench.config import cell_tolerance
+    from inferbench.plan.config import cell_tolerance
 
     cfg = config()
     validate_config(cfg)

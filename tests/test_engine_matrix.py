@@ -11,15 +11,15 @@ import onnx
 import pytest
 import torch
 
-from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell
-from inferbench.cells import CellKey, CellRecord
-from inferbench.engines.ort import tensorrt_unavailable_reason
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.engines.ort.engine import tensorrt_unavailable_reason
 from inferbench.engines.registry import load_engine_class, onnx_path
-from inferbench.lock import MachineLock
+from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model, make_inputs
 from inferbench.models.export import convert_fp16, export_onnx, quantize_int8, relative_l2
+from inferbench.models.parity import compare, load_reference, make_reference, violations
 from inferbench.models.registry import save_checkpoint
-from inferbench.parity import compare, load_reference, make_reference, violations
+from inferbench.scenarios.run import CellInputs, MeasureSettings, run_cell
 
 FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
 BERT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
@@ -154,7 +154,7 @@ def test_parity_gate_passes_correct_engines(bert, tmp_path, impl, artifact):
 
 
 def test_parity_gate_marks_a_wrong_engine_invalid_and_keeps_timings(bert, tmp_path, monkeypatch):
-    from inferbench.engines.torch_eager import TorchEager
+    from inferbench.engines.pytorch.eager import TorchEager
 
     right = TorchEager.run
     monkeypatch.setattr(TorchEager, "run", lambda self, staged: right(self, staged) * 1.05)  # 5 % off
@@ -166,7 +166,7 @@ def test_parity_gate_marks_a_wrong_engine_invalid_and_keeps_timings(bert, tmp_pa
 
 
 def test_ort_cold_start_includes_making_the_onnx_file(tmp_path):
-    from inferbench.engines.ort import onnx_build_costs
+    from inferbench.engines.ort.engine import onnx_build_costs
 
     (tmp_path / "bert_base.export.json").write_text(json.dumps({"export_s": 30.5, "simplify_s": 4.0}))
     (tmp_path / "bert_base.int8.json").write_text(json.dumps({"convert_s": 7.25}))

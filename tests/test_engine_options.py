@@ -12,8 +12,8 @@ import sys
 import pytest
 import yaml
 
-from inferbench.config import ConfigError, validate_config
 from inferbench.engines.registry import ENGINES, option_problems
+from inferbench.plan.config import ConfigError, validate_config
 from tests.conftest import REPO
 
 BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -69,8 +69,8 @@ def test_every_variant_of_the_shipped_configs_is_valid():
 
 
 def test_engines_carry_their_effective_options_defaults_included():
-    from inferbench.engines.ort import OrtCuda
-    from inferbench.engines.torchscript import TorchScript
+    from inferbench.engines.ort.engine import OrtCuda
+    from inferbench.engines.pytorch.torchscript import TorchScript
 
     assert OrtCuda("cuda", "fp32", 0, {"engine": "ort_cuda"}).options == {
         "io_binding": True,

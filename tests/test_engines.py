@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell, samples_path
-from inferbench.cells import CellKey, CellRecord
+from inferbench.core.cells import CellKey, CellRecord
 from inferbench.engines.registry import ENGINES, code_version, engine_info, load_engine_class
-from inferbench.lock import MachineLock
+from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model, make_inputs
 from inferbench.models.export import export_onnx, relative_l2
 from inferbench.models.registry import save_checkpoint
+from inferbench.scenarios.run import CellInputs, MeasureSettings, run_cell, samples_path
 
 FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
 NO_CUDA = not torch.cuda.is_available()
@@ -130,7 +130,7 @@ def test_run_cell_records_failure_and_goes_on(artifacts, tmp_path):
 
 
 def test_run_cell_records_oom(artifacts, tmp_path, monkeypatch):
-    from inferbench.engines.torch_eager import TorchEager
+    from inferbench.engines.pytorch.eager import TorchEager
 
     def oom(self, staged):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")

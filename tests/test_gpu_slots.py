@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from inferbench.cells import CellRecord
-from inferbench.gpu_slots import POOL_ENV, claim_gpu, gpu_pool
-from inferbench.lock import MachineLock
+from inferbench.core.cells import CellRecord
+from inferbench.launch.gpu_slots import POOL_ENV, claim_gpu, gpu_pool
+from inferbench.launch.lock import MachineLock
 
 
 def test_pool_comes_from_the_env_then_the_visible_devices(monkeypatch):
@@ -47,7 +47,7 @@ def test_claims_are_distinct_and_a_full_pool_waits_for_a_release(tmp_path):
 def test_a_device_is_released_when_its_job_dies(tmp_path, ending):
     holder = (
         "import os, sys, time\n"
-        "from inferbench.gpu_slots import claim_gpu\n"
+        "from inferbench.launch.gpu_slots import claim_gpu\n"
         f"slot = claim_gpu(['0'], {str(tmp_path)!r})\n"
         "print('claimed', flush=True)\n"
         + ("raise RuntimeError('the cell crashed')\n" if ending == "exception" else "time.sleep(60)\n")
@@ -106,7 +106,7 @@ def test_repeats_run_on_their_parents_device(tmp_path):
 
 
 def _gpu_record(cell: str, windows: list[list[float]], uuids: list[str], status: str = "ok") -> CellRecord:
-    from inferbench.cells import CellKey
+    from inferbench.core.cells import CellKey
 
     key = CellKey(cell, "torch_eager", "fp16", "cuda", 1, 0, 1)
     per_repeat = [{"gpu_uuid": u} for u in uuids]

@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 import yaml
 
-from inferbench import cell_runner, cli
+from inferbench import cli
 from inferbench.analysis.summary import summary_frame
-from inferbench.cells import CellKey, CellRecord
-from inferbench.config import ConfigError, validate_config
-from inferbench.errors import CorruptArtifact, UserError
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.errors import CorruptArtifact, UserError
+from inferbench.plan.config import ConfigError, validate_config
+from inferbench.scenarios import run as cell_runner
 from tests.conftest import REPO
 
 BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -265,7 +266,7 @@ def test_a_truncated_onnx_model_is_named_with_the_command_that_rebuilds_it(tmp_p
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from inferbench.engines.ort import _unreadable_model
+    from inferbench.engines.ort.engine import _unreadable_model
     from inferbench.models.export import read_onnx
 
     graph = helper.make_graph(
@@ -306,7 +307,7 @@ def test_host_and_device_out_of_memory_are_recognised(error, oom):
 
 
 def _cell_args(tmp_path: Path) -> tuple:
-    from inferbench.lock import MachineLock
+    from inferbench.launch.lock import MachineLock
 
     key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
     inputs = cell_runner.CellInputs(model_meta=None)

@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 from docutils.core import publish_parts
 
-from inferbench.config import validate_config
-from inferbench.grid import resolved_studies
+from inferbench.plan.config import validate_config
+from inferbench.plan.grid import resolved_studies
 from inferbench.report.markdown import build_report, write_report
 from inferbench.report.studies import study_section
 from inferbench.report.tables import markdown_table

@@ -21,18 +21,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from inferbench import cell_runner
-from inferbench.cell_runner import CellInputs, MeasureSettings, profile_cell, run_cell, samples_path
-from inferbench.cells import CellKey, CellRecord
+from inferbench.core.cells import CellKey, CellRecord
 from inferbench.engines.base import Engine
 from inferbench.engines.registry import EngineInfo
-from inferbench.lock import MachineLock
-from inferbench.measure.gpu_telemetry import GpuTelemetry
-from inferbench.measure.host_telemetry import HostWindow, parse_proc_stat, window_summary
-from inferbench.measure.profiling import event_totals, ort_top_ops, top_ops
+from inferbench.launch.lock import MachineLock
+from inferbench.launch.processes import merge_repeats, spread_pct
 from inferbench.models import create_model
 from inferbench.models.registry import save_checkpoint
-from inferbench.repeats import merge_repeats, spread_pct
+from inferbench.scenarios import run as cell_runner
+from inferbench.scenarios.run import CellInputs, MeasureSettings, profile_cell, run_cell, samples_path
+from inferbench.trackers.gpu_telemetry import GpuTelemetry
+from inferbench.trackers.host_telemetry import HostWindow, parse_proc_stat, window_summary
+from inferbench.trackers.profiling import event_totals, ort_top_ops, top_ops
 
 FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
 
@@ -196,7 +196,7 @@ def test_host_window_reports_steal_and_busy_shares():
 
 
 def _record(p50_samples: np.ndarray, status: str = "ok") -> tuple[CellRecord, dict[str, np.ndarray]]:
-    from inferbench.measure.stats import latency_stats
+    from inferbench.core.stats import latency_stats
 
     stats = latency_stats(p50_samples, 1) if p50_samples.size else {}
     record = CellRecord(
@@ -318,7 +318,7 @@ def test_epoch_training_without_a_dataset_is_unavailable(heart, tmp_path, lock):
 
 
 def test_training_step_learns_and_times_iterations(heart, tmp_path, lock):
-    from inferbench.engines.torch_train import TorchTrainStep
+    from inferbench.engines.pytorch.train import TorchTrainStep
     from inferbench.models.registry import make_inputs
 
     spec = create_model("mlp_heart", in_features=13, hidden=[8])
@@ -427,8 +427,8 @@ class SimulatedGpu:
 
 @pytest.mark.parametrize(("launch_s", "device_s", "expected"), [(0.001, 0.03, "device"), (0.02, 0.001, "host")])
 def test_launch_share_classifies_a_simulated_gpu_call(launch_s, device_s, expected):
-    from inferbench.measure.bound import classify
-    from inferbench.measure.timing import measure
+    from inferbench.scenarios.timing import measure
+    from inferbench.trackers.bound import classify
 
     gpu = SimulatedGpu(launch_s, device_s)
     result = measure(gpu.call, gpu, warmup_s=0.0, min_time_s=0.0, min_iters=8)
@@ -438,7 +438,7 @@ def test_launch_share_classifies_a_simulated_gpu_call(launch_s, device_s, expect
 
 
 def test_busy_share_classifies_synchronous_engines_and_unknown_stays_unknown():
-    from inferbench.measure.bound import classify
+    from inferbench.trackers.bound import classify
 
     # ONNX Runtime's run returns when its stream is done: the launch share (1.0) says nothing there
     assert classify(1.0, 97.0, launches_async=False)[0] == "device"
@@ -455,7 +455,7 @@ def _bound_record(bound: str | None, status: str = "ok") -> CellRecord:
 
 
 def test_host_bound_gpu_cells_get_more_fresh_processes():
-    from inferbench.repeats import processes_wanted
+    from inferbench.launch.processes import processes_wanted
 
     assert processes_wanted([], repeats=2, host_bound_repeats=3) == 2
     assert processes_wanted([_bound_record("device"), _bound_record("device")], 2, 3) == 2
@@ -466,7 +466,7 @@ def test_host_bound_gpu_cells_get_more_fresh_processes():
 
 
 def test_fresh_processes_are_forked_until_the_cell_has_what_it_needs(tmp_path):
-    from inferbench.repeats import run_in_fresh_processes
+    from inferbench.launch.processes import run_in_fresh_processes
 
     def one_process(path: Path) -> CellRecord:  # the first process finds the cell host-bound
         record = _bound_record("host" if not list(tmp_path.glob("marker*")) else "device")
@@ -575,7 +575,7 @@ def test_imports_are_timed_once_before_the_processes_and_left_out_of_loading(tmp
 
 
 def test_a_study_that_reports_p99_gets_100_calls_per_cell():
-    from inferbench.grid import cell_min_iters
+    from inferbench.plan.grid import cell_min_iters
 
     study = {"workloads": ["mlp_heart"], "engines": ["noop"], "precisions": ["fp32"], "devices": ["cpu"],
              "batch_sizes": [1, 2], "threads": [1]}  # fmt: skip
@@ -598,7 +598,7 @@ def test_the_cells_own_process_holds_the_lock_except_while_a_child_measures(tmp_
     cell's timed loop: the parent lets go of the machine lock only while one of its children runs."""
     import fcntl
 
-    from inferbench.repeats import run_in_fresh_processes
+    from inferbench.launch.processes import run_in_fresh_processes
 
     parent = MachineLock(tmp_path / "lock")
     parent.shared()
@@ -623,7 +623,7 @@ def test_the_cells_own_process_holds_the_lock_except_while_a_child_measures(tmp_
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
 def test_a_forked_process_records_the_memory_it_starts_with_beside_its_peak():
-    from inferbench.measure import memory
+    from inferbench.trackers import memory
 
     held = bytearray(300 * 2**20)
     held[:: 2**12] = b"x" * len(held[:: 2**12])  # resident in the parent, mapped in its children

@@ -9,16 +9,16 @@ from dataclasses import asdict
 
 import pytest
 
-from inferbench.cell_runner import CellInputs, MeasureSettings, run_cell
-from inferbench.cells import CellKey
-from inferbench.engines.ort import onnx_build_costs
+from inferbench.core.cells import CellKey
+from inferbench.engines.ort.engine import onnx_build_costs
 from inferbench.engines.registry import load_engine_class, onnx_path, option_problems
-from inferbench.lock import MachineLock
-from inferbench.measure.attention import UNFUSED, classify
+from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model, make_inputs
 from inferbench.models.fusions import attention_shape, eager_attention, export_fused
+from inferbench.models.parity import make_reference
 from inferbench.models.registry import save_checkpoint
-from inferbench.parity import make_reference
+from inferbench.scenarios.run import CellInputs, MeasureSettings, run_cell
+from inferbench.trackers.attention import UNFUSED, classify
 
 FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
 BERT = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from inferbench.cells import SCHEMA_VERSION, CellKey, CellRecord
-from inferbench.fsutil import write_atomic, write_json
+from inferbench.core.cells import SCHEMA_VERSION, CellKey, CellRecord
+from inferbench.core.fsutil import write_atomic, write_json
 
 KEY = CellKey("bert_base", "ort_cpu", "fp32", "cpu", 8, 128, 2)
 
@@ -71,7 +71,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
 def test_fingerprint_says_when_the_checkout_differs_from_its_commit(tmp_path, monkeypatch):
     import subprocess
 
-    from inferbench import environment
+    from inferbench.core import environment
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -93,7 +93,7 @@ def test_fingerprint_names_the_onnxruntime_that_was_imported(monkeypatch):
     # onnxruntime and onnxruntime-gpu install one module; with both present, the imported one ran
     import types
 
-    from inferbench.environment import fingerprint
+    from inferbench.core.environment import fingerprint
 
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     env = fingerprint(include_gpu=False)

@@ -1,6 +1,6 @@
 """A run killed with `kill -9` half-way resumes with the same command (README: "A run killed
 half-way resumes with the same command"): its Snakemake lock is stale once no run holds the
-directory (inferbench.run_lock), and the profile re-runs the jobs it left incomplete."""
+directory (inferbench.launch.run_lock), and the profile re-runs the jobs it left incomplete."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inferbench import run_lock
+from inferbench.launch import run_lock
 from tests.conftest import REPO
 
 CONFIG = {
@@ -84,8 +84,8 @@ def test_a_live_run_or_job_keeps_the_lock_and_a_finished_one_leaves_none_to_clea
     (tmp_path / run_lock.RUN_LOCK).touch()  # the run the job belongs to created it
     # another process holds the run lock: a run (or a job of one) is active, the Snakemake lock is not stale
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"from inferbench.run_lock import {holder_code}; {holder_code}({str(tmp_path)!r});"
-         "import sys; print('held', flush=True); sys.stdin.read()"],
+        [sys.executable, "-c", f"from inferbench.launch.run_lock import {holder_code};"
+         f"{holder_code}({str(tmp_path)!r}); import sys; print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
     assert holder.stdout.readline().strip() == "held"
@@ -99,7 +99,7 @@ def test_a_live_run_or_job_keeps_the_lock_and_a_finished_one_leaves_none_to_clea
     assert not list(Path(locks).glob("*.lock"))
     # this run now shares the lock: a job of it joins without waiting, outside a workflow nothing happens
     joined = subprocess.run(
-        [sys.executable, "-c", f"from inferbench.run_lock import join_run; print(join_run({str(tmp_path)!r}), "
+        [sys.executable, "-c", f"from inferbench.launch.run_lock import join_run; print(join_run({str(tmp_path)!r}), "
          f"join_run({str(tmp_path / 'elsewhere')!r}))"],
         capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": str(REPO / "src")}, check=True,
     )  # fmt: skip

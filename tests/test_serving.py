@@ -1,4 +1,4 @@
-"""Serving scenarios through MLPerf LoadGen (inferbench.serving): a fake engine with a known service
+"""Serving scenarios through MLPerf LoadGen (inferbench.scenarios.serving): a fake engine with a known service
 time must show the queueing that queueing theory predicts, LoadGen's validity rules must reach the
 record, and a serving cell runs through the same cell runner as every cell."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferbench.cell_runner import CellInputs, MeasureSettings, loadgen_dir, measure_cell
-from inferbench.cells import CellKey, CellRecord
-from inferbench.lock import MachineLock
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model
-from inferbench.serving import ServingSettings, measure_serving, next_target
+from inferbench.scenarios.run import CellInputs, MeasureSettings, loadgen_dir, measure_cell
+from inferbench.scenarios.serving import ServingSettings, measure_serving, next_target
 
 pytest.importorskip("mlperf_loadgen")
 

@@ -19,7 +19,7 @@ import sys
 import pytest
 import yaml
 
-from inferbench.cells import CellRecord
+from inferbench.core.cells import CellRecord
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

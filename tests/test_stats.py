@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from inferbench.measure.stats import latency_stats
-from inferbench.measure.timing import HostTimer, measure
+from inferbench.core.stats import latency_stats
+from inferbench.scenarios.timing import HostTimer, measure
 
 
 def test_percentiles_on_known_samples():
@@ -56,7 +56,7 @@ def test_confidence_intervals_narrow_with_more_samples():
 
 def test_large_sample_intervals_are_exact_order_statistics_and_cheap():
     # the no-op engine times millions of calls: no bootstrap there, the order-statistic interval
-    from inferbench.measure.stats import BOOTSTRAP_MAX_SAMPLES, _order_statistic_ci, percentile_ci
+    from inferbench.core.stats import BOOTSTRAP_MAX_SAMPLES, _order_statistic_ci, percentile_ci
 
     rng = np.random.default_rng(5)
     trials = [percentile_ci(rng.exponential(1.0, BOOTSTRAP_MAX_SAMPLES + 1), ["p50"])["p50"] for _ in range(300)]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferbench.engines import tensorrt as trt_engine
+from inferbench.engines.tensorrt import engine as trt_engine
 from inferbench.models.registry import InputSpec
 
 BERT_INPUTS = (

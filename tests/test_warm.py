@@ -1,4 +1,4 @@
-"""The warm-start server (inferbench.warm): jobs run in its forked children with their own argv,
+"""The warm-start server (inferbench.launch.warm): jobs run in its forked children with their own argv,
 environment, working directory and output files, get the child's exit code, and a killed job takes
 its child with it. Anything else falls back to running in the job's own process."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from inferbench import warm
+from inferbench.launch import warm
 from tests.conftest import REPO
 
 
@@ -116,7 +116,7 @@ def test_no_server_other_verbs_and_another_interpreter_fall_back_to_the_job(serv
 def test_a_record_counts_the_imports_the_server_made_for_its_engine(monkeypatch):
     monkeypatch.setattr(warm, "PRELOADED", {"numpy": 0.2, "torch": 3.0, "timm": 1.5, "onnxruntime": 0.4})
     assert warm.preloaded_import_s(["onnxruntime"]) == pytest.approx(0.4)
-    assert warm.preloaded_import_s(["timm", "torch", "inferbench.engines.torch_eager"]) == pytest.approx(4.5)
+    assert warm.preloaded_import_s(["timm", "torch", "inferbench.engines.pytorch.eager"]) == pytest.approx(4.5)
     monkeypatch.setattr(warm, "PRELOADED", {})
     assert warm.preloaded_import_s(["torch"]) is None  # not forked from a server: the job timed its own
 

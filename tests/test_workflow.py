@@ -23,7 +23,7 @@ from snakemake.settings.types import (
     ResourceSettings,
 )
 
-from inferbench.cells import CellRecord
+from inferbench.core.cells import CellRecord
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

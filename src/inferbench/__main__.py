@@ -1,15 +1,15 @@
 import os
 import sys
 
-from inferbench.lifetime import die_with_parent
-from inferbench.warm import run_via_server
+from inferbench.launch.lifetime import die_with_parent
+from inferbench.launch.warm import run_via_server
 
 # A job ends with the shell Snakemake started it from: cancelling a job (SIGTERM) ends that shell, and
 # a measuring process left running would write its record after the job was reported failed. (Not the
 # warm-start server: Snakemake may start it from a thread, whose end would count as its parent's death.)
 if sys.argv[1:2] != ["warm-server"]:
     die_with_parent(os.getppid())
-# A cell job of a local run is forked from the warm-start server when there is one (inferbench.warm)
+# A cell job of a local run is forked from the warm-start server when there is one (inferbench.launch.warm)
 code = run_via_server(sys.argv[1:])
 if code is None:
     from inferbench.cli import main

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inferbench.cells import SCENARIOS
-from inferbench.errors import UserError
-from inferbench.lock import MachineLock
-from inferbench.workloads import WORKLOADS
+from inferbench.core.cells import SCENARIOS
+from inferbench.core.errors import UserError
+from inferbench.core.workloads import WORKLOADS
+from inferbench.launch.lock import MachineLock
 
 log = logging.getLogger("inferbench")
 
@@ -46,7 +46,7 @@ def _engine_options(text: str) -> dict[str, Any]:
 def _write_model_meta(spec: Any, path: Path, extra: dict[str, Any]) -> None:
     from dataclasses import asdict
 
-    from inferbench.fsutil import write_json
+    from inferbench.core.fsutil import write_json
 
     write_json(
         path,
@@ -84,8 +84,8 @@ def cmd_download(args: argparse.Namespace) -> None:
 
 
 def cmd_prepare_data(args: argparse.Namespace) -> None:
+    from inferbench.core.fsutil import atomic_path, write_json
     from inferbench.data import heart, lendingclub
-    from inferbench.fsutil import atomic_path, write_json
 
     if args.dataset == "lendingclub":
         table, encoder, stats = lendingclub.clean(args.raw, sample_rows=args.sample_rows, seed=args.seed)
@@ -123,7 +123,7 @@ def cmd_build_model(args: argparse.Namespace) -> None:
 
 
 def cmd_export_onnx(args: argparse.Namespace) -> None:
-    from inferbench.fsutil import write_json
+    from inferbench.core.fsutil import write_json
     from inferbench.models.export import export_onnx
     from inferbench.models.registry import load_checkpoint
 
@@ -134,27 +134,27 @@ def cmd_export_onnx(args: argparse.Namespace) -> None:
 
 
 def cmd_fuse_onnx(args: argparse.Namespace) -> None:
-    from inferbench.fsutil import write_json
+    from inferbench.core.fsutil import write_json
+    from inferbench.core.workloads import workload_info
     from inferbench.models.fusions import export_fused
     from inferbench.models.registry import load_checkpoint
-    from inferbench.workloads import workload_info
 
     spec, _ = load_checkpoint(args.checkpoint)
     write_json(args.report, export_fused(spec, workload_info(spec.name).kind, args.out))
 
 
 def cmd_model_cost(args: argparse.Namespace) -> None:
-    from inferbench.fsutil import write_json
-    from inferbench.measure.roofline import model_cost
+    from inferbench.core.fsutil import write_json
     from inferbench.models.registry import load_checkpoint
+    from inferbench.trackers.roofline import model_cost
 
     spec, _ = load_checkpoint(args.checkpoint)
     write_json(args.out, model_cost(spec, args.seq))
 
 
 def cmd_machine_peaks(args: argparse.Namespace, lock: MachineLock) -> None:
-    from inferbench.fsutil import write_json
-    from inferbench.measure.roofline import machine_peaks
+    from inferbench.core.fsutil import write_json
+    from inferbench.trackers.roofline import machine_peaks
 
     with lock.exclusively():  # a measurement like a cell's: nothing else of the workflow runs meanwhile
         peaks = machine_peaks(args.device)
@@ -165,8 +165,8 @@ def cmd_machine_peaks(args: argparse.Namespace, lock: MachineLock) -> None:
 def cmd_roofline(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from inferbench.fsutil import atomic_path, read_json
-    from inferbench.measure.roofline import roofline_table
+    from inferbench.core.fsutil import atomic_path, read_json
+    from inferbench.trackers.roofline import roofline_table
 
     table = roofline_table(
         pd.read_csv(args.summary), [read_json(p) for p in args.costs], [read_json(p) for p in args.peaks]
@@ -176,7 +176,7 @@ def cmd_roofline(args: argparse.Namespace) -> None:
 
 
 def cmd_convert_onnx(args: argparse.Namespace) -> None:
-    from inferbench.fsutil import write_json
+    from inferbench.core.fsutil import write_json
     from inferbench.models.export import convert_fp16, quantize_int8
 
     report = (quantize_int8 if args.to == "int8" else convert_fp16)(args.source, args.out)
@@ -184,10 +184,10 @@ def cmd_convert_onnx(args: argparse.Namespace) -> None:
 
 
 def cmd_build_trt_engine(args: argparse.Namespace) -> None:
-    from inferbench.cell_runner import input_specs
-    from inferbench.engines import tensorrt
+    from inferbench.core.fsutil import read_json, write_json
     from inferbench.engines.registry import effective_options
-    from inferbench.fsutil import read_json, write_json
+    from inferbench.engines.tensorrt import engine as tensorrt
+    from inferbench.scenarios.run import input_specs
 
     inputs = input_specs(read_json(args.model_meta))
     options = effective_options("tensorrt", args.options)
@@ -215,15 +215,15 @@ def cmd_build_trt_engine(args: argparse.Namespace) -> None:
 
 
 def cmd_reference(args: argparse.Namespace) -> None:
-    from inferbench.cell_runner import input_specs
-    from inferbench.fsutil import read_json
-    from inferbench.parity import make_reference
+    from inferbench.core.fsutil import read_json
+    from inferbench.models.parity import make_reference
+    from inferbench.scenarios.run import input_specs
 
     make_reference(args.checkpoint, input_specs(read_json(args.model_meta)), args.seq, args.rows, args.out)
 
 
 def measure_settings(measure: dict[str, Any]) -> Any:
-    from inferbench.cell_runner import MeasureSettings
+    from inferbench.scenarios.run import MeasureSettings
 
     affinity = measure.get("cpu_affinity")
     return MeasureSettings(**{**measure, "cpu_affinity": tuple(affinity) if affinity else None})
@@ -231,8 +231,8 @@ def measure_settings(measure: dict[str, Any]) -> Any:
 
 def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
     imports_started = time.perf_counter()  # the cell runner's own imports load torch: they count too
-    from inferbench.cell_runner import CellInputs, measure_cell
-    from inferbench.cells import CellKey
+    from inferbench.core.cells import CellKey
+    from inferbench.scenarios.run import CellInputs, measure_cell
 
     key = CellKey(
         args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads, args.scenario
@@ -241,7 +241,7 @@ def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
     settings = measure_settings(args.measure)
     serving = None
     if args.scenario != "single":
-        from inferbench.serving import ServingSettings
+        from inferbench.scenarios.serving import ServingSettings
 
         if args.serving is None:
             raise UserError(f"--scenario {args.scenario} needs --serving (JSON: latency_bound_ms, ...)")
@@ -263,8 +263,8 @@ def cmd_run_cell(args: argparse.Namespace, lock: MachineLock) -> None:
 
 
 def cmd_profile_cell(args: argparse.Namespace, lock: MachineLock) -> None:
-    from inferbench.cell_runner import CellInputs, profile_cell
-    from inferbench.cells import CellKey
+    from inferbench.core.cells import CellKey
+    from inferbench.scenarios.run import CellInputs, profile_cell
 
     key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
     inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
@@ -309,7 +309,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> None:
     from inferbench.analysis.compare_runs import compare_runs
-    from inferbench.fsutil import atomic_path
+    from inferbench.core.fsutil import atomic_path
 
     cells, _, text = compare_runs(args.run_a, args.run_b)
     if args.out_csv:
@@ -322,14 +322,14 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
 
 def cmd_warm_server(args: argparse.Namespace) -> None:
-    from inferbench.warm import PRELOAD, serve
+    from inferbench.launch.warm import PRELOAD, serve
 
     serve(args.socket, PRELOAD, watch_pid=args.watch_pid)
 
 
 def cmd_list(args: argparse.Namespace) -> None:
     if args.what == "engines":
-        from inferbench.engines.ort import ort_distributions
+        from inferbench.engines.ort.engine import ort_distributions
         from inferbench.engines.registry import ENGINES, load_engine_class
 
         if len(installed := ort_distributions()) > 1:
@@ -351,7 +351,7 @@ def cmd_list(args: argparse.Namespace) -> None:
                 choices = f" ({'|'.join(map(str, option.choices))})" if option.choices else ""
                 print(f"{'':16s}{key}: {option.type.__name__}{choices} = {option.default!r}  {option.help}")
     else:
-        from inferbench.workloads import FAMILIES, WORKLOADS
+        from inferbench.core.workloads import FAMILIES, WORKLOADS
 
         for name, info in WORKLOADS.items():
             print(f"{name:16s} {info.kind:8s} {info.description}")
@@ -475,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", type=Path, help="reference inputs/outputs (npz) for the parity check")
     p.add_argument("--tolerance", type=_json, default={}, help="parity tolerances of this precision, JSON")
     p.add_argument("--scenario", choices=SCENARIOS, default="single", help="single (timed calls) or a LoadGen scenario")
-    p.add_argument("--serving", type=_json, help="LoadGen settings, JSON (inferbench.serving.ServingSettings)")
+    p.add_argument("--serving", type=_json, help="LoadGen settings, JSON (ServingSettings)")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_run_cell, lock=True)
 
@@ -543,7 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "warm-server",
-        help="import torch, timm, transformers and ONNX Runtime once and fork cell jobs from here (inferbench.warm)",
+        help="import torch, timm, transformers and ONNX Runtime once and fork cell jobs from here",
     )
     p.add_argument(
         "--socket", type=Path, required=True, help="the Unix socket jobs find through $INFERBENCH_WARM_SOCKET"
@@ -569,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _runs_on_gpu(args: argparse.Namespace) -> bool:
-    """GPU jobs (cells on cuda, TensorRT builds) claim a device of their own (inferbench.gpu_slots)."""
+    """GPU jobs (cells on cuda, TensorRT builds) claim a device of their own (inferbench.launch.gpu_slots)."""
     if args.verb == "build-trt-engine":
         return True
     return args.verb in ("run-cell", "profile-cell", "machine-peaks") and args.device == "cuda"
@@ -593,12 +593,12 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging()
     gpu = None
     if _runs_on_gpu(args):
-        from inferbench.gpu_slots import claim_for_this_process
+        from inferbench.launch.gpu_slots import claim_for_this_process
 
         gpu = claim_for_this_process()  # before anything imports CUDA; released when this process ends
     lock = None
     if args.lock:
-        from inferbench.run_lock import join_run
+        from inferbench.launch.run_lock import join_run
 
         join_run()  # a job of a run in this directory: a run started after a kill -9 leaves it alone
         lock = MachineLock()

@@ -13,11 +13,11 @@ PACKAGE_SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(PACKAGE_SRC))
 shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from inferbench.config import ConfigError, cell_tolerance, validate_config
+from inferbench.plan.config import ConfigError, cell_tolerance, validate_config
 from inferbench.engines.registry import code_version, engine_info, onnx_path
-from inferbench.engines.tensorrt import current_target, plan_path
-from inferbench.cells import CellKey
-from inferbench.grid import (
+from inferbench.engines.tensorrt.engine import current_target, plan_path
+from inferbench.core.cells import CellKey
+from inferbench.plan.grid import (
     cell_min_iters,
     cell_serving,
     config_cells,
@@ -27,8 +27,8 @@ from inferbench.grid import (
     study_cells,
 )
 from inferbench.report.plots import SERVING_PLOT, plot_names
-from inferbench.run_lock import clear_stale_locks
-from inferbench.workloads import DEVICES, PRECISIONS, ordered, workload_info
+from inferbench.launch.run_lock import clear_stale_locks
+from inferbench.core.workloads import DEVICES, PRECISIONS, ordered, workload_info
 
 try:
     validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
@@ -36,7 +36,7 @@ except ConfigError as error:
     raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
 
 # A run killed with kill -9 leaves Snakemake's directory lock behind; when no other run holds this
-# directory, it is stale and goes, so that the same command resumes (inferbench.run_lock).
+# directory, it is stale and goes, so that the same command resumes (inferbench.launch.run_lock).
 if not (workflow.remote_exec or workflow.subprocess_exec):
     for stale in clear_stale_locks(Path.cwd()):
         print(f"inferbench: removed {stale}, left by a run that was killed", file=sys.stderr)

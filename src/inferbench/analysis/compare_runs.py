@@ -28,7 +28,7 @@ from inferbench.analysis import decisions
 from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
 from inferbench.analysis.summary import KEY_COLUMNS, summary_frame, with_scenario
 from inferbench.analysis.uncertainty import ratio
-from inferbench.cells import CellKey
+from inferbench.core.cells import CellKey
 
 BOOTSTRAP_RESAMPLES = 2000
 

@@ -1,7 +1,7 @@
 """Which GPU measured each cell, and whether any two measurements overlapped in time.
 
 With ``--resources gpu=N`` several GPU jobs run at once, each on a device of its own
-(inferbench.gpu_slots), while measuring stays exclusive machine-wide (inferbench.lock). The records
+(inferbench.launch.gpu_slots), while measuring stays exclusive machine-wide (inferbench.launch.lock). The records
 say both: ``environment.gpu_uuid`` (and each process's in ``repeats.per_repeat``) names the physical
 device, ``measured_windows_unix`` when each process held the lock exclusively. This module checks
 them against each other; ``benchmarks/multi_gpu_check.py`` prints the result for a run.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from inferbench.cells import CellRecord
+from inferbench.core.cells import CellRecord
 
 
 @dataclass(frozen=True)

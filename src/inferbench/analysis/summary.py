@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from inferbench.cells import CellRecord
-from inferbench.errors import UserError
-from inferbench.fsutil import atomic_path
+from inferbench.core.cells import CellRecord
+from inferbench.core.errors import UserError
+from inferbench.core.fsutil import atomic_path
 
 KEY_COLUMNS = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads", "scenario"]
 

@@ -2,7 +2,7 @@
 
 One process's confidence interval says how well its calls pin down *its* p50; the next process of
 the same cell can differ by more (on shared VMs a host-bound GPU cell moves 10-75%). So each fresh
-process's p50 is one observation of the cell (inferbench.repeats measures every cell in several), and
+process's p50 is one observation of the cell (inferbench.launch.processes measures every cell in several), and
 a ratio A/B gets Welch's t-interval on log p50: the difference of the cells' mean log p50 ± t × its
 standard error, t from the Welch-Satterthwaite degrees of freedom. A cell's spread is never taken as
 smaller than the sampling error of one process's p50 (its within-process CI), so two processes that

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from inferbench.core.errors import UserError
+from inferbench.core.fsutil import atomic_path
 from inferbench.data import heart, lendingclub
-from inferbench.errors import UserError
-from inferbench.fsutil import atomic_path
 
 KAGGLE_DATASET = "wordsforthewise/lending-club"
 UCI_URLS = (

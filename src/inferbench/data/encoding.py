@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from inferbench.fsutil import read_json, write_json
+from inferbench.core.fsutil import read_json, write_json
 
 
 @dataclass

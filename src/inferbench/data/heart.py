@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from inferbench.core.fsutil import atomic_path
 from inferbench.data.encoding import TabularEncoder
-from inferbench.fsutil import atomic_path
 
 RAW_FILE = "processed.cleveland.data"
 COLUMNS = (

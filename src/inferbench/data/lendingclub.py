@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from inferbench.core.fsutil import atomic_path
 from inferbench.data.encoding import TabularEncoder
 from inferbench.data.lendingclub_columns import ACCEPTED_COLUMNS
-from inferbench.fsutil import atomic_path
 
 log = logging.getLogger(__name__)
 

@@ -83,15 +83,15 @@ class Engine(ABC):
 
     def profile(self, batch: dict[str, np.ndarray], n_calls: int, out_dir: Path, top: int) -> dict[str, Any]:
         """Profile ``n_calls`` warm calls on ``batch``, write the trace into ``out_dir`` and return the
-        top operators (see inferbench.measure.profiling). torch.profiler by default: it sees PyTorch's
+        top operators (see inferbench.trackers.profiling). torch.profiler by default: it sees PyTorch's
         operators and, on CUDA, the kernels of any library in the process."""
-        from inferbench.measure.profiling import torch_profile
+        from inferbench.trackers.profiling import torch_profile
 
         staged = self.stage(batch)
         return torch_profile(lambda: self.run(staged), self.synchronize, n_calls, out_dir, self.device, top)
 
     def attention_kernel(self, staged: Any) -> dict[str, str | None]:
-        """Which attention kernel a call on ``staged`` runs (inferbench.measure.attention) and how that
+        """Which attention kernel a call on ``staged`` runs (inferbench.trackers.attention) and how that
         was found; called once after the first call, untimed. None for engines that do not say."""
         return {"kernel": None, "source": None}
 

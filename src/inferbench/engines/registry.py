@@ -70,7 +70,7 @@ class Option:
 
 
 #: keys every variant may have besides its engine's options: which implementation, where it runs, and
-#: how long the dynamic batcher of its serving cells waits for a batch to fill (inferbench.serving)
+#: how long the dynamic batcher of its serving cells waits for a batch to fill (inferbench.scenarios.serving)
 VARIANT_KEYS = ("engine", "devices", "precisions", "max_queue_delay_ms")
 
 _TF32 = Option(
@@ -135,7 +135,7 @@ class EngineInfo:
     onnx_variants: dict[str, str] = field(default_factory=dict)
     #: inference, or train: a timed call is one training step or epoch
     mode: Literal["inference", "train"] = "inference"
-    #: workload kinds (see inferbench.workloads) the engine can run
+    #: workload kinds (see inferbench.core.workloads) the engine can run
     workload_kinds: tuple[str, ...] = ("tabular", "vision", "text")
     #: the engine reads the workload's processed dataset (given to the cell as an input)
     needs_dataset: bool = False
@@ -158,7 +158,7 @@ class EngineInfo:
 ALL_PRECISIONS = ("fp32", "fp16", "bf16")
 ENGINES: dict[str, EngineInfo] = {
     "noop": EngineInfo(
-        "inferbench.engines.noop:NoopEngine",
+        "inferbench.engines.noop.engine:NoopEngine",
         ("cpu", "cuda"),
         ALL_PRECISIONS,
         "none",
@@ -166,7 +166,7 @@ ENGINES: dict[str, EngineInfo] = {
         libraries=(),
     ),
     "torch_eager": EngineInfo(
-        "inferbench.engines.torch_eager:TorchEager",
+        "inferbench.engines.pytorch.eager:TorchEager",
         ("cpu", "cuda"),
         ALL_PRECISIONS,
         "checkpoint",
@@ -174,7 +174,7 @@ ENGINES: dict[str, EngineInfo] = {
         options={**_TORCH, "precision_mode": _precision_mode("autocast")},
     ),
     "torchscript": EngineInfo(
-        "inferbench.engines.torchscript:TorchScript",
+        "inferbench.engines.pytorch.torchscript:TorchScript",
         ("cpu", "cuda"),
         ALL_PRECISIONS,
         "checkpoint",
@@ -187,7 +187,7 @@ ENGINES: dict[str, EngineInfo] = {
         },
     ),
     "torch_compile": EngineInfo(
-        "inferbench.engines.torch_compile:TorchCompile",
+        "inferbench.engines.pytorch.compile:TorchCompile",
         ("cpu", "cuda"),
         (*ALL_PRECISIONS, "fp8"),
         "checkpoint",
@@ -207,7 +207,7 @@ ENGINES: dict[str, EngineInfo] = {
         compiles=True,
     ),
     "torch_cudagraph": EngineInfo(
-        "inferbench.engines.torch_cudagraph:TorchCudaGraph",
+        "inferbench.engines.pytorch.cudagraph:TorchCudaGraph",
         ("cuda",),
         ALL_PRECISIONS,
         "checkpoint",
@@ -215,7 +215,7 @@ ENGINES: dict[str, EngineInfo] = {
         options={**_TORCH, "precision_mode": _precision_mode("cast")},
     ),
     "ort_cpu": EngineInfo(
-        "inferbench.engines.ort:OrtCpu",
+        "inferbench.engines.ort.engine:OrtCpu",
         ("cpu",),
         ("fp32", "int8"),
         "onnx",
@@ -225,7 +225,7 @@ ENGINES: dict[str, EngineInfo] = {
         options={"fusions": _ORT_FUSIONS},
     ),
     "ort_cuda": EngineInfo(
-        "inferbench.engines.ort:OrtCuda",
+        "inferbench.engines.ort.engine:OrtCuda",
         ("cuda",),
         ("fp32", "fp16"),
         "onnx",
@@ -235,7 +235,7 @@ ENGINES: dict[str, EngineInfo] = {
         options=_ORT_CUDA,
     ),
     "ort_trt": EngineInfo(
-        "inferbench.engines.ort:OrtTensorRT",
+        "inferbench.engines.ort.engine:OrtTensorRT",
         ("cuda",),
         ("fp32", "fp16"),
         "onnx",
@@ -249,7 +249,7 @@ ENGINES: dict[str, EngineInfo] = {
         },
     ),
     "tensorrt": EngineInfo(
-        "inferbench.engines.tensorrt:TensorRTEngine",
+        "inferbench.engines.tensorrt.engine:TensorRTEngine",
         ("cuda",),
         ("fp32", "fp16", "int8"),
         "trt_plan",
@@ -261,7 +261,7 @@ ENGINES: dict[str, EngineInfo] = {
         },
     ),
     "torch_train": EngineInfo(
-        "inferbench.engines.torch_train:TorchTrainStep",
+        "inferbench.engines.pytorch.train:TorchTrainStep",
         ("cpu", "cuda"),
         ALL_PRECISIONS,
         "checkpoint",
@@ -272,7 +272,7 @@ ENGINES: dict[str, EngineInfo] = {
         compiles="compile",
     ),
     "torch_train_epoch": EngineInfo(
-        "inferbench.engines.torch_train:TorchTrainEpoch",
+        "inferbench.engines.pytorch.train:TorchTrainEpoch",
         ("cpu", "cuda"),
         ALL_PRECISIONS,
         "checkpoint",
@@ -367,12 +367,12 @@ def code_version(impl: str) -> str:
     module_name = engine_info(impl).target.split(":")[0]
     shared = [
         "inferbench.engines.base",
-        "inferbench.measure.timing",
-        "inferbench.measure.gpu_telemetry",
-        "inferbench.measure.profiling",
-        "inferbench.cell_runner",
-        "inferbench.repeats",
-        "inferbench.parity",
+        "inferbench.scenarios.timing",
+        "inferbench.trackers.gpu_telemetry",
+        "inferbench.trackers.profiling",
+        "inferbench.scenarios.run",
+        "inferbench.launch.processes",
+        "inferbench.models.parity",
     ]
     digest = hashlib.sha256()
     for name in sorted(_engine_modules(module_name)) + shared:

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from inferbench.errors import CorruptArtifact
-from inferbench.fsutil import atomic_path
+from inferbench.core.errors import CorruptArtifact
+from inferbench.core.fsutil import atomic_path
 from inferbench.models.registry import ModelSpec, make_inputs
 
 log = logging.getLogger(__name__)

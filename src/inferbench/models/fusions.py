@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from inferbench.fsutil import atomic_path
+from inferbench.core.fsutil import atomic_path
 from inferbench.models.export import ExportParityError, relative_l2
 from inferbench.models.registry import ModelSpec, make_inputs
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from inferbench.errors import CorruptArtifact
-from inferbench.fsutil import atomic_path
+from inferbench.core.errors import CorruptArtifact
+from inferbench.core.fsutil import atomic_path
 
 if TYPE_CHECKING:  # torch is imported where a model is built or loaded: input specs need only numpy
     import torch
@@ -63,7 +63,7 @@ def register_model(name: str) -> Callable[[Callable[..., ModelSpec]], Callable[.
     return wrap
 
 
-#: builders of the workload families (inferbench.workloads.FAMILIES): family -> builder(name, **arch)
+#: builders of the workload families (inferbench.core.workloads.FAMILIES): family -> builder(name, **arch)
 _FAMILIES: dict[str, Callable[..., ModelSpec]] = {}
 
 
@@ -84,7 +84,7 @@ def create_model(name: str, seed: int = 0, **arch: Any) -> ModelSpec:
     """Build ``name`` with random weights drawn from ``seed``; ``arch`` overrides the architecture."""
     import torch
 
-    from inferbench.workloads import family_of
+    from inferbench.core.workloads import family_of
 
     _load_builders()
     family = family_of(name)

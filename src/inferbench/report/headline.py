@@ -18,9 +18,9 @@ from inferbench.analysis.comparison import (
     spread_at,
 )
 from inferbench.analysis.decisions import measured
+from inferbench.core.workloads import ordered
 from inferbench.report.tables import fmt, fmt_ms, markdown_table, recipe
 from inferbench.report.text import escape_markdown
-from inferbench.workloads import ordered
 
 #: the p99 budgets the table tries, ms; each workload keeps those between its fastest and slowest cells
 BUDGETS_MS = (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)

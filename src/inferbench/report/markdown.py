@@ -15,14 +15,14 @@ import pandas as pd
 from inferbench.analysis.comparison import BOUNDARY_LABELS, SpreadFloors
 from inferbench.analysis.summary import split_scenarios, with_scenario
 from inferbench.analysis.uncertainty import verdict
-from inferbench.fsutil import atomic_path, read_json
+from inferbench.core.fsutil import atomic_path, read_json
+from inferbench.core.workloads import ordered, workload_info
 from inferbench.report.headline import headline_section
 from inferbench.report.roofline import roofline_section
 from inferbench.report.serving import serving_section
 from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
 from inferbench.report.tables import fmt, intervals, markdown_table, recipe, rows_or_none
 from inferbench.report.text import escape_markdown, inline_code
-from inferbench.workloads import ordered, workload_info
 
 BOUNDARIES = {
     "device": "inputs staged where the engine computes before timing, outputs left there",

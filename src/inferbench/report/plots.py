@@ -21,9 +21,9 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from inferbench.analysis.comparison import p50_at
 from inferbench.analysis.summary import split_scenarios
-from inferbench.cells import CellRecord
-from inferbench.fsutil import atomic_path
-from inferbench.workloads import ordered, workload_info
+from inferbench.core.cells import CellRecord
+from inferbench.core.fsutil import atomic_path
+from inferbench.core.workloads import ordered, workload_info
 
 PLOTS_BY_KIND = {
     "tabular": ["latency_per_item", "throughput"],

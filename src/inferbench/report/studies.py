@@ -3,7 +3,7 @@ tables in the shape of the study it reproduces (``layout`` in the study's config
 
 A summary row belongs to a study when every axis of the row is one of the study's values (devices as
 resolved where the workflow ran; sequence length 0 for non-text workloads, threads 0 on the GPU),
-the same rule that made the study's cells (inferbench.grid).
+the same rule that made the study's cells (inferbench.plan.grid).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pandas as pd
 from inferbench.analysis import decisions
 from inferbench.analysis.comparison import BOUNDARY_LABELS, rate_at
 from inferbench.analysis.uncertainty import verdict
-from inferbench.measure.percentiles import samples_needed, study_percentiles
+from inferbench.core.percentiles import samples_needed, study_percentiles
+from inferbench.core.workloads import workload_info
 from inferbench.report.tables import fmt, fmt_ms, intervals, markdown_table, recipe
 from inferbench.report.text import escape_markdown, inline_code
-from inferbench.workloads import workload_info
 
 #: plots shown in a study's section, by layout (the files are made per workload, see report.plots)
 LAYOUT_PLOTS = {

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from inferbench.core.errors import CorruptArtifact
 from inferbench.engines.base import Engine, cuda_unavailable_reason
-from inferbench.engines.tensorrt import tensorrt_unavailable_reason
-from inferbench.errors import CorruptArtifact
+from inferbench.engines.tensorrt.engine import tensorrt_unavailable_reason
 from inferbench.models.registry import InputSpec
 
 
@@ -155,7 +155,7 @@ class OrtEngine(Engine):
         off), host arrays in and out, three warm-up runs left out of the operator table. The session
         runs the same graph without a CUDA-graph capture: ONNX Runtime's profiler records no node
         events while a captured graph replays."""
-        from inferbench.measure.profiling import ort_top_ops
+        from inferbench.trackers.profiling import ort_top_ops
 
         session = self._session(profile_prefix=Path(out_dir) / "ort_profile", graph_capture=False)
         feeds = OrtEngine.stage(self, batch)
@@ -177,7 +177,7 @@ class OrtEngine(Engine):
     def attention_kernel(self, staged: Any) -> dict[str, str | None]:
         """ONNX Runtime's fused attention operator, or the unfused MatMul/Softmax chain, from the graph
         (which kernels the provider runs for them is not named here)."""
-        from inferbench.measure.attention import UNFUSED
+        from inferbench.trackers.attention import UNFUSED
 
         fused = sorted({"Attention", "MultiHeadAttention"} & self.operator_types)
         kernel = f"onnxruntime {fused[0]}" if fused else UNFUSED if "Softmax" in self.operator_types else None

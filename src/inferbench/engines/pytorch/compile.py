@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from inferbench.engines.torch_eager import TorchEngine
+from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ device is released when the process ends, however it ends (success, exception, k
 The pool: ``$INFERBENCH_GPUS`` ("0,1"), else the CUDA_VISIBLE_DEVICES the job was started with (a
 SLURM job's allocation), else the GPUs ``nvidia-smi`` lists. With ``--resources gpu=N`` and N GPUs,
 every running GPU job gets a device of its own; with more jobs than devices, a job waits for one.
-Measuring stays exclusive machine-wide (inferbench.lock): GPU jobs overlap in what they do before
+Measuring stays exclusive machine-wide (inferbench.launch.lock): GPU jobs overlap in what they do before
 and after measuring (start-up, loading, compiling, capturing), never while one of them measures.
 Only the standard library is imported here.
 """
@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from inferbench.lock import lock_path
+from inferbench.launch.lock import lock_path
 
 POOL_ENV = "INFERBENCH_GPUS"
 #: set for the processes a GPU job starts itself (measure.repeats), which use their parent's device

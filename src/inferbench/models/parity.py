@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.fsutil import atomic_path
+from inferbench.core.fsutil import atomic_path
 from inferbench.models.registry import InputSpec, load_checkpoint, make_inputs
 
 REFERENCE_SEED = 1234

@@ -6,7 +6,7 @@ after the previous result exists). Host-clock timers read ``perf_counter_ns`` af
 
 Besides the timer's sample, every call's host time is split in two: until ``call()`` returns (the
 host issuing the work) and until the timer has synchronised. Where an engine's ``run`` returns before
-the device has finished, the first part's share says who sets the pace (inferbench.measure.bound):
+the device has finished, the first part's share says who sets the pace (inferbench.trackers.bound):
 near 1, the device waits for the host's launches; well below, the host waits for the device.
 """
 

@@ -19,7 +19,7 @@ LAYOUT_PERCENTILES = {
     "engines": ["p50", "p95", "p99"],
     "seq": ["p50", "p90", "p99"],
     "training": ["p50"],
-    "serving": ["p50", "p99"],  # LoadGen's own, over its queries (inferbench.serving)
+    "serving": ["p50", "p99"],  # LoadGen's own, over its queries (inferbench.scenarios.serving)
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
-from inferbench.measure.percentiles import MIN_SAMPLES, PERCENTILES
+from inferbench.core.percentiles import MIN_SAMPLES, PERCENTILES
 
 BOOTSTRAP_RESAMPLES = 1000
 

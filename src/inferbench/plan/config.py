@@ -13,10 +13,10 @@ from typing import Any
 import jsonschema
 import yaml
 
+from inferbench.core.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of
 from inferbench.engines.registry import ENGINES, option_problems
-from inferbench.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of
 
-DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+DEFAULT_SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 class ConfigError(ValueError):

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from inferbench.engines.base import cuda_unavailable_reason
-from inferbench.engines.torch_eager import TorchEngine
+from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
 

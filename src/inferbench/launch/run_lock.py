@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from inferbench.lock import lock_holders
+from inferbench.launch.lock import lock_holders
 
 RUN_LOCK = Path(".snakemake") / "inferbench-run.lock"
 

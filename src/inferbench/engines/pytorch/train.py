@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from inferbench.engines.torch_compile import CUDA_GRAPH_MODES
-from inferbench.engines.torch_eager import TorchEngine
+from inferbench.engines.pytorch.compile import CUDA_GRAPH_MODES
+from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from inferbench.cells import CellKey
+from inferbench.core.cells import CellKey
+from inferbench.core.percentiles import samples_needed, study_percentiles
+from inferbench.core.workloads import workload_info
 from inferbench.engines.registry import engine_info
-from inferbench.measure.percentiles import samples_needed, study_percentiles
-from inferbench.workloads import workload_info
 
 
 def cuda_present() -> bool:
@@ -99,7 +99,7 @@ def cell_min_iters(config: dict[str, Any], has_cuda: bool | None = None) -> dict
 
 
 def cell_serving(config: dict[str, Any], has_cuda: bool | None = None) -> dict[CellKey, dict[str, Any]]:
-    """The serving settings of each server and offline cell (inferbench.serving.ServingSettings):
+    """The serving settings of each server and offline cell (inferbench.scenarios.serving.ServingSettings):
     config `serving`, the latency bound of its studies (the tightest, where several have the cell) and
     its variant's batcher delay."""
     has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda

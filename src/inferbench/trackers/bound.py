@@ -3,16 +3,16 @@
 A host-bound cell's time follows the speed of one host CPU thread, which on shared VMs changes from
 process to process by tens of percent; a device-bound cell's follows the GPU, steady to about 1%.
 The report shows the class beside every GPU number and asks host-bound cells for more fresh
-processes before it calls a difference real (inferbench.repeats, inferbench.analysis.uncertainty).
+processes before it calls a difference real (inferbench.launch.processes, inferbench.analysis.uncertainty).
 
 Two measured signals, each where it means something:
 
-- ``launch_share`` (inferbench.measure.timing): the median share of a call's host time spent before
+- ``launch_share`` (inferbench.scenarios.timing): the median share of a call's host time spent before
   ``run()`` returned. For engines whose ``run`` returns as soon as the work is queued (PyTorch on
   CUDA, TensorRT), a share near 1 means the GPU finished right after the last launch: it waited for
   the host. ONNX Runtime's ``run`` returns only when its stream is done, so there the share is 1
   whatever the bound, and it is not used.
-- ``gpu_busy_pct`` (inferbench.measure.gpu_telemetry): NVML's share of the window in which a kernel
+- ``gpu_busy_pct`` (inferbench.trackers.gpu_telemetry): NVML's share of the window in which a kernel
   was running. Engine-agnostic but coarse: the driver samples every ~1/6 s, and the samples at the
   window's edges cover idle time outside it, so device-bound cells read 75-94% on the H100, not 100
   (host-bound ORT cells 26-36%: docs/results/h100/default/).

@@ -8,7 +8,7 @@ listens on a Unix socket. A job's ``python -m inferbench run-cell ...`` then han
 environment, working directory and its stdin/stdout/stderr to the server, which forks a child that
 runs the command exactly as the job would, and the job exits with the child's exit code.
 
-The child is as fresh as the processes a cell is already measured in (inferbench.repeats forks them
+The child is as fresh as the processes a cell is already measured in (inferbench.launch.processes forks them
 after the imports): the server never touches CUDA, runs no computation and starts no threads, so
 each child creates its own CUDA context, allocator, engine and thread pools. What it inherits is the
 imported code. Imports still count: the server times each library once and a record's
@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from inferbench.lifetime import die_with_parent
+from inferbench.launch.lifetime import die_with_parent
 
 SOCKET_ENV = "INFERBENCH_WARM_SOCKET"
 #: the verbs that go through the server: every job that imports torch (cells and their preparation)
@@ -53,7 +53,7 @@ WARM_VERBS = (
     "build-trt-engine",
 )
 #: imported by the server, in this order (torch first: ONNX Runtime's CUDA provider uses its CUDA libraries)
-PRELOAD = ("numpy", "torch", "timm", "transformers", "onnxruntime", "inferbench.cell_runner")
+PRELOAD = ("numpy", "torch", "timm", "transformers", "onnxruntime", "inferbench.scenarios.run")
 #: thread-count variables Snakemake sets per job; libraries read them when loaded, i.e. in the server
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -156,7 +156,7 @@ def serve(
 ) -> None:
     """Import ``modules``, then fork a child per request until SIGTERM or until ``watch_pid`` (the
     Snakemake process) is gone. ``entry(argv)`` is what a child runs (default: the CLI's main)."""
-    from inferbench.lock import MachineLock
+    from inferbench.launch.lock import MachineLock
 
     parent_at_start = os.getppid()
     lock = MachineLock()
@@ -322,7 +322,7 @@ def _well_formed(request: object) -> bool:
 
 
 def _become_job(request: dict[str, Any], fds: list[int], entry: Callable[[list[str]], int]) -> int:
-    from inferbench.measure.memory import note_process_start
+    from inferbench.trackers.memory import note_process_start
 
     note_process_start()  # the server's memory this job starts with, kept beside its peak
     os.setpgid(0, 0)  # its own process group: killed as a whole (DataLoader workers, repeats) if the job goes

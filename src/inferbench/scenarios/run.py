@@ -2,7 +2,7 @@
 write exactly one record, whatever happens (ok, unavailable, oom or failed).
 
 ``measure_cell`` is what the workflow runs: the engine's libraries imported once (timed on their
-own), then ``run_cell`` in fresh forked processes (inferbench.repeats), merged into one record.
+own), then ``run_cell`` in fresh forked processes (inferbench.launch.processes), merged into one record.
 """
 
 from __future__ import annotations
@@ -23,24 +23,24 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.cells import CellKey, CellRecord
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.environment import fingerprint
+from inferbench.core.errors import UserError
+from inferbench.core.fsutil import atomic_path, read_json, write_json
+from inferbench.core.stats import latency_stats
+from inferbench.core.workloads import workload_info
 from inferbench.engines.base import Engine
 from inferbench.engines.registry import engine_info, load_engine_class
-from inferbench.environment import fingerprint
-from inferbench.errors import UserError
-from inferbench.fsutil import atomic_path, read_json, write_json
-from inferbench.lock import MachineLock
-from inferbench.measure import memory
-from inferbench.measure.bound import classify
-from inferbench.measure.gpu_telemetry import GpuTelemetry
-from inferbench.measure.host_telemetry import HostWindow
-from inferbench.measure.stats import latency_stats
-from inferbench.measure.timing import make_timer, measure
+from inferbench.launch.lock import MachineLock
+from inferbench.launch.warm import PRELOADED, preloaded_import_s
+from inferbench.models.parity import compare, load_reference, violations
 from inferbench.models.registry import InputSpec, make_inputs
-from inferbench.parity import compare, load_reference, violations
-from inferbench.serving import ServingSettings, loadgen_unavailable_reason, measure_serving, why_invalid
-from inferbench.warm import PRELOADED, preloaded_import_s
-from inferbench.workloads import workload_info
+from inferbench.scenarios.serving import ServingSettings, loadgen_unavailable_reason, measure_serving, why_invalid
+from inferbench.scenarios.timing import make_timer, measure
+from inferbench.trackers import memory
+from inferbench.trackers.bound import classify
+from inferbench.trackers.gpu_telemetry import GpuTelemetry
+from inferbench.trackers.host_telemetry import HostWindow
 
 END_TO_END = (
     "stage host arrays where the engine computes, run, and bring the output back as a host float32 "
@@ -58,13 +58,13 @@ class MeasureSettings:
     warmup_s: float = 0.3
     #: per process: a cell measured in two processes times at least twice this
     min_time_s: float = 0.5
-    #: per process (inferbench.grid sizes it so that the processes together reach the count the
+    #: per process (inferbench.plan.grid sizes it so that the processes together reach the count the
     #: cell's studies' percentiles need)
     min_iters: int = 5
     seed: int = 0
     #: timed calls cycle through this many seeded batches, so no cache sees the same input twice in a row
     input_batches: int = 4
-    #: fresh processes that measure the cell (see inferbench.repeats; the workflow's default is 2)
+    #: fresh processes that measure the cell (see inferbench.launch.processes; the workflow's default is 2)
     repeats: int = 1
     #: fresh processes in all for a GPU cell that one of its processes found host-bound (default 3)
     host_bound_repeats: int = 1
@@ -210,7 +210,7 @@ def measure_cell(
     found host-bound), merged into one record at ``out``. ``lock`` is held shared except while a
     process runs (each takes its own). A server or offline cell runs in one fresh process (its LoadGen
     runs are many seconds each), with ``serving``; LoadGen's logs go to ``loadgen_dir(out)``."""
-    from inferbench.repeats import import_libraries, run_in_fresh_processes
+    from inferbench.launch.processes import import_libraries, run_in_fresh_processes
 
     info = engine_info(variant["engine"])
     modules = [*info.libraries, *(["torch"] if key.device == "cuda" else []), info.target.split(":")[0]]
@@ -489,7 +489,7 @@ def _serve_cell(
     check: dict[str, Any],
 ) -> CellRecord:
     """A server or offline cell: LoadGen drives the prepared, parity-checked engine through the dynamic
-    batcher (inferbench.serving), under the exclusive machine lock. Its record is ok when the run that
+    batcher (inferbench.scenarios.serving), under the exclusive machine lock. Its record is ok when the run that
     answers the cell is valid by LoadGen's rules, invalid (with LoadGen's reasons) otherwise."""
     specs, _ = seeded_batches(key, inputs, settings)  # drawn by the job already: the specs come with them
     # the query sample library: the workload's seeded inputs, one row per sample
@@ -506,7 +506,7 @@ def _serve_cell(
     answer = result["result"] or {}
     if check["problems"]:
         reason = f"output differs from FP32 eager: {'; '.join(check['problems'])}"
-    elif not answer:  # no LoadGen run could meet the bound (inferbench.serving.measure_serving says why)
+    elif not answer:  # no LoadGen run could meet the bound (inferbench.scenarios.serving.measure_serving says why)
         reason = f"no server run can meet p99 <= {serving.latency_bound_ms:g} ms: " + (
             result.get("unreachable") or result.get("stopped") or "no run"
         )

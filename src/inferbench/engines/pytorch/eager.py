@@ -79,7 +79,7 @@ class TorchEngine(Engine):
         """From one profiled call; a CUDA-graph replay dispatches no operators, so there the eager module
         is probed: its kernels are the ones a graph of eager kernels replays, and Inductor keeps SDPA as
         the same ATen call."""
-        from inferbench.measure.attention import profiled_attention
+        from inferbench.trackers.attention import profiled_attention
 
         kernel = profiled_attention(lambda: self.run(staged), self.synchronize)
         if kernel is not None or not self.computation("text")["cuda_graph"]:

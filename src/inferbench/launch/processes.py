@@ -1,5 +1,5 @@
 """Every cell is measured in fresh processes: ``measure.repeats`` of them, and a GPU cell that the
-first ones find host-bound in ``measure.host_bound_repeats`` (inferbench.measure.bound).
+first ones find host-bound in ``measure.host_bound_repeats`` (inferbench.trackers.bound).
 
 Within one process, the confidence interval of a percentile says how well the calls pin it down;
 it says nothing about the next process, whose memory layout, clocks, cuDNN algorithm choices and the
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.cells import CellRecord
-from inferbench.errors import UserError
-from inferbench.lock import MachineLock
+from inferbench.core.cells import CellRecord
+from inferbench.core.errors import UserError
+from inferbench.launch.lock import MachineLock
 
 BOUNDARIES = ("device", "end_to_end")
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def merge_repeats(
     first process's; peak memory the largest; the status is the first non-ok one, naming its
     process, so a flaky cell is not hidden.
     """
-    from inferbench.measure.stats import latency_stats
+    from inferbench.core.stats import latency_stats
 
     if not records:
         raise ValueError("no repeats to merge")
@@ -155,8 +155,8 @@ def processes_wanted(records: Sequence[CellRecord], repeats: int, host_bound_rep
 
 
 def _child(measure_one: Callable[[Path], CellRecord], out: Path, parent: int) -> None:
-    from inferbench.lifetime import die_with_parent
-    from inferbench.measure.memory import note_process_start
+    from inferbench.launch.lifetime import die_with_parent
+    from inferbench.trackers.memory import note_process_start
 
     die_with_parent(parent)  # a measuring process never outlives its cell's job
     note_process_start()  # the memory it shares with its parent, kept beside its peak
@@ -174,10 +174,10 @@ def run_in_fresh_processes(
     the processes it needs (``processes_wanted``), and merge their records.
 
     ``measure_one`` runs in the child: it must write a record and its samples at the path it is given
-    whatever happens (inferbench.cell_runner.run_cell does). ``lock`` (this process's machine lock,
+    whatever happens (inferbench.scenarios.run.run_cell does). ``lock`` (this process's machine lock,
     held shared) is released while a child runs, since the child takes its own, and held again
     between children and while merging: no work of this process overlaps another cell's timed loop."""
-    from inferbench.cell_runner import samples_path
+    from inferbench.scenarios.run import samples_path
 
     method = start_method()
     context = multiprocessing.get_context(method)

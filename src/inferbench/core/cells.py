@@ -2,7 +2,7 @@
 
 A cell has an id, a path under ``results/cells`` that names every dimension, and one JSON record.
 The scenario is named in the path only where it is not ``single`` (the timed loop of one call at a
-time): ``server`` and ``offline`` cells are LoadGen runs (inferbench.serving), with ``-server`` or
+time): ``server`` and ``offline`` cells are LoadGen runs (inferbench.scenarios.serving), with ``-server`` or
 ``-offline`` after the threads.
 """
 
@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from inferbench.fsutil import read_json, write_json
+from inferbench.core.fsutil import read_json, write_json
 
 SCHEMA_VERSION = 1
 Status = Literal["ok", "unavailable", "oom", "invalid", "failed"]
@@ -114,7 +114,7 @@ class CellRecord:
     warmup_iters: int | None = None
     measured_s: float | None = None
     #: when each process held the machine lock exclusively to measure: [start, end] in Unix seconds,
-    #: one pair per process; no other cell's window on this machine overlaps them (inferbench.lock)
+    #: one pair per process; no other cell's window on this machine overlaps them (inferbench.launch.lock)
     measured_windows_unix: list[list[float]] | None = None
     parity: dict[str, Any] | None = None
     memory_mb: dict[str, float | None] = field(default_factory=dict)
@@ -125,11 +125,11 @@ class CellRecord:
     #: what the variant computes with: graph, precision mode, channels-last, compile mode, CUDA graph,
     #: IO binding, TF32 (inferbench.engines.base.COMPUTATION_KEYS; None where a key does not apply)
     computation: dict[str, Any] = field(default_factory=dict)
-    #: GPU cells: who set the pace, the device or the host (inferbench.measure.bound), and the signals
+    #: GPU cells: who set the pace, the device or the host (inferbench.trackers.bound), and the signals
     bound: dict[str, Any] | None = None
     #: the fresh processes that measured the cell: each one's headline numbers and their spread
     repeats: dict[str, Any] | None = None
-    #: server and offline cells: LoadGen's result (inferbench.serving.measure_serving), the search for
+    #: server and offline cells: LoadGen's result (inferbench.scenarios.serving.measure_serving), the search for
     #: the highest QPS within the latency bound, the batcher's settings and batches, the logs' folder
     serving: dict[str, Any] | None = None
     cold_start_s: dict[str, float] = field(default_factory=dict)
@@ -192,7 +192,7 @@ class CellRecord:
             "engine_impl": self.engine_impl,
             "mode": self.mode,
             **self.computation,
-            # which attention kernel ran (inferbench.measure.attention), where the engine says
+            # which attention kernel ran (inferbench.trackers.attention), where the engine says
             "attention_kernel": (self.engine.get("attention") or {}).get("kernel"),
             "status": self.status,
             "reason": self.reason,

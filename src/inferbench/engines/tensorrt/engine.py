@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from inferbench.core.fsutil import atomic_path
 from inferbench.engines.base import Engine, cuda_unavailable_reason
-from inferbench.fsutil import atomic_path
 from inferbench.models.registry import InputSpec, make_inputs
 
 log = logging.getLogger(__name__)

@@ -1,1 +1,0 @@
-"""Measuring: the timing loop and timers, statistics, memory."""
