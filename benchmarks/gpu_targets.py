@@ -26,7 +26,7 @@ from inferbench.core.stats import latency_stats
 from inferbench.engines.registry import load_engine_class
 from inferbench.models import create_model, make_inputs
 from inferbench.models.registry import save_checkpoint
-from inferbench.scenarios.timing import make_timer, measure
+from inferbench.scenarios.timing import CudaEventTimer, measure_calls
 
 
 def run_engine(
@@ -47,9 +47,9 @@ def run_engine(
     try:
         engine.prepare(checkpoint, spec.inputs, example)
         staged = engine.stage(example)
-        result = measure(
+        result = measure_calls(
             lambda: engine.run(staged),
-            make_timer(engine.timer, engine.synchronize),
+            CudaEventTimer(engine.stream(), engine.synchronize),
             warmup_s=1.0,
             min_time_s=min_time_s,
             min_iters=50,

@@ -20,8 +20,7 @@ import numpy as np
 
 from inferbench.core.fsutil import read_json
 from inferbench.engines.registry import load_engine_class
-from inferbench.models.registry import make_inputs
-from inferbench.scenarios.run import input_specs
+from inferbench.models.registry import input_specs, make_inputs
 
 
 def sm_clock() -> float | None:

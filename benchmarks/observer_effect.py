@@ -65,7 +65,7 @@ def one_process(cell: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
     from inferbench.engines.registry import load_engine_class
     from inferbench.models import create_model, make_inputs
     from inferbench.models.registry import save_checkpoint
-    from inferbench.scenarios.timing import make_timer, measure
+    from inferbench.scenarios.timing import CudaEventTimer, measure_calls
     from inferbench.trackers.gpu_telemetry import GpuTelemetry
 
     if cell == "noop":
@@ -80,7 +80,7 @@ def one_process(cell: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
             batch = make_inputs(spec.inputs, 1, 128, seed=0)
             engine.prepare(Path(tmp) / "bert.pt", spec.inputs, batch)
         staged = engine.stage(batch)
-    timer = make_timer(engine.timer, engine.synchronize)
+    timer = CudaEventTimer(engine.stream(), engine.synchronize)
     results = []
     for round_index in range(rounds):
         for mode in MODES:
@@ -89,7 +89,7 @@ def one_process(cell: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
                 raise SystemExit("NVML is not available here: nothing to measure")
             watch = {"off": contextlib.nullcontext(), "thread": ThreadSampler(telemetry), "ends": telemetry}[mode]
             with watch:
-                result = measure(lambda: engine.run(staged), timer, 0.2, seconds, 10)
+                result = measure_calls(lambda: engine.run(staged), timer, 0.2, seconds, 10)
             ms = np.asarray(result.samples_s) * 1e3
             results.append(
                 {

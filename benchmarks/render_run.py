@@ -29,7 +29,8 @@ from snakemake.utils import update_config
 from inferbench.analysis.summary import load_records, summary_frame, write_summary
 from inferbench.core.fsutil import atomic_path
 from inferbench.core.workloads import ordered, workload_info
-from inferbench.engines.registry import COMPUTATION_KEYS, load_engine_class
+from inferbench.engines.registry import load_engine_class
+from inferbench.engines.spec import COMPUTATION_KEYS
 from inferbench.plan.config import validate_config
 from inferbench.plan.grid import resolved_studies
 from inferbench.report.markdown import write_report

@@ -86,3 +86,15 @@ def test_timm_convnext_tiny_runs_on_the_cpu_with_no_code_change(tmp_path):
 def test_a_timm_arch_cannot_load_weights_from_a_file_or_hub(key):
     with pytest.raises(ValueError, match=f"arch may not set {key}"):
         create_model("timm:resnet18", **{key: "/tmp/evil.pth"})
+
+
+def test_a_declared_workload_is_one_entry_naming_the_model_it_is_built_as(monkeypatch):
+    from inferbench.core import workloads
+    from inferbench.core.workloads import WorkloadInfo
+    from inferbench.models import create_model
+
+    entry = WorkloadInfo("vision", "ResNet-18 (timm), random weights", model="timm:resnet18")
+    monkeypatch.setitem(workloads.WORKLOADS, "resnet18", entry)
+    spec = create_model("resnet18", num_classes=10)
+    assert spec.name == "resnet18", "named as the workload, so its records and meta say resnet18"
+    assert spec.module.fc.out_features == 10 and spec.inputs[0].shape == ("batch", 3, 224, 224)

@@ -12,8 +12,8 @@ import pandas as pd
 from inferbench.analysis.compare_runs import compare_runs
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.stats import latency_stats
+from inferbench.core.storage import save_samples
 from inferbench.launch.processes import merge_repeats
-from inferbench.scenarios.run import save_samples
 
 
 def write_cell(cells_dir: Path, key: CellKey, process_p50s_ms: list[float], seed: int) -> None:

@@ -62,8 +62,8 @@ def test_default_config_is_valid_and_gets_defaults():
         ),
         (
             lambda c: c["engines"].update(trt={"engine": "tensorrt9"}),
-            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: noop, torch_eager, torchscript, "
-            r"torch_compile, torch_cudagraph, ort_cpu, ort_cuda, ort_trt",
+            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: noop, ort_cpu, ort_cuda, ort_trt, "
+            r"torch_eager, torchscript, torch_compile, torch_cudagraph, torch_train, torch_train_epoch, tensorrt$",
         ),
         (lambda c: c.update(run=["tabular", "nope"]), r"run\[1\]: unknown study 'nope'"),
         (lambda c: c["measure"].update(min_iters="ten"), r"measure\.min_iters: 'ten' has the wrong type"),

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.settings import MeasureSettings
 from inferbench.engines.ort.engine import tensorrt_unavailable_reason
 from inferbench.engines.registry import load_engine_class, onnx_path
 from inferbench.launch.lock import MachineLock
@@ -19,9 +20,10 @@ from inferbench.models import create_model, make_inputs
 from inferbench.models.export import convert_fp16, export_onnx, quantize_int8, relative_l2
 from inferbench.models.parity import compare, load_reference, make_reference, violations
 from inferbench.models.registry import save_checkpoint
-from inferbench.scenarios.run import CellInputs, MeasureSettings, run_cell
+from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.run import run_cell
 
-FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
+FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3, repeats=1)
 BERT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
 
 

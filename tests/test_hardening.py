@@ -20,12 +20,16 @@ import numpy as np
 import pytest
 import yaml
 
-from inferbench import cli
 from inferbench.analysis.summary import summary_frame
+from inferbench.cli import main as cli
+from inferbench.cli.verbs import VERBS
+from inferbench.core import storage
 from inferbench.core.cells import CellKey, CellRecord
-from inferbench.core.errors import CorruptArtifact, UserError
+from inferbench.core.errors import CorruptArtifact, UserError, is_oom
+from inferbench.core.settings import MeasureSettings
 from inferbench.plan.config import ConfigError, validate_config
 from inferbench.scenarios import run as cell_runner
+from inferbench.scenarios.prepare import CellInputs
 from tests.conftest import REPO
 
 BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -188,7 +192,7 @@ def test_a_bad_heart_file_stops_prepare_data_with_its_name(heart_file, tmp_path,
         "--stats",
         str(tmp_path / "s.json"),
     ]
-    assert cli.main(["prepare-data", "--dataset", "heart", "--source", "uci", *args]) == 2
+    assert cli.main(["prepare-data", "--dataset", "heart", "--options", '{"source": "uci"}', *args]) == 2
     assert f"{bad}, line 5: 13 values, expected 14" in capsys.readouterr().err
     assert not out.exists(), "nothing is written from a bad file"
 
@@ -303,24 +307,24 @@ def test_a_truncated_onnx_model_is_named_with_the_command_that_rebuilds_it(tmp_p
     ],
 )
 def test_host_and_device_out_of_memory_are_recognised(error, oom):
-    assert cell_runner.is_oom(error) is oom
+    assert is_oom(error) is oom
 
 
 def _cell_args(tmp_path: Path) -> tuple:
     from inferbench.launch.lock import MachineLock
 
     key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
-    inputs = cell_runner.CellInputs(model_meta=None)
+    inputs = CellInputs(model_meta=None)
     lock = MachineLock(tmp_path / "lock")
     lock.shared()
-    return key, {"engine": "noop"}, inputs, cell_runner.MeasureSettings(), tmp_path / "cells" / "r.json", lock
+    return key, {"engine": "noop"}, inputs, MeasureSettings(), tmp_path / "cells" / "r.json", lock
 
 
 def test_a_host_out_of_memory_cell_is_recorded_oom(tmp_path, monkeypatch):
     def exhausted(*_args: object) -> None:
         raise MemoryError
 
-    monkeypatch.setattr(cell_runner, "_measure_cell", exhausted)
+    monkeypatch.setattr(cell_runner, "_measure", exhausted)
     record = cell_runner.run_cell(*_cell_args(tmp_path))
     assert record.status == "oom" and CellRecord.load(tmp_path / "cells" / "r.json").status == "oom"
 
@@ -328,8 +332,8 @@ def test_a_host_out_of_memory_cell_is_recorded_oom(tmp_path, monkeypatch):
 def test_a_write_error_after_measuring_keeps_the_measurement(tmp_path, monkeypatch):
     key, variant, inputs, settings, out, lock = _cell_args(tmp_path)
     measured = CellRecord(key, "ok", "noop", latency_ms={"p50": 1.25}, n_iters=7)
-    monkeypatch.setattr(cell_runner, "_measure_cell", lambda *_: (measured, {"device": np.ones(7)}))
-    monkeypatch.setattr(cell_runner.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    monkeypatch.setattr(cell_runner, "_measure", lambda *_: (measured, {"device": np.ones(7)}))
+    monkeypatch.setattr(storage.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
     real_save = CellRecord.save
 
     def disk_full(self: CellRecord, path: str | Path) -> None:
@@ -347,10 +351,8 @@ def test_a_write_error_after_measuring_keeps_the_measurement(tmp_path, monkeypat
 
 
 def test_work_that_is_not_measuring_takes_the_machine_lock():
-    parser = cli.build_parser()
     for verb in ("aggregate", "plot", "report", "run-cell", "prepare-data"):
-        action = next(a for a in parser._subparsers._group_actions if a.choices)
-        assert action.choices[verb].get_default("lock") is True, verb
+        assert VERBS[verb].lock, verb
 
 
 @pytest.mark.slow

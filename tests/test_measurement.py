@@ -22,19 +22,26 @@ import pandas as pd
 import pytest
 
 from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.settings import MeasureSettings
+from inferbench.core.storage import samples_path, save_samples
+from inferbench.engines import registry
 from inferbench.engines.base import Engine
-from inferbench.engines.registry import EngineInfo
+from inferbench.engines.spec import EngineInfo
+from inferbench.launch import cell_job
+from inferbench.launch.cell_job import measure_cell
 from inferbench.launch.lock import MachineLock
 from inferbench.launch.processes import merge_repeats, spread_pct
 from inferbench.models import create_model
 from inferbench.models.registry import save_checkpoint
-from inferbench.scenarios import run as cell_runner
-from inferbench.scenarios.run import CellInputs, MeasureSettings, profile_cell, run_cell, samples_path
+from inferbench.scenarios import prepare
+from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.profile import profile_cell
+from inferbench.scenarios.run import run_cell
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
 from inferbench.trackers.host_telemetry import HostWindow, parse_proc_stat, window_summary
 from inferbench.trackers.profiling import event_totals, ort_top_ops, top_ops
 
-FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
+FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3, repeats=1)
 
 
 @pytest.fixture
@@ -70,12 +77,12 @@ class RecordingEngine(Engine):
 
 
 def test_timed_calls_rotate_through_distinct_seeded_batches(tmp_path, monkeypatch, lock):
-    monkeypatch.setattr(cell_runner, "load_engine_class", lambda impl: RecordingEngine)
-    monkeypatch.setattr(cell_runner, "engine_info", lambda impl: EngineInfo("x:y", ("cpu",), ("fp32",), "none", "r"))
+    info = EngineInfo("tests.test_measurement:RecordingEngine", ("cpu",), ("fp32",), "none", "records its inputs")
+    monkeypatch.setitem(registry.ENGINES, "rec", info)
     meta = tmp_path / "m.json"
     meta.write_text(json.dumps({"inputs": [{"name": "x", "shape": ["batch", 4], "dtype": "float32"}]}))
     RecordingEngine.seen = []
-    settings = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=9, input_batches=3)
+    settings = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=9, input_batches=3, repeats=1)
     record = run_cell(
         CellKey("mlp_heart", "rec", "fp32", "cpu", 2, 0, 1), {"engine": "rec"}, CellInputs(meta), settings,
         tmp_path / "r.json", lock,
@@ -427,11 +434,11 @@ class SimulatedGpu:
 
 @pytest.mark.parametrize(("launch_s", "device_s", "expected"), [(0.001, 0.03, "device"), (0.02, 0.001, "host")])
 def test_launch_share_classifies_a_simulated_gpu_call(launch_s, device_s, expected):
-    from inferbench.scenarios.timing import measure
+    from inferbench.scenarios.timing import measure_calls
     from inferbench.trackers.bound import classify
 
     gpu = SimulatedGpu(launch_s, device_s)
-    result = measure(gpu.call, gpu, warmup_s=0.0, min_time_s=0.0, min_iters=8)
+    result = measure_calls(gpu.call, gpu, warmup_s=0.0, min_time_s=0.0, min_iters=8)
     share = result.launch_share
     assert (share < 0.3) if expected == "device" else (share > 0.8)
     assert classify(share, None, launches_async=True)[0] == expected
@@ -472,7 +479,6 @@ def test_fresh_processes_are_forked_until_the_cell_has_what_it_needs(tmp_path):
         record = _bound_record("host" if not list(tmp_path.glob("marker*")) else "device")
         (tmp_path / f"marker{os.getpid()}").touch()
         record.environment = {"pid": os.getpid()}
-        save_samples = cell_runner.save_samples
         save_samples(path, {"device": np.full(10, 0.005), "end_to_end": np.full(10, 0.006)})
         record.save(path)
         return record
@@ -492,7 +498,7 @@ def test_processes_are_spawned_when_a_library_initialised_cuda_in_the_parent(tmp
     key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
     settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2)
     with caplog.at_level("INFO", logger="inferbench"):
-        record = cell_runner.measure_cell(
+        record = measure_cell(
             key, {"engine": "noop"}, CellInputs(None, None, None, None), settings, tmp_path / "r.json", lock
         )
     assert record.status == "ok" and record.repeats["n"] == 2
@@ -509,24 +515,24 @@ def test_input_batches_are_drawn_once_per_cell_and_shared_by_its_forked_processe
     meta.write_text(json.dumps({"name": "mlp_heart", "arch": spec.arch, "inputs": [asdict(i) for i in spec.inputs]}))
     draws = tmp_path / "draws"
     draws.mkdir()
-    real = cell_runner.make_inputs
+    real = prepare.make_inputs
 
     def counted(*args, **kwargs):  # a file per draw: the children's draws are seen from here too
         (draws / f"{os.getpid()}-{len(list(draws.iterdir()))}").touch()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cell_runner, "make_inputs", counted)
-    cell_runner._BATCHES.clear()
+    monkeypatch.setattr(prepare, "make_inputs", counted)
+    prepare._BATCHES.clear()
     key = CellKey("mlp_heart", "torch_eager", "fp32", "cpu", 4, 0, 1)
     settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2, input_batches=3)
-    record = cell_runner.measure_cell(
+    record = measure_cell(
         key, {"engine": "torch_eager"}, CellInputs(meta, tmp_path / "m.pt", None, None), settings,
         tmp_path / "r.json", lock,
     )  # fmt: skip
     assert record.status == "ok" and record.repeats["n"] == 2
     drawn_by = {p.name.split("-")[0] for p in draws.iterdir()}
     assert drawn_by == {str(os.getpid())} and len(list(draws.iterdir())) == 3, "3 batches, drawn by the job only"
-    shared = cell_runner.seeded_batches(key, CellInputs(meta, None, None, None), settings)[1]
+    shared = prepare.seeded_batches(key, CellInputs(meta, None, None, None), settings)[1]
     expected = [real(spec.inputs, 4, 0, seed) for seed in range(3)]
     assert all(np.array_equal(a["x"], b["x"]) for a, b in zip(shared, expected, strict=True))
 
@@ -539,7 +545,7 @@ def test_transformers_model_code_is_left_to_the_processes_of_gpu_cells(tmp_path,
         meta = tmp_path / f"{workload}.json"
         meta.write_text(json.dumps({"name": workload, "arch": {}}))
         key = CellKey(workload, "torch_eager", "fp16", device, 1, 128, 0)
-        cell_runner._import_model_code(key, "checkpoint", CellInputs(meta, None, None, None))
+        cell_job._import_model_code(key, "checkpoint", CellInputs(meta, None, None, None))
     assert built == ["bert_base", "resnet50"], "BERT is built on the meta device for the CPU cell only"
 
 
@@ -608,7 +614,7 @@ def test_the_cells_own_process_holds_the_lock_except_while_a_child_measures(tmp_
         fcntl.flock(own._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the parent still held it
         own.close()
         record = _bound_record(None)
-        cell_runner.save_samples(path, {"device": np.full(5, 0.001), "end_to_end": np.full(5, 0.001)})
+        save_samples(path, {"device": np.full(5, 0.001), "end_to_end": np.full(5, 0.001)})
         record.save(path)
         return record
 

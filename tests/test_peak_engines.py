@@ -10,6 +10,7 @@ from dataclasses import asdict
 import pytest
 
 from inferbench.core.cells import CellKey
+from inferbench.core.settings import MeasureSettings
 from inferbench.engines.ort.engine import onnx_build_costs
 from inferbench.engines.registry import load_engine_class, onnx_path, option_problems
 from inferbench.launch.lock import MachineLock
@@ -17,10 +18,11 @@ from inferbench.models import create_model, make_inputs
 from inferbench.models.fusions import attention_shape, eager_attention, export_fused
 from inferbench.models.parity import make_reference
 from inferbench.models.registry import save_checkpoint
-from inferbench.scenarios.run import CellInputs, MeasureSettings, run_cell
+from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.run import run_cell
 from inferbench.trackers.attention import UNFUSED, classify
 
-FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3)
+FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3, repeats=1)
 BERT = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}
 
 
@@ -124,10 +126,10 @@ def test_a_cuda_graph_session_is_profiled_without_its_capture():
     from types import SimpleNamespace
 
     engine = load_engine_class("ort_cuda")("cuda", "fp16", 0, {"engine": "ort_cuda", "cuda_graph": True})
-    engine.stream = SimpleNamespace(cuda_stream=1234)
+    engine._stream = SimpleNamespace(cuda_stream=1234)
     assert engine.provider_options()["enable_cuda_graph"] == 1
     uncaptured = engine.provider_options(graph_capture=False)
-    assert "enable_cuda_graph" not in uncaptured and "user_compute_stream" not in uncaptured
+    assert "enable_cuda_graph" not in uncaptured and uncaptured["user_compute_stream"] == "1234"
     assert uncaptured["prefer_nhwc"] == engine.provider_options()["prefer_nhwc"], "otherwise the same session"
 
 

@@ -13,10 +13,13 @@ import numpy as np
 import pytest
 
 from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.settings import MeasureSettings, ServingSettings
+from inferbench.core.storage import loadgen_dir
+from inferbench.launch.cell_job import measure_cell
 from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model
-from inferbench.scenarios.run import CellInputs, MeasureSettings, loadgen_dir, measure_cell
-from inferbench.scenarios.serving import ServingSettings, measure_serving, next_target
+from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.serving import measure_serving, next_target
 
 pytest.importorskip("mlperf_loadgen")
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from inferbench.core.stats import latency_stats
-from inferbench.scenarios.timing import HostTimer, measure
+from inferbench.scenarios.timing import HostTimer, measure_calls
 
 
 def test_percentiles_on_known_samples():
@@ -88,14 +88,16 @@ def test_single_sample_and_bad_samples():
 
 def test_measure_stops_at_min_iters_when_time_is_reached():
     calls = []
-    result = measure(lambda: calls.append(1), HostTimer(lambda: None), warmup_s=0.0, min_time_s=0.0, min_iters=7)
+    result = measure_calls(lambda: calls.append(1), HostTimer(lambda: None), warmup_s=0.0, min_time_s=0.0, min_iters=7)
     assert result.warmup_iters == 1  # at least one warm-up call
     assert len(result.samples_s) == 7 and len(calls) == 8
 
 
 def test_measure_runs_until_min_time_and_times_the_call():
     sleep_s = 0.004
-    result = measure(lambda: time.sleep(sleep_s), HostTimer(lambda: None), warmup_s=0.01, min_time_s=0.06, min_iters=2)
+    result = measure_calls(
+        lambda: time.sleep(sleep_s), HostTimer(lambda: None), warmup_s=0.01, min_time_s=0.06, min_iters=2
+    )
     assert result.measured_s >= 0.06
     assert len(result.samples_s) >= 2
     assert result.samples_s.min() >= sleep_s  # a sleep can overshoot, never undershoot
@@ -106,5 +108,5 @@ def test_host_timer_includes_synchronisation():
     """Work that completes only at synchronize() (like a GPU queue) is inside the timed interval."""
     pending = []
     timer = HostTimer(lambda: [time.sleep(0.003) for _ in pending.clear() or [0]])
-    result = measure(lambda: pending.append(1), timer, warmup_s=0.0, min_time_s=0.0, min_iters=3)
+    result = measure_calls(lambda: pending.append(1), timer, warmup_s=0.0, min_time_s=0.0, min_iters=3)
     assert result.samples_s.min() >= 0.003

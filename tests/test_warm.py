@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from inferbench.cli.verbs import VERBS
 from inferbench.launch import warm
 from tests.conftest import REPO
 
@@ -42,7 +43,7 @@ def fake_job(argv: list[str]) -> int:
 def start_server(path: Path, poll_s: float = 0.05) -> multiprocessing.Process:
     """A server (importing only json, running fake_job) listening at ``path``."""
     process = multiprocessing.get_context("fork").Process(
-        target=warm.serve, args=(path, ("json",), fake_job, os.getpid(), poll_s), daemon=True
+        target=warm.serve, args=(path, fake_job, ("json",), os.getpid(), poll_s), daemon=True
     )
     process.start()
     deadline = time.monotonic() + 20
@@ -106,11 +107,27 @@ def _state(pid: int) -> str:
 
 def test_no_server_other_verbs_and_another_interpreter_fall_back_to_the_job(server, tmp_path, monkeypatch):
     assert warm.run_via_server(["run-cell", "1"], str(tmp_path / "none.sock")) is None  # no server
-    assert warm.run_via_server(["aggregate", "x"], str(server)) is None  # not a cell job
+    # a verb that imports nothing heavy (the table's `warm: false`) runs in the job's own process
+    assert not VERBS["list"].warm
+    assert job(server, "list", "workloads", cwd=tmp_path).wait(60) == 0
+    out = (tmp_path / "out.log").read_text()
+    assert "mlp_heart" in out and "argv=" not in out
     monkeypatch.setattr(
         warm, "interpreter", lambda: {"executable": "/other/python", "prefix": "/other", "version": "?"}
     )
     assert warm.run_via_server(["run-cell", "1"], str(server)) is None  # the server refuses it
+
+
+def test_a_server_in_which_cuda_is_initialised_forks_no_job(tmp_path, monkeypatch):
+    """A child forked after CUDA is initialised could not use the GPU: the job runs on its own."""
+    monkeypatch.setattr(warm, "why_not_fork", lambda: "CUDA is initialised in this process")
+    path = tmp_path / "warm.sock"
+    process = start_server(path)  # forked: it keeps the patched check
+    try:
+        assert warm.run_via_server(["run-cell", "1"], str(path)) is None
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        process.join(10)
 
 
 def test_a_record_counts_the_imports_the_server_made_for_its_engine(monkeypatch):

@@ -1,6 +1,7 @@
 import os
 import sys
 
+from inferbench.cli.verbs import VERBS
 from inferbench.launch.lifetime import die_with_parent
 from inferbench.launch.warm import run_via_server
 
@@ -9,10 +10,12 @@ from inferbench.launch.warm import run_via_server
 # warm-start server: Snakemake may start it from a thread, whose end would count as its parent's death.)
 if sys.argv[1:2] != ["warm-server"]:
     die_with_parent(os.getppid())
-# A cell job of a local run is forked from the warm-start server when there is one (inferbench.launch.warm)
-code = run_via_server(sys.argv[1:])
+# A job of a local run whose verb imports torch & co. is forked from the warm-start server when there is
+# one (inferbench.launch.warm)
+verb = VERBS.get(sys.argv[1]) if len(sys.argv) > 1 else None
+code = run_via_server(sys.argv[1:]) if verb is not None and verb.warm else None
 if code is None:
-    from inferbench.cli import main
+    from inferbench.cli.main import main
 
     code = main()
 # Exit without the interpreter's teardown (torch, ONNX Runtime and their caches take seconds of CPU to

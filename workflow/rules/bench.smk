@@ -12,8 +12,8 @@ rule benchmark_cell:
     params:
         cell=cell_args,
         files=cell_files,
-        # edits of the engine's module re-run its cells (Snakemake does not track imported code)
-        code=lambda wc: code_version(variant(wc)["engine"]),
+        # edits of any module the cell's job runs re-run the cell (Snakemake does not track imported code)
+        code=cell_code,
         reference=lambda wc, input: ["--reference", input.reference] if "reference" in input.keys() else [],
         tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
     threads: cell_threads
@@ -54,7 +54,7 @@ rule profile_cell:
     params:
         cell=cell_args,
         files=cell_files,
-        code=lambda wc: code_version(variant(wc)["engine"]),
+        code=profile_code,
         calls=config["profile"]["calls"],
         top=config["profile"]["top"],
     threads: cell_threads
@@ -75,6 +75,8 @@ rule profile_cell:
 rule machine_peaks:
     output:
         "results/machine/peaks-{device}.json",
+    params:
+        code=verb_code("machine-peaks"),
     threads: 4
     resources:
         gpu=lambda wc: int(wc.device == "cuda"),

@@ -1,5 +1,6 @@
 # Validate the config, build the cell list, and small helpers for the rules' inputs and params.
 import fnmatch
+import functools
 import json
 import re
 import sys
@@ -13,10 +14,16 @@ PACKAGE_SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(PACKAGE_SRC))
 shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from inferbench.plan.config import ConfigError, cell_tolerance, validate_config
-from inferbench.engines.registry import code_version, engine_info, onnx_path
-from inferbench.engines.tensorrt.engine import current_target, plan_path
+from inferbench.cli.verbs import VERBS
 from inferbench.core.cells import CellKey
+from inferbench.core.workloads import DEVICES, PRECISIONS, ordered, workload_info
+from inferbench.data import DATASETS
+from inferbench.engines.registry import engine_info, onnx_path
+from inferbench.engines.tensorrt import PRECISIONS as TENSORRT_PRECISIONS
+from inferbench.engines.tensorrt.plans import current_target, plan_path
+from inferbench.launch.run_lock import clear_stale_locks
+from inferbench.plan.code import code_identity
+from inferbench.plan.config import ConfigError, cell_tolerance, validate_config
 from inferbench.plan.grid import (
     cell_min_iters,
     cell_serving,
@@ -27,8 +34,7 @@ from inferbench.plan.grid import (
     study_cells,
 )
 from inferbench.report.plots import SERVING_PLOT, plot_names
-from inferbench.launch.run_lock import clear_stale_locks
-from inferbench.core.workloads import DEVICES, PRECISIONS, ordered, workload_info
+from inferbench.scenarios import SCENARIOS, scenario_info
 
 try:
     validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
@@ -68,13 +74,42 @@ ROOFLINE_CELLS = sorted(
 )
 # every workload the config names (timm:<name> and hf:<type> included): the wildcard constraints
 NAMED_WORKLOADS = ordered(w for study in config["studies"].values() for w in study["workloads"])
-# Raw files live under their source, so switching the source never reuses the other source's file.
-RAW_NAMES = {"lendingclub": "accepted_2007_to_2018Q4.csv.gz", "heart": "processed.cleveland.data"}
 
 
 def raw_file(dataset, source=None):
+    """Raw files live under their source, so switching the source never reuses the other source's file."""
     source = source or config["datasets"][dataset]["source"]
-    return f"data/raw/{dataset}/{source}/{RAW_NAMES[dataset]}"
+    return f"data/raw/{dataset}/{source}/{DATASETS[dataset].raw_name}"
+
+
+def dataset_options(dataset, keys):
+    """The settings of config `datasets.<dataset>` that one job takes (JSON): only those, so that
+    changing another one does not re-run it."""
+    return json.dumps({key: config["datasets"][dataset].get(key) for key in keys}, sort_keys=True)
+
+
+def verb_code(verb):
+    """The code identity of a verb's jobs (inferbench.plan.code): a param that changes exactly when code
+    the verb runs changes, so editing it re-runs those jobs and no other."""
+    return code_identity([VERBS[verb].target], PACKAGE_SRC)
+
+
+@functools.cache
+def _cell_code(impl, scenario_module):
+    return code_identity([VERBS["run-cell"].target, engine_info(impl).module, scenario_module], PACKAGE_SRC)
+
+
+def cell_code(wildcards):
+    """A cell's code identity: its verb's, its engine's and its scenario's code and what they import."""
+    impl = variant(wildcards)["engine"]
+    scenario = scenario_info(wildcards.get("scenario", "single"), engine_info(impl).mode)
+    return _cell_code(impl, scenario.module)
+
+
+def profile_code(wildcards):
+    """A profile's code identity: the profile-cell verb's and the engine's code."""
+    impl = variant(wildcards)["engine"]
+    return code_identity([VERBS["profile-cell"].target, engine_info(impl).module], PACKAGE_SRC)
 
 
 
@@ -86,8 +121,9 @@ wildcard_constraints:
     batch=r"\d+",
     seq=r"\d+",
     threads=r"\d+",
-    scenario="server|offline",
-    dataset="lendingclub|heart",
+    # serving cells' paths end in -<scenario> (inferbench.scenarios: their path_suffix)
+    scenario="|".join(name for name, info in SCENARIOS.items() if info.path_suffix),
+    dataset="|".join(DATASETS),
 
 
 def workload_regex(trained=None, kind=None):

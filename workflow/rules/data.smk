@@ -1,34 +1,21 @@
 # Raw datasets (generated in the real formats, or downloaded) and their cleaning/encoding.
 
 
-rule synthetic_lendingclub:
+rule synthetic_data:
     output:
-        raw_file("lendingclub", "synthetic"),
+        "data/raw/{dataset}/synthetic/{raw_name}",
     params:
-        rows=config["datasets"]["lendingclub"]["rows"],
-        seed=config["datasets"]["lendingclub"]["seed"],
+        options=lambda wc: dataset_options(wc.dataset, DATASETS[wc.dataset].generate_options),
+        code=verb_code("generate-data"),
+    wildcard_constraints:
+        raw_name="|".join(re.escape(info.raw_name) for info in DATASETS.values()),
     threads: 1
     conda:
         "../../envs/torch.yaml"
     log:
-        "logs/synthetic_lendingclub.log",
+        "logs/synthetic_data/{dataset}/{raw_name}.log",
     shell:
-        "python -m inferbench generate-data --dataset lendingclub --rows {params.rows:q} --seed {params.seed:q}"
-        " --out-dir \"$(dirname {output:q})\" > {log:q} 2>&1"
-
-
-rule synthetic_heart:
-    output:
-        raw_file("heart", "synthetic"),
-    params:
-        seed=config["datasets"]["heart"]["seed"],
-    threads: 1
-    conda:
-        "../../envs/torch.yaml"
-    log:
-        "logs/synthetic_heart.log",
-    shell:
-        "python -m inferbench generate-data --dataset heart --seed {params.seed:q}"
+        "python -m inferbench generate-data --dataset {wildcards.dataset:q} --options {params.options:q}"
         " --out-dir \"$(dirname {output:q})\" > {log:q} 2>&1"
 
 
@@ -39,6 +26,7 @@ rule download_lendingclub:
         ensure(raw_file("lendingclub", "kaggle"), non_empty=True),
     params:
         dataset=config["datasets"]["lendingclub"]["kaggle_dataset"],
+        code=verb_code("download"),
     localrule: True
     retries: 2
     threads: 1
@@ -56,6 +44,7 @@ rule download_heart:
         ensure(raw_file("heart", "uci"), non_empty=True),
     params:
         urls=[arg for url in config["datasets"]["heart"]["urls"] for arg in ("--url", url)],
+        code=verb_code("download"),
     localrule: True
     retries: 2
     threads: 1
@@ -75,17 +64,13 @@ rule prepare_data:
         encoders="data/processed/{dataset}.encoders.json",
         stats="data/processed/{dataset}.stats.json",
     params:
-        source=lambda wc: config["datasets"][wc.dataset]["source"],
-        sample=lambda wc: (
-            ["--sample-rows", n, "--seed", config["datasets"][wc.dataset]["seed"]]
-            if (n := config["datasets"][wc.dataset].get("sample_rows"))
-            else []
-        ),
+        options=lambda wc: dataset_options(wc.dataset, ("source", *DATASETS[wc.dataset].clean_options)),
+        code=verb_code("prepare-data"),
     threads: 1
     conda:
         "../../envs/torch.yaml"
     log:
         "logs/prepare_data/{dataset}.log",
     shell:
-        "python -m inferbench prepare-data --dataset {wildcards.dataset:q} --source {params.source:q} {params.sample:q}"
+        "python -m inferbench prepare-data --dataset {wildcards.dataset:q} --options {params.options:q}"
         " --raw {input:q} --out {output.table:q} --encoders {output.encoders:q} --stats {output.stats:q} > {log:q} 2>&1"

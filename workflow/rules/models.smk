@@ -8,6 +8,7 @@ rule train_mlp:
         checkpoint="results/models/{workload}.pt",
         meta="results/models/{workload}.json",
     params:
+        code=verb_code("train-mlp"),
         options=lambda wc: model_options(wc.workload),
     wildcard_constraints:
         workload=workload_regex(trained=True),
@@ -26,6 +27,7 @@ rule build_model:
         checkpoint="results/models/{workload}.pt",
         meta="results/models/{workload}.json",
     params:
+        code=verb_code("build-model"),
         arch=lambda wc: json.dumps(config["models"].get(wc.workload, {}).get("arch", {}), sort_keys=True),
     wildcard_constraints:
         workload=workload_regex(trained=False),
@@ -46,6 +48,7 @@ rule export_onnx:
         onnx="results/onnx/{workload}.onnx",
         report="results/onnx/{workload}.export.json",
     params:
+        code=verb_code("export-onnx"),
         options=json.dumps(config["export"], sort_keys=True),
     threads: 2
     conda:
@@ -63,6 +66,8 @@ rule fuse_onnx:
     output:
         onnx="results/onnx/{workload}.fused.onnx",
         report="results/onnx/{workload}.fused.json",
+    params:
+        code=verb_code("fuse-onnx"),
     threads: 2
     conda:
         "../../envs/torch.yaml"
@@ -82,6 +87,8 @@ rule onnx_variant:
     wildcard_constraints:
         export=r"|\.fused",
         variant="int8|fp16",
+    params:
+        code=verb_code("convert-onnx"),
     threads: 2
     conda:
         "../../envs/torch.yaml"
@@ -99,6 +106,7 @@ rule reference_output:
     output:
         "results/reference/{workload}-s{seq}.npz",
     params:
+        code=verb_code("reference"),
         rows=config["parity"]["rows"],
     threads: 2
     conda:
@@ -115,6 +123,8 @@ rule model_cost:
         "results/models/{workload}.pt",
     output:
         "results/cost/{workload}-s{seq}.json",
+    params:
+        code=verb_code("model-cost"),
     threads: 2
     conda:
         "../../envs/torch.yaml"

@@ -15,6 +15,8 @@ rule aggregate:
     output:
         csv=report("results/summary.csv", caption="../report/summary.rst", category="Summary"),
         parquet="results/summary.parquet",
+    params:
+        code=verb_code("aggregate"),
     conda:
         "../../envs/report.yaml"
     log:
@@ -40,6 +42,7 @@ rule plot_batch_sweep:
             subcategory="{workload}",
         ),
     params:
+        code=verb_code("plot"),
         engines=list(config["engines"]),  # their order gives each variant its colour
     conda:
         "../../envs/report.yaml"
@@ -63,6 +66,7 @@ rule plot_seq_sweep:
     wildcard_constraints:
         workload=workload_regex(kind="text"),
     params:
+        code=verb_code("plot"),
         engines=list(config["engines"]),
     conda:
         "../../envs/report.yaml"
@@ -85,6 +89,7 @@ rule plot_serving:
             subcategory="{workload}",
         ),
     params:
+        code=verb_code("plot"),
         engines=list(config["engines"]),
     conda:
         "../../envs/report.yaml"
@@ -101,6 +106,8 @@ rule roofline:
         summary="results/summary.csv",
     output:
         "results/roofline.csv",
+    params:
+        code=verb_code("roofline"),
     conda:
         "../../envs/report.yaml"
     log:
@@ -121,6 +128,7 @@ rule report:
     output:
         "results/report.md",
     params:
+        code=verb_code("report"),
         studies=report_studies(),
     conda:
         "../../envs/report.yaml"

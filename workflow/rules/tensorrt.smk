@@ -14,9 +14,10 @@ rule build_tensorrt_engine:
     params:
         variant=lambda wc: json.dumps(variant(wc), sort_keys=True),
         data=lambda wc, input: ["--data", input.data] if input.data else [],
+        code=verb_code("build-trt-engine"),
     wildcard_constraints:
         target="[a-z0-9.-]+",
-        precision="fp32|fp16|int8",
+        precision="|".join(TENSORRT_PRECISIONS),
     resources:
         gpu=1,
     threads: 4

@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis.comparison import SpreadFloors, boundary_of, compare, p50_at, p50_of, rate_at
+from inferbench.analysis.summary import split_scenarios
+from inferbench.engines.spec import PLAIN_COMPUTATION, PLAIN_PRECISION
 
 #: the engine variant every speed-up is measured against
 BASELINE_ENGINE, BASELINE_PRECISION = "torch_eager", "fp32"
@@ -26,9 +28,10 @@ EXTERNAL_COLD_START = ("export_s", "simplify_s", "convert_s", "build_s")
 
 
 def measured(summary: pd.DataFrame) -> pd.DataFrame:
-    ok = summary[summary["status"] == "ok"]
-    if "mode" in ok:
-        ok = ok[ok["mode"] != "train"]
+    """The inference cells timed one call at a time that measured ok, the no-op engine left out (it is
+    the harness's baseline, not an engine)."""
+    single = split_scenarios(summary).single
+    ok = single[single["status"] == "ok"]
     return ok[ok["engine_impl"] != "noop"]
 
 
@@ -307,12 +310,17 @@ KNOBS: dict[str, tuple[str, ...]] = {
     "channels_last": ("channels_last",),
     "io_binding": ("io_binding",),
 }
+
+
+def _spelled(value: object) -> str:
+    """A summary value as ``_knob_value`` spells it (None as empty, booleans as their names)."""
+    return "" if value is None else str(value)
+
+
 #: each knob's plain setting (as ``_knob_value`` spells it): a step goes from it to the other one
 _PLAIN = {
-    "precision": ("fp32", "", "False"),
-    "graph": ("eager", "", "False"),
-    "channels_last": ("False",),
-    "io_binding": ("False",),
+    knob: tuple(_spelled({"precision": PLAIN_PRECISION, **PLAIN_COMPUTATION}[column]) for column in columns)
+    for knob, columns in KNOBS.items()
 }
 
 

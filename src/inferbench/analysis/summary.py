@@ -1,15 +1,16 @@
-"""Collect cell records into one table (CSV and Parquet), one row per cell."""
+"""Cell records into one table, one row per cell (inferbench.exporters writes it as CSV and Parquet)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
-from inferbench.core.fsutil import atomic_path
+from inferbench.scenarios import SCENARIOS
 
 KEY_COLUMNS = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads", "scenario"]
 
@@ -19,13 +20,25 @@ def with_scenario(summary: pd.DataFrame) -> pd.DataFrame:
     return summary if "scenario" in summary else summary.assign(scenario="single")
 
 
-def split_scenarios(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The cells timed one call at a time (``single``: every latency table, decision and plot) and the
-    LoadGen serving cells (``server``, ``offline``: their own section), apart: a serving cell's latency
-    includes queueing and batching, and is never compared with a single call's."""
+class ScenarioFrames(NamedTuple):
+    """A summary's rows by the scenario that measured them (inferbench.scenarios)."""
+
+    #: inference calls timed one at a time: every latency table, decision and plot
+    single: pd.DataFrame
+    #: training steps and epochs (engines of mode ``train``): their own tables
+    training: pd.DataFrame
+    #: LoadGen's server and offline cells: their own section
+    serving: pd.DataFrame
+
+
+def split_scenarios(summary: pd.DataFrame) -> ScenarioFrames:
+    """The rows of each scenario, apart: a serving cell's latency includes queueing and batching, a
+    training call's a backward pass, and neither is ever compared with a single inference call's."""
     summary = with_scenario(summary)
-    single = summary["scenario"].eq("single")
-    return summary[single].reset_index(drop=True), summary[~single].reset_index(drop=True)
+    serving = summary["scenario"].map(lambda s: SCENARIOS[s].serves)
+    training = summary["mode"].eq("train") if "mode" in summary else pd.Series(False, index=summary.index)
+    single = ~serving & ~training
+    return ScenarioFrames(*(summary[m].reset_index(drop=True) for m in (single, training & ~serving, serving)))
 
 
 #: what reading a damaged or foreign record raises (JSONDecodeError and a wrong schema are ValueErrors)
@@ -55,15 +68,6 @@ def summary_frame(record_paths: Iterable[str | Path]) -> pd.DataFrame:
     if frame.empty:
         raise ValueError("no cell records to summarise")
     return frame.sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True)
-
-
-def write_summary(record_paths: Iterable[str | Path], csv_path: str | Path, parquet_path: str | Path) -> pd.DataFrame:
-    frame = summary_frame(record_paths)
-    with atomic_path(csv_path) as tmp:
-        frame.to_csv(tmp, index=False)
-    with atomic_path(parquet_path) as tmp:
-        frame.to_parquet(tmp, index=False)
-    return frame
 
 
 def remove_records(cells_dir: str | Path, statuses: set[str]) -> list[Path]:

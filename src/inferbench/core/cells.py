@@ -2,8 +2,8 @@
 
 A cell has an id, a path under ``results/cells`` that names every dimension, and one JSON record.
 The scenario is named in the path only where it is not ``single`` (the timed loop of one call at a
-time): ``server`` and ``offline`` cells are LoadGen runs (inferbench.scenarios.serving), with ``-server`` or
-``-offline`` after the threads.
+time): its suffix after the threads (``-server``, ``-offline``) comes from the scenario axis's
+declaration (inferbench.scenarios).
 """
 
 from __future__ import annotations
@@ -15,19 +15,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 from inferbench.core.fsutil import read_json, write_json
+from inferbench.scenarios import SCENARIOS
 
 SCHEMA_VERSION = 1
 Status = Literal["ok", "unavailable", "oom", "invalid", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "unavailable", "oom", "invalid", "failed")
 
-#: how a cell is driven: ``single`` (calls timed one at a time: the latency and throughput loop), or a
-#: MLPerf LoadGen scenario through a dynamic batcher: ``server`` (Poisson arrivals at a target QPS),
-#: ``offline`` (every query at once)
-SCENARIOS: tuple[str, ...] = ("single", "server", "offline")
 CELL_PATTERN = "{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}{scenario_suffix}.json"
+#: the scenario named by a path's suffix
+_BY_SUFFIX = {info.path_suffix: name for name, info in SCENARIOS.items()}
 _CELL_RE = re.compile(
     r"(?P<workload>[a-z0-9_]+)/(?P<engine>[a-z0-9_]+)-(?P<precision>[a-z0-9]+)/(?P<device>[a-z]+)/"
-    r"b(?P<batch>\d+)-s(?P<seq>\d+)-t(?P<threads>\d+)(?:-(?P<scenario>server|offline))?\.json$"
+    r"b(?P<batch>\d+)-s(?P<seq>\d+)-t(?P<threads>\d+)(?P<suffix>"
+    + "|".join(re.escape(suffix) for suffix in sorted(_BY_SUFFIX, key=len, reverse=True))
+    + r")\.json$"
 )
 
 
@@ -48,7 +49,7 @@ class CellKey:
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
-            raise ValueError(f"scenario must be one of {SCENARIOS}, got {self.scenario!r}")
+            raise ValueError(f"scenario must be one of {tuple(SCENARIOS)}, got {self.scenario!r}")
 
     @property
     def relpath(self) -> str:
@@ -60,7 +61,7 @@ class CellKey:
             batch=self.batch_size,
             seq=self.seq_len,
             threads=self.threads,
-            scenario_suffix="" if self.scenario == "single" else f"-{self.scenario}",
+            scenario_suffix=SCENARIOS[self.scenario].path_suffix,
         )
 
     @property
@@ -81,7 +82,7 @@ class CellKey:
             int(g["batch"]),
             int(g["seq"]),
             int(g["threads"]),
-            g["scenario"] or "single",
+            _BY_SUFFIX[g["suffix"]],
         )
 
 
@@ -95,8 +96,11 @@ class CellRecord:
     reason: str | None = None
     #: inference, or train (one call = one optimizer step, or one epoch through a DataLoader)
     mode: str = "inference"
+    #: which boundary the headline latencies time (``device`` or ``end_to_end``), and what that covered
     timing: str | None = None
     timing_description: str | None = None
+    #: the clock of that boundary: ``cuda_events`` (GPU events on the stream the engine computes on) or ``host``
+    clock: str | None = None
     latency_ms: dict[str, float | None] | None = None
     #: 95% bootstrap confidence interval [low, high] of each reported percentile
     latency_ci95_ms: dict[str, list[float]] | None = None
@@ -133,6 +137,9 @@ class CellRecord:
     #: the highest QPS within the latency bound, the batcher's settings and batches, the logs' folder
     serving: dict[str, Any] | None = None
     cold_start_s: dict[str, float] = field(default_factory=dict)
+    #: how the cell's job started: ``warm`` (forked from the warm-start server, inferbench.launch.warm),
+    #: or ``cold`` (a process that imported the libraries itself)
+    launcher: str | None = None
     engine: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)

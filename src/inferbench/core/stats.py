@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from inferbench.core.percentiles import MIN_SAMPLES, PERCENTILES
 
@@ -35,6 +34,8 @@ def percentile_ci(
     qs = [PERCENTILES[name] for name in names]
     if np.ptp(samples) == 0:  # every call took the same time: nothing to resample
         return {name: (float(samples[0]), float(samples[0])) for name in names}
+    from scipy import stats as scipy_stats  # seconds to import: only where intervals are computed
+
     if samples.size > BOOTSTRAP_MAX_SAMPLES:
         return {name: _order_statistic_ci(samples, q / 100, confidence) for name, q in zip(names, qs, strict=True)}
     result = scipy_stats.bootstrap(
@@ -54,6 +55,8 @@ def percentile_ci(
 def _order_statistic_ci(samples: np.ndarray, quantile: float, confidence: float) -> tuple[float, float]:
     """The k-th smallest sample exceeds the true quantile with a Binomial(n, quantile) probability,
     so ranks at that distribution's tails bound the quantile with at least ``confidence``."""
+    from scipy import stats as scipy_stats
+
     n = samples.size
     tail = (1 - confidence) / 2
     low_rank = int(max(scipy_stats.binom.ppf(tail, n, quantile) - 1, 0))

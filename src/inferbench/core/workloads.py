@@ -20,6 +20,9 @@ class WorkloadInfo:
     kind: Literal["tabular", "vision", "text"]
     description: str
     dataset: str | None = None  # tabular workloads train on this dataset
+    #: the model of a family it is built as, where no builder has its name (e.g. ``timm:convnext_tiny``):
+    #: then this entry is all a new workload needs
+    model: str | None = None
 
     @property
     def has_seq_len(self) -> bool:

@@ -7,38 +7,34 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 
-from inferbench.engines.registry import COMPUTATION_KEYS, ENGINES, VARIANT_KEYS, effective_options
+from inferbench.engines.registry import ENGINES, effective_options
+from inferbench.engines.spec import COMPUTATION_KEYS, VARIANT_KEYS
 from inferbench.models.registry import InputSpec
 
 
 class Engine(ABC):
-    """One way of executing a model.
+    """One way of executing a model. It knows nothing of timing: a scenario (inferbench.scenarios)
+    decides how its calls are timed.
 
-    Life cycle, driven by the cell runner: ``unavailable_reason`` (class-level, cheap), ``prepare``
+    Life cycle, driven by the scenario's runner: ``unavailable_reason`` (class-level, cheap), ``prepare``
     (load, export, compile, capture: cold start; it gets an example batch of the cell's shape),
-    ``stage`` (put inputs where the engine computes, outside the timed region), then ``run``
-    repeatedly, each followed by ``synchronize``.
+    ``stage`` (put inputs where the engine computes), then ``run`` repeatedly, each followed by
+    ``synchronize``. What an engine says of itself, for the scenario to use: ``stream()`` (the CUDA
+    stream its work is queued on), ``staged_on_device`` (whether ``stage`` leaves the inputs on the
+    device), ``run_description`` (what one ``run`` does).
     """
 
     impl: ClassVar[str]
     #: how the model is executed (a column of the summary: see ``computation``)
     graph: ClassVar[str] = "none"
-    #: which clock the measuring loop should use for this engine (instances may choose by device)
-    timer: Literal["host", "cuda_events"] = "host"
     #: False for engines that return a constant: no output parity check applies
     computes: ClassVar[bool] = True
-    #: True where ``run`` returns once the work is queued, before the device has done it (PyTorch on
-    #: CUDA, TensorRT): then the host time until it returns says who sets the pace (measure.bound)
-    launches_async: bool = False
-    #: what one timed call covers (recorded with every measurement); instances may narrow it
-    timing: str = "device"
-    timing_description: str = (
-        "one run() call and its synchronisation, inputs already staged where the engine computes and outputs left there"
-    )
+    #: what one ``run()`` does, in words (the record's boundary descriptions quote it)
+    run_description: str = "one forward pass on the staged inputs; the output stays where it was computed"
 
     def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
         self.device, self.precision, self.threads = device, precision, threads
@@ -50,12 +46,25 @@ class Engine(ABC):
         )
         #: named cold-start costs measured inside prepare (compile, capture, build...), in seconds
         self.cold_start_s: dict[str, float] = {}
-        #: items one run() processes, where that is not the batch (a training epoch: the dataset's rows)
-        self.items_per_call: int | None = None
         #: the workload's processed dataset, set by the runner for engines that need it (before prepare)
         self.dataset: Path | None = None
         #: which attention kernel a call runs, set by the runner after the first call (``attention_kernel``)
         self.attention: dict[str, str | None] = {"kernel": None, "source": None}
+
+    @property
+    def staged_on_device(self) -> bool:
+        """Whether ``stage`` leaves the inputs where ``run`` computes (then a call can be timed without
+        the copies to and from the host); False for engines whose ``run`` takes host arrays."""
+        return True
+
+    def stream(self) -> Any:
+        """The CUDA stream (a ``torch.cuda.Stream``) the engine queues its work on: GPU events recorded
+        on it bracket a call's device work. PyTorch's current stream by default; None on the CPU."""
+        if self.device != "cuda":
+            return None
+        import torch
+
+        return torch.cuda.current_stream()
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:

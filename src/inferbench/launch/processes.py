@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -34,9 +33,11 @@ import numpy as np
 
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
+from inferbench.core.stats import latency_stats
+from inferbench.core.storage import BOUNDARIES, load_samples
+from inferbench.launch.lifetime import why_not_fork
 from inferbench.launch.lock import MachineLock
 
-BOUNDARIES = ("device", "end_to_end")
 log = logging.getLogger(__name__)
 
 
@@ -75,8 +76,6 @@ def merge_repeats(
     first process's; peak memory the largest; the status is the first non-ok one, naming its
     process, so a flaky cell is not hidden.
     """
-    from inferbench.core.stats import latency_stats
-
     if not records:
         raise ValueError("no repeats to merge")
     first = records[0]
@@ -177,8 +176,6 @@ def run_in_fresh_processes(
     whatever happens (inferbench.scenarios.run.run_cell does). ``lock`` (this process's machine lock,
     held shared) is released while a child runs, since the child takes its own, and held again
     between children and while merging: no work of this process overlaps another cell's timed loop."""
-    from inferbench.scenarios.run import samples_path
-
     method = start_method()
     context = multiprocessing.get_context(method)
     records: list[CellRecord] = []
@@ -202,15 +199,14 @@ def run_in_fresh_processes(
                     "(its error is above in this log)"
                 )
             records.append(CellRecord.load(rep_out))
-            samples.append({b: np.load(samples_path(rep_out, b)) for b in BOUNDARIES})
+            samples.append(load_samples(rep_out))
     return merge_repeats(records, samples)
 
 
 def start_method() -> str:
     """``fork`` (the children inherit the imports), or ``spawn`` once CUDA is initialised in this
     process: a forked child cannot use the GPU then ("Cannot re-initialize CUDA in forked subprocess")."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    if why_not_fork() is not None:
         log.warning(
             "CUDA was initialised in this process before its measuring processes started (by a library's "
             "import or the model's code): they are spawned, not forked, and import the libraries again"

@@ -37,23 +37,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from inferbench.launch.lifetime import die_with_parent
+from inferbench.launch.lifetime import die_with_parent, why_not_fork
 
 SOCKET_ENV = "INFERBENCH_WARM_SOCKET"
-#: the verbs that go through the server: every job that imports torch (cells and their preparation)
-WARM_VERBS = (
-    "run-cell",
-    "profile-cell",
-    "prepare-data",
-    "train-mlp",
-    "build-model",
-    "export-onnx",
-    "convert-onnx",
-    "reference",
-    "build-trt-engine",
-)
-#: imported by the server, in this order (torch first: ONNX Runtime's CUDA provider uses its CUDA libraries)
-PRELOAD = ("numpy", "torch", "timm", "transformers", "onnxruntime", "inferbench.scenarios.run")
+#: imported by the server, in this order (torch first: ONNX Runtime's CUDA provider uses its CUDA
+#: libraries); then the harness's statistics and the cell job's own code
+PRELOAD = ("numpy", "torch", "timm", "transformers", "onnxruntime", "scipy.stats", "inferbench.launch.cell_job")
 #: thread-count variables Snakemake sets per job; libraries read them when loaded, i.e. in the server
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -86,9 +75,10 @@ def preloaded_import_s(modules: Sequence[str]) -> float | None:
 
 def run_via_server(argv: Sequence[str], socket_path: str | None = None) -> int | None:
     """Run ``inferbench <argv>`` in a child of the warm server and return its exit code, or None
-    when there is no server that can run it (the caller then runs the command itself)."""
+    when there is no server that can run it (the caller then runs the command itself). Which verbs
+    come here is the table's business (inferbench.cli.verbs: ``warm``)."""
     socket_path = socket_path or os.environ.get(SOCKET_ENV)
-    if not argv or argv[0] not in WARM_VERBS or not socket_path:
+    if not argv or not socket_path:
         return None
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -149,13 +139,13 @@ def preload(modules: Sequence[str]) -> dict[str, float]:
 
 def serve(
     socket_path: str | Path,
+    entry: Callable[[list[str]], int],
     modules: Sequence[str] = PRELOAD,
-    entry: Callable[[list[str]], int] | None = None,
     watch_pid: int | None = None,
     poll_s: float = 0.5,
 ) -> None:
     """Import ``modules``, then fork a child per request until SIGTERM or until ``watch_pid`` (the
-    Snakemake process) is gone. ``entry(argv)`` is what a child runs (default: the CLI's main)."""
+    Snakemake process) is gone. ``entry(argv)`` is what a child runs (the command line's main)."""
     from inferbench.launch.lock import MachineLock
 
     parent_at_start = os.getppid()
@@ -163,8 +153,6 @@ def serve(
     lock.shared()  # importing is work: never while a cell measures
     PRELOADED.update(preload(modules))
     lock.close()
-    if entry is None:
-        from inferbench.cli import main as entry
     log.info(
         "warm-start server %d: imported %s",
         os.getpid(),
@@ -259,6 +247,8 @@ def _start(
             raise ValueError("malformed request")
         if any(request.get(k) != v for k, v in interpreter().items()):
             raise ValueError("another interpreter")
+        if (why := why_not_fork()) is not None:
+            raise ValueError(why)
         server = os.getpid()
         pid = os.fork()
     except (OSError, ValueError) as error:  # refused: the job runs the command itself

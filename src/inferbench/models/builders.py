@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from inferbench.models.registry import InputSpec, ModelSpec, register_family, register_model
+from inferbench.models.spec import InputSpec, ModelSpec, register_family, register_model
 
 
 class MLP(nn.Module):
@@ -138,17 +138,19 @@ def distilbert(**arch: Any) -> ModelSpec:
 
 
 @register_family("timm")
-def timm_model(model_name: str, **arch: Any) -> ModelSpec:
-    """Any timm model by name (workload ``timm:<model_name>``), random weights, its own input size."""
-    return _timm(f"timm:{model_name}", model_name, arch)
+def timm_model(model_name: str, workload: str | None = None, **arch: Any) -> ModelSpec:
+    """Any timm model by name (workload ``timm:<model_name>``, or a declared workload built as it),
+    random weights, its own input size."""
+    return _timm(workload or f"timm:{model_name}", model_name, arch)
 
 
 @register_family("hf")
-def hf_encoder(model_type: str, **arch: Any) -> ModelSpec:
-    """Any transformers encoder by model type (workload ``hf:<model_type>``): its default
-    configuration (``arch`` overrides it), random weights, last hidden states out."""
+def hf_encoder(model_type: str, workload: str | None = None, **arch: Any) -> ModelSpec:
+    """Any transformers encoder by model type (workload ``hf:<model_type>``, or a declared workload built
+    as it): its default configuration (``arch`` overrides it), random weights, last hidden states out."""
     from transformers import AutoModel
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    config = _hf_config(f"hf:{model_type}", CONFIG_MAPPING[model_type], arch)
-    return _text(f"hf:{model_type}", AutoModel.from_config(config), config.vocab_size, arch)
+    name = workload or f"hf:{model_type}"
+    config = _hf_config(name, CONFIG_MAPPING[model_type], arch)
+    return _text(name, AutoModel.from_config(config), config.vocab_size, arch)

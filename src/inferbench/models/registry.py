@@ -8,92 +8,38 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from inferbench.core.errors import CorruptArtifact
 from inferbench.core.fsutil import atomic_path
+from inferbench.models.spec import BUILDERS, FAMILY_BUILDERS, InputSpec, ModelSpec
 
-if TYPE_CHECKING:  # torch is imported where a model is built or loaded: input specs need only numpy
-    import torch
-
-Dim = int | str  # "batch" or "seq" for the symbolic dimensions
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    name: str  # also the forward() argument name (used for ONNX dynamic shapes and feeds)
-    shape: tuple[Dim, ...]
-    dtype: str  # numpy dtype name
-    kind: str = "normal"  # normal | tokens | mask
-    high: int = 0  # exclusive upper bound of token ids
-
-    def concrete_shape(self, batch: int, seq: int) -> tuple[int, ...]:
-        sizes = {"batch": batch, "seq": seq}
-        return tuple(sizes[d] if isinstance(d, str) else d for d in self.shape)
-
-
-@dataclass
-class ModelSpec:
-    name: str
-    module: torch.nn.Module
-    inputs: tuple[InputSpec, ...]
-    output_name: str
-    arch: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def n_params(self) -> int:
-        return sum(p.numel() for p in self.module.parameters())
-
-
-_REGISTRY: dict[str, Callable[..., ModelSpec]] = {}
-
-
-def register_model(name: str) -> Callable[[Callable[..., ModelSpec]], Callable[..., ModelSpec]]:
-    def wrap(builder: Callable[..., ModelSpec]) -> Callable[..., ModelSpec]:
-        if name in _REGISTRY:
-            raise ValueError(f"model {name!r} registered twice")
-        _REGISTRY[name] = builder
-        return builder
-
-    return wrap
-
-
-#: builders of the workload families (inferbench.core.workloads.FAMILIES): family -> builder(name, **arch)
-_FAMILIES: dict[str, Callable[..., ModelSpec]] = {}
-
-
-def register_family(family: str) -> Callable[[Callable[..., ModelSpec]], Callable[..., ModelSpec]]:
-    def wrap(builder: Callable[..., ModelSpec]) -> Callable[..., ModelSpec]:
-        _FAMILIES[family] = builder
-        return builder
-
-    return wrap
+__all__ = ["InputSpec", "ModelSpec", "create_model", "input_specs", "list_models", "make_inputs"]
 
 
 def list_models(pattern: str = "*") -> list[str]:
     _load_builders()
-    return sorted(n for n in _REGISTRY if fnmatch.fnmatch(n, pattern))
+    return sorted(n for n in BUILDERS if fnmatch.fnmatch(n, pattern))
 
 
 def create_model(name: str, seed: int = 0, **arch: Any) -> ModelSpec:
     """Build ``name`` with random weights drawn from ``seed``; ``arch`` overrides the architecture."""
     import torch
 
-    from inferbench.core.workloads import family_of
+    from inferbench.core.workloads import WORKLOADS, family_of
 
     _load_builders()
-    family = family_of(name)
-    if name in _REGISTRY:
-        build = _REGISTRY[name]
-    elif family is not None and family[0] in _FAMILIES:
-        build = functools.partial(_FAMILIES[family[0]], family[1])
+    declared = WORKLOADS.get(name)
+    family = family_of(declared.model if declared is not None and declared.model else name)
+    if name in BUILDERS:
+        build = BUILDERS[name]
+    elif family is not None and family[0] in FAMILY_BUILDERS:  # the family's model, named as the workload
+        build = functools.partial(FAMILY_BUILDERS[family[0]], family[1], workload=name)
     else:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(_REGISTRY))}, or timm:<name>, hf:<type>")
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(BUILDERS))}, or timm:<name>, hf:<type>")
     torch.manual_seed(seed)
     spec = build(**arch)
     spec.module.eval()
@@ -102,6 +48,11 @@ def create_model(name: str, seed: int = 0, **arch: Any) -> ModelSpec:
 
 def _load_builders() -> None:
     from inferbench.models import builders  # noqa: F401  (registers on import)
+
+
+def input_specs(model_meta: dict[str, Any]) -> tuple[InputSpec, ...]:
+    """The input specs a model's description (``results/models/<workload>.json``) lists."""
+    return tuple(InputSpec(**{**i, "shape": tuple(i["shape"])}) for i in model_meta["inputs"])
 
 
 def make_inputs(inputs: tuple[InputSpec, ...], batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:

@@ -13,10 +13,26 @@ from typing import Any
 import jsonschema
 import yaml
 
+from inferbench.core.settings import SCHEMA
 from inferbench.core.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of
+from inferbench.data import DATASETS
 from inferbench.engines.registry import ENGINES, option_problems
+from inferbench.report.layouts import LAYOUTS
+from inferbench.scenarios import SCENARIOS
 
-DEFAULT_SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+DEFAULT_SCHEMA = SCHEMA
+
+
+def axis_values() -> dict[str, list[str]]:
+    """The schema's enums that their registries declare (each value declared once, there)."""
+    return {
+        "precision": list(PRECISIONS),
+        "device": list(DEVICES),
+        "device_or_auto": ["auto", *DEVICES],
+        "scenario": list(SCENARIOS),
+        "layout": list(LAYOUTS),
+        **{f"{name}_source": list(info.sources) for name, info in DATASETS.items()},
+    }
 
 
 class ConfigError(ValueError):
@@ -86,9 +102,9 @@ def validate_config(config: dict[str, Any], schema_path: Path = DEFAULT_SCHEMA) 
     """Validate ``config`` in place (filling defaults) and return it; raise ConfigError on any problem."""
     schema = yaml.safe_load(Path(schema_path).read_text())
     definitions = schema.get("definitions", {})
-    for name, values in (("precision", PRECISIONS), ("device", DEVICES), ("device_or_auto", ("auto", *DEVICES))):
+    for name, values in axis_values().items():
         if name in definitions:  # declared once, in the registry
-            definitions[name]["enum"] = list(values)
+            definitions[name]["enum"] = values
     validator_class = _extend_with_default(jsonschema.validators.validator_for(schema))
     errors = sorted(validator_class(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     problems = [_describe(e) for e in errors]

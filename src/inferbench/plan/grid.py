@@ -15,9 +15,17 @@ import itertools
 from typing import Any
 
 from inferbench.core.cells import CellKey
-from inferbench.core.percentiles import samples_needed, study_percentiles
+from inferbench.core.percentiles import samples_needed
+from inferbench.core.settings import schema
 from inferbench.core.workloads import workload_info
 from inferbench.engines.registry import engine_info
+from inferbench.report.layouts import study_percentiles
+
+
+def study_defaults() -> dict[str, Any]:
+    """The defaults the schema declares for a study's keys."""
+    properties = schema()["properties"]["studies"]["additionalProperties"]["properties"]
+    return {key: spec["default"] for key, spec in properties.items() if "default" in spec}
 
 
 def cuda_present() -> bool:
@@ -38,6 +46,37 @@ def resolve_devices(devices: list[str], has_cuda: bool | None = None) -> list[st
     return out
 
 
+def _axes(study: dict[str, Any], workload: str, device: str) -> tuple[list[int], list[int]]:
+    """A study's sequence lengths and thread counts for one workload and device: sequence lengths for
+    text workloads only (0 otherwise), threads on the CPU only (0 on the GPU)."""
+    seq_lens = study["seq_lens"] if workload_info(workload).has_seq_len else [0]
+    threads = study["threads"] if device == "cpu" else [0]
+    return seq_lens, threads
+
+
+def with_defaults(study: dict[str, Any]) -> dict[str, Any]:
+    """The study with the schema's defaults filled in where it leaves a key out."""
+    return {**study_defaults(), **study}
+
+
+def in_study(key: CellKey, study: dict[str, Any]) -> bool:
+    """Whether a cell belongs to ``study`` (its ``devices`` resolved): every axis among the study's values,
+    by the rules that make the study's cells (``study_cells``), which also leave out what an engine
+    cannot run. The report's sections take their rows by this rule."""
+    study = with_defaults(study)
+    seq_lens, threads = _axes(study, key.workload, key.device)
+    return (
+        key.workload in study["workloads"]
+        and key.engine in study["engines"]
+        and key.precision in study["precisions"]
+        and key.device in study["devices"]
+        and key.batch_size in study["batch_sizes"]
+        and key.seq_len in seq_lens
+        and key.threads in threads
+        and key.scenario in study["scenarios"]
+    )
+
+
 def study_cells(
     study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cuda: bool | None = None
 ) -> set[CellKey]:
@@ -46,8 +85,8 @@ def study_cells(
         has_cuda = cuda_present() if has_cuda is None else has_cuda
         if not has_cuda:
             return cells
-    devices = resolve_devices(study["devices"], has_cuda)
-    axes = itertools.product(study["workloads"], study["engines"], study["precisions"], devices)
+    study = {**with_defaults(study), "devices": resolve_devices(study["devices"], has_cuda)}
+    axes = itertools.product(study["workloads"], study["engines"], study["precisions"], study["devices"])
     for workload, variant, precision, device in axes:
         info = engine_info(variants[variant]["engine"])
         allowed_devices = variants[variant].get("devices", info.devices)
@@ -58,10 +97,9 @@ def study_cells(
             continue
         if workload_info(workload).kind not in info.workload_kinds:
             continue
-        seq_lens = study["seq_lens"] if workload_info(workload).has_seq_len else [0]
-        threads = study["threads"] if device == "cpu" else [0]
+        seq_lens, threads = _axes(study, workload, device)
         # training engines are timed one step or epoch at a time: no queries to serve
-        scenarios = [s for s in study.get("scenarios", ["single"]) if info.mode == "inference" or s == "single"]
+        scenarios = [s for s in study["scenarios"] if info.mode == "inference" or s == "single"]
         for batch, seq, n_threads, scenario in itertools.product(study["batch_sizes"], seq_lens, threads, scenarios):
             cells.add(CellKey(workload, variant, precision, device, batch, seq, n_threads, scenario))
     return cells

@@ -19,7 +19,6 @@ from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.core.workloads import ordered, workload_info
 from inferbench.report.headline import headline_section
 from inferbench.report.roofline import roofline_section
-from inferbench.report.serving import serving_section
 from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
 from inferbench.report.tables import fmt, intervals, markdown_table, recipe, rows_or_none
 from inferbench.report.text import escape_markdown, inline_code
@@ -249,7 +248,8 @@ def build_report(
         summary = summary.assign(mode="inference")
     everything = with_scenario(summary)
     # serving cells (LoadGen) have their own sections: their latency includes queueing
-    summary, serving = split_scenarios(everything)
+    frames = split_scenarios(everything)
+    summary, serving = pd.concat([frames.single, frames.training], ignore_index=True), frames.serving
     counts = everything["status"].value_counts().to_dict()
     measured = summary[summary["status"].isin(["ok", "invalid"])]
     out = [
@@ -264,10 +264,7 @@ def build_report(
     ]
     plot_paths = [Path(p) for p in plots]
     for name, study in (studies or {}).items():
-        if study.get("layout") == "serving":
-            out += serving_section(name, study, serving, plot_paths, report_dir)
-        else:
-            out += study_section(name, study, summary, plot_paths, report_dir)
+        out += study_section(name, study, everything, plot_paths, report_dir)
     what = []
     if not summary.empty:
         what += [
@@ -340,7 +337,7 @@ def build_report(
             )
         out += ["", "Models other than the MLPs have random weights: latency does not depend on the values.", ""]
 
-    inference = summary[summary["mode"] != "train"]
+    inference = frames.single
     inference = inference.assign(recipe=[recipe(r) for _, r in inference.iterrows()])
     if not inference.empty:
         out += ["## All cells by workload", ""]
@@ -359,7 +356,7 @@ def build_report(
                 rel = os.path.relpath(path, report_dir)
                 out += [f"![{escape_markdown(workload)} {path.stem}]({rel})", ""]
 
-    training = summary[summary["mode"] == "train"]
+    training = frames.training
     if not training.empty:
         out += [
             "### Training",

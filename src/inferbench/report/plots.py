@@ -98,11 +98,10 @@ def plot_workload(
     """Write the ``kind`` sweep's plots (``batch`` or ``seq``) of one workload into ``out_dir``;
     ``variants``: the config's engine variants in order (their colours)."""
     out_dir = Path(out_dir)
-    summary, _ = split_scenarios(summary)  # serving cells' latencies include queueing: not on these curves
+    # serving cells' latencies include queueing, training cells' a backward pass: not on these curves
+    summary = split_scenarios(summary).single
     frame = summary[(summary["workload"] == workload) & (summary["status"] == "ok")]
     frame = frame[frame["engine_impl"] != "noop"]  # harness overhead is a baseline, not an engine
-    if "mode" in frame:  # training cells are in the report's own table, not on inference curves
-        frame = frame[frame["mode"] != "train"]
     e2e_rate = frame["e2e_throughput_per_s"] if "e2e_throughput_per_s" in frame else frame["throughput_per_s"]
     frame = frame.assign(
         e2e_p50_ms=p50_at(frame, "end_to_end"), e2e_items_per_s=e2e_rate.fillna(frame["throughput_per_s"])
@@ -154,7 +153,7 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
     """Every sweep's plots of every workload in ``summary``, under ``out_dir/<workload>/`` (what the
     workflow's plot rules make one job per workload and sweep)."""
     written: list[Path] = []
-    single, _ = split_scenarios(summary)  # serving cells: plot_serving, from their records
+    single = split_scenarios(summary).single  # serving cells: plot_serving, from their records
     for workload in ordered(single["workload"]):
         for kind in ["batch", "seq"] if workload_info(workload).has_seq_len else ["batch"]:
             written += plot_workload(summary, workload, Path(out_dir) / workload, kind, variants)

@@ -5,15 +5,11 @@ decisions of single-call cells: their latency includes queueing and batching."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from inferbench.report.plots import SERVING_PLOT
-from inferbench.report.studies import no_cells_here, not_ok_note, study_heading, study_rows
+from inferbench.analysis.summary import split_scenarios
 from inferbench.report.tables import fmt, fmt_ms, markdown_table
 from inferbench.report.text import escape_markdown
 
@@ -32,12 +28,6 @@ SERVING_COLUMNS = [
     ("capacity_qps", "back-to-back QPS"),
     ("server_verdict", "server run"),
 ]
-
-
-def serving_rows(serving: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
-    """The serving cells of ``study`` (devices resolved): the study's grid, in its scenarios."""
-    cells = study_rows(serving, study)
-    return cells[cells["scenario"].isin(study.get("scenarios", []))]
 
 
 def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
@@ -64,15 +54,12 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
-def serving_section(
-    name: str, study: dict[str, Any], serving: pd.DataFrame, plots: Sequence[Path] = (), report_dir: Path = Path(".")
-) -> list[str]:
-    out = study_heading(name, study)
-    cells = serving_rows(serving, study) if not serving.empty else serving
-    if cells.empty:
-        return [*out, *no_cells_here(study)]
+def serving_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
+    """The answer of a serving study (layout ``serving``) from its rows: the best QPS within the bound per
+    workload, then every engine configuration's server and offline figures side by side."""
+    cells = split_scenarios(cells).serving
     table = side_by_side(cells)
-    out += ["**Answer:**", ""]
+    out: list[str] = []
     for workload, rows in table.groupby("workload", sort=False):
         best = rows.dropna(subset=["server_qps"]) if "server_qps" in rows else rows.iloc[0:0]
         if not best.empty:
@@ -98,7 +85,4 @@ def serving_section(
         "batch), host-to-host copies and compute. LoadGen's logs are beside each record (`<cell>.loadgen/`).",
         "",
     ]
-    for path in plots:
-        if path.parent.name in set(cells["workload"]) and path.name == SERVING_PLOT:
-            out += [f"![{escape_markdown(path.parent.name)} serving]({os.path.relpath(path, report_dir)})", ""]
-    return out + not_ok_note(cells)
+    return out

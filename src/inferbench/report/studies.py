@@ -1,9 +1,8 @@
 """One report section per study of the run: its question, the answer computed from its cells, and its
-tables in the shape of the study it reproduces (``layout`` in the study's config).
+tables in the shape of the study it reproduces (``layout`` in the study's config: inferbench.report.layouts).
 
-A summary row belongs to a study when every axis of the row is one of the study's values (devices as
-resolved where the workflow ran; sequence length 0 for non-text workloads, threads 0 on the GPU),
-the same rule that made the study's cells (inferbench.plan.grid).
+A summary row belongs to a study by the rule that made the study's cells (inferbench.plan.grid.in_study),
+with the study's devices as resolved where the workflow ran.
 """
 
 from __future__ import annotations
@@ -17,35 +16,28 @@ import pandas as pd
 
 from inferbench.analysis import decisions
 from inferbench.analysis.comparison import BOUNDARY_LABELS, rate_at
+from inferbench.analysis.summary import split_scenarios, with_scenario
 from inferbench.analysis.uncertainty import verdict
-from inferbench.core.percentiles import samples_needed, study_percentiles
-from inferbench.core.workloads import workload_info
+from inferbench.core.cells import CellKey
+from inferbench.core.percentiles import samples_needed
+from inferbench.plan.grid import in_study
+from inferbench.report.layouts import LAYOUTS, study_percentiles
 from inferbench.report.tables import fmt, fmt_ms, intervals, markdown_table, recipe
 from inferbench.report.text import escape_markdown, inline_code
-
-#: plots shown in a study's section, by layout (the files are made per workload, see report.plots)
-LAYOUT_PLOTS = {
-    "by_batch": ["latency_per_item.png", "throughput.png"],
-    "engines": ["throughput.png"],
-    "seq": ["latency_vs_seq.png", "latency_per_item.png"],
-    "training": [],
-}
 
 
 def study_rows(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     """The summary rows that are cells of ``study`` (its ``devices`` already resolved: no ``auto``)."""
-    text = summary["workload"].map(lambda w: workload_info(w).has_seq_len)
-    mask = (
-        summary["workload"].isin(study["workloads"])
-        & summary["engine"].isin(study["engines"])
-        & summary["precision"].isin(study.get("precisions", ["fp32"]))
-        & summary["device"].isin(study["devices"])
-        & summary["batch_size"].isin(study["batch_sizes"])
-        & summary["seq_len"].where(text, -1).isin([*study.get("seq_lens", [128]), -1])
-        & (~text | (summary["seq_len"] > 0))
-        & (~summary["device"].eq("cpu") | summary["threads"].isin(study.get("threads", [2])))
-        & (summary["device"].eq("cpu") | summary["threads"].eq(0))
+    if summary.empty:
+        return summary
+    keys = summary[["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads"]].itertuples(
+        index=False
     )
+    scenarios = with_scenario(summary)["scenario"]
+    mask = [
+        in_study(CellKey(*map(str, key[:4]), *map(int, key[4:]), scenario), study)
+        for key, scenario in zip(keys, scenarios, strict=True)
+    ]
     return summary[mask]
 
 
@@ -89,7 +81,7 @@ def _verdict(row: Any) -> str:
     return f", {fmt(float(row.margin))}× ahead of {escape_markdown(row.runner_up)} ({row.verdict})"
 
 
-def by_batch_section(cells: pd.DataFrame) -> list[str]:
+def by_batch_section(cells: pd.DataFrame, study: dict[str, Any] | None = None) -> list[str]:
     """Latency per item against batch size, one column per engine variant, and the CPU/GPU crossover;
     all end to end, the one boundary a CPU and a GPU cell share."""
     ok = decisions.measured(cells)
@@ -200,8 +192,9 @@ def option_steps_section(cells: pd.DataFrame) -> list[str]:
     ]
 
 
-def engines_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p95", "p99")) -> list[str]:
+def engines_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
     """Engines and precisions side by side per workload, batch and sequence length."""
+    percentiles = study_percentiles(study)
     ok = decisions.measured(cells)
     speed = decisions.speedups(cells)
     key = ["workload", "device", "batch_size", "seq_len", "threads", "engine", "precision"]
@@ -289,8 +282,9 @@ def cpu_gpu_gap(cells: pd.DataFrame) -> pd.DataFrame:
     return best.assign(gap=best["cpu"] / best["cuda"]).rename(columns={"cpu": "cpu_ms", "cuda": "cuda_ms"})
 
 
-def seq_section(cells: pd.DataFrame, percentiles: Sequence[str] = ("p50", "p90", "p99")) -> list[str]:
+def seq_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
     """Latency against batch and sequence length, the scaling exponent per series, the CPU/GPU gap."""
+    percentiles = study_percentiles(study)
     ok = decisions.measured(cells)
     scaling = decisions.seq_scaling(cells)
     gap = cpu_gpu_gap(cells)
@@ -393,12 +387,12 @@ def _known(value: Any) -> bool:
     return value is not None and not pd.isna(value)
 
 
-def training_section(cells: pd.DataFrame, engine_order: Sequence[str] = ()) -> list[str]:
+def training_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
     """Time per training iteration or epoch, with the GPU/CPU and optimised/baseline speed-ups."""
-    training = cells[cells["mode"] == "train"] if "mode" in cells else cells.iloc[0:0]
+    training = split_scenarios(cells).training
     if training.empty:
         return []
-    rated = training_speedups(training, engine_order)
+    rated = training_speedups(training, study.get("engines", ()))
     out: list[str] = []
     for row in rated.itertuples(index=False):
         if _known(row.speedup_vs_cpu):
@@ -421,17 +415,6 @@ def training_section(cells: pd.DataFrame, engine_order: Sequence[str] = ()) -> l
     for workload, frame in rated.groupby("workload", sort=False):
         out += [f"**{escape_markdown(workload)}**:", "", markdown_table(frame, TRAINING_COLUMNS), ""]
     return out
-
-
-def _layout_section(layout: str, cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
-    percentiles = study_percentiles(study)
-    if layout == "by_batch":
-        return by_batch_section(cells)
-    if layout == "engines":
-        return engines_section(cells, percentiles)
-    if layout == "seq":
-        return seq_section(cells, percentiles)
-    return training_section(cells, study.get("engines", ()))
 
 
 def study_heading(name: str, study: dict[str, Any]) -> list[str]:
@@ -463,21 +446,22 @@ def not_ok_note(cells: pd.DataFrame) -> list[str]:
 def study_section(
     name: str, study: dict[str, Any], summary: pd.DataFrame, plots: Sequence[Path] = (), report_dir: Path = Path(".")
 ) -> list[str]:
-    """The section of one study: question, computed answer, tables, plots, and what did not run."""
+    """The section of one study: question, the answer its layout computes from its cells, tables, plots,
+    and what did not run. ``summary``: every row of the run (each layout picks its scenario's rows)."""
     cells = study_rows(summary, study)
-    layout = study.get("layout", "engines")
+    layout_name = study.get("layout", "engines")
+    layout = LAYOUTS[layout_name]
     out = study_heading(name, study)
     if cells.empty:
         return [*out, *no_cells_here(study)]
     out += ["**Answer:**", ""]
-    answer = _layout_section(layout, cells, study)
-    if layout != "training":  # a study may also hold training cells: their table follows
-        answer += training_section(cells, study.get("engines", ()))
-    if not decisions.measured(cells).empty or layout == "training":
-        out += answer
+    if (cells["status"].eq("ok") & cells["engine_impl"].ne("noop")).any():
+        out += layout.answer_function()(cells, study)
+        if layout_name != "training":  # a study may also hold training cells: their table follows
+            out += training_section(cells, study)
     else:
         out += ["No cell of this study produced a valid measurement.", ""]
     for path in plots:
-        if path.parent.name in study["workloads"] and path.name in LAYOUT_PLOTS[layout]:
+        if path.parent.name in study["workloads"] and path.name in layout.plots:
             out += [f"![{escape_markdown(path.parent.name)} {path.stem}]({os.path.relpath(path, report_dir)})", ""]
     return out + not_ok_note(cells)

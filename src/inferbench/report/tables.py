@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from inferbench.engines.registry import COMPUTATION_KEYS
+from inferbench.engines.spec import COMPUTATION_KEYS
 from inferbench.report.text import escape_markdown
 
 
@@ -106,10 +106,6 @@ def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> s
 
 def rows_or_none(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> list[str]:
     return [markdown_table(frame, columns) if not frame.empty else "None in this run.", ""]
-
-
-#: knob values that are the plain default: left out of a recipe
-_PLAIN = {"graph": "eager", "cuda_graph": False, "channels_last": False, "io_binding": None, "tf32": None}
 
 
 def recipe(row: Any) -> str:

@@ -12,6 +12,9 @@ sample library (the workload's seeded inputs), pads the batch to ``max_batch`` (
 was prepared and parity-checked with: compiled, captured and static-shape engines need it), runs it
 end to end (host arrays in, host array out) and completes the queries.
 
+The cell's boundary: each query timed by LoadGen from its issue to its completion (waiting in the
+batcher's queue, then its batch staged from host arrays, run and brought back to the host).
+
 The latency bound search: a server cell without a fixed target QPS searches the target on a log scale
 below the engine's capacity at ``max_batch`` (batch over the end-to-end time of one call): half of it
 first, a quarter as much after each invalid run until one is valid, then geometric bisection, one
@@ -20,7 +23,6 @@ LoadGen run per step; the result is the highest target whose run was valid.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import queue
 import shutil
@@ -28,11 +30,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from inferbench.core.settings import ServingSettings
+from inferbench.models.registry import make_inputs
+from inferbench.scenarios.prepare import Measured, PreparedCell
 
 #: a server run's latency percentile that the bound applies to (MLPerf's default for most models)
 BOUND_PERCENTILE = 0.99
@@ -47,43 +53,6 @@ BRACKET_STEP = 4.0
 SWITCH_INTERVAL_S = 0.0002
 #: LoadGen's log files kept beside the record (the trace and accuracy logs stay off or empty)
 KEPT_LOGS = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
-
-
-def loadgen_unavailable_reason() -> str | None:
-    if importlib.util.find_spec("mlperf_loadgen") is None:
-        return "MLPerf LoadGen is not installed (pip install mlcommons-loadgen, declared by pyproject.toml)"
-    return None
-
-
-@dataclass(frozen=True)
-class ServingSettings:
-    """How a serving cell runs (config `serving`, the study's `latency_bound_ms`, the variant's
-    `max_queue_delay_ms`)."""
-
-    #: the p99 latency a server run must stay within (ms)
-    latency_bound_ms: float
-    #: the batcher waits at most this long after a batch's first query for more to fill it
-    max_queue_delay_ms: float = 2.0
-    #: every LoadGen run lasts at least this long and issues at least this many queries (LoadGen's
-    #: early stopping needs about 460 queries within the bound to judge a p99)
-    min_duration_s: float = 2.0
-    min_query_count: int = 500
-    #: a run ends here even if its minimum query count is not reached (it is then invalid)
-    max_duration_s: float = 60.0
-    #: samples in the query sample library (seeded inputs, cycled by LoadGen's sample index)
-    samples: int = 256
-    #: server: LoadGen runs of the search for the highest valid QPS
-    search_runs: int = 6
-    #: server: run at this QPS only, no search (None: search)
-    target_qps: float | None = None
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> ServingSettings:
-        """The settings from a JSON object; a key that is not a setting is an error that names them."""
-        unknown = sorted(set(values) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"unknown serving settings {unknown}; known: {', '.join(cls.__dataclass_fields__)}")
-        return cls(**values)
 
 
 class DynamicBatcher:
@@ -353,3 +322,62 @@ def measure_serving(
             high = target
     result, batches = best or last or (None, None)
     return out | {"result": result, "batches": batches, "search": search, "qps_at_bound": low}
+
+
+#: what a serving cell's latencies time
+SERVING_BOUNDARY = (
+    "each query timed by MLPerf LoadGen from its issue to its completion: waiting in the dynamic batcher's "
+    "queue, then its batch staged from host arrays, run and brought back to the host"
+)
+
+
+def measure(cell: PreparedCell) -> Measured:
+    """A server or offline cell: LoadGen drives the prepared, parity-checked engine through the dynamic
+    batcher, under the exclusive machine lock. Valid when the run that answers the cell is valid by
+    LoadGen's rules, invalid (with LoadGen's reasons) otherwise."""
+    key, engine, settings, serving = cell.key, cell.engine, cell.settings, cell.serving
+    if serving is None or cell.logs is None:
+        raise ValueError(f"a {key.scenario} cell needs its serving settings and a folder for LoadGen's logs")
+    # the query sample library: the workload's seeded inputs, one row per sample
+    library = make_inputs(cell.specs, serving.samples, key.seq_len, settings.seed)
+
+    def run_batch(indices: np.ndarray) -> None:
+        rows = np.resize(indices, key.batch_size)  # padded to the prepared batch with the batch's own rows
+        engine.to_numpy(engine.run(engine.stage({name: array[rows] for name, array in library.items()})))
+
+    with cell.lock.exclusively():
+        window_start = time.time()
+        result = measure_serving(key.scenario, run_batch, key.batch_size, serving.samples, serving, cell.logs)
+        window = [window_start, time.time()]
+    answer = result["result"] or {}
+    fields = {
+        "timing": f"loadgen_{key.scenario}",
+        "timing_description": SERVING_BOUNDARY,
+        "clock": "loadgen",
+        "items_per_call": key.batch_size,
+        "n_iters": answer.get("query_count"),
+        "measured_windows_unix": [window],
+        "serving": result,
+        "environment": {"loadgen": answer.get("loadgen")},
+    }
+    return Measured(fields, invalid=_why_not_valid(result, serving))
+
+
+def _why_not_valid(result: dict[str, Any], serving: ServingSettings) -> str | None:
+    answer = result["result"]
+    if not answer:  # no LoadGen run could meet the bound (measure_serving says why)
+        return f"no server run can meet p99 <= {serving.latency_bound_ms:g} ms: " + (
+            result.get("unreachable") or result.get("stopped") or "no run"
+        )
+    if answer["valid"]:
+        return None
+    searched = result.get("search") or []
+    return (
+        f"LoadGen: {why_invalid(answer)}"
+        + (
+            f" (no target QPS of the {len(searched)}-run search met p99 <= {serving.latency_bound_ms:g} ms)"
+            if len(searched) > 1
+            else ""
+        )
+        + (f"; {result['stopped']}" if result.get("stopped") else "")
+    )

@@ -2,12 +2,13 @@
 
 Each timed call is followed by synchronisation (single-stream semantics: the next call starts only
 after the previous result exists). Host-clock timers read ``perf_counter_ns`` after the engine's
-``synchronize``; CUDA-event timers record events around the call on the current stream.
+``synchronize``; CUDA-event timers record events around the call on the stream the engine computes on.
+Which timer a boundary uses is the scenario's choice (inferbench.scenarios.single), never the engine's.
 
 Besides the timer's sample, every call's host time is split in two: until ``call()`` returns (the
 host issuing the work) and until the timer has synchronised. Where an engine's ``run`` returns before
-the device has finished, the first part's share says who sets the pace (inferbench.trackers.bound):
-near 1, the device waits for the host's launches; well below, the host waits for the device.
+the device has finished (measured: inferbench.trackers.bound), the first part's share says who sets
+the pace: near 1, the device waits for the host's launches; well below, the host waits for the device.
 """
 
 from __future__ import annotations
@@ -41,31 +42,25 @@ class HostTimer:
 
 
 class CudaEventTimer:
-    """Device time between two events on the current CUDA stream."""
+    """Device time between two CUDA events recorded on ``stream``: the stream the engine queues its
+    work on (its ``stream()``), so the events bracket exactly that work, whichever library issues it."""
 
-    def __init__(self, synchronize: Callable[[], None]) -> None:
+    def __init__(self, stream: Any, synchronize: Callable[[], None]) -> None:
         import torch
 
+        self._stream = stream
         self._start = torch.cuda.Event(enable_timing=True)
         self._stop = torch.cuda.Event(enable_timing=True)
         self._synchronize = synchronize
 
     def begin(self) -> None:
-        self._start.record()
+        self._start.record(self._stream)
 
     def end(self) -> float:
-        self._stop.record()
+        self._stop.record(self._stream)
         self._stop.synchronize()
         self._synchronize()
         return self._start.elapsed_time(self._stop) * 1e-3
-
-
-def make_timer(kind: str, synchronize: Callable[[], None]) -> Timer:
-    if kind == "cuda_events":
-        return CudaEventTimer(synchronize)
-    if kind == "host":
-        return HostTimer(synchronize)
-    raise ValueError(f"unknown timer {kind!r}")
 
 
 @dataclass
@@ -86,7 +81,7 @@ class Measurement:
         return float(np.median(self.launch_s / np.maximum(self.host_call_s, 1e-12)))
 
 
-def measure(
+def measure_calls(
     call: Callable[[], Any],
     timer: Timer,
     warmup_s: float,

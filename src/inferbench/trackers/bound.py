@@ -8,10 +8,12 @@ processes before it calls a difference real (inferbench.launch.processes, inferb
 Two measured signals, each where it means something:
 
 - ``launch_share`` (inferbench.scenarios.timing): the median share of a call's host time spent before
-  ``run()`` returned. For engines whose ``run`` returns as soon as the work is queued (PyTorch on
-  CUDA, TensorRT), a share near 1 means the GPU finished right after the last launch: it waited for
-  the host. ONNX Runtime's ``run`` returns only when its stream is done, so there the share is 1
-  whatever the bound, and it is not used.
+  ``run()`` returned. Where ``run`` returns as soon as the work is queued (PyTorch on CUDA, TensorRT),
+  a share near 1 means the GPU finished right after the last launch: it waited for the host. Where
+  ``run`` returns only when its stream is done (ONNX Runtime's CUDA provider), the share is 1 whatever
+  the bound, and it is not used. Which of the two a call does is measured, not declared:
+  ``probe_launches_async`` keeps the engine's stream busy with a sleeping kernel and sees whether the
+  call returns before the sleep ends.
 - ``gpu_busy_pct`` (inferbench.trackers.gpu_telemetry): NVML's share of the window in which a kernel
   was running. Engine-agnostic but coarse: the driver samples every ~1/6 s, and the samples at the
   window's edges cover idle time outside it, so device-bound cells read 75-94% on the H100, not 100
@@ -20,7 +22,9 @@ Two measured signals, each where it means something:
 
 from __future__ import annotations
 
-from typing import Literal
+import time
+from collections.abc import Callable
+from typing import Any, Literal
 
 Bound = Literal["device", "host"]
 
@@ -44,3 +48,34 @@ def classify(
         bound = "device" if gpu_busy_pct >= DEVICE_BUSY_PCT else "host"
         return bound, f"GPU busy {gpu_busy_pct:.0f}% (device if >= {DEVICE_BUSY_PCT:.0f}%)"
     return None, None
+
+
+#: GPU clock cycles the probe's sleeping kernel keeps the stream busy (~20-40 ms at 1-2 GHz): longer than
+#: launching any cell's kernels takes the host
+PROBE_SLEEP_CYCLES = 40_000_000
+
+
+def probe_launches_async(call: Callable[[], Any], stream: Any, synchronize: Callable[[], None]) -> bool | None:
+    """Whether ``call()`` returns before the device has done its work: ``stream`` (the engine's) is kept
+    busy by a sleeping kernel first, and a call that returns before the sleep ends did not wait for it.
+    None where it cannot be told (no stream, no sleeping kernel in this PyTorch). A call whose kernels
+    overflow the driver's launch queue (over ~1,000 of them) blocks until the queue drains and reads as
+    synchronous: its bound then comes from NVML's busy share, which suits such device-heavy calls."""
+    import torch
+
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if stream is None or sleep is None:
+        return None
+    synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(stream):
+        start.record(stream)
+        sleep(PROBE_SLEEP_CYCLES)
+        end.record(stream)
+    began = time.perf_counter()
+    call()
+    returned_s = time.perf_counter() - began
+    synchronize()
+    stream.synchronize()
+    slept_s = start.elapsed_time(end) * 1e-3
+    return returned_s < slept_s / 2

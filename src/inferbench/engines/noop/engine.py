@@ -15,7 +15,7 @@ from inferbench.models.registry import InputSpec
 class NoopEngine(Engine):
     impl = "noop"
     computes = False
-    timing_description = "one call of an engine that does no work: the harness's own per-call overhead"
+    run_description = "returns a constant without any work: what remains is the harness's own per-call overhead"
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:

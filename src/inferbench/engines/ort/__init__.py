@@ -1,0 +1,72 @@
+"""ONNX Runtime engines on the workflow's ONNX export: the CPU, CUDA and TensorRT execution providers.
+
+The code that runs them is in ``inferbench.engines.ort.engine``, imported only when a cell runs.
+"""
+
+from inferbench.engines.spec import TF32, EngineInfo, Option
+
+_FUSIONS = Option(
+    bool,
+    False,
+    "run ONNX Runtime's transformer fusions (onnxruntime.transformers.optimizer: Attention, SkipLayerNorm, "
+    "BiasGelu, EmbedLayerNorm) on an export made for them (TorchScript exporter, eager attention): "
+    "results/onnx/<workload>.fused.onnx",
+)
+_CUDA = {
+    "io_binding": Option(bool, True, "inputs and outputs stay on the GPU (false: host arrays in and out, end to end)"),
+    "tf32": TF32,
+    "fusions": _FUSIONS,
+    "cuda_graph": Option(
+        bool,
+        False,
+        "capture the session in a CUDA graph and replay it (needs io_binding; the cell's shapes are fixed "
+        "with free-dimension overrides so that no node falls back to the CPU)",
+        requires="io_binding",
+    ),
+    "prefer_nhwc": Option(bool, False, "the CUDA provider's NHWC convolution kernels (channels-last)"),
+    "cudnn_conv_algo_search": Option(
+        str,
+        "EXHAUSTIVE",
+        "how the CUDA provider picks cuDNN convolution algorithms (EXHAUSTIVE is its default)",
+        ("EXHAUSTIVE", "HEURISTIC", "DEFAULT"),
+    ),
+}
+#: torch first: it loads the CUDA libraries ONNX Runtime's CUDA provider links to
+_GPU_LIBRARIES = ("torch", "onnxruntime")
+
+ENGINES = {
+    "ort_cpu": EngineInfo(
+        "inferbench.engines.ort.engine:OrtCpu",
+        ("cpu",),
+        ("fp32", "int8"),
+        "onnx",
+        "ONNX Runtime, CPU execution provider; int8 through dynamic quantization",
+        {"int8": "int8"},
+        libraries=("onnxruntime",),
+        options={"fusions": _FUSIONS},
+    ),
+    "ort_cuda": EngineInfo(
+        "inferbench.engines.ort.engine:OrtCuda",
+        ("cuda",),
+        ("fp32", "fp16"),
+        "onnx",
+        "ONNX Runtime, CUDA execution provider, IO binding (or host-to-host)",
+        {"fp16": "fp16"},
+        libraries=_GPU_LIBRARIES,
+        options=_CUDA,
+    ),
+    "ort_trt": EngineInfo(
+        "inferbench.engines.ort.engine:OrtTensorRT",
+        ("cuda",),
+        ("fp32", "fp16"),
+        "onnx",
+        "ONNX Runtime, TensorRT execution provider, engine cache under results/engines/ort_trt",
+        libraries=_GPU_LIBRARIES,
+        options={
+            **_CUDA,
+            "cache_dir": Option(
+                str, "results/engines/ort_trt", "where TensorRT engines are cached", inside_workdir=True
+            ),
+        },
+    ),
+}

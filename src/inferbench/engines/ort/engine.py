@@ -17,7 +17,7 @@ import numpy as np
 
 from inferbench.core.errors import CorruptArtifact
 from inferbench.engines.base import Engine, cuda_unavailable_reason
-from inferbench.engines.tensorrt.engine import tensorrt_unavailable_reason
+from inferbench.engines.tensorrt.plans import tensorrt_unavailable_reason
 from inferbench.models.registry import InputSpec
 
 
@@ -187,12 +187,14 @@ class OrtEngine(Engine):
 class OrtCpu(OrtEngine):
     impl = "ort_cpu"
     provider = "CPUExecutionProvider"
+    run_description = "one session.run on host arrays, where the CPU provider computes"
 
 
 class OrtCuda(OrtEngine):
-    """With ``io_binding`` (default) inputs and outputs stay on the GPU (boundary ``device``);
-    without, host arrays go in and come out on every call (boundary ``end_to_end``). With
-    ``cuda_graph`` the session is captured once in a CUDA graph and replayed."""
+    """With ``io_binding`` (default) inputs and outputs stay on the GPU; without, host arrays go in and
+    come out on every call. With ``cuda_graph`` the session is captured once in a CUDA graph and
+    replayed. The session computes on a CUDA stream of ours (the provider's ``user_compute_stream``),
+    so GPU events recorded on it bracket a call's device work, as for the PyTorch engines."""
 
     impl = "ort_cuda"
     provider = "CUDAExecutionProvider"
@@ -220,16 +222,29 @@ class OrtCuda(OrtEngine):
             "prefer_nhwc": int(self.options["prefer_nhwc"]),
         }
         if self.options["cuda_graph"] and graph_capture:
-            # the session computes on our stream, so the copies into the graph's input buffers that
-            # run() issues on it come before the replay without a host synchronisation
-            options |= {"enable_cuda_graph": 1, "user_compute_stream": str(self.stream.cuda_stream)}
-        return options
+            options["enable_cuda_graph"] = 1
+        return options | self._stream_option()
+
+    def _stream_option(self) -> dict[str, str]:
+        """The session computes on our stream: the GPU events of a timed call are recorded on it, and
+        the copies into a CUDA graph's input buffers that run() issues there come before the replay
+        without a host synchronisation."""
+        return {"user_compute_stream": str(self._stream.cuda_stream)}
+
+    @property
+    def staged_on_device(self) -> bool:
+        return self.io_binding
+
+    def stream(self) -> Any:
+        return self._stream
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
-        self.cuda_graph = self.options["cuda_graph"]
-        if self.cuda_graph:
-            import torch
+        import torch
 
+        self.cuda_graph = self.options["cuda_graph"]
+        self.io_binding = self.options["io_binding"]
+        self._stream = torch.cuda.Stream()
+        if self.cuda_graph:
             # a capture needs static shapes: with the symbolic dimensions fixed, ONNX Runtime folds the
             # shape computations that would otherwise run on the CPU provider and stop the capture
             self.fixed_dims = {
@@ -238,20 +253,20 @@ class OrtCuda(OrtEngine):
                 for axis, dim in enumerate(spec.shape)
                 if isinstance(dim, str)
             }
-            self.stream = torch.cuda.Stream()
         super().prepare(artifact, inputs, example)
-        self.io_binding = self.options["io_binding"]
-        if not self.io_binding:
-            self.timing = "end_to_end"
-            self.timing_description = "session.run with host arrays in and host arrays out (copies included)"
+        self.run_description = (
+            "session.run with host arrays in and host arrays out (its copies included)"
+            if not self.io_binding
+            else "one run_with_iobinding on inputs bound on the device; outputs stay on the device"
+        )
         if self.cuda_graph:
             self._bind_graph_buffers(example)
             with self.cold_start("capture"):  # ONNX Runtime captures on an early run, then replays
                 for _ in range(3):
                     self.run(self.stage(example))
-            self.timing_description = (
+            self.run_description = (
                 "a device-to-device copy of the staged inputs into the graph's input buffers, then one "
-                "run_with_iobinding that replays the captured CUDA graph; outputs left on the device"
+                "run_with_iobinding that replays the captured CUDA graph; outputs stay on the device"
             )
 
     def _bind_graph_buffers(self, example: dict[str, np.ndarray]) -> None:
@@ -298,7 +313,7 @@ class OrtCuda(OrtEngine):
         if self.cuda_graph:
             import torch
 
-            with torch.cuda.stream(self.stream):
+            with torch.cuda.stream(self._stream):
                 for name, tensor in staged.items():
                     self.graph_inputs[name].copy_(tensor, non_blocking=True)
             self.session.run_with_iobinding(self.graph_binding)
@@ -309,9 +324,7 @@ class OrtCuda(OrtEngine):
         return staged.binding
 
     def synchronize(self) -> None:
-        if self.cuda_graph:
-            self.stream.synchronize()
-        # otherwise nothing: the CUDA provider synchronises its stream at the end of every run
+        self._stream.synchronize()
 
     def to_numpy(self, output: Any) -> np.ndarray:
         if self.cuda_graph:
@@ -356,7 +369,7 @@ class OrtTensorRT(OrtCuda):
             "trt_engine_cache_path": str(cache),
             "trt_timing_cache_enable": True,
             "trt_timing_cache_path": str(cache),
-        }
+        } | self._stream_option()
 
 
 def _operator_types(path: Path) -> set[str]:

@@ -46,9 +46,9 @@ class TorchCudaGraph(TorchEngine):
             torch.cuda.synchronize()
         self.module = module
 
-    timing_description = (
-        "a device-to-device copy of the staged batch into the graph's input buffers, then one replay(), "
-        "and its synchronisation; outputs left on the device"
+    run_description = (
+        "a device-to-device copy of the staged batch into the graph's input buffers, then one replay(); "
+        "the output stays on the device"
     )
 
     def stage(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:

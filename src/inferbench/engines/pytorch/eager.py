@@ -34,11 +34,6 @@ class TorchEngine(Engine):
 
     graph: ClassVar[str] = "eager"
 
-    def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
-        super().__init__(device, precision, threads, options)
-        self.timer = "cuda_events" if device == "cuda" else "host"
-        self.launches_async = device == "cuda"  # kernels are queued; the sync waits for them
-
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
         if precision == "fp8":

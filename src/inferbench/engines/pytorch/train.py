@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 class TorchTrainStep(TorchEngine):
     impl = "torch_train"
-    timing_description = (
+    run_description = (
         "one training iteration (zero_grad, forward, loss, backward, optimizer step) on a batch already "
         "staged where the engine computes"
     )
@@ -108,18 +108,17 @@ class TorchTrainStep(TorchEngine):
 
 class TorchTrainEpoch(TorchTrainStep):
     """One call = one epoch over every row of the processed dataset, shuffled, in DataLoader batches of
-    the cell's batch size; host data in, so the boundary is end to end."""
+    the cell's batch size; the data comes from host memory on every call."""
 
     impl = "torch_train_epoch"
-    timing = "end_to_end"
-    timing_description = (
+    run_description = (
         "one epoch over the dataset's rows from host memory: DataLoader (workers, pinning), host-to-device "
-        "copies, and a training iteration per batch, host clock"
+        "copies, and a training iteration per batch"
     )
 
-    def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
-        super().__init__(device, precision, threads, options)
-        self.timer = "host"  # the epoch is timed on the host clock on every device (TorchEngine picks events on cuda)
+    @property
+    def staged_on_device(self) -> bool:
+        return False  # an epoch reads its batches from the host
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         import pandas as pd
@@ -144,7 +143,7 @@ class TorchTrainEpoch(TorchTrainStep):
             persistent_workers=self.workers > 0,  # workers start once, not once per epoch
             generator=torch.Generator().manual_seed(0),
         )
-        self.items_per_call = len(features)
+        self.rows = len(features)
 
     def stage(self, batch: dict[str, np.ndarray]) -> None:
         return None  # the epoch reads the dataset itself
@@ -159,7 +158,7 @@ class TorchTrainEpoch(TorchTrainStep):
     def describe(self) -> dict[str, Any]:
         return {
             **super().describe(),
-            "rows": self.items_per_call,
+            "rows": self.rows,
             "workers": self.workers,
             "pin_memory": self.pin_memory,
             "non_blocking": self.non_blocking,

@@ -1,0 +1,38 @@
+"""Arguments of the verbs that name a cell or an engine variant (run-cell, profile-cell, build-trt-engine)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from inferbench.cli.args import json_value
+
+
+def engine_variant(text: str) -> dict[str, Any]:
+    """An engine variant as JSON, checked against its implementation's declared options."""
+    from inferbench.engines.registry import ENGINES, option_problems
+
+    variant = json_value(text)
+    if not isinstance(variant, dict) or variant.get("engine") not in ENGINES:
+        raise argparse.ArgumentTypeError(f"needs a JSON object whose `engine` is one of {', '.join(ENGINES)}")
+    problems = option_problems(variant["engine"], variant)
+    if problems:
+        raise argparse.ArgumentTypeError("; ".join(problems))
+    return variant
+
+
+def add_cell_arguments(p: argparse.ArgumentParser) -> None:
+    """What names a cell and what it is prepared from: shared by run-cell and profile-cell."""
+    p.add_argument("--workload", required=True)
+    p.add_argument("--engine", required=True, help="the engine variant's name (config key under `engines`)")
+    p.add_argument("--engine-options", type=engine_variant, required=True, help="the variant's config, JSON (checked)")
+    p.add_argument("--precision", required=True)
+    p.add_argument("--device", required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--seq", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--model-meta", type=Path)
+    p.add_argument("--artifact", type=Path)
+    p.add_argument("--measure", type=json_value, default={}, help="config `measure`, JSON (defaults: the schema's)")
+    p.add_argument("--data", type=Path, help="the workload's processed dataset (engines that train on it)")

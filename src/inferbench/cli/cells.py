@@ -1,0 +1,98 @@
+"""Verbs that measure: one cell (its record), one cell's profile, the machine's peaks. Each holds the
+machine lock exclusively while it measures (inferbench.launch.lock)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+
+from inferbench.cli.args import arguments, json_value
+from inferbench.cli.cell_args import add_cell_arguments
+from inferbench.core.errors import UserError
+from inferbench.scenarios import SCENARIOS
+
+log = logging.getLogger("inferbench")
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    add_cell_arguments(p)
+    p.add_argument("--reference", type=Path, help="reference inputs/outputs (npz) for the parity check")
+    p.add_argument("--tolerance", type=json_value, default={}, help="parity tolerances of this precision, JSON")
+    p.add_argument("--scenario", choices=SCENARIOS, default="single", help="how the cell is driven (its scenario)")
+    p.add_argument("--serving", type=json_value, help="serving scenarios: LoadGen's settings, JSON (config `serving`)")
+    p.add_argument("--out", type=Path, required=True)
+
+
+@arguments(_run_arguments)
+def run_cell(args: argparse.Namespace) -> None:
+    imports_started = time.perf_counter()  # the cell job's own imports load torch: they count too
+    from inferbench.core.cells import CellKey
+    from inferbench.core.settings import MeasureSettings, ServingSettings
+    from inferbench.launch.cell_job import measure_cell
+    from inferbench.scenarios.prepare import CellInputs
+
+    key = CellKey(
+        args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads, args.scenario
+    )
+    inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
+    settings = MeasureSettings.from_dict(args.measure)
+    serving = None
+    if SCENARIOS[args.scenario].serves:
+        if args.serving is None:
+            raise UserError(f"--scenario {args.scenario} needs --serving (JSON: latency_bound_ms, ...)")
+        serving = ServingSettings.from_dict(args.serving)
+    record = measure_cell(
+        key, args.engine_options, inputs, settings, args.out, args.lock, args.tolerance, imports_started, serving
+    )
+    p50 = (record.latency_ms or {}).get("p50")
+    processes = (record.repeats or {}).get("n", 1)
+    spread = (record.repeats or {}).get("p50_spread_pct")
+    bound = (record.bound or {}).get("class")
+    log.info(
+        f"{key.cell_id}: {record.status}"
+        + (f", p50 {p50:.3f} ms" if p50 is not None else f" ({record.reason})")
+        + f", {processes} process{'es' if processes > 1 else ''}"
+        + (f" (spread {spread:.1f}%)" if spread is not None else "")
+        + (f", {bound}-bound" if bound else "")
+    )
+
+
+def _profile_arguments(p: argparse.ArgumentParser) -> None:
+    add_cell_arguments(p)
+    p.add_argument("--calls", type=int, default=10, help="profiled calls after the warm-up")
+    p.add_argument("--top", type=int, default=12, help="operators kept in the table")
+    p.add_argument("--out", type=Path, required=True, help="top_ops.json; the trace is written beside it")
+
+
+@arguments(_profile_arguments)
+def profile_cell(args: argparse.Namespace) -> None:
+    from inferbench.core.cells import CellKey
+    from inferbench.core.settings import MeasureSettings
+    from inferbench.scenarios.prepare import CellInputs
+    from inferbench.scenarios.profile import profile_cell
+
+    key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
+    inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
+    settings = MeasureSettings.from_dict({**args.measure, "repeats": 1})
+    result = profile_cell(key, args.engine_options, inputs, settings, args.out, args.lock, args.calls, args.top)
+    ops = ", ".join(f"{op['name']} {op['share']:.0%}" for op in result.get("top_ops", [])[:3] if op["share"])
+    log.info(f"{key.cell_id}: profile {result['status']}" + (f"; top: {ops}" if ops else f" ({result.get('reason')})"))
+
+
+def _peaks_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    p.add_argument("--out", type=Path, required=True)
+
+
+@arguments(_peaks_arguments)
+def machine_peaks(args: argparse.Namespace) -> None:
+    from inferbench.core.fsutil import write_json
+    from inferbench.trackers.roofline import machine_peaks
+
+    with args.lock.exclusively():  # a measurement like a cell's: nothing else of the workflow runs meanwhile
+        peaks = machine_peaks(args.device)
+    write_json(args.out, peaks)
+    log.info("peaks: %s", json.dumps(peaks))

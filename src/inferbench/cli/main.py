@@ -1,0 +1,76 @@
+"""``inferbench <verb> ...``: the parser built from the table of verbs (inferbench.cli.verbs), the job's
+logging, its GPU slot and machine lock, then the verb's function.
+
+Only the module of the verb that runs is imported: its arguments are declared beside its function,
+and the other verbs appear in ``--help`` by their one-line help."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from inferbench.cli.verbs import VERBS, Verb
+from inferbench.core.errors import UserError
+
+
+def verb_function(verb: Verb) -> Callable[[argparse.Namespace], Any]:
+    return getattr(importlib.import_module(verb.module), verb.function)
+
+
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The parser: every verb by name and help; the arguments of ``verb`` (the one that runs)."""
+    parser = argparse.ArgumentParser(prog="inferbench", description="a reproducible inference benchmark's verbs")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    for name, info in VERBS.items():
+        p = sub.add_parser(name, help=info.help)
+        if name == verb:
+            verb_function(info).add_arguments(p)
+    return parser
+
+
+def configure_logging() -> None:
+    """Every job's log: timestamped lines on stderr (the rules send it to logs/<rule>/...): this
+    package's progress, and only warnings of the libraries it drives (the exporter is chatty)."""
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        stream=sys.stderr,
+        force=True,
+    )
+    logging.getLogger("inferbench").setLevel(logging.INFO)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
+    verb = VERBS[args.verb]
+    configure_logging()
+    gpu = None
+    if verb.gpu == "always" or (verb.gpu == "device" and args.device == "cuda"):
+        from inferbench.launch.gpu_slots import claim_for_this_process
+
+        gpu = claim_for_this_process()  # before anything imports CUDA; released when this process ends
+    args.lock = None
+    if verb.lock:
+        from inferbench.launch.lock import MachineLock
+        from inferbench.launch.run_lock import join_run
+
+        join_run()  # a job of a run in this directory: a run started after a kill -9 leaves it alone
+        args.lock = MachineLock()
+        args.lock.shared()
+    try:
+        verb_function(verb)(args)
+    except (UserError, ValueError, FileNotFoundError) as error:
+        print(f"inferbench {args.verb}: error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        if args.lock:
+            args.lock.close()
+        if gpu:
+            gpu.release()
+    return 0

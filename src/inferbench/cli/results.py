@@ -1,0 +1,135 @@
+"""Verbs of the results: the summary from the records, the plots, the roofline table, the Markdown report,
+a comparison of two runs, and the removal of records so that their cells are measured again."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from inferbench.cli.args import arguments
+from inferbench.core.cells import STATUSES
+
+
+def _aggregate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("records", nargs="+", type=Path)
+    p.add_argument("--out-csv", type=Path, required=True)
+    p.add_argument("--out-parquet", type=Path, required=True)
+
+
+@arguments(_aggregate_arguments)
+def aggregate(args: argparse.Namespace) -> None:
+    from inferbench.exporters.tables import write_summary
+
+    frame = write_summary(args.records, args.out_csv, args.out_parquet)
+    print(f"{len(frame)} cells: {frame['status'].value_counts().to_dict()}")
+
+
+def _plot_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("records", nargs="+", type=Path)
+    p.add_argument("--workload", required=True)
+    p.add_argument("--kind", choices=["batch", "seq", "serving"], default="batch", help="which sweep to plot")
+    p.add_argument("--engines", nargs="*", default=[], help="the config's engine variants, in order: their colours")
+    p.add_argument("--out-dir", type=Path, required=True)
+
+
+@arguments(_plot_arguments)
+def plot(args: argparse.Namespace) -> None:
+    from inferbench.analysis.summary import load_records, summary_frame
+    from inferbench.report.plots import SERVING_PLOT, plot_serving, plot_workload
+
+    if args.kind == "serving":  # every LoadGen run of the search is in the records, not the summary
+        plot_serving(load_records(args.records), args.workload, args.out_dir / SERVING_PLOT, args.engines)
+        return
+    plot_workload(summary_frame(args.records), args.workload, args.out_dir, args.kind, args.engines)
+
+
+def _roofline_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--summary", type=Path, required=True)
+    p.add_argument("--costs", nargs="+", type=Path, required=True)
+    p.add_argument("--peaks", nargs="+", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+
+
+@arguments(_roofline_arguments)
+def roofline(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from inferbench.analysis.roofline import roofline_table
+    from inferbench.core.fsutil import atomic_path, read_json
+
+    table = roofline_table(
+        pd.read_csv(args.summary), [read_json(p) for p in args.costs], [read_json(p) for p in args.peaks]
+    )
+    with atomic_path(args.out) as tmp:
+        table.to_csv(tmp, index=False)
+
+
+def _report_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--summary", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--plots", nargs="*", type=Path, default=[])
+    p.add_argument("--model-meta", nargs="*", type=Path, default=[])
+    p.add_argument("--dataset-stats", nargs="*", type=Path, default=[])
+    p.add_argument("--profiles", nargs="*", type=Path, default=[], help="top_ops.json of profiled cells")
+    p.add_argument("--roofline", nargs="*", type=Path, default=[], help="roofline.csv of the roofline studies")
+    p.add_argument(
+        "--studies", default="{}", help="JSON: study name -> its config (devices resolved, its cells); one section each"
+    )
+
+
+@arguments(_report_arguments)
+def report(args: argparse.Namespace) -> None:
+    from inferbench.report.markdown import write_report
+
+    write_report(
+        args.summary,
+        args.out,
+        plots=args.plots,
+        model_meta=args.model_meta,
+        dataset_stats=args.dataset_stats,
+        profiles=args.profiles,
+        studies=json.loads(args.studies),
+        roofline=args.roofline,
+    )
+
+
+def _compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_a", type=Path, help="a results directory (summary.csv, cells/) or a summary CSV")
+    p.add_argument("run_b", type=Path, help="the same, for the run compared with RUN_A")
+    p.add_argument("--out-md", type=Path, help="write the Markdown here too")
+    p.add_argument("--out-csv", type=Path, help="the per-cell table as CSV")
+
+
+@arguments(_compare_arguments)
+def compare(args: argparse.Namespace) -> None:
+    from inferbench.analysis.compare_runs import compare_runs
+    from inferbench.core.fsutil import atomic_path
+
+    cells, _, text = compare_runs(args.run_a, args.run_b)
+    if args.out_csv:
+        with atomic_path(args.out_csv) as tmp:
+            cells.to_csv(tmp, index=False)
+    if args.out_md:
+        with atomic_path(args.out_md) as tmp:
+            tmp.write_text(text + "\n")
+    print(text)
+
+
+def _clean_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cells-dir", type=Path, default=Path("results/cells"))
+    p.add_argument(
+        "--status",
+        nargs="+",
+        default=["failed", "unreadable"],
+        choices=[*STATUSES, "unreadable"],
+        help="unreadable: records that cannot be read (damaged, another schema); default: failed unreadable",
+    )
+
+
+@arguments(_clean_arguments)
+def clean(args: argparse.Namespace) -> None:
+    from inferbench.analysis.summary import remove_records
+
+    removed = remove_records(args.cells_dir, set(args.status))
+    print(f"removed {len(removed)} records with status {', '.join(args.status)}; the next run re-measures them")

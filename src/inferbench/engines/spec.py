@@ -1,0 +1,126 @@
+"""What an engine declares about itself, without importing anything heavy: the devices and precisions
+it runs, what it is prepared from, its options with their types and defaults.
+
+Each engine family (a package under ``inferbench.engines``: ``pytorch``, ``ort``, ``tensorrt``,
+``noop``) declares its implementations in its ``__init__.py`` as ``ENGINES = {name: EngineInfo(...)}``
+and keeps the code that runs them in modules of its own, imported only when a cell runs
+(``EngineInfo.target``). inferbench.engines.registry finds the families.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+#: what ``Engine.computation`` says of a cell, one summary column each, with the plain setting of each:
+#: what a cell computes with when no option changes it (the report names every other setting, and a
+#: speed-up is attributed to the step from a plain setting to another: inferbench.analysis.decisions)
+PLAIN_COMPUTATION: dict[str, Any] = {
+    "graph": "eager",
+    "precision_mode": None,
+    "channels_last": False,
+    "compile_mode": None,
+    "cuda_graph": False,
+    "io_binding": False,
+    "tf32": False,
+    "fusions": False,
+}
+COMPUTATION_KEYS = tuple(PLAIN_COMPUTATION)
+#: the precision every speed-up is measured from
+PLAIN_PRECISION = "fp32"
+
+ALL_PRECISIONS = ("fp32", "fp16", "bf16")
+#: keys every variant may have besides its engine's options: which implementation, where it runs, and
+#: how long the dynamic batcher of its serving cells waits for a batch to fill (inferbench.scenarios.serving)
+VARIANT_KEYS = ("engine", "devices", "precisions", "max_queue_delay_ms")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of an engine implementation: its type, default and what it does."""
+
+    type: type
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    #: numbers: the smallest value allowed, and whether it is allowed itself
+    minimum: float | None = None
+    exclusive: bool = False
+    #: strings: a path relative to the working directory that stays inside it (what the job creates
+    #: and writes there must not land anywhere a config string points)
+    inside_workdir: bool = False
+    #: booleans: another boolean option of the same engine that must be true when this one is
+    requires: str | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not a valid setting of this option, or None."""
+        # bool is a subclass of int: a bool is right only for a bool option (`workers: true` is not an
+        # int); a float option also takes an int
+        accepted = (int, float) if self.type is float else self.type
+        if isinstance(value, bool) != (self.type is bool) or not isinstance(value, accepted):
+            return f"{value!r} is not a {self.type.__name__}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{value!r} is not a finite number"
+        if self.inside_workdir and (
+            not value or PurePosixPath(value).is_absolute() or ".." in PurePosixPath(value).parts or "\\" in value
+        ):
+            return f"{value!r} must be a relative path inside the working directory (no leading /, no ..)"
+        if self.choices is not None and value not in self.choices:
+            return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
+        if self.minimum is not None and (value < self.minimum or (self.exclusive and value == self.minimum)):
+            return f"{value!r} must be {'>' if self.exclusive else '>='} {self.minimum}"
+        return None
+
+
+#: options shared by several families
+TF32 = Option(
+    bool,
+    False,
+    "TF32 tensor-core math for fp32 convolutions and matmuls (PyTorch's default for convolutions); "
+    "false: fp32 is strict fp32",
+)
+CHANNELS_LAST = Option(bool, False, "channels-last memory format for image models")
+
+
+def precision_mode(default: str) -> Option:
+    return Option(str, default, "fp16/bf16 by autocast, or by casting weights and inputs", ("autocast", "cast"))
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    target: str  # "module:Class"
+    devices: tuple[str, ...]
+    precisions: tuple[str, ...]
+    #: what the engine is prepared from; trt_plan: a TensorRT engine built by the workflow from the fp32 ONNX
+    artifact: Literal["checkpoint", "onnx", "trt_plan", "none"]
+    description: str
+    #: ONNX file variant per precision (results/onnx/<workload>.<variant>.onnx); absent: the fp32 export
+    onnx_variants: dict[str, str] = field(default_factory=dict)
+    #: inference, or train (its cells are timed by the training scenario: one call is a training step,
+    #: or an epoch where the engine reads the workload's dataset)
+    mode: Literal["inference", "train"] = "inference"
+    #: workload kinds (see inferbench.core.workloads) the engine can run
+    workload_kinds: tuple[str, ...] = ("tabular", "vision", "text")
+    #: the engine reads the workload's processed dataset (given to the cell as an input)
+    needs_dataset: bool = False
+    #: libraries its cells import, imported (and timed) once before the cell's fresh processes start
+    libraries: tuple[str, ...] = ("torch",)
+    #: the options a variant of it may set (config `engines.<variant>`), with their defaults
+    options: dict[str, Option] = field(default_factory=dict)
+    #: it compiles while preparing (tens of seconds): True, or the boolean option that turns it on
+    compiles: bool | str = False
+
+    @property
+    def module(self) -> str:
+        """The module that runs the engine (imported only when a cell runs)."""
+        return self.target.split(":")[0]
+
+    def compiles_with(self, variant: dict[str, Any]) -> bool:
+        """Whether a cell of this variant compiles before it measures."""
+        return bool(variant.get(self.compiles, False)) if isinstance(self.compiles, str) else self.compiles
+
+    def effective_options(self, variant: dict[str, Any]) -> dict[str, Any]:
+        """The variant's options with the defaults filled in (what a record says it ran with)."""
+        return {key: variant.get(key, option.default) for key, option in self.options.items()}

@@ -1,0 +1,1 @@
+"""Exporters: the summary written where users keep results (CSV and Parquet here)."""

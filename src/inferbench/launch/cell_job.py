@@ -1,0 +1,121 @@
+"""A cell's job as the workflow runs it (verb ``run-cell``): the libraries its engine needs imported
+here, once and timed, then the cell measured in fresh processes (inferbench.launch.processes), each
+running inferbench.scenarios.run.run_cell, merged into one record."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.fsutil import read_json
+from inferbench.core.settings import MeasureSettings, ServingSettings
+from inferbench.core.storage import loadgen_dir, save_cell
+from inferbench.core.workloads import workload_info
+from inferbench.engines.registry import engine_info
+from inferbench.launch.lock import MachineLock
+from inferbench.launch.processes import import_libraries, run_in_fresh_processes
+from inferbench.launch.warm import PRELOADED, preloaded_import_s
+from inferbench.scenarios import scenario_info
+from inferbench.scenarios.prepare import CellInputs, seeded_batches
+from inferbench.scenarios.run import run_cell
+
+#: imported before the processes fork, outside every import time a record counts: the statistics of
+#: every process's samples (scipy takes seconds to import on a small machine)
+HARNESS_LIBRARIES = ("scipy.stats",)
+
+
+def measure_cell(
+    key: CellKey,
+    variant: dict[str, Any],
+    inputs: CellInputs,
+    settings: MeasureSettings,
+    out: Path,
+    lock: MachineLock,
+    tolerance: dict[str, float] | None = None,
+    imports_started: float | None = None,
+    serving: ServingSettings | None = None,
+) -> CellRecord:
+    """The cell as the workflow measures it: the libraries its engine needs imported here, once and
+    timed (``cold_start_s.import``, from ``imports_started``, a ``time.perf_counter()`` taken before
+    the verb imported this module, since importing it already loads torch), then ``run_cell`` in
+    ``settings.repeats`` fresh processes forked from this one (``host_bound_repeats`` for a GPU cell
+    found host-bound), merged into one record at ``out``. ``lock`` is held shared except while a
+    process runs (each takes its own). A server or offline cell runs in one fresh process (its LoadGen
+    runs are many seconds each), with ``serving``; LoadGen's logs go to ``loadgen_dir(out)``."""
+    info = engine_info(variant["engine"])
+    modules = [*info.libraries, *(["torch"] if key.device == "cuda" else []), info.module]
+    try:
+        import_s: float | None = import_libraries(modules, lambda: _import_model_code(key, info.artifact, inputs))
+        if imports_started is not None:
+            import_s = time.perf_counter() - imports_started
+        # forked from the warm-start server: the libraries were imported there, once, and timed
+        preloaded = preloaded_import_s(modules)
+        if preloaded is not None and import_s is not None:
+            import_s += preloaded
+    except Exception:  # a missing library: the processes record the cell `unavailable` and why
+        import_s = None
+    import_libraries(HARNESS_LIBRARIES)
+
+    # drawn here, once: the processes fork from this one and share them (spawned ones draw their own)
+    with contextlib.suppress(Exception):  # a broken model meta is the processes' to record
+        seeded_batches(key, inputs, settings)
+    serves = scenario_info(key.scenario).serves
+    logs = loadgen_dir(out) if serves else None
+    # a module-level function and picklable arguments: the processes may have to be spawned
+    one_process = functools.partial(
+        _measure_in_own_process, key, variant, inputs, settings, lock.path, tolerance, serving, logs
+    )
+    host_bound = settings.host_bound_repeats if key.device == "cuda" and not serves else 0
+    repeats = 1 if serves else settings.repeats
+    record, samples = run_in_fresh_processes(one_process, out, repeats, host_bound, lock)
+    if import_s is not None:
+        record.cold_start_s = {"import": import_s, **record.cold_start_s}
+    record.launcher = "warm" if PRELOADED else "cold"
+    if PRELOADED:
+        record.environment["imports_preloaded_s"] = dict(PRELOADED)
+    save_cell(out, record, samples)
+    return record
+
+
+def _measure_in_own_process(
+    key: CellKey,
+    variant: dict[str, Any],
+    inputs: CellInputs,
+    settings: MeasureSettings,
+    lock_path: Path,
+    tolerance: dict[str, float] | None,
+    serving: ServingSettings | None,
+    serving_logs: Path | None,
+    path: Path,
+) -> CellRecord:
+    """One of the cell's fresh processes: ``run_cell`` under a machine lock of its own."""
+    own_lock = MachineLock(lock_path)
+    own_lock.shared()
+    try:
+        return run_cell(key, variant, inputs, settings, path, own_lock, tolerance, serving, serving_logs)
+    finally:
+        own_lock.close()
+
+
+def _import_model_code(key: CellKey, artifact_kind: str, inputs: CellInputs) -> None:
+    """Build the cell's model on the meta device (no weights are allocated): the model code that is
+    imported lazily (timm's, transformers') is then loaded before the processes fork.
+
+    Not transformers' on the GPU: its modeling code imports torchao (through its quantizers), whose
+    import asks torch whether Triton can run, which initialises CUDA, and a process forked after that
+    cannot use the GPU. There the measuring processes load it themselves (in ``load_model``)."""
+    meta = read_json(inputs.model_meta) if inputs.model_meta is not None else {}
+    if artifact_kind != "checkpoint" or "name" not in meta:
+        return
+    if key.device == "cuda" and workload_info(key.workload).kind == "text":
+        return
+    import torch
+
+    from inferbench.models.registry import create_model
+
+    with torch.device("meta"):
+        create_model(meta["name"], **meta.get("arch", {}))

@@ -1,0 +1,67 @@
+"""The shapes a study's report section can take (a study's ``layout``), declared once: the function that
+writes the section's answer from the study's rows, the percentiles it shows (each cell of the study
+gets the timed calls the highest one needs: inferbench.plan.grid), the plots it shows. Light: the
+config check fills the schema's enum from here, the grid reads the percentiles."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Layout:
+    #: ``"module:function"``: ``function(cells, study) -> list[str]``, the answer's Markdown lines from the
+    #: study's summary rows (a DataFrame) and its config
+    answer: str
+    #: the latency percentiles shown when the study names none
+    percentiles: tuple[str, ...]
+    #: the plot files shown, of each of the study's workloads (made by inferbench.report.plots)
+    plots: tuple[str, ...]
+    description: str
+
+    def answer_function(self) -> Callable[[Any, dict[str, Any]], list[str]]:
+        module, function = self.answer.split(":")
+        return getattr(importlib.import_module(module), function)
+
+
+LAYOUTS: dict[str, Layout] = {
+    "by_batch": Layout(
+        "inferbench.report.studies:by_batch_section",
+        ("p50",),
+        ("latency_per_item.png", "throughput.png"),
+        "latency per item against batch size for each engine and device, with the CPU/GPU crossover",
+    ),
+    "engines": Layout(
+        "inferbench.report.studies:engines_section",
+        ("p50", "p95", "p99"),
+        ("throughput.png",),
+        "engines and precisions side by side per workload and batch: mean/p50/p95/p99, throughput, memory, "
+        "speed-up over FP32 eager",
+    ),
+    "seq": Layout(
+        "inferbench.report.studies:seq_section",
+        ("p50", "p90", "p99"),
+        ("latency_vs_seq.png", "latency_per_item.png"),
+        "latency against batch and sequence length, scaling exponent, CPU/GPU gap",
+    ),
+    "training": Layout(
+        "inferbench.report.studies:training_section",
+        ("p50",),
+        (),
+        "time per iteration or epoch, GPU/CPU and optimised/baseline speed-ups",
+    ),
+    "serving": Layout(
+        "inferbench.report.serving:serving_section",
+        ("p50", "p99"),  # LoadGen's own, over its queries (inferbench.scenarios.serving)
+        ("serving.png",),
+        "LoadGen's server and offline cells: QPS within the p99 bound, the effect of max batch and queue delay",
+    ),
+}
+
+
+def study_percentiles(study: dict[str, Any]) -> list[str]:
+    """The percentiles a study reports: its own list, else its layout's."""
+    return list(study.get("percentiles") or LAYOUTS[study.get("layout", "engines")].percentiles)

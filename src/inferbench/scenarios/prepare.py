@@ -1,0 +1,138 @@
+"""What every scenario starts from: the cell's engine made and prepared (cold start timed), its seeded
+input batches, and the parity gate against FP32 eager. A scenario gets a ``PreparedCell`` and returns
+what it ``Measured``; inferbench.scenarios.run turns that into the cell's record."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inferbench.core.cells import CellKey
+from inferbench.core.fsutil import read_json
+from inferbench.core.settings import MeasureSettings, ServingSettings
+from inferbench.engines.base import Engine
+from inferbench.engines.registry import engine_info, load_engine_class
+from inferbench.engines.spec import EngineInfo
+from inferbench.launch.lock import MachineLock
+from inferbench.models.parity import compare, load_reference, violations
+from inferbench.models.registry import InputSpec, input_specs, make_inputs
+from inferbench.scenarios import scenario_info
+
+
+@dataclass
+class CellInputs:
+    """Files a cell is prepared from (each optional: not every engine needs each)."""
+
+    model_meta: Path | None = None
+    artifact: Path | None = None
+    reference: Path | None = None
+    dataset: Path | None = None
+
+
+@dataclass
+class PreparedCell:
+    """A cell ready to be measured: its engine prepared and warm (one call made), the seeded batches its
+    timed calls rotate through, the machine lock a scenario takes exclusively while it measures."""
+
+    key: CellKey
+    info: EngineInfo
+    engine: Engine
+    specs: tuple[InputSpec, ...]
+    batches: list[dict[str, np.ndarray]]
+    settings: MeasureSettings
+    inputs: CellInputs
+    lock: MachineLock
+    #: serving scenarios: LoadGen's settings and the folder for its logs
+    serving: ServingSettings | None = None
+    logs: Path | None = None
+
+
+@dataclass
+class Measured:
+    """What a scenario measured: the record's measurement fields (``memory_mb`` and ``environment``
+    entries are added to the runner's own), the raw samples per boundary, and why the measurement is
+    invalid by the scenario's own rules (None: valid)."""
+
+    fields: dict[str, Any]
+    samples: dict[str, np.ndarray] = field(default_factory=dict)
+    invalid: str | None = None
+
+
+def unavailable(key: CellKey, variant: dict[str, Any], inputs: CellInputs) -> str | None:
+    """Why this cell cannot run here (engine missing, device or precision unsupported), or None."""
+    try:
+        engine_cls = load_engine_class(variant["engine"])
+    except ImportError as error:
+        return f"engine {variant['engine']!r} cannot be imported here: {error}"
+    if scenario_info(key.scenario).serves and (reason := loadgen_unavailable_reason()):
+        return reason
+    if engine_info(variant["engine"]).needs_dataset and inputs.dataset is None:
+        return f"engine {variant['engine']!r} trains on the workload's dataset; {key.workload} has none"
+    return engine_cls.unavailable_reason(key.device, key.precision)
+
+
+def loadgen_unavailable_reason() -> str | None:
+    import importlib.util
+
+    if importlib.util.find_spec("mlperf_loadgen") is None:
+        return "MLPerf LoadGen is not installed (pip install mlcommons-loadgen, declared by pyproject.toml)"
+    return None
+
+
+#: (shape, model meta, seed, batches) -> the seeded batches: drawn once per cell job, before its measuring
+#: processes fork, which share them (four batches of 1,024 images are 2.4 GB and take seconds to draw)
+_BATCHES: dict[tuple[Any, ...], tuple[tuple[InputSpec, ...], list[dict[str, np.ndarray]]]] = {}
+
+
+def seeded_batches(
+    key: CellKey, inputs: CellInputs, settings: MeasureSettings
+) -> tuple[tuple[InputSpec, ...], list[dict[str, np.ndarray]]]:
+    """The cell's input specs and the ``settings.input_batches`` seeded batches its timed calls rotate
+    through (the same for every engine of the workload and shape)."""
+    cache_key = (key.batch_size, key.seq_len, str(inputs.model_meta), settings.seed, settings.input_batches)
+    if cache_key not in _BATCHES:
+        specs = input_specs(read_json(inputs.model_meta)) if inputs.model_meta else ()
+        seeds = range(settings.seed, settings.seed + settings.input_batches)
+        _BATCHES.clear()  # one cell per job: never hold two cells' batches
+        _BATCHES[cache_key] = specs, [make_inputs(specs, key.batch_size, key.seq_len, seed) for seed in seeds]
+    return _BATCHES[cache_key]
+
+
+def prepare_engine(
+    key: CellKey, variant: dict[str, Any], inputs: CellInputs, settings: MeasureSettings
+) -> tuple[Engine, tuple[InputSpec, ...], list[dict[str, np.ndarray]], dict[str, float]]:
+    """Make the engine, prepare it and make one first call: returns it, the input specs, the seeded
+    batches the timed calls rotate through, and the cold-start seconds (prepare, first call, the
+    engine's own)."""
+    engine = load_engine_class(variant["engine"])(key.device, key.precision, key.threads, variant)
+    engine.dataset = inputs.dataset
+    specs, batches = seeded_batches(key, inputs, settings)
+    cold: dict[str, float] = {}
+    start = time.perf_counter()
+    engine.prepare(inputs.artifact, specs, batches[0])
+    cold["prepare"] = time.perf_counter() - start
+    staged = engine.stage(batches[0])
+    start = time.perf_counter()
+    engine.run(staged)
+    engine.synchronize()
+    cold["first_call"] = time.perf_counter() - start
+    engine.attention = engine.attention_kernel(staged)
+    return engine, specs, batches, cold | engine.cold_start_s
+
+
+def check_parity(
+    engine: Engine, key: CellKey, inputs: CellInputs, tolerance: dict[str, float]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The engine's output on the reference inputs against FP32 eager's (None without a reference, or
+    for an engine that computes nothing), and the tolerances it violates."""
+    if not engine.computes or inputs.reference is None:
+        return None, []
+    ref_inputs, ref_output = load_reference(inputs.reference, key.batch_size)
+    output = engine.run(engine.stage(ref_inputs))
+    engine.synchronize()
+    metrics = compare(engine.to_numpy(output), ref_output)
+    return metrics | {"tolerance": tolerance}, violations(metrics, tolerance)

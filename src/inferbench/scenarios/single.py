@@ -1,0 +1,129 @@
+"""The single-call scenario: calls timed one at a time, at two boundaries, under the exclusive machine lock.
+
+- ``device``: one ``run()`` on inputs already staged where the engine computes, output left there.
+  On a GPU it is the time between two CUDA events recorded on the stream the engine computes on (its
+  ``stream()``: PyTorch's current stream, ONNX Runtime's user compute stream, TensorRT's), for every
+  GPU engine alike; on the CPU, the host clock after ``synchronize()``.
+- ``end_to_end``: host arrays in, a host float32 array out: ``stage``, ``run`` and ``to_numpy``,
+  on the host clock after synchronising. What a caller holding host data waits for.
+
+An engine whose ``stage`` leaves the inputs on the host (ONNX Runtime without IO binding, a training
+epoch reading its dataset) has no device boundary of its own: its cell times ``end_to_end`` only, and
+its record says so (``timing``). On a GPU the scenario also measures whether ``run`` returns before the
+device is done (inferbench.trackers.bound) and, from that and NVML, who set the pace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from typing import Any
+
+from inferbench.core.stats import latency_stats
+from inferbench.scenarios.prepare import Measured, PreparedCell
+from inferbench.scenarios.timing import CudaEventTimer, HostTimer, measure_calls
+from inferbench.trackers import memory
+from inferbench.trackers.bound import classify, probe_launches_async
+from inferbench.trackers.gpu_telemetry import GpuTelemetry
+from inferbench.trackers.host_telemetry import HostWindow
+
+#: what each boundary times, by device; ``{run}`` is the engine's own account of one run()
+DEVICE_BOUNDARY = {
+    "cuda": "GPU time between CUDA events recorded on the stream the engine computes on, around one run() on "
+    "inputs already on the device: {run}",
+    "cpu": "host clock around one run() and its synchronisation, on inputs already staged: {run}",
+}
+END_TO_END = (
+    "host arrays in, a host float32 array out: staging, one run() ({run}) and the copy back, timed on the "
+    "host clock after synchronising"
+)
+
+
+def measure(cell: PreparedCell) -> Measured:
+    """One cell of calls timed one at a time; a call processes the cell's batch."""
+    return time_calls(cell, items_per_call=cell.key.batch_size)
+
+
+def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
+    """Time the engine's calls at its boundaries (see the module's docstring); a call processes
+    ``items_per_call`` items (throughput counts them)."""
+    engine, key, settings = cell.engine, cell.key, cell.settings
+    gpu = key.device == "cuda"
+    host_batches = itertools.cycle(cell.batches)
+
+    def end_to_end_call() -> Any:
+        return engine.to_numpy(engine.run(engine.stage(next(host_batches))))
+
+    if engine.staged_on_device:
+        staged = itertools.cycle([engine.stage(batch) for batch in cell.batches])
+
+        def device_call() -> Any:
+            return engine.run(next(staged))
+
+        first_call = device_call
+        timer = CudaEventTimer(engine.stream(), engine.synchronize) if gpu else HostTimer(engine.synchronize)
+        boundary, clock = "device", "cuda_events" if gpu else "host"
+        description = DEVICE_BOUNDARY[key.device].format(run=engine.run_description)
+    else:
+        first_call, timer = end_to_end_call, HostTimer(engine.synchronize)
+        boundary, clock = "end_to_end", "host"
+        description = END_TO_END.format(run=engine.run_description)
+    launches_async = probe_launches_async(first_call, engine.stream(), engine.synchronize) if gpu else None
+
+    telemetry = GpuTelemetry.for_cuda_device() if gpu else None
+    if gpu:
+        memory.reset_gpu_peak()
+    host = HostWindow()
+    per_process = settings.min_iters_per_process
+    with cell.lock.exclusively():
+        window_start = time.time()
+        with telemetry or contextlib.nullcontext(), host:
+            result = measure_calls(first_call, timer, settings.warmup_s, settings.min_time_s, per_process)
+        end_to_end = None
+        if boundary == "device":  # the second boundary; the engine is warm, one untimed call warms staging
+            host_clock = HostTimer(engine.synchronize)
+            end_to_end = measure_calls(end_to_end_call, host_clock, 0.0, settings.min_time_s, per_process)
+        window = [window_start, time.time()]
+
+    stats = latency_stats(result.samples_s, items_per_call)
+    e2e_samples = end_to_end.samples_s if end_to_end else result.samples_s
+    e2e_stats = latency_stats(e2e_samples, items_per_call) if end_to_end else stats
+    # the telemetry window holds the warm-up calls too: energy is shared among all their items
+    gpu_summary = telemetry.summary(items_per_call * (result.warmup_iters + stats["n_iters"])) if telemetry else None
+    bound = None
+    if gpu:
+        busy = gpu_summary["gpu_busy_pct"] if gpu_summary else None
+        bound_class, signal = classify(result.launch_share, busy, bool(launches_async))
+        bound = {
+            "class": bound_class,
+            "signal": signal,
+            "launch_share": result.launch_share,
+            "gpu_busy_pct": busy,
+            "launches_async": launches_async,
+        }
+    fields = {
+        "timing": boundary,
+        "timing_description": description,
+        "clock": clock,
+        "items_per_call": items_per_call,
+        "input_batches": settings.input_batches,
+        "latency_ms": stats["latency_ms"],
+        "latency_ci95_ms": stats["latency_ci95_ms"],
+        "cv": stats["cv"],
+        "throughput_per_s": stats["throughput_per_s"],
+        "n_iters": stats["n_iters"],
+        "warmup_iters": result.warmup_iters,
+        "measured_s": result.measured_s,
+        "measured_windows_unix": [window],
+        "memory_mb": {"gpu_process_peak_nvml": gpu_summary["process_peak_mb"] if gpu_summary else None},
+        "gpu_telemetry": gpu_summary,
+        "host_telemetry": host.summary,
+        "bound": bound,
+        "end_to_end": {
+            "description": END_TO_END.format(run=engine.run_description),
+            "clock": "host",
+            **{k: e2e_stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
+        },
+    }
+    return Measured(fields, {"device": result.samples_s, "end_to_end": e2e_samples})

@@ -1,0 +1,100 @@
+"""The package's layout holds: no import cycle anywhere (function-level imports included), registries
+that the Snakefile reads stay light, and engines carry no measuring policy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from inferbench.engines.base import Engine
+from inferbench.engines.registry import ENGINES, load_engine_class
+from inferbench.plan.code import direct_imports, package_modules
+from tests.conftest import REPO
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                on_stack.discard(other)
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_cycles_are_found_where_there_are_some():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_of_the_package_imports_itself_back():
+    modules = package_modules()
+    assert len(modules) > 60 and "inferbench.scenarios.single" in modules
+    graph = {module: direct_imports(module) for module in modules}
+    assert graph["inferbench.scenarios.run"], "the walk sees imports"
+    assert _cycles(graph) == []
+
+
+#: the package's homes, one per axis or concern
+HOMES = ("core", "plan", "engines", "scenarios", "trackers", "launch", "models", "data", "analysis", "report",
+         "exporters", "cli")  # fmt: skip
+
+
+def test_one_home_per_axis():
+    modules = set(package_modules())
+    homes = {f"inferbench.{home}" for home in HOMES}
+    assert homes <= modules
+    # nothing of substance at the top: every module lives in the package of its concern
+    assert {m for m in modules if m.count(".") == 1} - {"inferbench.__main__"} == homes
+
+
+def test_the_registries_the_snakefile_reads_import_nothing_heavy():
+    code = (
+        "import sys\n"
+        "import inferbench.plan.grid, inferbench.plan.config, inferbench.plan.code, inferbench.engines.registry\n"
+        "import inferbench.engines.tensorrt.plans, inferbench.scenarios, inferbench.cli.verbs, inferbench.data\n"
+        "import inferbench.launch.cell_job\n"
+        "heavy = [m for m in ('torch', 'onnxruntime', 'scipy', 'pandas', 'matplotlib', 'timm') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == "", f"imported at once: {done.stdout.strip()}"
+
+
+#: what the scenarios decide: an engine declaring any of these would be choosing how it is timed
+MEASURING_POLICY = ("timer", "launches_async", "timing", "timing_description", "items_per_call")
+
+
+@pytest.mark.parametrize("impl", sorted(ENGINES))
+def test_engines_carry_no_measuring_policy(impl):
+    cls = load_engine_class(impl)
+    assert issubclass(cls, Engine)
+    for attribute in MEASURING_POLICY:
+        assert not hasattr(cls, attribute), f"{impl} declares {attribute}: the scenario decides how a call is timed"
