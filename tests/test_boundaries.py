@@ -16,7 +16,7 @@ from inferbench.engines import registry
 from inferbench.engines.base import Engine
 from inferbench.engines.spec import EngineInfo
 from inferbench.launch.lock import MachineLock
-from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.run import run_cell
 
 STAGE_S, RUN_S, FETCH_S = 0.001, 0.002, 0.001
@@ -58,9 +58,8 @@ def test_device_and_end_to_end_boundaries_time_what_they_say(engine_cls, tmp_pat
     lock = MachineLock(tmp_path / "lock")
     lock.shared()
     try:
-        record = run_cell(
-            key, {"engine": "sleep"}, CellInputs(), MeasureSettings(0.0, 0.2, 20, repeats=1), tmp_path / "r.json", lock
-        )
+        settings = MeasureSettings(0.0, 0.2, 20, repeats=1)
+        record = run_cell(CellRequest(key, {"engine": "sleep"}, CellInputs(), settings), tmp_path / "r.json", lock)
     finally:
         lock.release()
     assert record.status == "ok", record.reason

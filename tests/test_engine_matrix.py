@@ -20,7 +20,7 @@ from inferbench.models import create_model, make_inputs
 from inferbench.models.export import convert_fp16, export_onnx, quantize_int8, relative_l2
 from inferbench.models.parity import compare, load_reference, make_reference, violations
 from inferbench.models.registry import save_checkpoint
-from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.run import run_cell
 
 FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3, repeats=1)
@@ -133,15 +133,9 @@ def _cell(bert, tmp_path, impl="torch_eager", artifact="m.pt"):
     lock = MachineLock()
     lock.shared()
     try:
-        return run_cell(
-            key,
-            {"engine": impl},
-            CellInputs(bert["root"] / "m.json", bert["root"] / artifact, bert["root"] / "ref.npz"),
-            FAST,
-            tmp_path / key.relpath,
-            lock,
-            {"max_rel_l2": 1e-4},
-        )
+        inputs = CellInputs(bert["root"] / "m.json", bert["root"] / artifact, bert["root"] / "ref.npz")
+        request = CellRequest(key, {"engine": impl}, inputs, FAST, {"max_rel_l2": 1e-4})
+        return run_cell(request, tmp_path / key.relpath, lock)
     finally:
         lock.close()
 

@@ -17,7 +17,7 @@ from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model, make_inputs
 from inferbench.models.export import export_onnx, relative_l2
 from inferbench.models.registry import save_checkpoint
-from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.run import run_cell
 
 FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3, repeats=1)
@@ -93,7 +93,7 @@ def _run(key, variant, artifacts, artifact, tmp_path, settings=FAST):
     lock = MachineLock()
     lock.shared()
     try:
-        record = run_cell(key, variant, CellInputs(artifacts["meta"], artifact), settings, out, lock)
+        record = run_cell(CellRequest(key, variant, CellInputs(artifacts["meta"], artifact), settings), out, lock)
     finally:
         lock.close()
     assert CellRecord.load(out) == record  # exactly what was returned was written

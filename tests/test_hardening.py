@@ -29,7 +29,7 @@ from inferbench.core.errors import CorruptArtifact, UserError, is_oom
 from inferbench.core.settings import MeasureSettings
 from inferbench.plan.config import ConfigError, validate_config
 from inferbench.scenarios import run as cell_runner
-from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.prepare import CellInputs, CellRequest
 from tests.conftest import REPO
 
 BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -314,10 +314,9 @@ def _cell_args(tmp_path: Path) -> tuple:
     from inferbench.launch.lock import MachineLock
 
     key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
-    inputs = CellInputs(model_meta=None)
     lock = MachineLock(tmp_path / "lock")
     lock.shared()
-    return key, {"engine": "noop"}, inputs, MeasureSettings(), tmp_path / "cells" / "r.json", lock
+    return CellRequest(key, {"engine": "noop"}, CellInputs(), MeasureSettings()), tmp_path / "cells" / "r.json", lock
 
 
 def test_a_host_out_of_memory_cell_is_recorded_oom(tmp_path, monkeypatch):
@@ -330,8 +329,8 @@ def test_a_host_out_of_memory_cell_is_recorded_oom(tmp_path, monkeypatch):
 
 
 def test_a_write_error_after_measuring_keeps_the_measurement(tmp_path, monkeypatch):
-    key, variant, inputs, settings, out, lock = _cell_args(tmp_path)
-    measured = CellRecord(key, "ok", "noop", latency_ms={"p50": 1.25}, n_iters=7)
+    request, out, lock = _cell_args(tmp_path)
+    measured = CellRecord(request.key, "ok", "noop", latency_ms={"p50": 1.25}, n_iters=7)
     monkeypatch.setattr(cell_runner, "_measure", lambda *_: (measured, {"device": np.ones(7)}))
     monkeypatch.setattr(storage.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
     real_save = CellRecord.save
@@ -345,7 +344,7 @@ def test_a_write_error_after_measuring_keeps_the_measurement(tmp_path, monkeypat
     with pytest.raises(
         UserError, match=r"cannot write .*r\.json: No space left on device; the measurement \(ok\) is kept in"
     ):
-        cell_runner.run_cell(key, variant, inputs, settings, out, lock)
+        cell_runner.run_cell(request, out, lock)
     kept = next((tmp_path / "tmp" / "inferbench-unsaved").rglob("r.json"))
     assert CellRecord.load(kept).latency_ms["p50"] == 1.25, "nothing measured is lost"
 

@@ -34,7 +34,7 @@ from inferbench.launch.processes import merge_repeats, spread_pct
 from inferbench.models import create_model
 from inferbench.models.registry import save_checkpoint
 from inferbench.scenarios import prepare
-from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.profile import profile_cell
 from inferbench.scenarios.run import run_cell
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
@@ -83,10 +83,8 @@ def test_timed_calls_rotate_through_distinct_seeded_batches(tmp_path, monkeypatc
     meta.write_text(json.dumps({"inputs": [{"name": "x", "shape": ["batch", 4], "dtype": "float32"}]}))
     RecordingEngine.seen = []
     settings = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=9, input_batches=3, repeats=1)
-    record = run_cell(
-        CellKey("mlp_heart", "rec", "fp32", "cpu", 2, 0, 1), {"engine": "rec"}, CellInputs(meta), settings,
-        tmp_path / "r.json", lock,
-    )  # fmt: skip
+    key = CellKey("mlp_heart", "rec", "fp32", "cpu", 2, 0, 1)
+    record = run_cell(CellRequest(key, {"engine": "rec"}, CellInputs(meta), settings), tmp_path / "r.json", lock)
     assert record.status == "ok" and record.input_batches == 3
     timed = RecordingEngine.seen[-9:]  # the end-to-end loop's calls (same rotation) come last
     assert len(set(timed)) == 3, "three different batches"
@@ -307,7 +305,7 @@ def test_epoch_training_cell_counts_dataset_rows_per_call(heart, tmp_path, lock)
     key = CellKey("mlp_heart", "train_epoch", "fp32", "cpu", 32, 0, 1)
     inputs = CellInputs(heart / "m.json", heart / "m.pt", dataset=heart / "heart.parquet")
     variant = {"engine": "torch_train_epoch", "workers": 0}
-    record = run_cell(key, variant, inputs, FAST, tmp_path / "r.json", lock)
+    record = run_cell(CellRequest(key, variant, inputs, FAST), tmp_path / "r.json", lock)
     assert record.status == "ok", record.reason
     assert record.mode == "train" and record.timing == "end_to_end" and record.items_per_call == 100
     assert record.parity is None  # training changes the weights: no output to compare
@@ -320,7 +318,7 @@ def test_epoch_training_cell_counts_dataset_rows_per_call(heart, tmp_path, lock)
 def test_epoch_training_without_a_dataset_is_unavailable(heart, tmp_path, lock):
     key = CellKey("resnet50", "train_epoch", "fp32", "cpu", 32, 0, 1)
     variant, inputs = {"engine": "torch_train_epoch"}, CellInputs(heart / "m.json")
-    record = run_cell(key, variant, inputs, FAST, tmp_path / "r.json", lock)
+    record = run_cell(CellRequest(key, variant, inputs, FAST), tmp_path / "r.json", lock)
     assert record.status == "unavailable" and "dataset" in record.reason
 
 
@@ -339,7 +337,7 @@ def test_training_step_learns_and_times_iterations(heart, tmp_path, lock):
 
     key = CellKey("mlp_heart", "train", "bf16", "cpu", 16, 0, 1)
     inputs = CellInputs(heart / "m.json", heart / "m.pt")
-    record = run_cell(key, {"engine": "torch_train"}, inputs, FAST, tmp_path / "r.json", lock)
+    record = run_cell(CellRequest(key, {"engine": "torch_train"}, inputs, FAST), tmp_path / "r.json", lock)
     assert record.status == "ok" and record.mode == "train" and record.timing == "device"
     assert record.engine["amp"] is True and record.engine["grad_scaler"] is False  # bf16 needs no scaler
 
@@ -399,7 +397,8 @@ def test_profile_cell_writes_a_trace_and_top_operators(heart, tmp_path, lock, im
         export_onnx(load_checkpoint(heart / "m.pt")[0], artifact)
     key = CellKey("mlp_heart", impl, "fp32", "cpu", 4, 0, 1)
     out = tmp_path / "profiles" / key.cell_id / "top_ops.json"
-    result = profile_cell(key, {"engine": impl}, CellInputs(heart / "m.json", artifact), FAST, out, lock, n_calls=5)
+    request = CellRequest(key, {"engine": impl}, CellInputs(heart / "m.json", artifact), FAST)
+    result = profile_cell(request, out, lock, n_calls=5)
     assert result["status"] == "ok", result.get("reason")
     assert result["tool"] == tool and (out.parent / result["trace"]).exists()
     names = " ".join(op["name"] for op in result["top_ops"]).lower()
@@ -498,9 +497,7 @@ def test_processes_are_spawned_when_a_library_initialised_cuda_in_the_parent(tmp
     key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
     settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2)
     with caplog.at_level("INFO", logger="inferbench"):
-        record = measure_cell(
-            key, {"engine": "noop"}, CellInputs(None, None, None, None), settings, tmp_path / "r.json", lock
-        )
+        record = measure_cell(CellRequest(key, {"engine": "noop"}, CellInputs(), settings), tmp_path / "r.json", lock)
     assert record.status == "ok" and record.repeats["n"] == 2
     pids = {r["pid"] for r in record.repeats["per_repeat"]}
     assert len(pids) == 2 and os.getpid() not in pids
@@ -525,10 +522,8 @@ def test_input_batches_are_drawn_once_per_cell_and_shared_by_its_forked_processe
     prepare._BATCHES.clear()
     key = CellKey("mlp_heart", "torch_eager", "fp32", "cpu", 4, 0, 1)
     settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2, input_batches=3)
-    record = measure_cell(
-        key, {"engine": "torch_eager"}, CellInputs(meta, tmp_path / "m.pt", None, None), settings,
-        tmp_path / "r.json", lock,
-    )  # fmt: skip
+    request = CellRequest(key, {"engine": "torch_eager"}, CellInputs(meta, tmp_path / "m.pt"), settings)
+    record = measure_cell(request, tmp_path / "r.json", lock)
     assert record.status == "ok" and record.repeats["n"] == 2
     drawn_by = {p.name.split("-")[0] for p in draws.iterdir()}
     assert drawn_by == {str(os.getpid())} and len(list(draws.iterdir())) == 3, "3 batches, drawn by the job only"

@@ -18,7 +18,7 @@ from inferbench.models import create_model, make_inputs
 from inferbench.models.fusions import attention_shape, eager_attention, export_fused
 from inferbench.models.parity import make_reference
 from inferbench.models.registry import save_checkpoint
-from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.run import run_cell
 from inferbench.trackers.attention import UNFUSED, classify
 
@@ -64,7 +64,7 @@ def test_fused_cell_runs_on_ort_cpu_and_records_the_attention_operator(fused_ber
     variant = {"engine": "ort_cpu", "fusions": True}
     inputs = CellInputs(root / "bert_base.json", root / "bert_base.fused.onnx", root / "ref.npz")
     out = root / "cell.json"
-    record = run_cell(key, variant, inputs, FAST, out, MachineLock(root / "lock"), {"max_rel_l2": 1e-4})
+    record = run_cell(CellRequest(key, variant, inputs, FAST, {"max_rel_l2": 1e-4}), out, MachineLock(root / "lock"))
     assert record.status == "ok", record.reason
     assert record.computation["fusions"] is True and record.parity["rel_l2"] < 1e-4
     assert record.engine["attention"] == {"kernel": "onnxruntime Attention", "source": "ONNX graph"}

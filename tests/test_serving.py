@@ -18,7 +18,7 @@ from inferbench.core.storage import loadgen_dir
 from inferbench.launch.cell_job import measure_cell
 from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model
-from inferbench.scenarios.prepare import CellInputs
+from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.serving import measure_serving, next_target
 
 pytest.importorskip("mlperf_loadgen")
@@ -138,15 +138,10 @@ def test_a_run_with_too_few_queries_is_recorded_invalid_not_ok(tmp_path):
     out = tmp_path / "cells" / key.relpath
     # 100,000 queries cannot be issued at 200 QPS within 1 s
     settings = ServingSettings(latency_bound_ms=50, min_duration_s=0.2, max_duration_s=1, min_query_count=100_000)
-    record = measure_cell(
-        key,
-        {"engine": "noop"},
-        cell_inputs(tmp_path),
-        MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1, repeats=2),
-        out,
-        MachineLock(tmp_path / "lock"),
-        serving=ServingSettings(**{**asdict(settings), "target_qps": 200}),
-    )
+    measure = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1, repeats=2)
+    serving = ServingSettings(**{**asdict(settings), "target_qps": 200})
+    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+    record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status == "invalid"
     assert "minimum query count was not reached" in record.reason
     assert record.serving["result"]["conditions"]["min_queries"] is False
@@ -161,15 +156,10 @@ def test_a_run_with_too_few_queries_is_recorded_invalid_not_ok(tmp_path):
 def test_a_serving_cell_through_the_runner_is_ok_with_loadgen_s_numbers(tmp_path):
     key = CellKey("mlp_heart", "noop", "fp32", "cpu", 4, 0, 1, "offline")
     out = tmp_path / "cells" / key.relpath
-    record = measure_cell(
-        key,
-        {"engine": "noop"},
-        cell_inputs(tmp_path),
-        MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1),
-        out,
-        MachineLock(tmp_path / "lock"),
-        serving=ServingSettings(latency_bound_ms=50, min_duration_s=0.3, min_query_count=200),
-    )
+    measure = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1)
+    serving = ServingSettings(latency_bound_ms=50, min_duration_s=0.3, min_query_count=200)
+    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+    record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status == "ok", record.reason
     assert record.timing == "loadgen_offline"
     row = record.flatten()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -19,6 +20,12 @@ def arguments(add: Callable[[argparse.ArgumentParser], None]) -> Callable[[F], F
         return function
 
     return attach
+
+
+def required_paths(p: argparse.ArgumentParser, *flags: str) -> None:
+    """Required file arguments (the files a rule's job reads and writes)."""
+    for flag in flags:
+        p.add_argument(flag, type=Path, required=True)
 
 
 def json_value(text: str) -> Any:

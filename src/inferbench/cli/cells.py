@@ -32,21 +32,20 @@ def run_cell(args: argparse.Namespace) -> None:
     from inferbench.core.cells import CellKey
     from inferbench.core.settings import MeasureSettings, ServingSettings
     from inferbench.launch.cell_job import measure_cell
-    from inferbench.scenarios.prepare import CellInputs
+    from inferbench.scenarios.prepare import CellInputs, CellRequest
 
     key = CellKey(
         args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads, args.scenario
     )
-    inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
-    settings = MeasureSettings.from_dict(args.measure)
     serving = None
     if SCENARIOS[args.scenario].serves:
         if args.serving is None:
             raise UserError(f"--scenario {args.scenario} needs --serving (JSON: latency_bound_ms, ...)")
         serving = ServingSettings.from_dict(args.serving)
-    record = measure_cell(
-        key, args.engine_options, inputs, settings, args.out, args.lock, args.tolerance, imports_started, serving
-    )
+    inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
+    settings = MeasureSettings.from_dict(args.measure)
+    request = CellRequest(key, args.engine_options, inputs, settings, args.tolerance, serving)
+    record = measure_cell(request, args.out, args.lock, imports_started)
     p50 = (record.latency_ms or {}).get("p50")
     processes = (record.repeats or {}).get("n", 1)
     spread = (record.repeats or {}).get("p50_spread_pct")
@@ -71,13 +70,13 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
 def profile_cell(args: argparse.Namespace) -> None:
     from inferbench.core.cells import CellKey
     from inferbench.core.settings import MeasureSettings
-    from inferbench.scenarios.prepare import CellInputs
+    from inferbench.scenarios.prepare import CellInputs, CellRequest
     from inferbench.scenarios.profile import profile_cell
 
     key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
     inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
-    settings = MeasureSettings.from_dict({**args.measure, "repeats": 1})
-    result = profile_cell(key, args.engine_options, inputs, settings, args.out, args.lock, args.calls, args.top)
+    request = CellRequest(key, args.engine_options, inputs, MeasureSettings.from_dict({**args.measure, "repeats": 1}))
+    result = profile_cell(request, args.out, args.lock, args.calls, args.top)
     ops = ", ".join(f"{op['name']} {op['share']:.0%}" for op in result.get("top_ops", [])[:3] if op["share"])
     log.info(f"{key.cell_id}: profile {result['status']}" + (f"; top: {ops}" if ops else f" ({result.get('reason')})"))
 

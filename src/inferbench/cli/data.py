@@ -7,7 +7,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from inferbench.cli.args import arguments, json_value
+from inferbench.cli.args import arguments, json_value, required_paths
 from inferbench.core.errors import UserError
 from inferbench.data import DATASETS
 
@@ -50,10 +50,7 @@ def download(args: argparse.Namespace) -> None:
 def _prepare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", choices=DATASETS, required=True)
     p.add_argument("--options", type=json_value, default={}, help="config `datasets.<dataset>`, JSON")
-    p.add_argument("--raw", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--encoders", type=Path, required=True)
-    p.add_argument("--stats", type=Path, required=True)
+    required_paths(p, "--raw", "--out", "--encoders", "--stats")
 
 
 @arguments(_prepare_arguments)

@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from inferbench.cli.args import arguments
+from inferbench.cli.args import arguments, required_paths
 from inferbench.cli.cell_args import engine_variant
 from inferbench.engines.tensorrt import PRECISIONS
 
@@ -15,8 +15,7 @@ log = logging.getLogger("inferbench")
 
 
 def _build_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--onnx", type=Path, required=True)
-    p.add_argument("--model-meta", type=Path, required=True)
+    required_paths(p, "--onnx", "--model-meta")
     p.add_argument("--precision", choices=PRECISIONS, required=True)
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--seq", type=int, default=0)

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from inferbench.cli.args import arguments, json_value
+from inferbench.cli.args import arguments, json_value, required_paths
 from inferbench.core.workloads import WORKLOADS
 
 log = logging.getLogger("inferbench")
@@ -38,8 +38,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", choices=[w for w, info in WORKLOADS.items() if info.trained], required=True)
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--options", type=json_value, default={})
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--meta", type=Path, required=True)
+    required_paths(p, "--out", "--meta")
 
 
 @arguments(_train_arguments)
@@ -62,8 +61,7 @@ def _build_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", required=True)
     p.add_argument("--arch", type=json_value, default={})
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--meta", type=Path, required=True)
+    required_paths(p, "--out", "--meta")
 
 
 @arguments(_build_arguments)
@@ -78,8 +76,7 @@ def build_model(args: argparse.Namespace) -> None:
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--options", type=json_value, default={})
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--report", type=Path, required=True)
+    required_paths(p, "--out", "--report")
 
 
 @arguments(_export_arguments)
@@ -95,9 +92,7 @@ def export_onnx(args: argparse.Namespace) -> None:
 
 
 def _fuse_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--report", type=Path, required=True)
+    required_paths(p, "--checkpoint", "--out", "--report")
 
 
 @arguments(_fuse_arguments)
@@ -117,9 +112,7 @@ ONNX_CONVERSIONS = {"int8": "quantize_int8", "fp16": "convert_fp16"}
 
 def _convert_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", choices=ONNX_CONVERSIONS, required=True)
-    p.add_argument("--source", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--report", type=Path, required=True)
+    required_paths(p, "--source", "--out", "--report")
 
 
 @arguments(_convert_arguments)
@@ -131,8 +124,7 @@ def convert_onnx(args: argparse.Namespace) -> None:
 
 
 def _reference_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", type=Path, required=True)
-    p.add_argument("--model-meta", type=Path, required=True)
+    required_paths(p, "--checkpoint", "--model-meta")
     p.add_argument("--seq", type=int, default=0)
     p.add_argument("--rows", type=int, default=2)
     p.add_argument("--out", type=Path, required=True)

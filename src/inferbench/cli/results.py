@@ -7,14 +7,13 @@ import argparse
 import json
 from pathlib import Path
 
-from inferbench.cli.args import arguments
+from inferbench.cli.args import arguments, required_paths
 from inferbench.core.cells import STATUSES
 
 
 def _aggregate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("records", nargs="+", type=Path)
-    p.add_argument("--out-csv", type=Path, required=True)
-    p.add_argument("--out-parquet", type=Path, required=True)
+    required_paths(p, "--out-csv", "--out-parquet")
 
 
 @arguments(_aggregate_arguments)
@@ -66,8 +65,7 @@ def roofline(args: argparse.Namespace) -> None:
 
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--summary", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
+    required_paths(p, "--summary", "--out")
     p.add_argument("--plots", nargs="*", type=Path, default=[])
     p.add_argument("--model-meta", nargs="*", type=Path, default=[])
     p.add_argument("--dataset-stats", nargs="*", type=Path, default=[])

@@ -1,6 +1,6 @@
-"""The table of verbs: each one's function (``"module:function"``, imported only when the verb runs,
-with its arguments declared beside it) and its traits. The parser (inferbench.cli.main), the warm
-start (inferbench.__main__) and the GPU slots all read the traits from here."""
+"""The table of verbs: where each one's function lives (``inferbench.cli.<home>``, named as the verb with
+``_`` for ``-``, imported only when the verb runs, its arguments declared beside it) and its traits. The
+parser (inferbench.cli.main), the warm start (inferbench.__main__) and the GPU slots read them here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class Verb:
-    target: str
+    name: str
+    #: the module of ``inferbench.cli`` that holds the verb's function
+    home: str
     help: str
     #: takes the machine lock shared before importing heavy libraries, so it never runs while a cell
     #: measures (a verb that measures takes it exclusively meanwhile: ``args.lock``)
@@ -19,81 +21,52 @@ class Verb:
     warm: bool = False
     #: claims a GPU of its own (inferbench.launch.gpu_slots): always, or when its ``--device`` is cuda
     gpu: Literal["never", "always", "device"] = "never"
+    #: the function's name where it is not the verb's (a builtin's name)
+    function_name: str | None = None
 
     @property
     def module(self) -> str:
-        return self.target.split(":")[0]
+        return f"inferbench.cli.{self.home}"
 
     @property
     def function(self) -> str:
-        return self.target.split(":")[1]
+        return self.function_name or self.name.replace("-", "_")
+
+    @property
+    def target(self) -> str:
+        """``"module:function"``: a root of the code identity of the verb's jobs (inferbench.plan.code)."""
+        return f"{self.module}:{self.function}"
 
 
 VERBS: dict[str, Verb] = {
-    "generate-data": Verb("inferbench.cli.data:generate_data", "write a synthetic raw dataset in the real format"),
-    "download": Verb("inferbench.cli.data:download", "download a real dataset (Kaggle, UCI) and verify it"),
-    "prepare-data": Verb(
-        "inferbench.cli.data:prepare_data", "clean and encode a raw dataset into a parquet table", warm=True
-    ),
-    "train-mlp": Verb(
-        "inferbench.cli.models:train_mlp", "train a tabular MLP; writes a checkpoint and its metrics", warm=True
-    ),
-    "build-model": Verb(
-        "inferbench.cli.models:build_model", "build a model with random weights and save a checkpoint", warm=True
-    ),
-    "export-onnx": Verb(
-        "inferbench.cli.models:export_onnx", "export a checkpoint to ONNX, simplify, check parity", warm=True
-    ),
-    "fuse-onnx": Verb(
-        "inferbench.cli.models:fuse_onnx",
-        "export a checkpoint for ONNX Runtime's transformer fusions, fuse, check parity",
-        warm=True,
-    ),
-    "convert-onnx": Verb(
-        "inferbench.cli.models:convert_onnx",
-        "make the int8 (dynamic quantization) or fp16 variant of an export",
-        warm=True,
-    ),
-    "reference": Verb(
-        "inferbench.cli.models:reference", "FP32 eager reference outputs for the parity check", warm=True
-    ),
-    "model-cost": Verb(
-        "inferbench.cli.models:model_cost", "FLOPs and bytes of one row of a workload at a sequence length", warm=True
-    ),
-    "build-trt-engine": Verb(
-        "inferbench.cli.engines:build_trt_engine",
-        "build a native TensorRT engine (plan) from the fp32 ONNX export",
-        warm=True,
-        gpu="always",
-    ),
-    "run-cell": Verb("inferbench.cli.cells:run_cell", "measure one cell and write its record", warm=True, gpu="device"),
-    "profile-cell": Verb(
-        "inferbench.cli.cells:profile_cell",
-        "profile one cell (trace + top operators), outside any timed loop",
-        warm=True,
-        gpu="device",
-    ),
-    "machine-peaks": Verb(
-        "inferbench.cli.cells:machine_peaks",
-        "this machine's GEMM FLOP/s per precision and copy bandwidth",
-        gpu="device",
-    ),
-    "aggregate": Verb("inferbench.cli.results:aggregate", "collect cell records into summary.csv and summary.parquet"),
-    "plot": Verb("inferbench.cli.results:plot", "plot one workload's cells"),
-    "roofline": Verb("inferbench.cli.results:roofline", "place the summary's cells under the machine's peaks"),
-    "report": Verb("inferbench.cli.results:report", "write the Markdown report"),
-    "compare": Verb(
-        "inferbench.cli.results:compare",
-        "two runs cell by cell (p50 ratio with a 95%% interval, changes beyond the noise) and their decisions",
-        lock=False,
-    ),
-    "clean": Verb(
-        "inferbench.cli.results:clean", "remove records (default: failed ones) so the next run retries them", lock=False
-    ),
-    "warm-server": Verb(
-        "inferbench.cli.tools:warm_server",
-        "import torch, timm, transformers and ONNX Runtime once and fork cell jobs from here",
-        lock=False,
-    ),
-    "list": Verb("inferbench.cli.tools:list_", "list engines (with availability here) or workloads", lock=False),
+    verb.name: verb
+    for verb in (
+        # datasets
+        Verb("generate-data", "data", "write a synthetic raw dataset in the real format"),
+        Verb("download", "data", "download a real dataset (Kaggle, UCI) and verify it"),
+        Verb("prepare-data", "data", "clean and encode a raw dataset into a parquet table", warm=True),
+        # models and what cells are prepared from
+        Verb("train-mlp", "models", "train a tabular MLP; writes a checkpoint and its metrics", warm=True),
+        Verb("build-model", "models", "build a model with random weights and save a checkpoint", warm=True),
+        Verb("export-onnx", "models", "export a checkpoint to ONNX, simplify, check parity", warm=True),
+        Verb("fuse-onnx", "models", "export for ONNX Runtime's transformer fusions, check parity", warm=True),
+        Verb("convert-onnx", "models", "the int8 (dynamic quantization) or fp16 variant of an export", warm=True),
+        Verb("reference", "models", "FP32 eager reference outputs for the parity check", warm=True),
+        Verb("model-cost", "models", "FLOPs and bytes of one row of a workload at a sequence length", warm=True),
+        Verb("build-trt-engine", "engines", "a native TensorRT plan from the ONNX export", warm=True, gpu="always"),
+        # measuring
+        Verb("run-cell", "cells", "measure one cell and write its record", warm=True, gpu="device"),
+        Verb("profile-cell", "cells", "profile one cell, outside any timed loop", warm=True, gpu="device"),
+        Verb("machine-peaks", "cells", "this machine's GEMM FLOP/s per precision and copy bandwidth", gpu="device"),
+        # results
+        Verb("aggregate", "results", "collect cell records into summary.csv and summary.parquet"),
+        Verb("plot", "results", "plot one workload's cells"),
+        Verb("roofline", "results", "place the summary's cells under the machine's peaks"),
+        Verb("report", "results", "write the Markdown report"),
+        Verb("compare", "results", "two runs cell by cell (p50 ratios, intervals) and their claims", lock=False),
+        Verb("clean", "results", "remove records (default: failed ones) so the next run retries them", lock=False),
+        # around the workflow
+        Verb("warm-server", "tools", "import torch & co. once and fork cell jobs from here", lock=False),
+        Verb("list", "tools", "list engines (with availability here) or workloads", lock=False, function_name="list_"),
+    )
 }

@@ -1,11 +1,13 @@
-"""How cells are measured and served: the settings a cell's job gets from config `measure` and
-`serving`, with their defaults taken from the config schema (workflow/schemas/config.schema.yaml),
-where they are declared once."""
+"""How cells are measured and served: config `measure` and `serving` as typed settings. Their keys,
+defaults and meaning are declared once, in the config schema (workflow/schemas/config.schema.yaml, the
+sections of the same names); the settings classes are made from it, so a key added there is a
+setting here."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from dataclasses import dataclass, fields
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,72 +33,46 @@ def schema_defaults(section: str) -> dict[str, Any]:
     return {key: spec["default"] for key, spec in properties.items() if "default" in spec}
 
 
-def _from_dict(cls: type, values: dict[str, Any], what: str) -> Any:
-    unknown = sorted(set(values) - {f.name for f in fields(cls)})
-    if unknown:
-        raise ValueError(f"unknown {what} settings {unknown}; known: {', '.join(f.name for f in fields(cls))}")
-    return cls(**values)
+def _settings_class(name: str, section: str, doc: str, methods: dict[str, Any]) -> type:
+    """A frozen dataclass with one field per key of the schema's ``section`` (its default the schema's)
+    and ``from_dict``, which refuses a key that is not one of them."""
+    properties = schema()["properties"][section]["properties"]
+    fields = [(key, Any, dataclasses.field(default=spec.get("default"))) for key, spec in properties.items()]
+
+    def from_dict(cls: type, values: dict[str, Any]) -> Any:
+        unknown = sorted(set(values) - set(properties))
+        if unknown:
+            raise ValueError(f"unknown {section} settings {unknown}; known: {', '.join(properties)}")
+        return cls(**values)
+
+    keys = "".join(f"\n- ``{key}``: {spec.get('description', '')}" for key, spec in properties.items())
+    namespace = {"from_dict": classmethod(from_dict), "__doc__": f"{doc}{keys}", **methods}
+    cls = dataclasses.make_dataclass(name, fields, frozen=True, namespace=namespace)
+    cls.__module__ = __name__  # picklable: a cell's processes may be spawned
+    return cls
 
 
-_MEASURE = schema_defaults("measure")
-_SERVING = schema_defaults("serving")
+def _min_iters_per_process(self: Any) -> int:
+    """Each of the ``repeats`` processes times this many calls at least: together ``min_iters``."""
+    return -(-self.min_iters // self.repeats)
 
 
-@dataclass(frozen=True)
-class MeasureSettings:
-    """How a cell's calls are timed (config `measure`)."""
-
-    warmup_s: float = _MEASURE["warmup_s"]
-    #: per process: a cell measured in two processes times at least twice this
-    min_time_s: float = _MEASURE["min_time_s"]
-    #: the cell's processes together (inferbench.plan.grid sizes it so that they reach the count the
-    #: cell's studies' percentiles need)
-    min_iters: int = _MEASURE["min_iters"]
-    seed: int = _MEASURE["seed"]
-    #: timed calls cycle through this many seeded batches, so no cache sees the same input twice in a row
-    input_batches: int = _MEASURE["input_batches"]
-    #: fresh processes that measure the cell (inferbench.launch.processes)
-    repeats: int = _MEASURE["repeats"]
-    #: fresh processes in all for a GPU cell that one of its processes found host-bound
-    host_bound_repeats: int = _MEASURE["host_bound_repeats"]
-    #: pin the measuring process to these CPUs (None: wherever the OS schedules it)
-    cpu_affinity: tuple[int, ...] | None = _MEASURE["cpu_affinity"]
-
-    @property
-    def min_iters_per_process(self) -> int:
-        """Each of the ``repeats`` processes times this many calls at least: together ``min_iters``."""
-        return -(-self.min_iters // self.repeats)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> MeasureSettings:
-        """The settings from config `measure` (a JSON object); an unknown key is an error that names them."""
-        affinity = values.get("cpu_affinity")
-        return _from_dict(cls, {**values, "cpu_affinity": tuple(affinity) if affinity else None}, "measure")
+def _pinned_cpus(self: Any) -> None:
+    if self.cpu_affinity is not None:  # a list from JSON: a tuple, so that the settings stay hashable
+        object.__setattr__(self, "cpu_affinity", tuple(self.cpu_affinity))
 
 
-@dataclass(frozen=True)
-class ServingSettings:
-    """How a serving cell runs (config `serving`, the study's `latency_bound_ms`, the variant's
-    `max_queue_delay_ms`)."""
-
-    #: the p99 latency a server run must stay within (ms)
-    latency_bound_ms: float = _SERVING["latency_bound_ms"]
-    #: the batcher waits at most this long after a batch's first query for more to fill it
-    max_queue_delay_ms: float = _SERVING["max_queue_delay_ms"]
-    #: every LoadGen run lasts at least this long and issues at least this many queries (LoadGen's
-    #: early stopping needs about 460 queries within the bound to judge a p99)
-    min_duration_s: float = _SERVING["min_duration_s"]
-    min_query_count: int = _SERVING["min_query_count"]
-    #: a run ends here even if its minimum query count is not reached (it is then invalid)
-    max_duration_s: float = _SERVING["max_duration_s"]
-    #: samples in the query sample library (seeded inputs, cycled by LoadGen's sample index)
-    samples: int = _SERVING["samples"]
-    #: server: LoadGen runs of the search for the highest valid QPS
-    search_runs: int = _SERVING["search_runs"]
-    #: server: run at this QPS only, no search (None: search)
-    target_qps: float | None = None
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> ServingSettings:
-        """The settings from a JSON object; a key that is not a setting is an error that names them."""
-        return _from_dict(cls, values, "serving")
+MeasureSettings: Callable[..., Any] = _settings_class(
+    "MeasureSettings",
+    "measure",
+    "How a cell's calls are timed (config `measure`); ``min_iters`` counts the calls of all the cell's "
+    "processes (inferbench.plan.grid sizes it for the cell's studies' percentiles).",
+    {"min_iters_per_process": property(_min_iters_per_process), "__post_init__": _pinned_cpus},
+)
+ServingSettings: Callable[..., Any] = _settings_class(
+    "ServingSettings",
+    "serving",
+    "How a serving cell runs (config `serving`, with the study's `latency_bound_ms` and the variant's "
+    "`max_queue_delay_ms` filled in by inferbench.plan.grid).",
+    {},
+)

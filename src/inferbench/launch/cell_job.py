@@ -8,11 +8,9 @@ import contextlib
 import functools
 import time
 from pathlib import Path
-from typing import Any
 
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.fsutil import read_json
-from inferbench.core.settings import MeasureSettings, ServingSettings
 from inferbench.core.storage import loadgen_dir, save_cell
 from inferbench.core.workloads import workload_info
 from inferbench.engines.registry import engine_info
@@ -20,7 +18,7 @@ from inferbench.launch.lock import MachineLock
 from inferbench.launch.processes import import_libraries, run_in_fresh_processes
 from inferbench.launch.warm import PRELOADED, preloaded_import_s
 from inferbench.scenarios import scenario_info
-from inferbench.scenarios.prepare import CellInputs, seeded_batches
+from inferbench.scenarios.prepare import CellInputs, CellRequest, seeded_batches
 from inferbench.scenarios.run import run_cell
 
 #: imported before the processes fork, outside every import time a record counts: the statistics of
@@ -29,15 +27,7 @@ HARNESS_LIBRARIES = ("scipy.stats",)
 
 
 def measure_cell(
-    key: CellKey,
-    variant: dict[str, Any],
-    inputs: CellInputs,
-    settings: MeasureSettings,
-    out: Path,
-    lock: MachineLock,
-    tolerance: dict[str, float] | None = None,
-    imports_started: float | None = None,
-    serving: ServingSettings | None = None,
+    request: CellRequest, out: Path, lock: MachineLock, imports_started: float | None = None
 ) -> CellRecord:
     """The cell as the workflow measures it: the libraries its engine needs imported here, once and
     timed (``cold_start_s.import``, from ``imports_started``, a ``time.perf_counter()`` taken before
@@ -45,8 +35,9 @@ def measure_cell(
     ``settings.repeats`` fresh processes forked from this one (``host_bound_repeats`` for a GPU cell
     found host-bound), merged into one record at ``out``. ``lock`` is held shared except while a
     process runs (each takes its own). A server or offline cell runs in one fresh process (its LoadGen
-    runs are many seconds each), with ``serving``; LoadGen's logs go to ``loadgen_dir(out)``."""
-    info = engine_info(variant["engine"])
+    runs are many seconds each); LoadGen's logs go to ``loadgen_dir(out)``."""
+    key, inputs, settings = request.key, request.inputs, request.settings
+    info = engine_info(request.variant["engine"])
     modules = [*info.libraries, *(["torch"] if key.device == "cuda" else []), info.module]
     try:
         import_s: float | None = import_libraries(modules, lambda: _import_model_code(key, info.artifact, inputs))
@@ -66,9 +57,7 @@ def measure_cell(
     serves = scenario_info(key.scenario).serves
     logs = loadgen_dir(out) if serves else None
     # a module-level function and picklable arguments: the processes may have to be spawned
-    one_process = functools.partial(
-        _measure_in_own_process, key, variant, inputs, settings, lock.path, tolerance, serving, logs
-    )
+    one_process = functools.partial(_measure_in_own_process, request, lock.path, logs)
     host_bound = settings.host_bound_repeats if key.device == "cuda" and not serves else 0
     repeats = 1 if serves else settings.repeats
     record, samples = run_in_fresh_processes(one_process, out, repeats, host_bound, lock)
@@ -81,22 +70,12 @@ def measure_cell(
     return record
 
 
-def _measure_in_own_process(
-    key: CellKey,
-    variant: dict[str, Any],
-    inputs: CellInputs,
-    settings: MeasureSettings,
-    lock_path: Path,
-    tolerance: dict[str, float] | None,
-    serving: ServingSettings | None,
-    serving_logs: Path | None,
-    path: Path,
-) -> CellRecord:
+def _measure_in_own_process(request: CellRequest, lock_path: Path, serving_logs: Path | None, path: Path) -> CellRecord:
     """One of the cell's fresh processes: ``run_cell`` under a machine lock of its own."""
     own_lock = MachineLock(lock_path)
     own_lock.shared()
     try:
-        return run_cell(key, variant, inputs, settings, path, own_lock, tolerance, serving, serving_logs)
+        return run_cell(request, path, own_lock, serving_logs)
     finally:
         own_lock.close()
 

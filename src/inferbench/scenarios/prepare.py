@@ -33,22 +33,49 @@ class CellInputs:
     dataset: Path | None = None
 
 
+@dataclass(frozen=True)
+class CellRequest:
+    """What a cell's job is asked to measure: the cell, its engine variant (as configured), the files it
+    is prepared from, how its calls are timed, its parity tolerances, and LoadGen's settings (serving
+    scenarios). Picklable: a cell's processes may be spawned."""
+
+    key: CellKey
+    variant: dict[str, Any]
+    inputs: CellInputs = field(default_factory=CellInputs)
+    settings: MeasureSettings = field(default_factory=MeasureSettings)
+    tolerance: dict[str, float] = field(default_factory=dict)
+    serving: ServingSettings | None = None
+
+
 @dataclass
 class PreparedCell:
     """A cell ready to be measured: its engine prepared and warm (one call made), the seeded batches its
-    timed calls rotate through, the machine lock a scenario takes exclusively while it measures."""
+    timed calls rotate through, the machine lock a scenario takes exclusively while it measures, and
+    (serving scenarios) the folder for LoadGen's logs."""
 
-    key: CellKey
+    request: CellRequest
     info: EngineInfo
     engine: Engine
     specs: tuple[InputSpec, ...]
     batches: list[dict[str, np.ndarray]]
-    settings: MeasureSettings
-    inputs: CellInputs
     lock: MachineLock
-    #: serving scenarios: LoadGen's settings and the folder for its logs
-    serving: ServingSettings | None = None
     logs: Path | None = None
+
+    @property
+    def key(self) -> CellKey:
+        return self.request.key
+
+    @property
+    def settings(self) -> MeasureSettings:
+        return self.request.settings
+
+    @property
+    def inputs(self) -> CellInputs:
+        return self.request.inputs
+
+    @property
+    def serving(self) -> ServingSettings | None:
+        return self.request.serving
 
 
 @dataclass
@@ -62,8 +89,9 @@ class Measured:
     invalid: str | None = None
 
 
-def unavailable(key: CellKey, variant: dict[str, Any], inputs: CellInputs) -> str | None:
+def unavailable(request: CellRequest) -> str | None:
     """Why this cell cannot run here (engine missing, device or precision unsupported), or None."""
+    key, variant, inputs = request.key, request.variant, request.inputs
     try:
         engine_cls = load_engine_class(variant["engine"])
     except ImportError as error:
@@ -103,17 +131,18 @@ def seeded_batches(
 
 
 def prepare_engine(
-    key: CellKey, variant: dict[str, Any], inputs: CellInputs, settings: MeasureSettings
+    request: CellRequest,
 ) -> tuple[Engine, tuple[InputSpec, ...], list[dict[str, np.ndarray]], dict[str, float]]:
     """Make the engine, prepare it and make one first call: returns it, the input specs, the seeded
     batches the timed calls rotate through, and the cold-start seconds (prepare, first call, the
     engine's own)."""
+    key, variant = request.key, request.variant
     engine = load_engine_class(variant["engine"])(key.device, key.precision, key.threads, variant)
-    engine.dataset = inputs.dataset
-    specs, batches = seeded_batches(key, inputs, settings)
+    engine.dataset = request.inputs.dataset
+    specs, batches = seeded_batches(key, request.inputs, request.settings)
     cold: dict[str, float] = {}
     start = time.perf_counter()
-    engine.prepare(inputs.artifact, specs, batches[0])
+    engine.prepare(request.inputs.artifact, specs, batches[0])
     cold["prepare"] = time.perf_counter() - start
     staged = engine.stage(batches[0])
     start = time.perf_counter()
@@ -124,15 +153,13 @@ def prepare_engine(
     return engine, specs, batches, cold | engine.cold_start_s
 
 
-def check_parity(
-    engine: Engine, key: CellKey, inputs: CellInputs, tolerance: dict[str, float]
-) -> tuple[dict[str, Any] | None, list[str]]:
+def check_parity(engine: Engine, request: CellRequest) -> tuple[dict[str, Any] | None, list[str]]:
     """The engine's output on the reference inputs against FP32 eager's (None without a reference, or
     for an engine that computes nothing), and the tolerances it violates."""
-    if not engine.computes or inputs.reference is None:
+    if not engine.computes or request.inputs.reference is None:
         return None, []
-    ref_inputs, ref_output = load_reference(inputs.reference, key.batch_size)
+    ref_inputs, ref_output = load_reference(request.inputs.reference, request.key.batch_size)
     output = engine.run(engine.stage(ref_inputs))
     engine.synchronize()
     metrics = compare(engine.to_numpy(output), ref_output)
-    return metrics | {"tolerance": tolerance}, violations(metrics, tolerance)
+    return metrics | {"tolerance": request.tolerance}, violations(metrics, request.tolerance)

@@ -7,37 +7,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from inferbench.core.cells import CellKey
 from inferbench.core.errors import failure_reason
 from inferbench.core.fsutil import write_json
-from inferbench.core.settings import MeasureSettings
 from inferbench.launch.lock import MachineLock
-from inferbench.scenarios.prepare import CellInputs, prepare_engine, unavailable
+from inferbench.scenarios.prepare import CellRequest, prepare_engine, unavailable
 
 
 def profile_cell(
-    key: CellKey,
-    variant: dict[str, Any],
-    inputs: CellInputs,
-    settings: MeasureSettings,
-    out: Path,
-    lock: MachineLock,
-    n_calls: int = 10,
-    top: int = 12,
+    request: CellRequest, out: Path, lock: MachineLock, n_calls: int = 10, top: int = 12
 ) -> dict[str, Any]:
     """Profile a cell's engine and write ``out``: the top operators by time and the name of the trace
     written beside it. Like a record, it is written whatever happens, with a status and reason."""
+    key = request.key
     out_dir = Path(out).parent
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in [*out_dir.glob("*.pt.trace.json"), *out_dir.glob("ort_profile*.json")]:
         old.unlink()  # one trace per profile: a re-run replaces, never piles up
     result: dict[str, Any] = {"cell_id": key.cell_id, "n_calls": n_calls}
     try:
-        reason = unavailable(key, variant, inputs)
+        reason = unavailable(request)
         if reason:
             result |= {"status": "unavailable", "reason": reason}
         else:
-            engine, _, batches, _ = prepare_engine(key, variant, inputs, settings)
+            engine, _, batches, _ = prepare_engine(request)
             staged = engine.stage(batches[0])
             for _ in range(3):
                 engine.run(staged)

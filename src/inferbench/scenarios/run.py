@@ -15,32 +15,22 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.cells import CellRecord
 from inferbench.core.environment import fingerprint
 from inferbench.core.errors import failure_reason, is_oom
-from inferbench.core.settings import MeasureSettings, ServingSettings
 from inferbench.core.storage import save_cell
 from inferbench.core.workloads import workload_info
 from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.launch.lock import MachineLock
 from inferbench.scenarios import scenario_info
-from inferbench.scenarios.prepare import CellInputs, Measured, PreparedCell, check_parity, prepare_engine, unavailable
+from inferbench.scenarios.prepare import CellRequest, Measured, PreparedCell, check_parity, prepare_engine, unavailable
 from inferbench.trackers import memory
 
 
-def run_cell(
-    key: CellKey,
-    variant: dict[str, Any],
-    inputs: CellInputs,
-    settings: MeasureSettings,
-    out: Path,
-    lock: MachineLock,
-    tolerance: dict[str, float] | None = None,
-    serving: ServingSettings | None = None,
-    serving_logs: Path | None = None,
-) -> CellRecord:
+def run_cell(request: CellRequest, out: Path, lock: MachineLock, serving_logs: Path | None = None) -> CellRecord:
     """Measure one cell in this process and write its record at ``out`` (whatever happens). A server
-    or offline cell needs ``serving`` and the folder for LoadGen's logs, ``serving_logs``."""
+    or offline cell needs ``request.serving`` and the folder for LoadGen's logs, ``serving_logs``."""
+    key, variant = request.key, request.variant
     impl = variant["engine"]
     info = engine_info(impl)
     # the variant as configured, with its engine's defaults filled in: what the cell ran with
@@ -55,8 +45,8 @@ def run_cell(
         pass
     samples: dict[str, np.ndarray] = {}
     try:
-        pin_cpus(settings.cpu_affinity, key.threads)
-        record, samples = _measure(key, variant, inputs, settings, lock, base, tolerance or {}, serving, serving_logs)
+        pin_cpus(request.settings.cpu_affinity, key.threads)
+        record, samples = _measure(request, lock, base, serving_logs)
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         record = CellRecord(
             **base,
@@ -70,23 +60,16 @@ def run_cell(
 
 
 def _measure(
-    key: CellKey,
-    variant: dict[str, Any],
-    inputs: CellInputs,
-    settings: MeasureSettings,
-    lock: MachineLock,
-    base: dict[str, Any],
-    tolerance: dict[str, float],
-    serving: ServingSettings | None,
-    serving_logs: Path | None,
+    request: CellRequest, lock: MachineLock, base: dict[str, Any], serving_logs: Path | None
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
-    reason = unavailable(key, variant, inputs)
+    key = request.key
+    reason = unavailable(request)
     if reason:
         return CellRecord(**base, status="unavailable", reason=reason, environment=fingerprint(False)), {}
-    info = engine_info(variant["engine"])
-    engine, specs, batches, cold = prepare_engine(key, variant, inputs, settings)
-    parity, problems = check_parity(engine, key, inputs, tolerance) if info.mode == "inference" else (None, [])
-    cell = PreparedCell(key, info, engine, specs, batches, settings, inputs, lock, serving, serving_logs)
+    info = engine_info(request.variant["engine"])
+    engine, specs, batches, cold = prepare_engine(request)
+    parity, problems = check_parity(engine, request) if info.mode == "inference" else (None, [])
+    cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs)
     measured: Measured = _scenario_function(key.scenario, info.mode)(cell)
 
     fields = dict(measured.fields)
