@@ -66,7 +66,7 @@ def test_the_identity_follows_the_source_tree_it_is_given(tmp_path):
 
 # --- a finished run, edited ------------------------------------------------------------------------
 
-EDITABLE = ("Snakefile", "workflow", "src", "config", "profiles")
+EDITABLE = ("Snakefile", "workflow", "src", "config", "profiles", "envs")
 
 
 def _pending(workdir: Path) -> dict[str, set[str]]:

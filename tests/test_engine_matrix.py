@@ -169,3 +169,35 @@ def test_ort_cold_start_includes_making_the_onnx_file(tmp_path):
     assert onnx_build_costs(tmp_path / "bert_base.onnx") == {"export": 30.5, "simplify": 4.0}
     assert onnx_build_costs(tmp_path / "bert_base.int8.onnx") == {"export": 30.5, "simplify": 4.0, "convert": 7.25}
     assert onnx_build_costs(tmp_path / "resnet50.onnx") == {}  # no reports: nothing claimed
+
+
+def _cuda_provider_missing() -> str | None:
+    """Why ONNX Runtime cannot compute on the GPU here (no GPU, or no CUDA provider), or None."""
+    return load_engine_class("ort_cuda").unavailable_reason("cuda", "fp32")
+
+
+@pytest.mark.skipif(
+    _cuda_provider_missing() is not None,
+    reason=f"needs a GPU and ONNX Runtime's CUDA provider: {_cuda_provider_missing()}",
+)
+@pytest.mark.parametrize(("impl", "artifact", "queues"), [("ort_cuda", "m.onnx", False), ("torch_eager", "m.pt", True)])
+def test_gpu_cells_time_the_device_with_events_on_the_engines_own_stream(bert, tmp_path, impl, artifact, queues):
+    """Every GPU engine's device boundary is the time between CUDA events on the stream it computes on:
+    ONNX Runtime's through its user compute stream, as PyTorch's; whether run() returns before the
+    device is done is measured (ORT's CUDA provider synchronises at the end of a run, PyTorch queues)."""
+    key = CellKey("bert_base", impl, "fp32", "cuda", 2, 12, 0)
+    inputs = CellInputs(bert["root"] / "m.json", bert["root"] / artifact, bert["root"] / "ref.npz")
+    lock = MachineLock(tmp_path / "lock")
+    lock.shared()
+    try:
+        record = run_cell(
+            CellRequest(key, {"engine": impl}, inputs, FAST, {"max_rel_l2": 1e-3}), tmp_path / "r.json", lock
+        )
+    finally:
+        lock.close()
+    assert record.status == "ok", record.reason
+    assert record.timing == "device" and record.clock == "cuda_events"
+    assert "CUDA events recorded on the stream the engine computes on" in record.timing_description
+    assert record.bound["launches_async"] is queues
+    # the device's time is within the end-to-end call's, which adds the copies both ways
+    assert record.latency_ms["p50"] <= record.end_to_end["latency_ms"]["p50"]

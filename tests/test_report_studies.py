@@ -232,3 +232,24 @@ def test_an_engine_keeps_its_colour_whatever_else_is_plotted():
     assert engine_colour("ort_cuda", variants) == engine_colour("ort_cuda", variants)
     assert len({engine_colour(e, variants) for e in variants}) == 6  # the config's variants: one colour each
     assert engine_colour("my_variant") == engine_colour("my_variant")  # not in the config: a stable hash
+
+
+def test_rows_split_by_scenario_even_when_a_part_is_empty(tmp_path):
+    """A summary read back from CSV holds strings: a study whose rows are all served (or none are) still
+    splits into single-call, training and serving rows."""
+    from inferbench.analysis.decisions import measured
+    from inferbench.analysis.summary import split_scenarios
+
+    rows = pd.DataFrame(
+        {
+            "scenario": ["server", "offline"],
+            "mode": ["inference"] * 2,
+            "status": ["ok"] * 2,
+            "engine_impl": ["noop"] * 2,
+        }
+    )
+    rows.to_csv(tmp_path / "s.csv", index=False)
+    summary = pd.read_csv(tmp_path / "s.csv")
+    frames = split_scenarios(summary)
+    assert len(frames.serving) == 2 and frames.single.empty and frames.training.empty
+    assert measured(frames.single).empty and measured(summary).empty

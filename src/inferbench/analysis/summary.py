@@ -35,8 +35,8 @@ def split_scenarios(summary: pd.DataFrame) -> ScenarioFrames:
     """The rows of each scenario, apart: a serving cell's latency includes queueing and batching, a
     training call's a backward pass, and neither is ever compared with a single inference call's."""
     summary = with_scenario(summary)
-    serving = summary["scenario"].map(lambda s: SCENARIOS[s].serves)
-    training = summary["mode"].eq("train") if "mode" in summary else pd.Series(False, index=summary.index)
+    serving = summary["scenario"].isin([name for name, info in SCENARIOS.items() if info.serves])
+    training = summary["mode"].eq("train") if "mode" in summary else pd.Series(False, index=summary.index, dtype=bool)
     single = ~serving & ~training
     return ScenarioFrames(*(summary[m].reset_index(drop=True) for m in (single, training & ~serving, serving)))
 
