@@ -180,24 +180,34 @@ def _cuda_provider_missing() -> str | None:
     _cuda_provider_missing() is not None,
     reason=f"needs a GPU and ONNX Runtime's CUDA provider: {_cuda_provider_missing()}",
 )
-@pytest.mark.parametrize(("impl", "artifact", "queues"), [("ort_cuda", "m.onnx", False), ("torch_eager", "m.pt", True)])
-def test_gpu_cells_time_the_device_with_events_on_the_engines_own_stream(bert, tmp_path, impl, artifact, queues):
+def test_ort_cuda_cells_time_the_device_with_events_on_their_own_stream(bert, tmp_path):
     """Every GPU engine's device boundary is the time between CUDA events on the stream it computes on:
-    ONNX Runtime's through its user compute stream, as PyTorch's; whether run() returns before the
-    device is done is measured (ORT's CUDA provider synchronises at the end of a run, PyTorch queues)."""
-    key = CellKey("bert_base", impl, "fp32", "cuda", 2, 12, 0)
-    inputs = CellInputs(bert["root"] / "m.json", bert["root"] / artifact, bert["root"] / "ref.npz")
+    ONNX Runtime's through its user compute stream, as PyTorch's. Its CUDA provider waits for its stream
+    at the end of a run, which the probe measures."""
+    key = CellKey("bert_base", "ort_cuda", "fp32", "cuda", 2, 12, 0)
+    inputs = CellInputs(bert["root"] / "m.json", bert["root"] / "m.onnx", bert["root"] / "ref.npz")
     lock = MachineLock(tmp_path / "lock")
     lock.shared()
     try:
-        record = run_cell(
-            CellRequest(key, {"engine": impl}, inputs, FAST, {"max_rel_l2": 1e-3}), tmp_path / "r.json", lock
-        )
+        request = CellRequest(key, {"engine": "ort_cuda"}, inputs, FAST, {"max_rel_l2": 1e-3})
+        record = run_cell(request, tmp_path / "r.json", lock)
     finally:
         lock.close()
     assert record.status == "ok", record.reason
     assert record.timing == "device" and record.clock == "cuda_events"
     assert "CUDA events recorded on the stream the engine computes on" in record.timing_description
-    assert record.bound["launches_async"] is queues
+    assert record.engine["provider_options"]["use_tf32"] == 0 and record.bound["launches_async"] is False
     # the device's time is within the end-to-end call's, which adds the copies both ways
     assert record.latency_ms["p50"] <= record.end_to_end["latency_ms"]["p50"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the probe keeps a CUDA stream busy")
+def test_the_probe_tells_a_call_that_only_queues_from_one_that_waits_for_the_device():
+    from inferbench.trackers.bound import probe_launches_async
+
+    stream = torch.cuda.current_stream()
+    queue_only = lambda: torch.cuda._sleep(1_000_000)  # noqa: E731
+    waits_mid_way = lambda: (torch.cuda._sleep(1_000_000), torch.ones(1, device="cuda").item())  # noqa: E731
+    assert probe_launches_async(queue_only, stream, torch.cuda.synchronize) is True
+    assert probe_launches_async(waits_mid_way, stream, torch.cuda.synchronize) is False
+    assert probe_launches_async(queue_only, None, torch.cuda.synchronize) is None

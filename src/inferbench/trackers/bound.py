@@ -10,10 +10,11 @@ Two measured signals, each where it means something:
 - ``launch_share`` (inferbench.scenarios.timing): the median share of a call's host time spent before
   ``run()`` returned. Where ``run`` returns as soon as the work is queued (PyTorch on CUDA, TensorRT),
   a share near 1 means the GPU finished right after the last launch: it waited for the host. Where
-  ``run`` returns only when its stream is done (ONNX Runtime's CUDA provider), the share is 1 whatever
-  the bound, and it is not used. Which of the two a call does is measured, not declared:
-  ``probe_launches_async`` keeps the engine's stream busy with a sleeping kernel and sees whether the
-  call returns before the sleep ends.
+  ``run`` waits for the device anywhere (ONNX Runtime's CUDA provider at its end; transformers' eager
+  encoders at their attention-mask check, timm's ViT), the host's time is not launching alone and the
+  share is not used. Which of the two a call does is measured, not declared: ``probe_launches_async``
+  keeps the engine's stream busy with a sleeping kernel and sees whether the call returns before the
+  sleep ends.
 - ``gpu_busy_pct`` (inferbench.trackers.gpu_telemetry): NVML's share of the window in which a kernel
   was running. Engine-agnostic but coarse: the driver samples every ~1/6 s, and the samples at the
   window's edges cover idle time outside it, so device-bound cells read 75-94% on the H100, not 100
@@ -56,11 +57,12 @@ PROBE_SLEEP_CYCLES = 40_000_000
 
 
 def probe_launches_async(call: Callable[[], Any], stream: Any, synchronize: Callable[[], None]) -> bool | None:
-    """Whether ``call()`` returns before the device has done its work: ``stream`` (the engine's) is kept
-    busy by a sleeping kernel first, and a call that returns before the sleep ends did not wait for it.
+    """Whether ``call()`` only queues work, never waiting for the device: ``stream`` (the engine's) is kept
+    busy by a sleeping kernel first, and a call that returns before the sleep ends waited for nothing.
+    A call that synchronises anywhere (at its end, or on a value it reads back mid-way) reads False.
     None where it cannot be told (no stream, no sleeping kernel in this PyTorch). A call whose kernels
-    overflow the driver's launch queue (over ~1,000 of them) blocks until the queue drains and reads as
-    synchronous: its bound then comes from NVML's busy share, which suits such device-heavy calls."""
+    overflow the driver's launch queue (over ~1,000 of them) blocks until the queue drains and reads
+    False too: its bound then comes from NVML's busy share, which suits such device-heavy calls."""
     import torch
 
     sleep = getattr(torch.cuda, "_sleep", None)
