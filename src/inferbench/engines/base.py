@@ -48,7 +48,7 @@ class Engine(ABC):
         self.cold_start_s: dict[str, float] = {}
         #: the workload's processed dataset, set by the runner for engines that need it (before prepare)
         self.dataset: Path | None = None
-        #: which attention kernel a call runs, set by the runner after the first call (``attention_kernel``)
+        #: which attention kernel a call runs, set by the runner after the timed calls (``attention_kernel``)
         self.attention: dict[str, str | None] = {"kernel": None, "source": None}
 
     @property
@@ -101,7 +101,7 @@ class Engine(ABC):
 
     def attention_kernel(self, staged: Any) -> dict[str, str | None]:
         """Which attention kernel a call on ``staged`` runs (inferbench.trackers.attention) and how that
-        was found; called once after the first call, untimed. None for engines that do not say."""
+        was found; called once after the timed calls (it may run a profiler). None for engines that do not say."""
         return {"kernel": None, "source": None}
 
     def describe(self) -> dict[str, Any]:

@@ -149,7 +149,6 @@ def prepare_engine(
     engine.run(staged)
     engine.synchronize()
     cold["first_call"] = time.perf_counter() - start
-    engine.attention = engine.attention_kernel(staged)
     return engine, specs, batches, cold | engine.cold_start_s
 
 

@@ -71,6 +71,9 @@ def _measure(
     parity, problems = check_parity(engine, request) if info.mode == "inference" else (None, [])
     cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs)
     measured: Measured = _scenario_function(key.scenario, info.mode)(cell)
+    # after the timed calls: finding the attention kernel runs a profiler, whose hooks stay in the process
+    # and slowed later calls (a CUDA graph's replay by ~5% on an H100)
+    engine.attention = engine.attention_kernel(engine.stage(batches[0]))
 
     fields = dict(measured.fields)
     scenario_memory, scenario_environment = fields.pop("memory_mb", {}), fields.pop("environment", {})
