@@ -30,8 +30,8 @@ def measure_cell(
     request: CellRequest, out: Path, lock: MachineLock, imports_started: float | None = None
 ) -> CellRecord:
     """The cell as the workflow measures it: the libraries its engine needs imported here, once and
-    timed (``cold_start_s.import``, from ``imports_started``, a ``time.perf_counter()`` taken before
-    the verb imported this module, since importing it already loads torch), then ``run_cell`` in
+    timed (``cold_start_s.import``: from ``imports_started``, a ``time.perf_counter()`` the verb took as
+    it started, so that everything the job imported counts), then ``run_cell`` in
     ``settings.repeats`` fresh processes forked from this one (``host_bound_repeats`` for a GPU cell
     found host-bound), merged into one record at ``out``. ``lock`` is held shared except while a
     process runs (each takes its own). A server or offline cell runs in one fresh process (its LoadGen
