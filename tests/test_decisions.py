@@ -24,6 +24,7 @@ from inferbench.analysis.decisions import (
     workload_front,
 )
 from inferbench.analysis.uncertainty import CellSpread, ratio
+from inferbench.analysis.verdicts import Claim
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "h100"
 
@@ -152,7 +153,7 @@ def test_spread_between_processes_widens_what_one_process_calls_exact():
     narrow = {"latency_p50_ci95_low_ms": 7.55, "latency_p50_ci95_high_ms": 7.67}
     one = ratio(CellSpread.from_processes([7.61], 7.55, 7.67), CellSpread.from_processes([5.3], 5.27, 5.33))
     assert not one.known and one.significant is False
-    assert one.describe() == "spread between processes unknown: 1 process"
+    assert Claim("device", one).verdict == "spread between processes unknown: 1 process"
     eager = cell(latency_p50_ms=6.0, p50_by_process_ms=processes(7.61, 4.53), **narrow)
     faster = cell(engine="graph", latency_p50_ms=4.6, p50_by_process_ms=processes(4.62, 4.58))
     result = compare(faster, eager)

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from docutils.core import publish_parts
 
+from inferbench.analysis.decisions import ClaimBasis
 from inferbench.plan.config import validate_config
 from inferbench.plan.grid import resolved_studies
 from inferbench.report.markdown import build_report, write_report
@@ -176,7 +177,7 @@ def test_names_from_the_records_are_escaped_in_prose_pivots_and_tables():
     engine = f"ort|cpu{IMG}"
     summary = loan_summary().replace({"engine": {"ort_cpu": engine}})
     study = {**LOAN, "engines": [engine, "ort_cuda"]}
-    text = "\n".join(study_section("loan", study, summary))
+    text = "\n".join(study_section("loan", study, summary, ClaimBasis.of(summary)))
     assert_no_live_markdown(text)
     assert "b1: ort&#124;cpu&lt;img src=x onerror=alert(1)&gt; fp32 cpu 4t" in text
     for table in tables(text):

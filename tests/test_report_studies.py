@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from inferbench.analysis.decisions import ClaimBasis
 from inferbench.report.markdown import build_report
 from inferbench.report.plots import engine_colour
 from inferbench.report.studies import cpu_gpu_gap, study_rows, study_section
@@ -69,7 +70,7 @@ def test_study_rows_follow_the_grid_rules():
 
 
 def test_by_batch_section_gives_the_crossover_and_per_item_table():
-    text = "\n".join(study_section("loan", LOAN, loan_summary()))
+    text = "\n".join(study_section("loan", LOAN, loan_summary(), ClaimBasis.of(loan_summary())))
     assert text.startswith("## Study `loan`")
     assert "**Question:** from which batch does the GPU win?" in text
     assert "GPU as fast as the CPU at batch 100, faster above" in text
@@ -122,9 +123,10 @@ def test_engines_section_gives_speedups_with_intervals_and_the_fastest():
     )
     study = {"workloads": ["resnet50"], "engines": ["torch_eager", "torchscript"], "precisions": ["fp32", "fp16"],
              "devices": ["cuda"], "batch_sizes": [8], "layout": "engines"}  # fmt: skip
-    text = "\n".join(study_section("fp16", study, rows))
+    text = "\n".join(study_section("fp16", study, rows, ClaimBasis.of(rows)))
     assert (
-        "**resnet50 b8**: fastest torch_eager fp16 cuda (device boundary, device-bound), 4.00× FP32 eager, "
+        "**resnet50 b8**: fastest of this study's cells torch_eager fp16 cuda (device boundary, device-bound), "
+        "4.00× FP32 eager, "
         "4.00× its own fp32, 4.00× ahead of torch_eager fp32 cuda (significant)." in text
     )
     row = next(line for line in text.splitlines() if line.startswith("| torch_eager | fp16 | cuda |"))
@@ -154,8 +156,11 @@ def test_engines_section_compares_a_precision_with_the_same_engines_fp32():
     )
     study = {"workloads": ["distilbert"], "engines": ["ort_cpu"], "precisions": ["fp32", "int8"],
              "devices": ["cpu"], "batch_sizes": [1], "seq_lens": [128], "threads": [2]}  # fmt: skip
-    text = "\n".join(study_section("int8", study, rows))
-    assert "**distilbert b1 s128**: fastest ort_cpu int8 cpu (device boundary), 2.50× its own fp32" in text
+    text = "\n".join(study_section("int8", study, rows, ClaimBasis.of(rows)))
+    assert (
+        "**distilbert b1 s128**: fastest of this study's cells ort_cpu int8 cpu (device boundary), 2.50× its own fp32"
+        in text
+    )
 
 
 def test_seq_section_gives_the_scaling_exponent_and_the_cpu_gpu_gap():
@@ -187,7 +192,7 @@ def test_seq_section_gives_the_scaling_exponent_and_the_cpu_gpu_gap():
     summary = pd.DataFrame(rows)
     study = {"workloads": ["bert_base"], "engines": ["ort_cpu", "ort_cuda"], "devices": ["cpu", "cuda"],
              "batch_sizes": [1], "seq_lens": [64, 128, 256], "threads": [4], "layout": "seq"}  # fmt: skip
-    text = "\n".join(study_section("tf", study, summary))
+    text = "\n".join(study_section("tf", study, summary, ClaimBasis.of(summary)))
     assert "**bert_base on cpu**: p50 grows as length^k, k = 1.50" in text
     assert "the GPU is 5.00× to 5.00× faster than the CPU end to end" in text
     gap = cpu_gpu_gap(summary)
@@ -210,7 +215,7 @@ def test_training_section_gives_gpu_over_cpu_and_names_the_baseline():
     # the study lists its plain baseline first: the plain loop, not the slowest variant
     study = {"workloads": ["mlp_heart"], "engines": ["train_epoch", "train_epoch_loader"],
              "devices": ["cpu", "cuda"], "batch_sizes": [32], "layout": "training"}  # fmt: skip
-    text = "\n".join(study_section("heart", study, rows))
+    text = "\n".join(study_section("heart", study, rows, ClaimBasis.of(rows)))
     assert "mlp_heart train_epoch fp32 b32: the GPU trains 0.500× the items/s of the CPU." in text
     assert "b32 on cpu: train_epoch_loader fp32 trains 0.250× the items/s of the baseline train_epoch fp32" in text
     assert "train_epoch fp32 trains" not in text  # the baseline is not compared with itself

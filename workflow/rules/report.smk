@@ -125,11 +125,13 @@ rule report:
         datasets=[f"data/processed/{d}.stats.json" for d in used_datasets()],
         profiles=[profile_record(c) for c in PROFILED_CELLS],
         roofline=["results/roofline.csv"] if ROOFLINE_CELLS else [],
+        leases=[config["report"]["lease_spread"]] if config["report"]["lease_spread"] else [],
     output:
         "results/report.md",
     params:
         code=verb_code("report"),
         studies=report_studies(),
+        leases=lambda wc, input: ["--lease-spread", input.leases] if input.leases else [],
     conda:
         "../../envs/report.yaml"
     log:
@@ -137,4 +139,4 @@ rule report:
     shell:
         "python -m inferbench report --summary {input.summary:q} --out {output:q} --plots {input.plots:q}"
         " --model-meta {input.models:q} --dataset-stats {input.datasets:q} --profiles {input.profiles:q}"
-        " --roofline {input.roofline:q} --studies {params.studies:q} > {log:q} 2>&1"
+        " --roofline {input.roofline:q} --studies {params.studies:q} {params.leases:q} > {log:q} 2>&1"

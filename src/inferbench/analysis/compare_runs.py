@@ -26,8 +26,10 @@ import pandas as pd
 
 from inferbench.analysis import decisions
 from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
+from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import KEY_COLUMNS, summary_frame, with_scenario
-from inferbench.analysis.uncertainty import ratio
+from inferbench.analysis.uncertainty import Z95, ratio
+from inferbench.analysis.verdicts import Claim, claim
 from inferbench.core.cells import CellKey
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -138,60 +140,120 @@ def _change(low: float | None, high: float | None) -> str:
 
 
 def common_cells(run_a: Run, run_b: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each run's summary restricted to the cells ok in both: decisions made over the same cells."""
+    """Each run's summary restricted to the cells ok in both: claims made over the same cells."""
     keys = [frame.loc[frame["status"] == "ok", KEY_COLUMNS] for frame in (run_a.summary, run_b.summary)]
     both = keys[0].merge(keys[1], on=KEY_COLUMNS)
     return tuple(frame.merge(both, on=KEY_COLUMNS) for frame in (run_a.summary, run_b.summary))  # type: ignore[return-value]
 
 
-def decision_agreement(run_a: Run, run_b: Run) -> pd.DataFrame:
-    """The claims of both runs' reports, made over the cells ok in both, side by side: the fastest
-    cell per shape (a disagreement matters where either run calls its margin significant), and every
-    compared pair (speed-ups over FP32 eager, single-option steps) that one run calls significant
-    while the other reverses it."""
-    summaries = common_cells(run_a, run_b)
+#: a cell within a shape (with the shape's columns, a cell's key)
+CELL = ("engine", "precision", "device", "threads")
+SHAPE = ("workload", "batch_size", "seq_len")
+
+
+def claimed_pairs(summary: pd.DataFrame, floors: SpreadFloors) -> list[tuple[str, dict, dict]]:
+    """Every pair of cells a run's report makes a claim about, as (what is claimed, the cell said to be
+    faster, the other): the fastest cell per shape against its runner-up, each speed-up over FP32 eager,
+    each single-option step."""
+    pairs: list[tuple[str, dict, dict]] = []
+    for row in decisions.best_cells(summary, floors).to_dict("records"):
+        if isinstance(row.get("runner_up"), str):
+            shape = {c: row[c] for c in SHAPE}
+            faster = shape | {c: row[c] for c in CELL}
+            pairs.append(("fastest", faster, shape | {c: row[f"runner_up_{c}"] for c in CELL}))
+    for row in decisions.speedups(summary, floors).to_dict("records"):
+        cell = {c: row[c] for c in (*SHAPE, *CELL)}
+        baseline = cell | {"engine": decisions.BASELINE_ENGINE, "precision": decisions.BASELINE_PRECISION}
+        pairs.append(("speed-up over FP32 eager", cell, baseline))
+    for row in decisions.option_steps(summary, floors).to_dict("records"):
+        shape = {c: row[c] for c in (*SHAPE, "device", "threads")}
+        after = shape | {"engine": row["to_engine"], "precision": row["to_precision"]}
+        before = shape | {"engine": row["from_engine"], "precision": row["from_precision"]}
+        pairs.append((f"option step, {row['change']}", after, before))
+    return pairs
+
+
+def _name(cell: dict) -> str:
+    return f"{cell['engine']} {cell['precision']} {cell['device']}"
+
+
+def _judge(frame: pd.DataFrame, faster: dict, slower: dict, floors: SpreadFloors) -> Claim | None:
+    """The claim about one pair of cells in one run (``frame``: its measured rows by key), or None where
+    the run lacks either cell."""
     rows = []
-    best = [decisions.best_cells(summary) for summary in summaries]
-    shape = ["workload", "batch_size", "seq_len"]
-    for _, pair in best[0].merge(best[1], on=shape, suffixes=("_a", "_b")).iterrows():
-        name_a = f"{pair['engine_a']} {pair['precision_a']} {pair['device_a']}"
-        name_b = f"{pair['engine_b']} {pair['precision_b']} {pair['device_b']}"
-        significant = [pair["verdict_a"] == "significant", pair["verdict_b"] == "significant"]
-        rows.append(
-            {
-                **{c: pair[c] for c in shape},
-                "claim": "fastest",
-                "run_a": f"{name_a} ({pair['verdict_a']})",
-                "run_b": f"{name_b} ({pair['verdict_b']})",
-                "agree": name_a == name_b,
-                "problem": name_a != name_b and any(significant),
-            }
-        )
-    for claims, what in ((decisions.speedups, "speed-up over FP32 eager"), (decisions.option_steps, "option step")):
-        frames = [claims(summary) for summary in summaries]
-        if frames[0].empty or frames[1].empty:
-            continue
-        key = [c for c in frames[0].columns if c in ("workload", "device", "batch_size", "seq_len", "threads",
-                                                      "engine", "precision", "from_engine", "from_precision",
-                                                      "to_engine", "to_precision")]  # fmt: skip
-        for _, pair in frames[0].merge(frames[1], on=key, suffixes=("_a", "_b")).iterrows():
-            sides = [(pair["speedup_a"], pair["significant_a"]), (pair["speedup_b"], pair["significant_b"])]
-            reversed_sign = (sides[0][0] > 1) != (sides[1][0] > 1)
-            called = [s is True or s == 1.0 for _, s in sides]
-            label = " ".join(str(pair[c]) for c in key if c not in ("workload", "threads"))
+    for cell in (faster, slower):
+        try:
+            row = frame.loc[tuple(cell.get(c, 0) for c in KEY_COLUMNS[:7])]
+        except KeyError:
+            return None
+        rows.append((row.iloc[0] if isinstance(row, pd.DataFrame) else row).to_dict() | cell)
+    return claim(rows[0], rows[1], floors)
+
+
+def _log_se(result: Claim) -> float | None:
+    """The standard error of a claim's log ratio, from its 95% interval (None where it has none)."""
+    if result.low is None or result.high is None or result.low <= 0:
+        return None
+    return math.log(result.high / result.low) / (2 * Z95)
+
+
+def claim_agreement(
+    run_a: Run, run_b: Run, between: LeaseSpread | None = None, published: LeaseSpread | None = None
+) -> pd.DataFrame:
+    """Every claim either run's report makes, over the cells ok in both, judged in both runs by the one
+    rule (inferbench.analysis.verdicts): as each run's report judges it (its own spread per class, and
+    ``published``, the spread between leases its report counts, if any), and the winner in each. Whether
+    the margin moved beyond the noise: the two claims' log ratios differ by more than 1.96 standard
+    errors of both, each counting ``between`` (how far each class moved between these two runs) too. A
+    problem is a claim significant in either run whose winner changes or whose margin moves beyond it."""
+    summaries = [decisions.measured(s) for s in common_cells(run_a, run_b)]
+    own = [SpreadFloors.of(summary, published) for summary in summaries]
+    noisy = [SpreadFloors.of(summary, between) for summary in summaries]
+    indexed = [summary.set_index(list(KEY_COLUMNS[:7])) for summary in summaries]
+    seen, rows = set(), []
+    for summary, floor in zip(summaries, own, strict=True):
+        for what, faster, slower in claimed_pairs(summary, floor):
+            # one claim per pair, named as the first run to make it names it (the other may name it reversed)
+            key = (what, frozenset((tuple(faster.items()), tuple(slower.items()))))
+            if key in seen:
+                continue
+            seen.add(key)
+            judged = [
+                _judge(frame, faster, slower, floors) for frame, floors in zip(indexed * 2, own + noisy, strict=True)
+            ]
+            if None in judged:
+                continue
+            a, b, a_noisy, b_noisy = judged
+            winner_changed = (a.value > 1) != (b.value > 1)
+            se = [_log_se(a_noisy), _log_se(b_noisy)]
+            change = b.value / a.value
+            moved = None
+            low = high = None
+            if None not in se:
+                half = Z95 * math.hypot(*se)  # type: ignore[arg-type]
+                low, high = change * math.exp(-half), change * math.exp(half)
+                moved = abs(math.log(change)) > half
+            significant = bool(a.significant) or bool(b.significant)
             rows.append(
                 {
-                    "workload": pair["workload"],
-                    "batch_size": pair["batch_size"],
-                    "seq_len": pair["seq_len"],
-                    "claim": f"{what}: {label}",
-                    "run_a": f"{sides[0][0]:.3g}×" + (" significant" if called[0] else ""),
-                    "run_b": f"{sides[1][0]:.3g}×" + (" significant" if called[1] else ""),
-                    "agree": not reversed_sign,
-                    "problem": reversed_sign and any(called),
+                    **{c: faster[c] for c in SHAPE},
+                    "claim": f"{what}: {_name(faster)} over {_name(slower)}",
+                    "boundary": a.boundary,
+                    "run_a": f"{a.value:.3g}× ({a.verdict})",
+                    "run_b": f"{b.value:.3g}× ({b.verdict})",
+                    "margin_change": change,
+                    "margin_change_low": low,
+                    "margin_change_high": high,
+                    "winner_changed": winner_changed,
+                    "margin_moved": moved,
+                    "significant": significant,
+                    "agree": not winner_changed and not moved,
+                    "problem": significant and (winner_changed or bool(moved)),
                 }
             )
-    return pd.DataFrame(rows, columns=[*shape, "claim", "run_a", "run_b", "agree", "problem"])
+    columns = [*SHAPE, "claim", "boundary", "run_a", "run_b", "margin_change", "margin_change_low",
+               "margin_change_high", "winner_changed", "margin_moved", "significant", "agree", "problem"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
 
 
 CELL_COLUMNS = [
@@ -213,7 +275,9 @@ CELL_COLUMNS = [
 ]
 
 
-def compare_markdown(cells: pd.DataFrame, agreement: pd.DataFrame, names: tuple[str, str]) -> str:
+def compare_markdown(
+    cells: pd.DataFrame, agreement: pd.DataFrame, names: tuple[str, str], leases: LeaseSpread | None = None
+) -> str:
     from inferbench.report.tables import intervals, markdown_table
 
     out = [f"# {names[1]} (B) against {names[0]} (A)", ""]
@@ -228,26 +292,38 @@ def compare_markdown(cells: pd.DataFrame, agreement: pd.DataFrame, names: tuple[
     ]
     table = cells.assign(interval=intervals(cells, "ratio_low", "ratio_high")).sort_values(KEY_COLUMNS)
     out += [markdown_table(table, [c for c in CELL_COLUMNS if c[0] in table or c[0] == "interval"]), ""]
+    if leases is not None:
+        out += [f"Between the two runs, each class of cells moved by (one standard deviation) {leases.describe()}; "
+                "every claim's interval below counts it.", ""]  # fmt: skip
     if not agreement.empty:
         problems = agreement[agreement["problem"]]
+        winners = int(agreement["winner_changed"].sum())
+        moved = int(agreement["margin_moved"].fillna(False).astype(bool).sum())
         out += [
-            "## Decisions",
+            "## Claims",
             "",
-            f"{len(agreement)} claims in both runs; {int((~agreement['agree']).sum())} differ, "
-            f"{len(problems)} of them called significant in a run (a significant claim the other run reverses, "
-            "or a different fastest cell where either run calls its margin significant).",
+            f"{len(agreement)} claims made by either run, over the cells ok in both: {winners} change their "
+            f"winner, {moved} their margin beyond the noise; {len(problems)} of those are called significant in "
+            "a run (a significant claim that does not hold in the other run).",
             "",
         ]
         columns = [("workload", "workload"), ("batch_size", "batch"), ("seq_len", "seq"), ("claim", "claim"),
-                   ("run_a", "A"), ("run_b", "B"), ("agree", "agree"),
-                   ("problem", "significant and reversed")]  # fmt: skip
-        differing = agreement[~agreement["agree"]]
-        out += [markdown_table(differing, columns) if not differing.empty else "Every claim agrees.", ""]
+                   ("boundary", "compared"), ("run_a", "A"), ("run_b", "B"), ("margin_change", "B / A margin"),
+                   ("margin_interval", "95% interval"), ("winner_changed", "winner changed"),
+                   ("margin_moved", "margin moved"), ("problem", "significant and changed")]  # fmt: skip
+        shown = agreement[~agreement["agree"] | agreement["problem"]]
+        shown = shown.assign(margin_interval=intervals(shown, "margin_change_low", "margin_change_high"))
+        out += [markdown_table(shown, columns) if not shown.empty else "Every claim holds: no winner changes, "
+                "no margin moves beyond the noise.", ""]  # fmt: skip
     return "\n".join(out)
 
 
-def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, str, LeaseSpread | None]:
+    """Two runs cell by cell and claim by claim, with the spread between them per class (None where they
+    have too few cells in common to tell)."""
     run_a, run_b = Run.load(path_a), Run.load(path_b)
     cells = compare_cells(run_a, run_b)
-    agreement = decision_agreement(run_a, run_b)
-    return cells, agreement, compare_markdown(cells, agreement, (str(path_a), str(path_b)))
+    leases = LeaseSpread.between([run_a.summary, run_b.summary])
+    leases = leases if leases.sd_log else None
+    agreement = claim_agreement(run_a, run_b, between=leases)
+    return cells, agreement, compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases), leases

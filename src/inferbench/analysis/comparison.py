@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from inferbench.analysis.uncertainty import CellSpread, Ratio, SpreadFloor, ratio
+
+if TYPE_CHECKING:
+    from inferbench.analysis.leases import LeaseSpread
 
 BOUNDARY_LABELS = {"device": "device boundary", "end_to_end": "end to end"}
 #: per boundary: the p50 column, each process's p50 (';'-separated), and the pooled p50's 95% CI
@@ -77,21 +80,34 @@ def p50_of(row: Any, boundary: str) -> float | None:
     return float(value) if value is not None else None
 
 
+#: what each class of cells (``spread_class``) is, in words
+SPREAD_CLASSES = {
+    "device": "device-bound GPU cells",
+    "host": "host-bound GPU cells (the GPU waits for the thread launching its kernels)",
+    "cpu": "CPU cells",
+}
+
+
 def spread_class(row: Any) -> str:
-    """``device`` for a GPU cell found device-bound, else ``host``: its time follows the host's CPU
-    (a host-bound or unclassified GPU cell, a CPU cell)."""
-    return "device" if _get(row, "device") == "cuda" and _get(row, "bound") == "device" else "host"
+    """``device`` for a GPU cell found device-bound, ``host`` for another GPU cell (host-bound or not
+    classified: its time follows the host thread launching its kernels), ``cpu`` for a CPU cell."""
+    if _get(row, "device") != "cuda":
+        return "cpu"
+    return "device" if _get(row, "bound") == "device" else "host"
 
 
 class SpreadFloors:
     """Per class (``spread_class``) and boundary, the between-process spread pooled over the class's
-    cells of one run: the least spread a cell of that class is taken to have."""
+    cells of one run: the least spread a cell of that class is taken to have. With ``leases`` (the
+    spread between leases measured on earlier runs: inferbench.analysis.leases), each cell's spread
+    also counts how far its class moves from one lease to the next."""
 
-    def __init__(self, floors: dict[tuple[str, str], SpreadFloor]) -> None:
+    def __init__(self, floors: dict[tuple[str, str], SpreadFloor], leases: LeaseSpread | None = None) -> None:
         self.floors = floors
+        self.leases = leases
 
     @classmethod
-    def of(cls, summary: pd.DataFrame) -> SpreadFloors:
+    def of(cls, summary: pd.DataFrame, leases: LeaseSpread | None = None) -> SpreadFloors:
         ok = summary[summary["status"] == "ok"] if "status" in summary else summary
         floors: dict[tuple[str, str], SpreadFloor] = {}
         rows = list(ok.itertuples(index=False))
@@ -104,10 +120,14 @@ class SpreadFloors:
             for name, spreads in by_class.items():
                 if (floor := SpreadFloor.pooled(spreads)) is not None:
                     floors[(name, boundary)] = floor
-        return cls(floors)
+        return cls(floors, leases)
 
     def get(self, row: Any, boundary: str) -> SpreadFloor | None:
         return self.floors.get((spread_class(row), boundary))
+
+    def lease_sd(self, row: Any) -> float:
+        """How far a cell of this row's class moves between leases (sd of log p50; 0 where unknown)."""
+        return self.leases.sd_log.get(spread_class(row), 0.0) if self.leases is not None else 0.0
 
 
 def spread_at(row: Any, boundary: str, floors: SpreadFloors | None = None) -> CellSpread | None:
@@ -123,7 +143,9 @@ def spread_at(row: Any, boundary: str, floors: SpreadFloors | None = None) -> Ce
     if not values and p50 is not None:
         values = [float(p50)]  # summaries from before processes were recorded: one process
     spread = CellSpread.from_processes(values, _get(row, low_col), _get(row, high_col))
-    return spread.with_floor(floors.get(row, boundary)) if spread is not None and floors else spread
+    if spread is None or floors is None:
+        return spread
+    return spread.with_floor(floors.get(row, boundary)).with_lease(floors.lease_sd(row))
 
 
 def compare(faster: Any, slower: Any, boundary: str | None = None, floors: SpreadFloors | None = None) -> Ratio | None:

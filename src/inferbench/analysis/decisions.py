@@ -12,13 +12,16 @@ only when its interval excludes 1.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from inferbench.analysis.comparison import SpreadFloors, boundary_of, compare, p50_at, p50_of, rate_at
+from inferbench.analysis.comparison import SpreadFloors, boundary_of, p50_at, p50_of, rate_at
+from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import split_scenarios
+from inferbench.analysis.verdicts import claim, claim_columns
 from inferbench.engines.spec import PLAIN_COMPUTATION, PLAIN_PRECISION
 
 #: the engine variant every speed-up is measured against
@@ -116,12 +119,12 @@ def cpu_gpu_crossovers(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def best_cells(summary: pd.DataFrame) -> pd.DataFrame:
+def best_cells(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
     """The fastest cell per workload x batch x sequence length, compared like with like (p50 at the
-    group's common boundary), with its margin over the runner-up and whether that margin holds
-    beyond the spread between processes."""
+    group's common boundary), with its margin over the runner-up and how that margin holds
+    (inferbench.analysis.verdicts). ``floors``: the run's spread per class (by default, of ``summary``)."""
     ok = measured(summary)
-    floors = SpreadFloors.of(ok)
+    floors = floors if floors is not None else SpreadFloors.of(ok)
     rows = []
     for (workload, batch, seq), cells in ok.groupby(["workload", "batch_size", "seq_len"], sort=True):
         boundary = boundary_of(cells)
@@ -135,6 +138,7 @@ def best_cells(summary: pd.DataFrame) -> pd.DataFrame:
             "engine": best["engine"],
             "precision": best["precision"],
             "device": best["device"],
+            "threads": best["threads"],
             "p50_ms": best["p50_ms"],
             "bound": best.get("bound"),
             "runner_up": None,
@@ -145,14 +149,10 @@ def best_cells(summary: pd.DataFrame) -> pd.DataFrame:
         }
         if len(ranked) > 1:
             second = ranked.iloc[1]
-            margin = compare(best, second, boundary, floors)
-            row |= {
-                "runner_up": f"{second['engine']} {second['precision']} {second['device']}",
-                "margin": margin.value if margin else None,
-                "margin_low": margin.low if margin else None,
-                "margin_high": margin.high if margin else None,
-                "verdict": margin.describe() if margin else "unknown",
-            }
+            margin = claim(best, second, floors, boundary)
+            row |= {"runner_up": f"{second['engine']} {second['precision']} {second['device']}"}
+            row |= {f"runner_up_{c}": second[c] for c in ("engine", "precision", "device", "threads")}
+            row |= claim_columns(margin, "margin")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -181,12 +181,12 @@ def workload_front(cells: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return boundary, pareto_front(e2e, latency="e2e_p50", throughput="e2e_items_per_s")
 
 
-def speedups(summary: pd.DataFrame) -> pd.DataFrame:
+def speedups(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
     """Each cell's p50 speed-up over FP32 eager PyTorch at the same workload, device, batch, sequence
-    length and threads, at the pair's common boundary, with a 95% interval that counts the spread
-    between processes (None where either cell ran in one process) and whether it excludes 1."""
+    length and threads, as a claim (inferbench.analysis.verdicts): at the pair's common boundary, with a
+    95% interval that counts the spread between processes (None where either cell ran in one process)."""
     ok = measured(summary)
-    floors = SpreadFloors.of(ok)
+    floors = floors if floors is not None else SpreadFloors.of(ok)
     key = ["workload", "device", "batch_size", "seq_len", "threads"]
     is_base = (ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)
     base = {tuple(r[c] for c in key): r for _, r in ok[is_base].iterrows()}
@@ -195,8 +195,7 @@ def speedups(summary: pd.DataFrame) -> pd.DataFrame:
         b = base.get(tuple(row[c] for c in key))
         if b is None:
             continue
-        boundary = boundary_of([row, b])
-        result = compare(row, b, boundary, floors)
+        result = claim(row, b, floors)
         if result is None:
             continue
         rows.append(
@@ -204,16 +203,12 @@ def speedups(summary: pd.DataFrame) -> pd.DataFrame:
                 **{c: row[c] for c in key},
                 "engine": row["engine"],
                 "precision": row["precision"],
-                "boundary": boundary,
-                "speedup": result.value,
-                "speedup_low": result.low,
-                "speedup_high": result.high,
-                "significant": result.significant if result.known else None,
-                "processes": f"{result.processes[0]} / {result.processes[1]}",
+                **claim_columns(result, "speedup"),
+                "processes": f"{result.ratio.processes[0]} / {result.ratio.processes[1]}",
             }
         )
     columns = [*key, "engine", "precision", "boundary", "speedup", "speedup_low", "speedup_high", "significant",
-               "processes"]  # fmt: skip
+               "verdict", "processes"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -221,10 +216,20 @@ def speedups(summary: pd.DataFrame) -> pd.DataFrame:
 MIN_SCALING_LENGTHS = 3
 
 
+def _power_law(lengths: np.ndarray, p50s: np.ndarray) -> tuple[float, float]:
+    """(k, R²) of p50 ∝ length^k, least squares in log-log."""
+    x, y = np.log(lengths), np.log(p50s)
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = y - (slope * x + intercept)
+    total = ((y - y.mean()) ** 2).sum()
+    return float(slope), float(1 - (residual**2).sum() / total if total > 0 else 1.0)
+
+
 def seq_scaling(summary: pd.DataFrame) -> pd.DataFrame:
     """The exponent k of latency ∝ seq_len^k per text cell series (least squares in log-log of the
-    p50 at the engine's own boundary), with its R². Series measured at fewer than
-    ``MIN_SCALING_LENGTHS`` lengths are listed with no exponent; single lengths are left out."""
+    p50 at the engine's own boundary), with its R², and the same fit end to end (``exponent_e2e``): where
+    the two have opposite signs, neither is the series' answer (``boundaries_disagree``). Series measured
+    at fewer than ``MIN_SCALING_LENGTHS`` lengths are listed with no exponent; single lengths are left out."""
     ok = measured(summary)
     ok = ok[ok["seq_len"] > 0]
     names = ["workload", "engine", "precision", "device", "batch_size", "threads"]
@@ -233,15 +238,15 @@ def seq_scaling(summary: pd.DataFrame) -> pd.DataFrame:
         lengths = series["seq_len"].nunique()
         if lengths < 2:
             continue
-        exponent = r2 = None
+        exponent = r2 = exponent_e2e = None
         if lengths >= MIN_SCALING_LENGTHS:
-            x, y = np.log(series["seq_len"].to_numpy(float)), np.log(series["latency_p50_ms"].to_numpy(float))
-            slope, intercept = np.polyfit(x, y, 1)
-            residual = y - (slope * x + intercept)
-            total = ((y - y.mean()) ** 2).sum()
-            exponent, r2 = float(slope), float(1 - (residual**2).sum() / total if total > 0 else 1.0)
-        rows.append({**dict(zip(names, key, strict=True)), "exponent": exponent, "r2": r2, "points": lengths})
-    return pd.DataFrame(rows, columns=[*names, "exponent", "r2", "points"])
+            x = series["seq_len"].to_numpy(float)
+            exponent, r2 = _power_law(x, series["latency_p50_ms"].to_numpy(float))
+            exponent_e2e, _ = _power_law(x, p50_at(series, "end_to_end").to_numpy(float))
+        disagree = exponent is not None and exponent * exponent_e2e < 0  # type: ignore[operator]
+        rows.append({**dict(zip(names, key, strict=True)), "exponent": exponent, "r2": r2, "points": lengths,
+                     "exponent_e2e": exponent_e2e, "boundaries_disagree": disagree})  # fmt: skip
+    return pd.DataFrame(rows, columns=[*names, "exponent", "r2", "points", "exponent_e2e", "boundaries_disagree"])
 
 
 def cold_start_total_s(row: Any) -> float | None:
@@ -256,7 +261,7 @@ def cold_start_total_s(row: Any) -> float | None:
     return float(sum(values) + sum(v for v in extra if v is not None and not pd.isna(v)))
 
 
-def break_even(summary: pd.DataFrame) -> pd.DataFrame:
+def break_even(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
     """After how many inferences an engine's extra cold start (compile, capture, build, export...)
     is paid back by its faster calls, against FP32 eager at the same workload, device, batch,
     sequence length and threads: extra cold-start seconds / seconds saved per call, per call at the
@@ -267,7 +272,7 @@ def break_even(summary: pd.DataFrame) -> pd.DataFrame:
     ok = measured(summary)
     if "import_s" not in ok:
         return pd.DataFrame()
-    floors = SpreadFloors.of(ok)
+    floors = floors if floors is not None else SpreadFloors.of(ok)
     key = ["workload", "device", "batch_size", "seq_len", "threads"]
     is_base = (ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)
     base = {tuple(r[c] for c in key): r for _, r in ok[is_base].iterrows()}
@@ -277,10 +282,14 @@ def break_even(summary: pd.DataFrame) -> pd.DataFrame:
         cold, base_cold = cold_start_total_s(row), (cold_start_total_s(b) if b is not None else None)
         if b is None or cold is None or base_cold is None or pd.isna(row["import_s"]) or pd.isna(b["import_s"]):
             continue  # a cold start with the imports in it (a record from before they were timed apart)
-        boundary = boundary_of([row, b])
-        faster = compare(row, b, boundary, floors)
+        faster = claim(row, b, floors)
+        if faster is None:
+            continue
+        boundary = faster.boundary
         extra_s, saved_s = cold - base_cold, (p50_of(b, boundary) - p50_of(row, boundary)) / 1e3
-        if saved_s <= 0 or (faster is not None and faster.known and not faster.significant):
+        if faster.boundaries_disagree:
+            inferences, verdict = None, f"unknown: {faster.verdict}"
+        elif saved_s <= 0 or faster.significant is False:
             inferences, verdict = None, "never: not faster per call beyond the spread between processes"
         elif extra_s <= 0:
             inferences, verdict = 0.0, "from the first call: no extra start-up"
@@ -328,7 +337,7 @@ def _knob_value(row: pd.Series, columns: tuple[str, ...]) -> tuple[str, ...]:
     return tuple("" if pd.isna(v := row.get(c)) or v is None else str(v) for c in columns)
 
 
-def option_steps(summary: pd.DataFrame) -> pd.DataFrame:
+def option_steps(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
     """Speed-ups that can be attributed: every pair of measured cells at the same workload, device,
     batch, sequence length and threads that differ in exactly one knob (``KNOBS``: precision, how the
     model runs, channels-last, IO binding), from the plainer setting to the other, at the pair's
@@ -337,7 +346,7 @@ def option_steps(summary: pd.DataFrame) -> pd.DataFrame:
     ok = measured(summary)
     if "graph" not in ok or ok.empty:
         return pd.DataFrame()
-    floors = SpreadFloors.of(ok)
+    floors = floors if floors is not None else SpreadFloors.of(ok)
     shape = ["workload", "device", "batch_size", "seq_len", "threads"]
     rows = []
     for _, cells in ok.groupby(shape, sort=True):
@@ -349,8 +358,7 @@ def option_steps(summary: pd.DataFrame) -> pd.DataFrame:
                     continue
                 knob = differing[0]
                 plain, other = _orient(a, b, knob)
-                boundary = boundary_of([plain, other])
-                result = compare(other, plain, boundary, floors)
+                result = claim(other, plain, floors)
                 if result is None:
                     continue
                 rows.append(
@@ -362,11 +370,7 @@ def option_steps(summary: pd.DataFrame) -> pd.DataFrame:
                         "to_engine": other["engine"],
                         "to_precision": other["precision"],
                         "change": _describe_change(plain, other, knob),
-                        "boundary": boundary,
-                        "speedup": result.value,
-                        "speedup_low": result.low,
-                        "speedup_high": result.high,
-                        "significant": result.significant if result.known else None,
+                        **claim_columns(result, "speedup"),
                     }
                 )
     return pd.DataFrame(rows)
@@ -392,3 +396,28 @@ def _describe_change(plain: pd.Series, other: pd.Series, knob: str) -> str:
         )
 
     return f"{knob}: {text(plain)} → {text(other)}"
+
+
+@dataclass(frozen=True)
+class ClaimBasis:
+    """What every claim about one run rests on, computed once so that every section of its report judges
+    alike: the run's measured rows, the spread of each class over all of them (with the spread between
+    leases where it was measured), and the run's fastest cell per shape."""
+
+    floors: SpreadFloors
+    #: the fastest cell per workload, batch and sequence length over the whole run (``best_cells``)
+    best: pd.DataFrame
+
+    @classmethod
+    def of(cls, summary: pd.DataFrame, leases: LeaseSpread | None = None) -> ClaimBasis:
+        ok = measured(summary)
+        floors = SpreadFloors.of(ok, leases)
+        return cls(floors, best_cells(ok, floors))
+
+    def fastest(self, workload: str, batch: int, seq: int) -> Any:
+        """The run's fastest cell at a shape (a row of ``best``), or None."""
+        if self.best.empty:
+            return None
+        best = self.best
+        rows = best[(best["workload"] == workload) & (best["batch_size"] == batch) & (best["seq_len"] == seq)]
+        return None if rows.empty else rows.iloc[0]

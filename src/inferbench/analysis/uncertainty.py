@@ -11,10 +11,12 @@ happen to agree do not make a cell look exact.
 Nor smaller than its class's: cells whose time follows the host's CPU (host-bound GPU cells, CPU
 cells) share that CPU's drift, which on a shared VM changes from minute to minute (two runs of the
 H100 default 15 minutes apart moved such cells by up to 40% while their own processes, seconds
-apart, agreed within 1%). So each class (``SpreadFloor``: host-sensitive, device-bound) pools the
-spread of all its cells measured in several processes, and a cell's spread is at least that. With
-one process the spread is unknown: the ratio has no interval and is never called significant. A
-difference is significant when its 95% interval excludes 1.
+apart, agreed within 1%). So each class (``SpreadFloor``: device-bound GPU, host-bound GPU, CPU)
+pools the spread of all its cells measured in several processes, and a cell's spread is at least
+that. Where runs of other leases were measured, the class's spread between leases is added to it
+(inferbench.analysis.leases): a claim is then about the next lease too. With one process the spread
+is unknown: the ratio has no interval and is never called significant. A difference is significant
+when its 95% interval excludes 1 (inferbench.analysis.verdicts says so in one place).
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ class CellSpread:
         if floor is None or self.n < 2 or floor.sd_log <= self.sd_log:
             return self
         return CellSpread(self.mean_log, floor.sd_log, self.n, floor.df)
+
+    def with_lease(self, sd_log: float) -> CellSpread:
+        """This spread with how far the cell moves between leases added in quadrature (a known spread
+        only: one process says nothing about the next one, let alone the next lease)."""
+        if sd_log <= 0 or self.n < 2:
+            return self
+        return CellSpread(self.mean_log, math.hypot(self.sd_log, sd_log), self.n, self.df)
 
     @classmethod
     def from_processes(
@@ -113,16 +122,6 @@ class Ratio:
     def significant(self) -> bool:
         """The interval excludes 1: the difference holds beyond the spread between processes."""
         return self.known and (self.low > 1 or self.high < 1)  # type: ignore[operator]
-
-    def describe(self) -> str:
-        return verdict(self.significant if self.known else None)
-
-
-def verdict(significant: bool | None) -> str:
-    """How a difference holds: significant, within the spread between processes, or unknown."""
-    if significant is None or significant != significant:  # None or NaN: measured in one process
-        return "spread between processes unknown: 1 process"
-    return "significant" if significant else "within the spread between processes"
 
 
 def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: float = 0.95) -> Ratio:

@@ -74,6 +74,7 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--studies", default="{}", help="JSON: study name -> its config (devices resolved, its cells); one section each"
     )
+    p.add_argument("--lease-spread", type=Path, help="the spread between leases (inferbench compare --out-leases)")
 
 
 @arguments(_report_arguments)
@@ -89,6 +90,7 @@ def report(args: argparse.Namespace) -> None:
         profiles=args.profiles,
         studies=json.loads(args.studies),
         roofline=args.roofline,
+        lease_spread=args.lease_spread,
     )
 
 
@@ -97,14 +99,25 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_b", type=Path, help="the same, for the run compared with RUN_A")
     p.add_argument("--out-md", type=Path, help="write the Markdown here too")
     p.add_argument("--out-csv", type=Path, help="the per-cell table as CSV")
+    p.add_argument(
+        "--out-leases",
+        type=Path,
+        help="the spread between the two runs per class, JSON: runs of two leases give what config "
+        "`report.lease_spread` adds to a report's intervals",
+    )
 
 
 @arguments(_compare_arguments)
 def compare(args: argparse.Namespace) -> None:
     from inferbench.analysis.compare_runs import compare_runs
+    from inferbench.core.errors import UserError
     from inferbench.core.fsutil import atomic_path
 
-    cells, _, text = compare_runs(args.run_a, args.run_b)
+    cells, _, text, leases = compare_runs(args.run_a, args.run_b)
+    if args.out_leases:
+        if leases is None:
+            raise UserError("the two runs have no cell ok in both: no spread between them to write")
+        leases.save(args.out_leases)
     if args.out_csv:
         with atomic_path(args.out_csv) as tmp:
             cells.to_csv(tmp, index=False)

@@ -1,6 +1,7 @@
-"""The report's first lines: per workload, the engine to pick at batch 1 and the peak throughput, each
-with its boundary, its bound and how far it moved between processes; then, for a few p99 latency
-budgets, the highest-throughput cell that meets each (end to end: what a caller waits for)."""
+"""The report's first lines: per workload, the engine to pick at batch 1 (the run's fastest cell there,
+the decisions' own claim) and the peak throughput, each with its boundary, its bound and how far it
+moved between processes; then, for a few p99 latency budgets, the highest-throughput cell that meets
+each (end to end: what a caller waits for)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from inferbench.analysis.comparison import (
-    BOUNDARY_LABELS,
-    SpreadFloors,
-    boundary_of,
-    compare,
-    p50_at,
-    rate_at,
-    spread_at,
-)
-from inferbench.analysis.decisions import measured
+from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, p50_at, rate_at, spread_at
+from inferbench.analysis.decisions import ClaimBasis, measured
 from inferbench.core.workloads import ordered
 from inferbench.report.tables import fmt, fmt_ms, markdown_table, recipe
 from inferbench.report.text import escape_markdown
@@ -60,40 +53,42 @@ def _headline_cells(ok: pd.DataFrame) -> pd.DataFrame:
     return ok[ok["seq_len"] == ok["workload"].map(chosen)]
 
 
-def best_at_smallest_batch(cells: pd.DataFrame, floors: SpreadFloors | None = None) -> str:
-    """The fastest cell at the workload's smallest batch, compared like with like, and its margin."""
+def best_at_smallest_batch(cells: pd.DataFrame, basis: ClaimBasis) -> str:
+    """The run's fastest cell at the workload's smallest batch and its margin over the runner-up: the
+    same claim as the decisions' table for that shape (``ClaimBasis.best``)."""
     batch = int(cells["batch_size"].min())
-    group = cells[cells["batch_size"] == batch]
-    boundary = boundary_of(group)
-    ranked = group.assign(p50_ms=p50_at(group, boundary)).sort_values("p50_ms")
-    best = ranked.iloc[0]
+    seq = int(cells["seq_len"].iloc[0])
+    best = basis.fastest(cells["workload"].iloc[0], batch, seq)
+    row = cells[
+        (cells["batch_size"] == batch) & (cells["engine"] == best["engine"])
+        & (cells["precision"] == best["precision"]) & (cells["device"] == best["device"])
+    ].iloc[0]  # fmt: skip
     text = (
-        f"at batch {batch}: **{escape_markdown(_cell_name(best))}** ({escape_markdown(recipe(best))}), "
+        f"at batch {batch}: **{escape_markdown(_cell_name(row))}** ({escape_markdown(recipe(row))}), "
         f"p50 {fmt_ms(best['p50_ms'])} "
-        f"{BOUNDARY_LABELS[boundary]}{_bound(best)} ({_processes_range(best, boundary)})"
+        f"{BOUNDARY_LABELS[best['boundary']]}{_bound(row)} ({_processes_range(row, best['boundary'])})"
     )
-    if len(ranked) > 1:
-        second = ranked.iloc[1]
-        margin = compare(best, second, boundary, floors)
-        if margin is not None:
-            text += f"; {fmt(margin.value)}× ahead of {escape_markdown(_cell_name(second))}, {margin.describe()}"
+    if isinstance(best["runner_up"], str) and pd.notna(best["margin"]):
+        text += f"; {fmt(float(best['margin']))}× ahead of {escape_markdown(best['runner_up'])}, {best['verdict']}"
     return text
 
 
 def peak_throughput(cells: pd.DataFrame) -> str:
-    """The most items per second of any cell, at the workload's common boundary."""
+    """The most items per second of any cell, at the workload's common boundary: items per call over
+    the p50 (the same statistic as the range of each process's figure beside it)."""
     boundary = boundary_of(cells)
-    top = cells.assign(rate=rate_at(cells, boundary)).sort_values("rate", ascending=False).iloc[0]
-    items = top.get("items_per_call") if pd.notna(top.get("items_per_call")) else top["batch_size"]
+    items = _column(cells, "items_per_call").fillna(cells["batch_size"]).astype(float)
+    rated = cells.assign(rate=1e3 * items / p50_at(cells, boundary), items=items)
+    top = rated.sort_values("rate", ascending=False).iloc[0]
     text = (
-        f"peak **{fmt(float(top['rate']))} items/s** {BOUNDARY_LABELS[boundary]} with "
+        f"peak **{fmt(float(top['rate']))} items/s** {BOUNDARY_LABELS[boundary]} (items per call / p50) with "
         f"{escape_markdown(_cell_name(top))} ({escape_markdown(recipe(top))}) at batch {int(top['batch_size'])}"
         f"{_bound(top)}"
     )
     by_process = top.get("p50_by_process_ms" if boundary == "device" else "e2e_p50_by_process_ms")
     if isinstance(by_process, str) and ";" in by_process:
-        rates = sorted(1e3 * float(items) / float(v) for v in by_process.split(";") if v)
-        text += f" (batch / each process's p50: {fmt(rates[0])} – {fmt(rates[-1])} items/s)"
+        rates = sorted(1e3 * float(top["items"]) / float(v) for v in by_process.split(";") if v)
+        text += f" (each process: {fmt(rates[0])} – {fmt(rates[-1])} items/s)"
     return text
 
 
@@ -144,19 +139,18 @@ BUDGET_COLUMNS = [
 ]
 
 
-def headline_section(summary: pd.DataFrame) -> list[str]:
+def headline_section(summary: pd.DataFrame, basis: ClaimBasis) -> list[str]:
     ok = measured(summary)
     if ok.empty:
         return []
     out = ["## Headline", ""]
-    floors = SpreadFloors.of(ok)
     workloads = ordered(ok["workload"])
     for workload in workloads:
         cells = _headline_cells(ok[ok["workload"] == workload])
         seq = int(cells["seq_len"].iloc[0])
         where = f" (sequence {seq})" if seq else ""
         name = escape_markdown(workload)
-        out.append(f"- **{name}**{where}: {best_at_smallest_batch(cells, floors)}. {peak_throughput(cells)}.")
+        out.append(f"- **{name}**{where}: {best_at_smallest_batch(cells, basis)}. {peak_throughput(cells)}.")
     out += [
         "",
         "Each figure is compared like with like: at the device boundary where all cells ran on one device "

@@ -13,8 +13,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Layout:
-    #: ``"module:function"``: ``function(cells, study) -> list[str]``, the answer's Markdown lines from the
-    #: study's summary rows (a DataFrame) and its config
+    #: ``"module:function"``: ``function(cells, study, basis) -> list[str]``, the answer's Markdown lines
+    #: from the study's summary rows (a DataFrame), its config and what the run's claims rest on
+    #: (inferbench.analysis.verdicts.ClaimBasis: every section judges alike)
     answer: str
     #: the latency percentiles shown when the study names none
     percentiles: tuple[str, ...]
@@ -22,7 +23,7 @@ class Layout:
     plots: tuple[str, ...]
     description: str
 
-    def answer_function(self) -> Callable[[Any, dict[str, Any]], list[str]]:
+    def answer_function(self) -> Callable[[Any, dict[str, Any], Any], list[str]]:
         module, function = self.answer.split(":")
         return getattr(importlib.import_module(module), function)
 

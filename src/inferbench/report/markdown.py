@@ -12,9 +12,10 @@ from typing import Any
 
 import pandas as pd
 
-from inferbench.analysis.comparison import BOUNDARY_LABELS, SpreadFloors
+from inferbench.analysis.comparison import BOUNDARY_LABELS, SPREAD_CLASSES
+from inferbench.analysis.decisions import ClaimBasis
+from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import split_scenarios, with_scenario
-from inferbench.analysis.uncertainty import verdict
 from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.core.workloads import ordered, workload_info
 from inferbench.report.headline import headline_section
@@ -124,25 +125,26 @@ SPEEDUP_COLUMNS = [*_SHAPE, *_VARIANT, ("boundary_label", "compared"), ("speedup
 PAYBACK_COLUMNS = [*_SHAPE, *_VARIANT, ("boundary_label", "compared"), ("extra_cold_start_s", "extra start-up s"),
                    ("saved_per_call_ms", "saved per call"), ("verdict", "pays back")]  # fmt: skip
 SCALING_COLUMNS = [("workload", "workload"), *_VARIANT, ("device", "device"), ("batch_size", "batch"),
-                   ("exponent", "k"), ("r2", "R²"), ("points", "lengths")]  # fmt: skip
+                   ("exponent", "k"), ("exponent_e2e", "k end to end"), ("r2", "R²"),
+                   ("points", "lengths")]  # fmt: skip
 
 
 def _with_labels(frame: pd.DataFrame, column: str = "boundary") -> pd.DataFrame:
     return frame.assign(boundary_label=frame[column].map(BOUNDARY_LABELS))
 
 
-def decisions_section(summary: pd.DataFrame) -> list[str]:
+def decisions_section(summary: pd.DataFrame, basis: ClaimBasis) -> list[str]:
     """The answers after the headline: fastest cell per shape with its margin, speed-ups with
     intervals, what each option adds, where the GPU starts to pay, after how many calls an
     optimisation's start-up pays back, how latency grows with length, the Pareto fronts. Every
     comparison is made at one boundary (column ``compared``)."""
     from inferbench.analysis import decisions
 
-    best = decisions.best_cells(summary)
+    best = basis.best
     if best.empty:
         return ["## Decisions", "", "No cell was measured.", ""]
     best = _with_labels(best).assign(interval=intervals(best, "margin_low", "margin_high"))
-    out = ["## Decisions", "", *spread_note(summary)]
+    out = ["## Decisions", "", *spread_note(basis)]
     out += [
         "**Fastest cell** per workload, batch and sequence length, against the runner-up (cells compared at "
         "the device boundary when all ran on one device and timed there, else end to end; the 95% interval of "
@@ -151,11 +153,10 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     ]
     out += rows_or_none(best, BEST_COLUMNS)
 
-    speed = decisions.speedups(summary)
+    speed = decisions.speedups(summary, basis.floors)
     if not speed.empty:
         speed = _with_labels(speed).assign(
             interval=intervals(speed, "speedup_low", "speedup_high"),
-            verdict=[verdict(v) for v in speed["significant"]],
         )
         speed = speed.sort_values("speedup", ascending=False)
         out += [
@@ -166,7 +167,7 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
             "",
             *rows_or_none(speed, SPEEDUP_COLUMNS),
         ]
-    out += option_steps_section(summary)
+    out += option_steps_section(summary, basis)
 
     crossings = decisions.cpu_gpu_crossovers(summary)
     if not crossings.empty:
@@ -177,7 +178,7 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
             )
         out.append("")
 
-    payback = decisions.break_even(summary)
+    payback = decisions.break_even(summary, basis.floors)
     if not payback.empty:
         out += [
             "**When start-up pays back**: extra cold start (preparation with its compile, capture or build, ONNX "
@@ -209,24 +210,31 @@ def decisions_section(summary: pd.DataFrame) -> list[str]:
     return [*out, ""]
 
 
-def spread_note(summary: pd.DataFrame) -> list[str]:
-    """How far this run's processes spread, per class: what every interval below is built on."""
-    floors = SpreadFloors.of(summary)
-    names = {"host": "host-sensitive cells (CPU cells, and GPU cells whose kernels wait for the host)",
-             "device": "device-bound GPU cells"}  # fmt: skip
+def spread_note(basis: ClaimBasis) -> list[str]:
+    """How far this run's processes spread, per class, and how far cells move between leases: what every
+    interval below is built on."""
+    floors = basis.floors
     parts = [
-        f"{names[name]} {floor.pct:.1f}% ({floor.cells} cells, {floor.df:.0f} degrees of freedom)"
+        f"{SPREAD_CLASSES[name]} {floor.pct:.1f}% ({floor.cells} cells, {floor.df:.0f} degrees of freedom)"
         for (name, boundary), floor in sorted(floors.floors.items())
         if boundary == "device"
     ]
     if not parts:
         return ["Every cell was measured in one process: the spread between processes is unknown, and no "
                 "difference below is called significant.", ""]  # fmt: skip
+    leases = (
+        f"Every interval also counts how far each class moves from one lease to the next, {floors.leases.describe()}: "
+        "a claim called significant held across them."
+        if floors.leases is not None
+        else "The intervals rest on this lease alone: a cell may move further on another machine or day (host-bound "
+        "GPU cells and CPU cells most); a claim meant for the next lease needs runs from two leases "
+        "(`inferbench compare --out-leases`, config `report.lease_spread`)."
+    )
     return [
         "Spread of p50 between fresh processes, pooled over this run's cells (one standard deviation): "
         + "; ".join(parts)
         + ". A cell's spread is taken as at least its class's: cells whose time follows the host's CPU share "
-        "its drift, which one cell's processes, seconds apart, do not show.",
+        "its drift, which one cell's processes, seconds apart, do not show. " + leases,
         "",
     ]
 
@@ -240,10 +248,13 @@ def build_report(
     profiles: Sequence[dict[str, Any]] = (),
     studies: dict[str, dict[str, Any]] | None = None,
     roofline: pd.DataFrame | None = None,
+    leases: LeaseSpread | None = None,
 ) -> str:
     """The report: decisions first, then one section per study of the run (``studies``: name -> study
     config with devices resolved), the method and environment, every cell by workload, profiles, and
-    the cells that did not produce a valid measurement."""
+    the cells that did not produce a valid measurement. Every claim in it is judged alike
+    (inferbench.analysis.verdicts), over the whole run's spread per class, and with ``leases`` (the
+    spread between leases of earlier runs) over the next lease's too."""
     if "mode" not in summary:  # summaries written before training cells existed
         summary = summary.assign(mode="inference")
     everything = with_scenario(summary)
@@ -252,6 +263,7 @@ def build_report(
     summary, serving = pd.concat([frames.single, frames.training], ignore_index=True), frames.serving
     counts = everything["status"].value_counts().to_dict()
     measured = summary[summary["status"].isin(["ok", "invalid"])]
+    basis = ClaimBasis.of(summary, leases)
     out = [
         "# inferbench report",
         "",
@@ -259,12 +271,12 @@ def build_report(
         + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         + ".",
         "",
-        *headline_section(summary),
-        *(decisions_section(summary) if not summary.empty or serving.empty else []),
+        *headline_section(summary, basis),
+        *(decisions_section(summary, basis) if not summary.empty or serving.empty else []),
     ]
     plot_paths = [Path(p) for p in plots]
     for name, study in (studies or {}).items():
-        out += study_section(name, study, everything, plot_paths, report_dir)
+        out += study_section(name, study, everything, basis, plot_paths, report_dir)
     what = []
     if not summary.empty:
         what += [
@@ -399,6 +411,7 @@ def write_report(
     profiles: Sequence[Path] = (),
     studies: dict[str, dict[str, Any]] | None = None,
     roofline: Sequence[Path] = (),
+    lease_spread: Path | None = None,
 ) -> None:
     summary = pd.read_csv(summary_csv)
     roofline_table = pd.concat([pd.read_csv(p) for p in roofline]) if roofline else None
@@ -411,6 +424,7 @@ def write_report(
         [read_json(p) for p in profiles],
         studies,
         roofline_table,
+        LeaseSpread.load(lease_spread) if lease_spread else None,
     )
     with atomic_path(out) as tmp:
         tmp.write_text(text + "\n")

@@ -54,7 +54,7 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
-def serving_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
+def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
     """The answer of a serving study (layout ``serving``) from its rows: the best QPS within the bound per
     workload, then every engine configuration's server and offline figures side by side."""
     cells = split_scenarios(cells).serving

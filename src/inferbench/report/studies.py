@@ -16,8 +16,8 @@ import pandas as pd
 
 from inferbench.analysis import decisions
 from inferbench.analysis.comparison import BOUNDARY_LABELS, rate_at
+from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.summary import split_scenarios, with_scenario
-from inferbench.analysis.uncertainty import verdict
 from inferbench.core.cells import CellKey
 from inferbench.core.percentiles import samples_needed
 from inferbench.plan.grid import in_study
@@ -75,13 +75,13 @@ def _one_device_note(ok: pd.DataFrame, what: str) -> list[str]:
 
 
 def _verdict(row: Any) -> str:
-    """How the fastest cell's margin over the runner-up holds (best_cells' verdict), in a few words."""
-    if row.runner_up is None or pd.isna(row.margin):
+    """How the fastest cell's margin over the runner-up holds (best_cells' claim), in a few words."""
+    if not isinstance(row.runner_up, str) or pd.isna(row.margin):
         return ""
     return f", {fmt(float(row.margin))}× ahead of {escape_markdown(row.runner_up)} ({row.verdict})"
 
 
-def by_batch_section(cells: pd.DataFrame, study: dict[str, Any] | None = None) -> list[str]:
+def by_batch_section(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
     """Latency per item against batch size, one column per engine variant, and the CPU/GPU crossover;
     all end to end, the one boundary a CPU and a GPU cell share."""
     ok = decisions.measured(cells)
@@ -91,10 +91,13 @@ def by_batch_section(cells: pd.DataFrame, study: dict[str, Any] | None = None) -
         out.append(f"- **{workload}**: {cross.verdict} (end-to-end p50 per item, each device's best engine).")
     e2e = ok.assign(p50_e2e=decisions.e2e_p50_ms(ok))
     ok = e2e.assign(per_item_ms=e2e["p50_e2e"] / e2e["batch_size"], e2e_items_per_s=rate_at(e2e, "end_to_end"))
-    for workload, frame in ok.groupby("workload", sort=False):
-        best = frame.loc[frame.groupby("batch_size")["per_item_ms"].idxmin()]
-        fastest = "; ".join(f"b{r.batch_size}: {escape_markdown(_label(r))}" for r in best.itertuples())
-        out.append(f"- **{escape_markdown(workload)}**, fastest per item at each batch (end to end): {fastest}.")
+    for workload, best in decisions.best_cells(cells, basis.floors).groupby("workload", sort=False):
+        fastest = "; ".join(
+            f"b{r.batch_size}: {escape_markdown(_label(r))} "
+            f"({BOUNDARY_LABELS[r.boundary]}{_verdict(r)}{_faster_elsewhere(r, basis)})"
+            for r in best.itertuples()
+        )
+        out.append(f"- **{escape_markdown(workload)}**, fastest of this study's cells at each batch: {fastest}.")
     out.append("")
     for workload, frame in ok.groupby("workload", sort=False):
         name = escape_markdown(workload)
@@ -165,21 +168,20 @@ STEP_COLUMNS = [
     ("change", "the one change"),
     ("speedup", "×"),
     ("interval", "95% interval"),
-    ("significance", "verdict"),
+    ("verdict", "verdict"),
     ("boundary", "compared"),
 ]
 
 
-def option_steps_section(cells: pd.DataFrame) -> list[str]:
+def option_steps_section(cells: pd.DataFrame, basis: ClaimBasis) -> list[str]:
     """What each single option adds: pairs of cells that differ in exactly one knob."""
-    steps = decisions.option_steps(cells)
+    steps = decisions.option_steps(cells, basis.floors)
     if steps.empty:
         return []
     steps = steps.assign(
         from_cell=steps["from_engine"] + " " + steps["from_precision"],
         to_cell=steps["to_engine"] + " " + steps["to_precision"],
         interval=intervals(steps, "speedup_low", "speedup_high"),
-        significance=[verdict(v) for v in steps["significant"]],
         boundary=steps["boundary"].map(BOUNDARY_LABELS),
     )
     return [
@@ -192,11 +194,11 @@ def option_steps_section(cells: pd.DataFrame) -> list[str]:
     ]
 
 
-def engines_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
+def engines_section(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
     """Engines and precisions side by side per workload, batch and sequence length."""
     percentiles = study_percentiles(study)
     ok = decisions.measured(cells)
-    speed = decisions.speedups(cells)
+    speed = decisions.speedups(cells, basis.floors)
     key = ["workload", "device", "batch_size", "seq_len", "threads", "engine", "precision"]
     if not speed.empty:
         speed = speed.assign(
@@ -206,7 +208,7 @@ def engines_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
         ok = ok.merge(speed[[*key, "speedup", "speedup_interval", "speedup_boundary"]], on=key, how="left")
     ok = ok.assign(peak_mb=_peak_mb(ok), own_fp32=own_fp32_ratio(ok), recipe=[recipe(r) for _, r in ok.iterrows()])
     out: list[str] = []
-    for best in decisions.best_cells(cells).itertuples():
+    for best in decisions.best_cells(cells, basis.floors).itertuples():
         shape = f"{escape_markdown(best.workload)} b{best.batch_size}" + (f" s{best.seq_len}" if best.seq_len else "")
         gains = []
         row = ok[(ok["workload"] == best.workload) & (ok["batch_size"] == best.batch_size)
@@ -219,9 +221,10 @@ def engines_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
         bound = f", {best.bound}-bound" if isinstance(best.bound, str) else ""
         variant = escape_markdown(f"{best.engine} {best.precision} {best.device}")
         out.append(
-            f"- **{shape}**: fastest {variant} ({BOUNDARY_LABELS[best.boundary]}{bound})"
+            f"- **{shape}**: fastest of this study's cells {variant} ({BOUNDARY_LABELS[best.boundary]}{bound})"
             + "".join(f", {g}" for g in gains)
             + _verdict(best)
+            + _faster_elsewhere(best, basis)
             + "."
         )
     out.append("")
@@ -239,8 +242,22 @@ def engines_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
         "the pace.",
         "",
     ]
-    out += option_steps_section(cells)
+    out += option_steps_section(cells, basis)
     return out
+
+
+def _faster_elsewhere(best: Any, basis: ClaimBasis) -> str:
+    """Where the run's fastest cell at this shape is not this study's (a cell of another study): its name,
+    so that the section and the headline never seem to disagree."""
+    run_best = basis.fastest(best.workload, best.batch_size, best.seq_len)
+    if run_best is None or (run_best["engine"], run_best["precision"], run_best["device"]) == (
+        best.engine,
+        best.precision,
+        best.device,
+    ):
+        return ""
+    name = escape_markdown(f"{run_best['engine']} {run_best['precision']} {run_best['device']}")
+    return f" (the run's fastest here is {name}, a cell of another study)"
 
 
 def _percentile_note(percentiles: Sequence[str]) -> str:
@@ -282,7 +299,7 @@ def cpu_gpu_gap(cells: pd.DataFrame) -> pd.DataFrame:
     return best.assign(gap=best["cpu"] / best["cuda"]).rename(columns={"cpu": "cpu_ms", "cuda": "cuda_ms"})
 
 
-def seq_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
+def seq_section(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
     """Latency against batch and sequence length, the scaling exponent per series, the CPU/GPU gap."""
     percentiles = study_percentiles(study)
     ok = decisions.measured(cells)
@@ -292,10 +309,18 @@ def seq_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
     fitted = scaling.dropna(subset=["exponent"]) if not scaling.empty else scaling
     if not fitted.empty:
         for (workload, device), series in fitted.groupby(["workload", "device"], sort=False):
-            low, high = series["exponent"].min(), series["exponent"].max()
-            spread = f"{fmt(low)}" if abs(high - low) < 0.005 else f"{fmt(low)} to {fmt(high)}"
+            agreed = series[~series["boundaries_disagree"].astype(bool)]
             series_of = escape_markdown(f"{workload} on {device}")
-            out.append(f"- **{series_of}**: p50 grows as length^k, k = {spread} ({len(series)} series).")
+            if not agreed.empty:
+                low, high = agreed["exponent"].min(), agreed["exponent"].max()
+                spread = f"{fmt(low)}" if abs(high - low) < 0.005 else f"{fmt(low)} to {fmt(high)}"
+                out.append(f"- **{series_of}**: p50 grows as length^k, k = {spread} ({len(agreed)} series).")
+            for row in series[series["boundaries_disagree"].astype(bool)].itertuples():
+                out.append(
+                    f"- **{series_of}**, {escape_markdown(row.engine)} b{row.batch_size}: the boundaries disagree, "
+                    f"k = {fmt(row.exponent)} at the engine's own boundary and {fmt(row.exponent_e2e)} end to end: "
+                    "no exponent is its answer."
+                )
     if not scaling.empty and len(fitted) < len(scaling):
         lengths = int(scaling["points"].max())
         out.append(
@@ -320,7 +345,8 @@ def seq_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
         ]
     if not scaling.empty:
         columns = [("workload", "workload"), ("engine", "engine"), ("device", "device"), ("batch_size", "batch"),
-                   ("exponent", "k"), ("r2", "R²"), ("points", "lengths")]  # fmt: skip
+                   ("exponent", "k"), ("exponent_e2e", "k end to end"), ("r2", "R²"),
+                   ("points", "lengths")]  # fmt: skip
         out += ["**Scaling exponent** (p50 at the engine's own boundary ∝ length^k, least squares in log-log):", ""]
         out += [markdown_table(scaling, columns), ""]
     if not gap.empty:
@@ -387,7 +413,7 @@ def _known(value: Any) -> bool:
     return value is not None and not pd.isna(value)
 
 
-def training_section(cells: pd.DataFrame, study: dict[str, Any]) -> list[str]:
+def training_section(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis | None = None) -> list[str]:
     """Time per training iteration or epoch, with the GPU/CPU and optimised/baseline speed-ups."""
     training = split_scenarios(cells).training
     if training.empty:
@@ -444,10 +470,16 @@ def not_ok_note(cells: pd.DataFrame) -> list[str]:
 
 
 def study_section(
-    name: str, study: dict[str, Any], summary: pd.DataFrame, plots: Sequence[Path] = (), report_dir: Path = Path(".")
+    name: str,
+    study: dict[str, Any],
+    summary: pd.DataFrame,
+    basis: ClaimBasis,
+    plots: Sequence[Path] = (),
+    report_dir: Path = Path("."),
 ) -> list[str]:
     """The section of one study: question, the answer its layout computes from its cells, tables, plots,
-    and what did not run. ``summary``: every row of the run (each layout picks its scenario's rows)."""
+    and what did not run. ``summary``: every row of the run (each layout picks its scenario's rows);
+    ``basis``: what the run's claims rest on (the same for every section)."""
     cells = study_rows(summary, study)
     layout_name = study.get("layout", "engines")
     layout = LAYOUTS[layout_name]
@@ -456,9 +488,9 @@ def study_section(
         return [*out, *no_cells_here(study)]
     out += ["**Answer:**", ""]
     if (cells["status"].eq("ok") & cells["engine_impl"].ne("noop")).any():
-        out += layout.answer_function()(cells, study)
+        out += layout.answer_function()(cells, study, basis)
         if layout_name != "training":  # a study may also hold training cells: their table follows
-            out += training_section(cells, study)
+            out += training_section(cells, study, basis)
     else:
         out += ["No cell of this study produced a valid measurement.", ""]
     for path in plots:

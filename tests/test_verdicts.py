@@ -1,0 +1,149 @@
+"""One verdict per claim: a report rendered from records built to tempt each contradiction a real report
+once showed (issue 30) gives the same answer wherever a claim appears, and the verdict rule itself."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from inferbench.analysis.comparison import SpreadFloors
+from inferbench.analysis.uncertainty import Ratio
+from inferbench.analysis.verdicts import Claim, claim
+from inferbench.report.markdown import build_report
+from tests.test_decisions import cell, processes
+
+GPU = {"device": "cuda", "threads": 0}
+
+
+def tempting_summary() -> pd.DataFrame:
+    rows = [
+        # (a) LendingClub b1: ONNX Runtime on the CPU is the run's fastest, but it is no cell of the
+        # `tabular` study, whose own fastest is ORT CUDA with host arrays
+        cell(workload="mlp_lendingclub", engine="ort_cpu", engine_impl="ort_cpu", latency_p50_ms=0.005,
+             p50_by_process_ms=processes(0.005, 0.0051)),
+        cell(workload="mlp_lendingclub", engine="ort_cuda_host", engine_impl="ort_cuda", timing="end_to_end",
+             latency_p50_ms=0.1, p50_by_process_ms=processes(0.1, 0.101, 0.099), bound="host", **GPU),
+        cell(workload="mlp_lendingclub", engine="torch_eager", latency_p50_ms=0.2, e2e_latency_p50_ms=0.3,
+             p50_by_process_ms=processes(0.2, 0.21, 0.19), bound="host", **GPU),
+        # (c) ResNet-50 b32: TorchScript (host-bound, noisy processes) 1.47x ahead of the CUDA graph; the
+        # pair appears in the decisions, the study's answer and the option steps
+        cell(engine="torchscript", engine_impl="torchscript", precision="fp16", batch_size=32, graph="torchscript",
+             latency_p50_ms=1.8, p50_by_process_ms=processes(1.6, 1.8, 2.4), bound="host", **GPU),
+        cell(engine="torch_cudagraph", engine_impl="torch_cudagraph", precision="fp16", batch_size=32,
+             graph="cuda_graph", latency_p50_ms=2.65, p50_by_process_ms=processes(2.64, 2.65, 2.66), bound="device",
+             **GPU),
+        cell(precision="fp32", batch_size=32, latency_p50_ms=9.0, p50_by_process_ms=processes(9.0, 9.1, 8.9),
+             bound="device", **GPU),
+        # (e) ResNet-50 b1: eager fp16 slower than fp32 on the device (0.51x) but faster end to end (1.14x)
+        cell(precision="fp16", precision_mode="autocast", latency_p50_ms=10.0, e2e_latency_p50_ms=7.0,
+             p50_by_process_ms=processes(10.0, 10.1, 9.9), e2e_p50_by_process_ms=processes(7.0, 7.05, 6.95),
+             bound="host", **GPU),
+        cell(precision="fp32", latency_p50_ms=5.1, e2e_latency_p50_ms=8.0, p50_by_process_ms=processes(5.1, 5.12, 5.08),
+             e2e_p50_by_process_ms=processes(8.0, 8.1, 7.9), bound="host", **GPU),
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows)
+    return frame.assign(scenario="single", items_per_call=frame["batch_size"])
+
+
+STUDIES = {
+    "tabular": {"workloads": ["mlp_lendingclub"], "engines": ["ort_cuda_host", "torch_eager"], "precisions": ["fp32"],
+                "devices": ["cuda"], "batch_sizes": [1], "layout": "by_batch"},
+    "gpu_vision": {"workloads": ["resnet50"], "engines": ["torchscript", "torch_cudagraph", "torch_eager"],
+                   "precisions": ["fp16", "fp32"], "devices": ["cuda"], "batch_sizes": [1, 32], "layout": "engines"},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def report() -> str:
+    return build_report(tempting_summary(), studies=STUDIES)
+
+
+def _lines(text: str, *words: str) -> list[str]:
+    return [line for line in text.splitlines() if all(w in line for w in words)]
+
+
+def test_the_runs_fastest_is_named_alike_and_a_studys_own_says_whose_it_is(report):
+    headline = _lines(report, "**mlp_lendingclub**", "at batch 1")
+    assert len(headline) == 1 and "**ort_cpu fp32 cpu 2t**" in headline[0]
+    section = _lines(report, "**mlp_lendingclub**, fastest of this study's cells")
+    assert len(section) == 1 and "ort_cuda_host fp32 cuda" in section[0]
+    assert "the run's fastest here is ort_cpu fp32 cpu, a cell of another study" in section[0]
+    decisions = _lines(report, "| mlp_lendingclub | 1 |")
+    assert any("ort_cpu" in line for line in decisions) and not any("ort_cuda_host | fp32 | cuda" in line
+                                                                     for line in decisions[:1])  # fmt: skip
+
+
+def test_a_pair_has_one_verdict_in_every_table_it_appears_in(report):
+    verdicts = set()
+    for line in _lines(report, "torchscript", "torch_cudagraph"):
+        found = re.findall(r"significant|within the spread between processes|spread between processes unknown", line)
+        verdicts.update(found)
+    assert verdicts == {"within the spread between processes"}, verdicts
+    # the run-wide floor of host-bound cells holds the noisy TorchScript cell back everywhere
+    assert not any("torchscript" in line and "(significant)" in line for line in report.splitlines())
+
+
+def test_a_claim_that_the_boundaries_contradict_says_so_and_is_not_significant(report):
+    rows = _lines(report, "| resnet50 | cuda | 1 |", "fp16")
+    assert rows and all("the boundaries disagree" in row for row in rows), rows
+    assert any("× at the device boundary" in row and "× end to end" in row for row in rows)
+
+
+def test_the_peak_is_within_its_processes_range(report):
+    line = _lines(report, "**resnet50**", "peak")[0]
+    peak = float(re.search(r"peak \*\*([\d,.]+) items/s\*\*", line).group(1).replace(",", ""))
+    low, high = (float(v.replace(",", "")) for v in re.search(r"each process: ([\d,.]+) – ([\d,.]+)", line).groups())
+    assert low <= peak <= high
+
+
+def test_significant_only_when_the_interval_excludes_one_and_the_boundaries_agree():
+    assert Claim("device", Ratio(1.3, 1.1, 1.5)).significant is True
+    assert Claim("device", Ratio(1.3, 0.9, 1.5)).significant is False
+    assert Claim("device", Ratio(1.3)).significant is None  # one process: the spread is unknown
+    flipped = Claim("device", Ratio(1.3, 1.1, 1.5), Ratio(0.8, 0.7, 0.9))
+    assert flipped.boundaries_disagree and flipped.significant is False
+    assert flipped.verdict.startswith("the boundaries disagree: 1.3× at the device boundary, 0.8× end to end")
+    # the other boundary within the noise the other way: no disagreement to speak of
+    assert not Claim("device", Ratio(1.3, 1.1, 1.5), Ratio(0.98, 0.9, 1.06)).boundaries_disagree
+
+
+def test_a_claim_across_devices_is_made_end_to_end_and_only_there():
+    cpu = cell(engine="ort_cpu", latency_p50_ms=2.0, p50_by_process_ms=processes(2.0, 2.02))
+    gpu = cell(engine="ort_cuda", latency_p50_ms=0.5, e2e_latency_p50_ms=1.0, bound="device",
+               p50_by_process_ms=processes(0.5, 0.51), e2e_p50_by_process_ms=processes(1.0, 1.01), **GPU)  # fmt: skip
+    result = claim(gpu, cpu, SpreadFloors.of(pd.DataFrame([cpu, gpu])))
+    assert result.boundary == "end_to_end" and result.other is None
+    assert result.value == pytest.approx(2.0) and math.isclose(result.ratio.value, 2.0)
+
+
+def test_a_scaling_exponent_the_boundaries_contradict_is_nobodys_answer():
+    """The published case: BERT eager's exponent +0.22 at one boundary and -0.21 at the other."""
+    rows = [
+        cell(workload="bert_base", seq_len=seq, latency_p50_ms=5.0 * (seq / 32) ** 0.22,
+             e2e_latency_p50_ms=9.0 * (seq / 32) ** -0.21, bound="host", **GPU)
+        for seq in (32, 64, 128)
+    ]  # fmt: skip
+    study = {"workloads": ["bert_base"], "engines": ["torch_eager"], "devices": ["cuda"], "batch_sizes": [1],
+             "seq_lens": [32, 64, 128], "layout": "seq"}  # fmt: skip
+    text = build_report(pd.DataFrame(rows).assign(scenario="single"), studies={"seq": study})
+    line = _lines(text, "**bert_base on cuda**")[0]
+    assert "the boundaries disagree, k = 0.220 at the engine's own boundary and -0.210 end to end" in line
+    assert "grows as length^k" not in line
+
+
+def test_a_report_given_the_spread_between_leases_counts_it_in_every_claim():
+    from inferbench.analysis.leases import LeaseSpread
+
+    summary = tempting_summary()
+    alone = build_report(summary, studies=STUDIES)
+    assert "The intervals rest on this lease alone" in alone
+    leases = LeaseSpread({"device": math.log(1.02), "host": math.log(1.25), "cpu": math.log(1.05)},
+                         {"device": 10, "host": 12, "cpu": 8}, 2)  # fmt: skip
+    across = build_report(summary, studies=STUDIES, leases=leases)
+    assert "measured over 2 leases: device-bound GPU cells 2.0% (10 cells)" in across
+    # the CUDA graph's speed-up over eager fp32 at b32 (both device-bound, 3.4x) holds across leases too
+    graph = _lines(across, "| resnet50 | cuda | 32 | 0 | torch_cudagraph | fp16 |")[0]
+    assert "| significant over 2 leases |" in graph
