@@ -76,3 +76,42 @@ def test_device_and_end_to_end_boundaries_time_what_they_say(engine_cls, tmp_pat
         assert record.timing == "end_to_end" and e2e_ms == device_ms and device_ms >= 4.0
     row = CellRecord.load(tmp_path / "r.json").flatten()
     assert row["e2e_latency_p50_ms"] == pytest.approx(e2e_ms) and row["latency_p50_ms"] == pytest.approx(device_ms)
+
+
+class SpeedingUpEngine(SleepEngine):
+    """A host that speeds up steadily while the cell is measured: each call sleeps 4 ms at first, 2 ms
+    after 0.5 s and from then on. Staging and fetching cost nothing."""
+
+    started: float | None = None
+
+    def stage(self, batch: dict[str, np.ndarray]) -> Any:
+        return batch
+
+    def run(self, staged: Any) -> Any:
+        now = time.perf_counter()
+        SpeedingUpEngine.started = SpeedingUpEngine.started or now
+        time.sleep(max(0.002, 0.004 - 0.004 * (now - SpeedingUpEngine.started)))
+        return np.zeros(1, np.float32)
+
+    def to_numpy(self, output: Any) -> np.ndarray:
+        return output
+
+
+def test_a_drifting_host_reaches_both_boundaries_alike(tmp_path, monkeypatch):
+    """Timed one after the other, a host that gets faster puts the end-to-end p50 (measured later) well
+    below the device one (about 0.7x here), which is impossible for one cell; the rounds alternate, so
+    both boundaries see the same host."""
+    info = EngineInfo("tests.test_boundaries:SpeedingUpEngine", ("cpu",), ("fp32",), "none", "speeds up")
+    monkeypatch.setitem(registry.ENGINES, "sleep", info)
+    SpeedingUpEngine.started = None
+    lock = MachineLock(tmp_path / "lock")
+    lock.shared()
+    try:
+        settings = MeasureSettings(0.0, 0.25, 8, repeats=1)
+        key = CellKey("mlp_heart", "sleep", "fp32", "cpu", 1, 0, 1)
+        record = run_cell(CellRequest(key, {"engine": "sleep"}, CellInputs(), settings), tmp_path / "r.json", lock)
+    finally:
+        lock.release()
+    device_ms, e2e_ms = record.latency_ms["p50"], record.end_to_end["latency_ms"]["p50"]
+    assert record.status == "ok" and device_ms > 1.0
+    assert e2e_ms >= 0.9 * device_ms, (device_ms, e2e_ms)

@@ -86,9 +86,12 @@ def test_timed_calls_rotate_through_distinct_seeded_batches(tmp_path, monkeypatc
     key = CellKey("mlp_heart", "rec", "fp32", "cpu", 2, 0, 1)
     record = run_cell(CellRequest(key, {"engine": "rec"}, CellInputs(meta), settings), tmp_path / "r.json", lock)
     assert record.status == "ok" and record.input_batches == 3
-    timed = RecordingEngine.seen[-9:]  # the end-to-end loop's calls (same rotation) come last
-    assert len(set(timed)) == 3, "three different batches"
-    assert timed[:3] == timed[3:6] == timed[6:9], "in a fixed cycle"
+    # four rounds of each boundary, each one untimed call and 3 timed (9 calls over 4 rounds); the last two
+    # rounds are a device round and an end-to-end round
+    seen = RecordingEngine.seen
+    device, e2e = seen[-7:-4], seen[-3:]
+    assert len(set(device)) == len(set(e2e)) == 3, "three different batches in a row, at both boundaries"
+    assert len(set(seen)) == 3 and record.n_iters == 12 and record.end_to_end["n_iters"] == 12
 
 
 # --- GPU telemetry ---------------------------------------------------------------------------------
@@ -169,6 +172,21 @@ def test_gpu_telemetry_reads_only_at_the_window_ends_and_summarises_the_drivers_
     assert summary["energy_per_item_mj"] == pytest.approx(5.0)
     assert summary["temperature_c"]["max"] == 41
     assert summary["process_peak_mb"] == pytest.approx(512.0), "this process's memory, not another's"
+
+
+def test_gpu_telemetry_adds_up_its_rounds_and_leaves_out_what_runs_between_them():
+    nvml = FakeNvml()
+    nvml.take_sample(busy_pct=0)  # before the first round
+    telemetry = GpuTelemetry(nvml, handle=None)
+    with telemetry:
+        nvml.take_sample(busy_pct=90)
+    nvml.take_sample(busy_pct=5)  # between the rounds: the other boundary's calls
+    nvml.energy_mj += 50_000
+    with telemetry:
+        nvml.take_sample(busy_pct=70)
+    summary = telemetry.summary(items=400)
+    assert summary["n_samples"]["gpu_busy_pct"] == 2 and summary["gpu_busy_pct"] == pytest.approx(80.0)
+    assert summary["energy_j"] == pytest.approx(4.0), "2 J per round; the 50 J between them are not counted"
 
 
 def test_gpu_telemetry_without_samples_or_energy_counter_falls_back_to_the_end_readings():

@@ -122,9 +122,9 @@ class CellRecord:
     measured_windows_unix: list[list[float]] | None = None
     parity: dict[str, Any] | None = None
     memory_mb: dict[str, float | None] = field(default_factory=dict)
-    #: NVML samples during the device-boundary loop: clocks, temperature, power, energy per item
+    #: NVML samples during the device-boundary rounds: clocks, temperature, power, energy per item
     gpu_telemetry: dict[str, Any] | None = None
-    #: the host during the device-boundary loop: machine steal/busy shares, this process's context switches
+    #: the host during the cell's timed calls: machine steal/busy shares, this process's context switches
     host_telemetry: dict[str, Any] | None = None
     #: what the variant computes with: graph, precision mode, channels-last, compile mode, CUDA graph,
     #: IO binding, TF32 (inferbench.engines.base.COMPUTATION_KEYS; None where a key does not apply)

@@ -7,6 +7,10 @@
 - ``end_to_end``: host arrays in, a host float32 array out: ``stage``, ``run`` and ``to_numpy``,
   on the host clock after synchronising. What a caller holding host data waits for.
 
+The two boundaries' calls alternate in rounds (``ROUNDS`` of each, ordered ABBA), so both see the same
+host: timed one after the other, a host-bound cell's drift could put its end-to-end p50 below its
+device p50.
+
 An engine whose ``stage`` leaves the inputs on the host (ONNX Runtime without IO binding, a training
 epoch reading its dataset) has no device boundary of its own: its cell times ``end_to_end`` only, and
 its record says so (``timing``). On a GPU the scenario also measures whether ``run`` returns before the
@@ -22,7 +26,7 @@ from typing import Any
 
 from inferbench.core.stats import latency_stats
 from inferbench.scenarios.prepare import Measured, PreparedCell
-from inferbench.scenarios.timing import CudaEventTimer, HostTimer, measure_calls
+from inferbench.scenarios.timing import CudaEventTimer, HostTimer, Measurement, measure_calls
 from inferbench.trackers import memory
 from inferbench.trackers.bound import classify, probe_launches_async
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
@@ -34,6 +38,8 @@ DEVICE_BOUNDARY = {
     "inputs already on the device: {run}",
     "cpu": "host clock around one run() and its synchronisation, on inputs already staged: {run}",
 }
+#: rounds of each boundary's calls, alternating device, end to end, end to end, device, ...
+ROUNDS = 4
 END_TO_END = (
     "host arrays in, a host float32 array out: staging, one run() ({run}) and the copy back, timed on the "
     "host clock after synchronising"
@@ -75,16 +81,32 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
     if gpu:
         memory.reset_gpu_peak()
     host = HostWindow()
-    per_process = settings.min_iters_per_process
-    with cell.lock.exclusively():
+    # the two boundaries' calls in rounds ordered device, end to end, end to end, device, ... (ABBA), so
+    # that the host's drift (a host-bound cell moves by tens of percent within seconds) reaches both alike
+    # and cancels where it is steady; the GPU's telemetry covers the device rounds only
+    rounds = ROUNDS if boundary == "device" else 1
+    per_round_s, per_round_calls = settings.min_time_s / rounds, -(-settings.min_iters_per_process // rounds)
+    device_rounds: list[Measurement] = []
+    e2e_rounds: list[Measurement] = []
+    host_clock = HostTimer(engine.synchronize)
+
+    def device_round() -> None:
+        warmup_s = 0.0 if device_rounds else settings.warmup_s  # later rounds: one untimed call each
+        with telemetry or contextlib.nullcontext():
+            device_rounds.append(measure_calls(first_call, timer, warmup_s, per_round_s, per_round_calls))
+
+    def end_to_end_round() -> None:  # the engine is warm: one untimed call warms the staging path
+        e2e_rounds.append(measure_calls(end_to_end_call, host_clock, 0.0, per_round_s, per_round_calls))
+
+    with cell.lock.exclusively(), host:
         window_start = time.time()
-        with telemetry or contextlib.nullcontext(), host:
-            result = measure_calls(first_call, timer, settings.warmup_s, settings.min_time_s, per_process)
-        end_to_end = None
-        if boundary == "device":  # the second boundary; the engine is warm, one untimed call warms staging
-            host_clock = HostTimer(engine.synchronize)
-            end_to_end = measure_calls(end_to_end_call, host_clock, 0.0, settings.min_time_s, per_process)
+        for index in range(rounds):
+            in_order = (device_round, end_to_end_round) if boundary == "device" else (device_round,)
+            for timed_round in in_order if index % 2 == 0 else reversed(in_order):
+                timed_round()
         window = [window_start, time.time()]
+    result = Measurement.joined(device_rounds)
+    end_to_end = Measurement.joined(e2e_rounds) if e2e_rounds else None
 
     stats = latency_stats(result.samples_s, items_per_call)
     e2e_samples = end_to_end.samples_s if end_to_end else result.samples_s

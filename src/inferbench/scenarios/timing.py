@@ -73,6 +73,23 @@ class Measurement:
     launch_s: np.ndarray | None = None
     host_call_s: np.ndarray | None = None
 
+    @classmethod
+    def joined(cls, parts: list[Measurement]) -> Measurement:
+        """One measurement of several rounds of the same calls: their samples in order, their counts summed."""
+
+        def concatenated(name: str) -> np.ndarray | None:
+            arrays = [getattr(p, name) for p in parts]
+            return None if any(a is None for a in arrays) else np.concatenate(arrays)
+
+        return cls(
+            np.concatenate([p.samples_s for p in parts]),
+            sum(p.warmup_iters for p in parts),
+            sum(p.warmup_s for p in parts),
+            sum(p.measured_s for p in parts),
+            concatenated("launch_s"),
+            concatenated("host_call_s"),
+        )
+
     @property
     def launch_share(self) -> float | None:
         """Median share of a call's host time spent before ``call()`` returned (None without samples)."""

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 DESCRIPTION = (
-    "NVML read at the two ends of the device-boundary loop only (nothing samples during it): the "
+    "NVML read at the two ends of each round of device-boundary calls only (nothing samples during them): the "
     "driver's own samples in between (GPU utilization, SM/memory clock, power), temperature and this "
     "process's GPU memory at the end (the allocators keep their peak); energy = the board's energy "
     "counter over the window (idle gaps between calls included) / items"
@@ -63,7 +63,8 @@ def _spread(values: list[float]) -> dict[str, float] | None:
 
 
 class GpuTelemetry:
-    """Use as a context manager around the timed loop, then call :meth:`summary`."""
+    """Use as a context manager around the timed loop, then call :meth:`summary`. Entered again around
+    further rounds of the same loop, it adds them up: energy and seconds summed, samples gathered."""
 
     def __init__(self, nvml: Any, handle: Any, pid: int | None = None) -> None:
         self.nvml, self.handle = nvml, handle
@@ -146,15 +147,15 @@ class GpuTelemetry:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.window_s = time.perf_counter() - self._start
+        self.window_s += time.perf_counter() - self._start
         end = self._energy_mj()
         if self._energy_start_mj is not None and end is not None:
-            self.energy_j = (end - self._energy_start_mj) / 1000.0
+            self.energy_j = (self.energy_j or 0.0) + (end - self._energy_start_mj) / 1000.0
         for name, since in self._since.items():
             found = self._driver_samples(name, since) if since >= 0 else None
             if found:
                 scale = 1e-3 if name == "power_w" else 1.0  # power samples are in mW
-                self.samples[name] = [value * scale for _, value in found]
+                self.samples[name] += [value * scale for _, value in found]
         instant = self.read_instant()
         self._record_ends(instant)
         self.temperature_c = instant["temperature_c"]
