@@ -17,7 +17,7 @@ cells=(
   results/cells/resnet50/torch_cudagraph-fp16/cuda/b32-s0-t0.json
 )
 start=$(date +%s)
-snakemake --cores 16 --resources gpu=1 "${cells[@]}" > "$out/snakemake.log" 2>&1
+snakemake "${cells[@]}" --cores 16 --resources gpu=1 > "$out/snakemake.log" 2>&1
 echo "cells rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a "$out/timing.txt"
 tar czf "$out/cells.tgz" results/cells
 python3 - "${cells[@]}" <<'PY' | tee -a "$out/timing.txt"
