@@ -11,7 +11,7 @@ import pytest
 
 from inferbench.analysis.comparison import SpreadFloors
 from inferbench.analysis.uncertainty import Ratio
-from inferbench.analysis.verdicts import Claim, claim
+from inferbench.analysis.verdicts import Claim, claim, inverted_boundaries
 from inferbench.report.markdown import build_report
 from tests.test_decisions import cell, processes
 
@@ -147,3 +147,35 @@ def test_a_report_given_the_spread_between_leases_counts_it_in_every_claim():
     # the CUDA graph's speed-up over eager fp32 at b32 (both device-bound, 3.4x) holds across leases too
     graph = _lines(across, "| resnet50 | cuda | 32 | 0 | torch_cudagraph | fp16 |")[0]
     assert "| significant over 2 leases |" in graph
+
+
+def test_a_cell_whose_end_to_end_p50_is_below_its_device_p50_is_listed_and_judged_against_its_intervals():
+    rows = [
+        # end to end 0.86x the device p50, the intervals apart: beyond them
+        cell(latency_p50_ms=4.72, latency_p50_ci95_low_ms=4.63, latency_p50_ci95_high_ms=4.80,
+             e2e_latency_p50_ms=4.05, e2e_latency_p50_ci95_low_ms=3.95, e2e_latency_p50_ci95_high_ms=4.20, **GPU),
+        # 0.99x, the intervals overlap: within them
+        cell(batch_size=4, latency_p50_ms=6.0, latency_p50_ci95_low_ms=5.8, latency_p50_ci95_high_ms=6.2,
+             e2e_latency_p50_ms=5.94, e2e_latency_p50_ci95_low_ms=5.7, e2e_latency_p50_ci95_high_ms=6.1, **GPU),
+        # 0.72x in a record without intervals: nothing says it is noise
+        cell(batch_size=2, latency_p50_ms=6.8, e2e_latency_p50_ms=4.9, **GPU),
+        # end to end above the device p50, as it must be; and a cell timed end to end only
+        cell(batch_size=8, latency_p50_ms=6.0, e2e_latency_p50_ms=6.5, **GPU),
+        cell(batch_size=16, timing="end_to_end", latency_p50_ms=6.0, **GPU),
+    ]  # fmt: skip
+    summary = pd.DataFrame(rows).assign(scenario="single")
+    inverted = inverted_boundaries(summary)
+    assert list(inverted["batch_size"]) == [1, 4, 2]
+    assert list(inverted["beyond_intervals"]) == [True, False, None]
+    assert inverted["e2e_over_device"].iloc[0] == pytest.approx(4.05 / 4.72)
+    text = build_report(summary)
+    section = text[text.index("## Cells timed faster end to end than on the device") :].split("\n## ")[0]
+    assert "In 2 cells the end-to-end p50" in section and "In 1 more cell the" in section and "is noise" in section
+    assert "| resnet50 torch_eager fp32 cuda b1 s0 t0 | – | 4.72 ms | 4.05 ms | 0.858 | yes |" in section
+    assert "| resnet50 torch_eager fp32 cuda b2 s0 t0 | – | 6.80 ms | 4.90 ms | 0.721 | no intervals |" in section
+    assert "b4 s0" not in section and "b8 s0" not in section, "only the cells beyond the intervals are listed"
+
+
+def test_a_report_whose_boundaries_agree_has_no_such_section():
+    summary = pd.DataFrame([cell(latency_p50_ms=5.0, e2e_latency_p50_ms=6.0, **GPU)]).assign(scenario="single")
+    assert "faster end to end than on the device" not in build_report(summary)

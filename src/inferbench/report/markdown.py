@@ -16,6 +16,7 @@ from inferbench.analysis.comparison import BOUNDARY_LABELS, SPREAD_CLASSES
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import split_scenarios, with_scenario
+from inferbench.analysis.verdicts import inverted_boundaries
 from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.core.workloads import ordered, workload_info
 from inferbench.report.headline import headline_section
@@ -239,6 +240,56 @@ def spread_note(basis: ClaimBasis) -> list[str]:
     ]
 
 
+INVERTED_COLUMNS = [
+    ("cell", "cell"),
+    ("bound", "bound"),
+    ("latency_p50_ms", "device p50"),
+    ("e2e_latency_p50_ms", "p50 end to end"),
+    ("e2e_over_device", "end to end / device"),
+    ("beyond", "beyond the 95% intervals"),
+    ("repeats", "processes"),
+]
+
+
+def _cells(count: int, more: str = "") -> str:
+    return f"{count} {more}cell" + ("" if count == 1 else "s")
+
+
+def inverted_boundaries_section(summary: pd.DataFrame) -> list[str]:
+    """The cells whose end-to-end p50 is below their device p50 (inferbench.analysis.verdicts): a table of
+    those beyond the two p50s' intervals or without intervals, a count of those within them (their
+    order is noise)."""
+    inverted = inverted_boundaries(summary)
+    if inverted.empty:
+        return []
+    within = inverted["beyond_intervals"].eq(False)
+    listed = inverted[~within]
+    out = ["## Cells timed faster end to end than on the device", ""]
+    if not listed.empty:
+        cells = [
+            f"{r.workload} {r.engine} {r.precision} {r.device} b{r.batch_size} s{r.seq_len} t{r.threads}"
+            for r in listed.itertuples(index=False)
+        ]
+        judged = ["yes" if beyond else "no intervals" for beyond in listed["beyond_intervals"]]
+        out += [
+            f"In {_cells(len(listed))} the end-to-end p50 (host arrays in and out) is below the device p50 "
+            "(inputs already staged) beyond the two p50s' 95% intervals, or with no intervals to judge it by. "
+            "One cell cannot do that: the host differed between the two boundaries' calls, or their loops "
+            "cost it differently. Read either figure with care.",
+            "",
+            markdown_table(listed.assign(cell=cells, beyond=judged), INVERTED_COLUMNS),
+            "",
+        ]
+    if within.any():
+        out += [
+            f"In {_cells(int(within.sum()), 'more ' if not listed.empty else '')} the end-to-end p50 is below the "
+            "device p50 within the two p50s' 95% intervals: their order is noise (on the CPU the two boundaries "
+            "differ by a copy at most).",
+            "",
+        ]
+    return out
+
+
 def build_report(
     summary: pd.DataFrame,
     plots: Sequence[Path] = (),
@@ -286,9 +337,10 @@ def build_report(
             "before the processes fork, and are timed apart. In each process, after a warm-up, calls are timed "
             "one at a time until both the minimum time and the process's share of the minimum number of calls "
             "are reached; every call is synchronised before the clock is read (CUDA events on GPU). Each cell is "
-            "timed at its engine's boundary (the p50 ... columns), then end to end on the host clock "
-            "(`end_to_end`: host arrays in, a host array out), unless its engine's boundary is already end to end; "
-            "GPU telemetry is read only at the two ends of each timed loop. Boundaries of the ok cells here: "
+            "timed at its engine's boundary (the p50 ... columns) and end to end on the host clock "
+            "(`end_to_end`: host arrays in, a host array out), in alternating rounds of each (device, end to end, "
+            "end to end, device, ...), unless its engine's boundary is already end to end; GPU telemetry is read "
+            "only at the two ends of each round of device-boundary calls. Boundaries of the ok cells here: "
             + "; ".join(
                 f"`{t}`: {BOUNDARIES.get(t, 'see the records')}" for t in sorted(measured["timing"].dropna().unique())
             )
@@ -383,6 +435,7 @@ def build_report(
     out += profile_section(profiles)
     out += roofline_section(roofline)
 
+    out += inverted_boundaries_section(summary)
     not_ok = everything[everything["status"] != "ok"]
     out += ["## Cells that did not produce a valid measurement", ""]
     if not_ok.empty:
