@@ -99,6 +99,19 @@ def processes(*p50s: float) -> str:
     return ";".join(str(v) for v in p50s)
 
 
+def test_the_spread_between_leases_is_not_averaged_away_by_more_processes():
+    """A lease shifts all of a run's processes together: 30 processes pin the run's p50 down, not the
+    next lease's. The interval's half-width in log is at least 1.96 x the two cells' lease spreads."""
+    lease_sd = 0.1
+    for n in (3, 30):
+        a = CellSpread(0.0, 0.01, n).with_lease(lease_sd)
+        b = CellSpread(math.log(2.0), 0.01, n).with_lease(lease_sd)
+        result = ratio(a, b)
+        assert math.log(result.high / result.low) / 2 >= 1.96 * math.sqrt(2) * lease_sd
+    alone = ratio(CellSpread(0.0, 0.01, 30), CellSpread(math.log(2.0), 0.01, 30))
+    assert math.log(alone.high / alone.low) / 2 < 0.02, "without leases: the processes' spread over their count"
+
+
 def test_speedup_interval_is_welchs_on_the_processes_log_p50s():
     base_p50s, cell_p50s = [10.0, 11.0, 9.5], [5.0, 5.3, 4.6]
     gpu = {"device": "cuda", "threads": 0, "bound": "device"}

@@ -13,17 +13,19 @@ cells) share that CPU's drift, which on a shared VM changes from minute to minut
 H100 default 15 minutes apart moved such cells by up to 40% while their own processes, seconds
 apart, agreed within 1%). So each class (``SpreadFloor``: device-bound GPU, host-bound GPU, CPU)
 pools the spread of all its cells measured in several processes, and a cell's spread is at least
-that. Where runs of other leases were measured, the class's spread between leases is added to it
-(inferbench.analysis.leases): a claim is then about the next lease too. With one process the spread
-is unknown: the ratio has no interval and is never called significant. A difference is significant
-when its 95% interval excludes 1 (inferbench.analysis.verdicts says so in one place).
+that. Where runs of other leases were measured, the class's spread between leases is added to the
+uncertainty of the cell's mean, whole: a lease shifts all of a run's processes together, so more
+processes do not average it away (inferbench.analysis.leases); a claim is then about the next lease
+too. With one process the spread is unknown: the ratio has no interval and is never called
+significant. A difference is significant when its 95% interval excludes 1 (inferbench.analysis.verdicts
+says so in one place).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scipy import stats
 
@@ -34,12 +36,14 @@ Z95 = 1.959963984540054
 class CellSpread:
     """A cell's p50 across its processes: the mean and standard deviation of log p50, their count,
     and the degrees of freedom of that standard deviation (n - 1, or its class's where it comes
-    from there)."""
+    from there); and how far the whole run's p50 moves between leases (``lease_sd_log``: a shift all
+    the run's processes share, which more processes do not average away)."""
 
     mean_log: float
     sd_log: float
     n: int
     df: float | None = None
+    lease_sd_log: float = 0.0
 
     @property
     def known(self) -> bool:
@@ -55,14 +59,19 @@ class CellSpread:
         (it may come from another run, or another machine)."""
         if floor is None or self.n < 2 or floor.sd_log <= self.sd_log:
             return self
-        return CellSpread(self.mean_log, floor.sd_log, self.n, floor.df)
+        return replace(self, sd_log=floor.sd_log, df=floor.df)
 
     def with_lease(self, sd_log: float) -> CellSpread:
-        """This spread with how far the cell moves between leases added in quadrature (a known spread
-        only: one process says nothing about the next one, let alone the next lease)."""
+        """This spread with how far the cell moves between leases (a known spread only: one process
+        says nothing about the next one, let alone the next lease)."""
         if sd_log <= 0 or self.n < 2:
             return self
-        return CellSpread(self.mean_log, math.hypot(self.sd_log, sd_log), self.n, self.df)
+        return replace(self, lease_sd_log=sd_log)
+
+    def variance_of_mean(self) -> float:
+        """The variance of the mean log p50 as an estimate of the cell's in another lease: the spread
+        between processes over their count, plus the spread between leases whole."""
+        return self.sd_log**2 / self.n + self.lease_sd_log**2
 
     @classmethod
     def from_processes(
@@ -131,7 +140,7 @@ def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: 
     processes = (a.n, b.n)
     if not (a.known and b.known):
         return Ratio(math.exp(centre), processes=processes)
-    va, vb = a.sd_log**2 / a.n, b.sd_log**2 / b.n
+    va, vb = a.variance_of_mean(), b.variance_of_mean()
     se = math.sqrt(va + vb)
     if se == 0:
         return Ratio(math.exp(centre), math.exp(centre), math.exp(centre), processes)
