@@ -7,9 +7,9 @@ processes. Otherwise it comes from the saved per-call samples (a bootstrap of th
 and says so: it then covers only the noise within each process. A change is flagged when its
 interval excludes 1.
 
-Then the decisions: for each workload, batch and sequence length, whether both runs name the same
-fastest cell where either calls its margin significant, and every compared pair (speed-ups over
-FP32 eager, single-option steps) that one run calls significant and the other reverses.
+Then the claims: every claim either run's report makes (the fastest cell per workload, batch and
+sequence length against its runner-up, speed-ups over FP32 eager, single-option steps), judged in both
+runs by the one verdict rule, with whether its winner changed or its margin moved beyond the noise.
 
 A run is a results directory (``summary.csv`` and ``cells/`` with the samples beside each record),
 or a summary CSV alone (then no samples: single-process cells get no interval).
@@ -190,25 +190,16 @@ def _judge(frame: pd.DataFrame, faster: dict, slower: dict, floors: SpreadFloors
     return claim(rows[0], rows[1], floors)
 
 
-def _log_se(result: Claim) -> float | None:
-    """The standard error of a claim's log ratio, from its 95% interval (None where it has none)."""
-    if result.low is None or result.high is None or result.low <= 0:
-        return None
-    return math.log(result.high / result.low) / (2 * Z95)
-
-
-def claim_agreement(
-    run_a: Run, run_b: Run, between: LeaseSpread | None = None, published: LeaseSpread | None = None
-) -> pd.DataFrame:
+def claim_agreement(run_a: Run, run_b: Run, between: LeaseSpread | None = None) -> pd.DataFrame:
     """Every claim either run's report makes, over the cells ok in both, judged in both runs by the one
-    rule (inferbench.analysis.verdicts): as each run's report judges it (its own spread per class, and
-    ``published``, the spread between leases its report counts, if any), and the winner in each. Whether
-    the margin moved beyond the noise: the two claims' log ratios differ by more than 1.96 standard
-    errors of both, each counting ``between`` (how far each class moved between these two runs) too. A
-    problem is a claim significant in either run whose winner changes or whose margin moves beyond it."""
+    rule (inferbench.analysis.verdicts): as each run's report judges it (its own spread per class), and
+    the winner in each. Whether the margin moved beyond the noise: the two claims' log ratios differ by
+    more than 1.96 standard errors of both, each counting ``between`` (how far each class moved between
+    these two runs) too. A problem is a claim significant in either run whose winner changes or whose
+    margin moves beyond it."""
     summaries = [decisions.measured(s) for s in common_cells(run_a, run_b)]
-    own = [SpreadFloors.of(summary, published) for summary in summaries]
-    noisy = [SpreadFloors.of(summary, between) for summary in summaries]
+    own = [SpreadFloors.of(summary) for summary in summaries]
+    noisy = [SpreadFloors(floors.floors, between) for floors in own]
     indexed = [summary.set_index(list(KEY_COLUMNS[:7])) for summary in summaries]
     seen, rows = set(), []
     for summary, floor in zip(summaries, own, strict=True):
@@ -225,7 +216,7 @@ def claim_agreement(
                 continue
             a, b, a_noisy, b_noisy = judged
             winner_changed = (a.value > 1) != (b.value > 1)
-            se = [_log_se(a_noisy), _log_se(b_noisy)]
+            se = [a_noisy.ratio.log_se, b_noisy.ratio.log_se]
             change = b.value / a.value
             moved = None
             low = high = None

@@ -20,7 +20,7 @@ import pandas as pd
 
 from inferbench.analysis.comparison import SpreadFloors, boundary_of, p50_at, p50_of, rate_at
 from inferbench.analysis.leases import LeaseSpread
-from inferbench.analysis.summary import split_scenarios
+from inferbench.analysis.summary import measured
 from inferbench.analysis.verdicts import claim, claim_columns
 from inferbench.engines.spec import PLAIN_COMPUTATION, PLAIN_PRECISION
 
@@ -28,14 +28,6 @@ from inferbench.engines.spec import PLAIN_COMPUTATION, PLAIN_PRECISION
 BASELINE_ENGINE, BASELINE_PRECISION = "torch_eager", "fp32"
 #: one-off costs paid outside the cell's own process (ONNX export and conversion, TensorRT build)
 EXTERNAL_COLD_START = ("export_s", "simplify_s", "convert_s", "build_s")
-
-
-def measured(summary: pd.DataFrame) -> pd.DataFrame:
-    """The inference cells timed one call at a time that measured ok, the no-op engine left out (it is
-    the harness's baseline, not an engine)."""
-    single = split_scenarios(summary).single
-    ok = single[single["status"] == "ok"]
-    return ok[ok["engine_impl"] != "noop"]
 
 
 def e2e_p50_ms(frame: pd.DataFrame) -> pd.Series:

@@ -20,9 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from inferbench.analysis.comparison import SPREAD_CLASSES, spread_class
-
-KEY = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads", "scenario"]
-
+from inferbench.analysis.summary import KEY_COLUMNS, measured
 
 #: the median of |Z| for a standard normal Z: a median of per-cell standard deviations over it is the
 #: class's standard deviation, robust to the few cells that moved for a reason of their own
@@ -53,15 +51,16 @@ class LeaseSpread:
 
     @classmethod
     def between(cls, summaries: Sequence[pd.DataFrame]) -> LeaseSpread:
-        """From two or more runs' summaries: every cell ok in all of them, at its own boundary (p50).
+        """From two or more runs' summaries: every inference cell timed one call at a time and ok in all
+        of them (no serving, training or no-op cell), at its own boundary (p50).
         A cell is in the host-bound class if any run found it so (the cautious reading). A class with
         fewer than ``MIN_CELLS`` cells in common is left out: its spread between leases is unknown."""
         if len(summaries) < 2:
             raise ValueError("the spread between leases needs runs from two leases at least")
-        key = [c for c in KEY if all(c in s for s in summaries)]
+        key = [c for c in KEY_COLUMNS if all(c in s for s in summaries)]
         merged = None
         for i, summary in enumerate(summaries):
-            ok = summary[summary["status"] == "ok"][[*key, "latency_p50_ms", "bound"]]
+            ok = measured(summary)[[*key, "latency_p50_ms", "bound"]]
             ok = ok.rename(columns={"latency_p50_ms": f"p50_{i}", "bound": f"bound_{i}"})
             merged = ok if merged is None else merged.merge(ok, on=key)
         variances: dict[str, list[float]] = {}
@@ -73,10 +72,10 @@ class LeaseSpread:
             name = spread_class({"device": row["device"], "bound": "host" if "host" in bounds else row["bound_0"]})
             mean = sum(logs) / len(logs)
             variances.setdefault(name, []).append(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-        measured = {name: v for name, v in variances.items() if len(v) >= MIN_CELLS}
+        enough = {name: v for name, v in variances.items() if len(v) >= MIN_CELLS}
         return cls(
-            {name: _typical_sd(v) for name, v in measured.items()},
-            {name: len(v) for name, v in measured.items()},
+            {name: _typical_sd(v) for name, v in enough.items()},
+            {name: len(v) for name, v in enough.items()},
             len(summaries),
         )
 

@@ -41,6 +41,14 @@ def split_scenarios(summary: pd.DataFrame) -> ScenarioFrames:
     return ScenarioFrames(*(summary[m].reset_index(drop=True) for m in (single, training & ~serving, serving)))
 
 
+def measured(summary: pd.DataFrame) -> pd.DataFrame:
+    """The inference cells timed one call at a time that measured ok, the no-op engine left out (it is
+    the harness's baseline, not an engine)."""
+    single = split_scenarios(summary).single
+    ok = single[single["status"] == "ok"]
+    return ok[ok["engine_impl"] != "noop"]
+
+
 #: what reading a damaged or foreign record raises (JSONDecodeError and a wrong schema are ValueErrors)
 UNREADABLE = (OSError, ValueError, KeyError, TypeError)
 

@@ -122,6 +122,8 @@ class Ratio:
     low: float | None = None
     high: float | None = None
     processes: tuple[int, int] = (1, 1)
+    #: the standard error of log ``value`` the interval was made from (None where it is unknown)
+    log_se: float | None = None
 
     @property
     def known(self) -> bool:
@@ -143,7 +145,7 @@ def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: 
     va, vb = a.variance_of_mean(), b.variance_of_mean()
     se = math.sqrt(va + vb)
     if se == 0:
-        return Ratio(math.exp(centre), math.exp(centre), math.exp(centre), processes)
+        return Ratio(math.exp(centre), math.exp(centre), math.exp(centre), processes, 0.0)
     df = (va + vb) ** 2 / (va**2 / a.degrees() + vb**2 / b.degrees())
     half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
-    return Ratio(math.exp(centre), math.exp(centre - half), math.exp(centre + half), processes)
+    return Ratio(math.exp(centre), math.exp(centre - half), math.exp(centre + half), processes, se)

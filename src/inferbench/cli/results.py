@@ -110,14 +110,11 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_compare_arguments)
 def compare(args: argparse.Namespace) -> None:
     from inferbench.analysis.compare_runs import compare_runs
+    from inferbench.analysis.leases import MIN_CELLS
     from inferbench.core.errors import UserError
     from inferbench.core.fsutil import atomic_path
 
     cells, _, text, leases = compare_runs(args.run_a, args.run_b)
-    if args.out_leases:
-        if leases is None:
-            raise UserError("the two runs have no cell ok in both: no spread between them to write")
-        leases.save(args.out_leases)
     if args.out_csv:
         with atomic_path(args.out_csv) as tmp:
             cells.to_csv(tmp, index=False)
@@ -125,6 +122,13 @@ def compare(args: argparse.Namespace) -> None:
         with atomic_path(args.out_md) as tmp:
             tmp.write_text(text + "\n")
     print(text)
+    if args.out_leases:
+        if leases is None:
+            raise UserError(
+                f"no class of cells (device-bound GPU, host-bound GPU, CPU) has {MIN_CELLS} cells ok in both "
+                "runs: no spread between them to write; compare runs of the same study"
+            )
+        leases.save(args.out_leases)
 
 
 def _clean_arguments(p: argparse.ArgumentParser) -> None:

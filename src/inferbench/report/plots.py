@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from inferbench.analysis.comparison import p50_at
-from inferbench.analysis.summary import split_scenarios
+from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.core.cells import CellRecord
 from inferbench.core.fsutil import atomic_path
 from inferbench.core.workloads import ordered, workload_info
@@ -99,9 +99,9 @@ def plot_workload(
     ``variants``: the config's engine variants in order (their colours)."""
     out_dir = Path(out_dir)
     # serving cells' latencies include queueing, training cells' a backward pass: not on these curves
-    summary = split_scenarios(summary).single
-    frame = summary[(summary["workload"] == workload) & (summary["status"] == "ok")]
-    frame = frame[frame["engine_impl"] != "noop"]  # harness overhead is a baseline, not an engine
+    # and the no-op engine's overhead is a baseline, not an engine
+    frame = measured(summary)
+    frame = frame[frame["workload"] == workload]
     e2e_rate = frame["e2e_throughput_per_s"] if "e2e_throughput_per_s" in frame else frame["throughput_per_s"]
     frame = frame.assign(
         e2e_p50_ms=p50_at(frame, "end_to_end"), e2e_items_per_s=e2e_rate.fillna(frame["throughput_per_s"])
