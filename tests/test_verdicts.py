@@ -179,3 +179,15 @@ def test_a_cell_whose_end_to_end_p50_is_below_its_device_p50_is_listed_and_judge
 def test_a_report_whose_boundaries_agree_has_no_such_section():
     summary = pd.DataFrame([cell(latency_p50_ms=5.0, e2e_latency_p50_ms=6.0, **GPU)]).assign(scenario="single")
     assert "faster end to end than on the device" not in build_report(summary)
+
+
+def test_the_headline_names_the_fastest_cells_thread_count_not_another_of_the_same_engine():
+    rows = [
+        cell(workload="mlp_lendingclub", engine="ort_cpu", engine_impl="ort_cpu", threads=1, latency_p50_ms=0.02,
+             p50_by_process_ms=processes(0.02, 0.021)),
+        cell(workload="mlp_lendingclub", engine="ort_cpu", engine_impl="ort_cpu", threads=4, latency_p50_ms=0.01,
+             p50_by_process_ms=processes(0.0099, 0.0101)),
+    ]  # fmt: skip
+    text = build_report(pd.DataFrame(rows).assign(scenario="single"))
+    headline = _lines(text, "**mlp_lendingclub**", "at batch 1")
+    assert len(headline) == 1 and "**ort_cpu fp32 cpu 4t**" in headline[0] and "9.90 µs – 10.1 µs" in headline[0]

@@ -26,6 +26,7 @@ import pandas as pd
 
 from inferbench.analysis import decisions
 from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
+from inferbench.analysis.decisions import CELL, SHAPE
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import KEY_COLUMNS, summary_frame, with_scenario
 from inferbench.analysis.uncertainty import Z95, ratio
@@ -144,11 +145,6 @@ def common_cells(run_a: Run, run_b: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
     keys = [frame.loc[frame["status"] == "ok", KEY_COLUMNS] for frame in (run_a.summary, run_b.summary)]
     both = keys[0].merge(keys[1], on=KEY_COLUMNS)
     return tuple(frame.merge(both, on=KEY_COLUMNS) for frame in (run_a.summary, run_b.summary))  # type: ignore[return-value]
-
-
-#: a cell within a shape (with the shape's columns, a cell's key)
-CELL = ("engine", "precision", "device", "threads")
-SHAPE = ("workload", "batch_size", "seq_len")
 
 
 def claimed_pairs(summary: pd.DataFrame, floors: SpreadFloors) -> list[tuple[str, dict, dict]]:

@@ -111,6 +111,18 @@ def cpu_gpu_crossovers(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+#: a cell within a shape (with the shape's columns, a cell's key among the measured inference cells)
+CELL = ("engine", "precision", "device", "threads")
+SHAPE = ("workload", "batch_size", "seq_len")
+
+
+def row_of(frame: pd.DataFrame, cell: Any) -> pd.Series:
+    """The row of ``frame`` that is ``cell`` (anything with the ``SHAPE`` and ``CELL`` entries: a row of
+    ``best_cells``, another frame's row)."""
+    match = np.logical_and.reduce([frame[c] == cell[c] for c in (*SHAPE, *CELL)])
+    return frame[match].iloc[0]
+
+
 def best_cells(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
     """The fastest cell per workload x batch x sequence length, compared like with like (p50 at the
     group's common boundary), with its margin over the runner-up and how that margin holds
@@ -143,7 +155,7 @@ def best_cells(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.
             second = ranked.iloc[1]
             margin = claim(best, second, floors, boundary)
             row |= {"runner_up": f"{second['engine']} {second['precision']} {second['device']}"}
-            row |= {f"runner_up_{c}": second[c] for c in ("engine", "precision", "device", "threads")}
+            row |= {f"runner_up_{c}": second[c] for c in CELL}
             row |= claim_columns(margin, "margin")
         rows.append(row)
     return pd.DataFrame(rows)

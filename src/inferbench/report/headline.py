@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, p50_at, rate_at, spread_at
-from inferbench.analysis.decisions import ClaimBasis, measured
+from inferbench.analysis.decisions import ClaimBasis, measured, row_of
 from inferbench.core.workloads import ordered
 from inferbench.report.tables import fmt, fmt_ms, markdown_table, recipe
 from inferbench.report.text import escape_markdown
@@ -59,10 +59,7 @@ def best_at_smallest_batch(cells: pd.DataFrame, basis: ClaimBasis) -> str:
     batch = int(cells["batch_size"].min())
     seq = int(cells["seq_len"].iloc[0])
     best = basis.fastest(cells["workload"].iloc[0], batch, seq)
-    row = cells[
-        (cells["batch_size"] == batch) & (cells["engine"] == best["engine"])
-        & (cells["precision"] == best["precision"]) & (cells["device"] == best["device"])
-    ].iloc[0]  # fmt: skip
+    row = row_of(cells, best)
     text = (
         f"at batch {batch}: **{escape_markdown(_cell_name(row))}** ({escape_markdown(recipe(row))}), "
         f"p50 {fmt_ms(best['p50_ms'])} "

@@ -211,9 +211,7 @@ def engines_section(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
     for best in decisions.best_cells(cells, basis.floors).itertuples():
         shape = f"{escape_markdown(best.workload)} b{best.batch_size}" + (f" s{best.seq_len}" if best.seq_len else "")
         gains = []
-        row = ok[(ok["workload"] == best.workload) & (ok["batch_size"] == best.batch_size)
-                 & (ok["seq_len"] == best.seq_len) & (ok["engine"] == best.engine)
-                 & (ok["precision"] == best.precision) & (ok["device"] == best.device)].iloc[0]  # fmt: skip
+        row = decisions.row_of(ok, best._asdict())
         if _known(row.get("speedup")):
             gains.append(f"{fmt(float(row['speedup']))}× FP32 eager")
         if _known(row.get("own_fp32")):
