@@ -83,7 +83,7 @@ rule plot_serving:
         lambda wc: serving_records(wc.workload),
     output:
         report(
-            "results/plots/{workload}/serving.png",
+            f"results/plots/{{workload}}/{SERVING_PLOT}",
             caption="../report/serving.rst",
             category="Serving",
             subcategory="{workload}",

@@ -405,8 +405,8 @@ def _describe_change(plain: pd.Series, other: pd.Series, knob: str) -> str:
 @dataclass(frozen=True)
 class ClaimBasis:
     """What every claim about one run rests on, computed once so that every section of its report judges
-    alike: the run's measured rows, the spread of each class over all of them (with the spread between
-    leases where it was measured), and the run's fastest cell per shape."""
+    alike: the spread of each class over the run's measured cells (with the spread between leases where
+    it was measured), and the run's fastest cell per shape."""
 
     floors: SpreadFloors
     #: the fastest cell per workload, batch and sequence length over the whole run (``best_cells``)

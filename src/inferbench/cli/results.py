@@ -35,7 +35,8 @@ def _plot_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_plot_arguments)
 def plot(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import load_records, summary_frame
-    from inferbench.report.plots import SERVING_PLOT, plot_serving, plot_workload
+    from inferbench.report.layouts import SERVING_PLOT
+    from inferbench.report.plots import plot_serving, plot_workload
 
     if args.kind == "serving":  # every LoadGen run of the search is in the records, not the summary
         plot_serving(load_records(args.records), args.workload, args.out_dir / SERVING_PLOT, args.engines)

@@ -1,6 +1,7 @@
 """The table of verbs: where each one's function lives (``inferbench.cli.<home>``, named as the verb with
 ``_`` for ``-``, imported only when the verb runs, its arguments declared beside it) and its traits. The
-parser (inferbench.cli.main), the warm start (inferbench.__main__) and the GPU slots read them here."""
+parser and the claim of a GPU slot (inferbench.cli.main), the warm start (inferbench.__main__) and the
+workflow's code identities (workflow/rules/common.smk) read them here."""
 
 from __future__ import annotations
 

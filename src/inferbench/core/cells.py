@@ -127,7 +127,7 @@ class CellRecord:
     #: the host during the cell's timed calls: machine steal/busy shares, this process's context switches
     host_telemetry: dict[str, Any] | None = None
     #: what the variant computes with: graph, precision mode, channels-last, compile mode, CUDA graph,
-    #: IO binding, TF32 (inferbench.engines.base.COMPUTATION_KEYS; None where a key does not apply)
+    #: IO binding, TF32 (inferbench.engines.spec.COMPUTATION_KEYS; None where a key does not apply)
     computation: dict[str, Any] = field(default_factory=dict)
     #: GPU cells: who set the pace, the device or the host (inferbench.trackers.bound), and the signals
     bound: dict[str, Any] | None = None

@@ -10,18 +10,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+#: the serving plot of a workload (inferbench.report.plots.plot_serving)
+SERVING_PLOT = "serving.png"
+
 
 @dataclass(frozen=True)
 class Layout:
     #: ``"module:function"``: ``function(cells, study, basis) -> list[str]``, the answer's Markdown lines
     #: from the study's summary rows (a DataFrame), its config and what the run's claims rest on
-    #: (inferbench.analysis.verdicts.ClaimBasis: every section judges alike)
+    #: (inferbench.analysis.decisions.ClaimBasis: every section judges alike)
     answer: str
     #: the latency percentiles shown when the study names none
     percentiles: tuple[str, ...]
     #: the plot files shown, of each of the study's workloads (made by inferbench.report.plots)
     plots: tuple[str, ...]
-    description: str
 
     def answer_function(self) -> Callable[[Any, dict[str, Any], Any], list[str]]:
         module, function = self.answer.split(":")
@@ -33,32 +35,26 @@ LAYOUTS: dict[str, Layout] = {
         "inferbench.report.studies:by_batch_section",
         ("p50",),
         ("latency_per_item.png", "throughput.png"),
-        "latency per item against batch size for each engine and device, with the CPU/GPU crossover",
     ),
     "engines": Layout(
         "inferbench.report.studies:engines_section",
         ("p50", "p95", "p99"),
         ("throughput.png",),
-        "engines and precisions side by side per workload and batch: mean/p50/p95/p99, throughput, memory, "
-        "speed-up over FP32 eager",
     ),
     "seq": Layout(
         "inferbench.report.studies:seq_section",
         ("p50", "p90", "p99"),
         ("latency_vs_seq.png", "latency_per_item.png"),
-        "latency against batch and sequence length, scaling exponent, CPU/GPU gap",
     ),
     "training": Layout(
         "inferbench.report.studies:training_section",
         ("p50",),
         (),
-        "time per iteration or epoch, GPU/CPU and optimised/baseline speed-ups",
     ),
     "serving": Layout(
         "inferbench.report.serving:serving_section",
         ("p50", "p99"),  # LoadGen's own, over its queries (inferbench.scenarios.serving)
-        ("serving.png",),
-        "LoadGen's server and offline cells: QPS within the p99 bound, the effect of max batch and queue delay",
+        (SERVING_PLOT,),
     ),
 }
 

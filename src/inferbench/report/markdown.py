@@ -306,8 +306,6 @@ def build_report(
     the cells that did not produce a valid measurement. Every claim in it is judged alike
     (inferbench.analysis.verdicts), over the whole run's spread per class, and with ``leases`` (the
     spread between leases of earlier runs) over the next lease's too."""
-    if "mode" not in summary:  # summaries written before training cells existed
-        summary = summary.assign(mode="inference")
     everything = with_scenario(summary)
     # serving cells (LoadGen) have their own sections: their latency includes queueing
     frames = split_scenarios(everything)

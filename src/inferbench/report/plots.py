@@ -161,7 +161,6 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
 
 
 #: the serving plot of a workload with server cells (report.serving shows it)
-SERVING_PLOT = "serving.png"
 
 
 def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:

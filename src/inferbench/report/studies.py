@@ -82,8 +82,9 @@ def _verdict(row: Any) -> str:
 
 
 def by_batch_section(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
-    """Latency per item against batch size, one column per engine variant, and the CPU/GPU crossover;
-    all end to end, the one boundary a CPU and a GPU cell share."""
+    """Latency per item against batch size, one column per engine variant, and the CPU/GPU crossover,
+    end to end (the one boundary a CPU and a GPU cell share); the fastest cell per batch at the batch's
+    common boundary (``decisions.best_cells``: the device boundary where all its cells ran on one device)."""
     ok = decisions.measured(cells)
     out: list[str] = _one_device_note(ok, "the CPU/GPU crossover")
     for cross in decisions.cpu_gpu_crossovers(cells).itertuples():
