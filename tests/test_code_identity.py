@@ -64,6 +64,20 @@ def test_the_identity_follows_the_source_tree_it_is_given(tmp_path):
     assert code_identity(roots, src) != before
 
 
+def test_a_verbs_identity_changes_with_its_own_function_not_with_a_neighbour_in_its_module(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "src" / "inferbench", src / "inferbench", ignore=shutil.ignore_patterns("__pycache__"))
+    models = src / "inferbench" / "cli" / "models.py"
+    build, export = [VERBS["build-model"].target], [VERBS["export-onnx"].target]
+    before = code_identity(build, src), code_identity(export, src)
+    text = models.read_text()
+    models.write_text(text.replace("def export_onnx(args: argparse.Namespace) -> None:\n",
+                                   "def export_onnx(args: argparse.Namespace) -> None:\n    pass\n"))  # fmt: skip
+    assert models.read_text() != text
+    assert code_identity(build, src) == before[0], "export-onnx's edit re-runs no build-model job"
+    assert code_identity(export, src) != before[1]
+
+
 # --- a finished run, edited ------------------------------------------------------------------------
 
 EDITABLE = ("Snakefile", "workflow", "src", "config", "profiles", "envs")

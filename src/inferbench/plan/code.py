@@ -9,9 +9,10 @@ module or inside a function (what runs in one process may import lazily). Import
 ``a/b/__init__.py``, which do.
 
 The roots are functions or modules: for a verb, its function and what it calls in its own module,
-not the whole module, so that a module holding several verbs' functions (inferbench.cli.models)
-ties each rule only to its own verb's code. The dispatcher that routes argv to a verb
-(``inferbench.__main__``, ``inferbench.cli.main`` and its table of verbs) is not a root: it chooses
+not the whole module (both what is followed for imports and what is hashed), so that a module holding
+several verbs' functions (inferbench.cli.models) ties each rule only to its own verb's code. The
+dispatcher that routes argv to a verb (``inferbench.__main__``, ``inferbench.cli.main`` and its table
+of verbs) is not a root: it chooses
 which code runs and computes nothing a job writes. Registries that find engines by name
 (inferbench.engines.registry) import the other families only through ``importlib``, so a cell's
 closure holds its own engine's family and no other.
@@ -124,11 +125,12 @@ def _function_nodes(tree: ast.Module, name: str) -> list[ast.AST]:
     return list(seen.values())
 
 
-def import_closure(roots: Iterable[str], src: Path = SOURCE) -> set[str]:
-    """The package's modules that running ``roots`` loads. A root is ``"module"`` (all of it) or
-    ``"module:function"`` (the module's top level, the function and what it calls in its module)."""
+def _closure(roots: Iterable[str], src: Path) -> tuple[set[str], dict[str, set[str]]]:
+    """``import_closure``, and the modules of it that run only in part: a ``"module:function"`` root's
+    module that nothing else imports whole, with the functions of it that run."""
     closure: set[str] = set()
     walked: set[str] = set()  # modules whose every import has been followed
+    partial: dict[str, set[str]] = {}
     todo: list[str] = []
     for root in roots:
         module, _, function = root.partition(":")
@@ -138,10 +140,9 @@ def import_closure(roots: Iterable[str], src: Path = SOURCE) -> set[str]:
         todo += sorted(_with_parents(module))
         if function:
             todo.remove(module)
-            tree = _parse(path)
-            top = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+            partial.setdefault(module, set()).add(function)
             closure.add(module)
-            todo += sorted(_imports([*top, *_function_nodes(tree, function)], module, src))
+            todo += sorted(_imports(_run_nodes(_parse(path), {function}), module, src))
     while todo:
         module = todo.pop()
         if module in walked:
@@ -151,15 +152,43 @@ def import_closure(roots: Iterable[str], src: Path = SOURCE) -> set[str]:
         path = module_file(module, src)
         if path is not None:
             todo += sorted((_imports(_parse(path).body, module, src) | _with_parents(module)) - walked)
-    return closure
+    return closure, {module: functions for module, functions in partial.items() if module not in walked}
+
+
+def _run_nodes(tree: ast.Module, functions: set[str]) -> list[ast.stmt]:
+    """What of a module runs when ``functions`` of it are called: its top level (but the functions it
+    only defines), those functions and what they call in the module; in the file's order."""
+    called = {id(node) for name in functions for node in _function_nodes(tree, name)}
+    return [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) or id(n) in called]
+
+
+def import_closure(roots: Iterable[str], src: Path = SOURCE) -> set[str]:
+    """The package's modules that running ``roots`` loads. A root is ``"module"`` (all of it) or
+    ``"module:function"`` (the module's top level, the function and what it calls in its module)."""
+    return _closure(roots, src)[0]
+
+
+def _source(path: Path, functions: set[str] | None) -> bytes:
+    """A module's source, or where only ``functions`` of it run, the lines of what runs
+    (``_run_nodes``, decorators included): a verb's identity is its own code, not its neighbours'."""
+    if functions is None:
+        return path.read_bytes()
+    lines = path.read_text().splitlines(keepends=True)
+    spans = []
+    for node in _run_nodes(_parse(path), functions):
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        spans.append("".join(lines[first - 1 : node.end_lineno]))
+    return "".join(spans).encode()
 
 
 def code_identity(roots: Iterable[str], src: Path = SOURCE) -> str:
-    """A short hash of the source of every module in ``import_closure(roots)`` (and of the roots'
-    names), for a rule's param: it changes exactly when code the job runs changes."""
+    """A short hash of the source of every module in ``import_closure(roots)`` (of a function root's
+    module, only what runs of it) and of the roots' names, for a rule's param: it changes exactly when
+    code the job runs changes."""
     roots = sorted(roots)
+    closure, partial = _closure(roots, src)
     digest = hashlib.sha256("\n".join(roots).encode())
-    for module in sorted(import_closure(roots, src)):
+    for module in sorted(closure):
         path = module_file(module, src)
-        digest.update(module.encode() + b"\0" + (path.read_bytes() if path else b"") + b"\0")
+        digest.update(module.encode() + b"\0" + (_source(path, partial.get(module)) if path else b"") + b"\0")
     return digest.hexdigest()[:12]
