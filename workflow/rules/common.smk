@@ -89,28 +89,29 @@ def dataset_options(dataset, keys):
     return json.dumps({key: config["datasets"][dataset].get(key) for key in keys}, sort_keys=True)
 
 
-def verb_code(verb):
-    """The code identity of a verb's jobs (inferbench.plan.code): a param that changes exactly when code
-    the verb runs changes, so editing it re-runs those jobs and no other."""
-    return code_identity([VERBS[verb].target], PACKAGE_SRC)
-
-
 @functools.cache
-def _cell_code(impl, scenario_module):
-    return code_identity([VERBS["run-cell"].target, engine_info(impl).module, scenario_module], PACKAGE_SRC)
+def job_code(*roots):
+    """The code identity of the jobs that run ``roots`` (inferbench.plan.code), once per set of roots:
+    a param that changes exactly when code the job runs changes."""
+    return code_identity(roots, PACKAGE_SRC)
+
+
+def verb_code(verb):
+    """The code identity of a verb's jobs: editing the verb's code re-runs those jobs and no other."""
+    return job_code(VERBS[verb].target)
 
 
 def cell_code(wildcards):
     """A cell's code identity: its verb's, its engine's and its scenario's code and what they import."""
     impl = variant(wildcards)["engine"]
     scenario = scenario_info(wildcards.get("scenario", "single"), engine_info(impl).mode)
-    return _cell_code(impl, scenario.module)
+    return job_code(VERBS["run-cell"].target, engine_info(impl).module, scenario.module)
 
 
 def profile_code(wildcards):
     """A profile's code identity: the profile-cell verb's and the engine's code."""
     impl = variant(wildcards)["engine"]
-    return code_identity([VERBS["profile-cell"].target, engine_info(impl).module], PACKAGE_SRC)
+    return job_code(VERBS["profile-cell"].target, engine_info(impl).module)
 
 
 
