@@ -38,7 +38,7 @@ from inferbench.report.plots import plot_names
 from inferbench.scenarios import SCENARIOS, scenario_info
 
 try:
-    validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+    validate_config(config)
 except ConfigError as error:
     raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -27,10 +28,14 @@ def schema() -> dict[str, Any]:
     return yaml.safe_load(SCHEMA.read_text())
 
 
-def schema_defaults(section: str) -> dict[str, Any]:
-    """The defaults the schema declares for the keys of a top-level config section."""
-    properties = schema()["properties"][section]["properties"]
-    return {key: spec["default"] for key, spec in properties.items() if "default" in spec}
+@functools.cache
+def schema_defaults(*path: str) -> Mapping[str, Any]:
+    """The defaults the schema declares for the keys of the object at ``path``: property names from the
+    top, ``additionalProperties`` for the values of a map (``"studies", "additionalProperties"``: a study's)."""
+    node = schema()
+    for key in path:
+        node = node[key] if key == "additionalProperties" else node["properties"][key]
+    return MappingProxyType({key: spec["default"] for key, spec in node["properties"].items() if "default" in spec})
 
 
 def _settings_class(name: str, section: str, doc: str, methods: dict[str, Any]) -> type:

@@ -5,22 +5,20 @@ Errors name the config key and what is allowed, so a wrong value stops the run b
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
-from inferbench.core.settings import SCHEMA
+from inferbench.core.settings import schema as config_schema
 from inferbench.core.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of
 from inferbench.data import DATASETS
 from inferbench.engines.registry import ENGINES, option_problems
 from inferbench.report.layouts import LAYOUTS
 from inferbench.scenarios import SCENARIOS
-
-DEFAULT_SCHEMA = SCHEMA
 
 
 def axis_values() -> dict[str, list[str]]:
@@ -98,9 +96,10 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{key}: {error.message}"
 
 
-def validate_config(config: dict[str, Any], schema_path: Path = DEFAULT_SCHEMA) -> dict[str, Any]:
-    """Validate ``config`` in place (filling defaults) and return it; raise ConfigError on any problem."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``config`` in place (filling defaults) and return it against the config schema
+    (inferbench.core.settings.SCHEMA); raise ConfigError on any problem."""
+    schema = copy.deepcopy(config_schema())  # its axes' enums are filled in below
     definitions = schema.get("definitions", {})
     for name, values in axis_values().items():
         if name in definitions:  # declared once, in the registry

@@ -16,16 +16,10 @@ from typing import Any
 
 from inferbench.core.cells import CellKey
 from inferbench.core.percentiles import samples_needed
-from inferbench.core.settings import schema
+from inferbench.core.settings import schema_defaults
 from inferbench.core.workloads import workload_info
 from inferbench.engines.registry import engine_info
 from inferbench.report.layouts import study_percentiles
-
-
-def study_defaults() -> dict[str, Any]:
-    """The defaults the schema declares for a study's keys."""
-    properties = schema()["properties"]["studies"]["additionalProperties"]["properties"]
-    return {key: spec["default"] for key, spec in properties.items() if "default" in spec}
 
 
 def cuda_present() -> bool:
@@ -56,7 +50,7 @@ def _axes(study: dict[str, Any], workload: str, device: str) -> tuple[list[int],
 
 def with_defaults(study: dict[str, Any]) -> dict[str, Any]:
     """The study with the schema's defaults filled in where it leaves a key out."""
-    return {**study_defaults(), **study}
+    return {**schema_defaults("studies", "additionalProperties"), **study}
 
 
 def in_study(key: CellKey, study: dict[str, Any]) -> bool:
