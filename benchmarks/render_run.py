@@ -26,15 +26,17 @@ import pandas as pd
 import yaml
 from snakemake.utils import update_config
 
-from inferbench.analysis.summary import load_records, summary_frame, write_summary
+from inferbench.analysis.summary import load_records, summary_frame
 from inferbench.core.fsutil import atomic_path
 from inferbench.core.workloads import ordered, workload_info
 from inferbench.engines.registry import load_engine_class
 from inferbench.engines.spec import COMPUTATION_KEYS
+from inferbench.exporters.tables import write_summary
 from inferbench.plan.config import validate_config
 from inferbench.plan.grid import resolved_studies
+from inferbench.report.layouts import SERVING_PLOT
 from inferbench.report.markdown import write_report
-from inferbench.report.plots import SERVING_PLOT, plot_every_workload, plot_serving
+from inferbench.report.plots import plot_every_workload, plot_serving
 
 REPO = Path(__file__).resolve().parents[1]
 
