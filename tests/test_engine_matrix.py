@@ -211,3 +211,19 @@ def test_the_probe_tells_a_call_that_only_queues_from_one_that_waits_for_the_dev
     assert probe_launches_async(queue_only, stream, torch.cuda.synchronize) is True
     assert probe_launches_async(waits_mid_way, stream, torch.cuda.synchronize) is False
     assert probe_launches_async(queue_only, None, torch.cuda.synchronize) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: a no-op cell on the GPU")
+def test_an_engine_that_queues_no_gpu_work_is_timed_on_the_host_clock_on_the_gpu_too(tmp_path):
+    """Events with nothing between them would time the GPU's gap between two events, not the harness."""
+    lock = MachineLock(tmp_path / "lock")
+    lock.shared()
+    try:
+        key = CellKey("mlp_heart", "noop", "fp32", "cuda", 1, 0, 0)
+        record = run_cell(CellRequest(key, {"engine": "noop"}, CellInputs(), FAST), tmp_path / "r.json", lock)
+    finally:
+        lock.close()
+    assert record.status == "ok", record.reason
+    assert record.timing == "device" and record.clock == "host"
+    assert record.timing_description.startswith("host clock around one run()")
+    assert record.bound["launches_async"] is None, "no stream: nothing to probe"

@@ -107,6 +107,7 @@ class FakeNvml:
 
     def __init__(self, energy: bool = True, samples: bool = True) -> None:
         self.energy_mj = 10_000
+        self.temperature_c = 41
         self.has_energy, self.has_samples = energy, samples
         self.calls = 0
         self.buffers: dict[int, list[tuple[int, int]]] = {kind: [] for kind in (0, 1, 5, 6)}
@@ -140,7 +141,7 @@ class FakeNvml:
 
     def nvmlDeviceGetTemperature(self, handle, sensor):
         self.calls += 1
-        return 41
+        return self.temperature_c
 
     def nvmlDeviceGetPowerUsage(self, handle):
         self.calls += 1
@@ -180,11 +181,14 @@ def test_gpu_telemetry_adds_up_its_rounds_and_leaves_out_what_runs_between_them(
     telemetry = GpuTelemetry(nvml, handle=None)
     with telemetry:
         nvml.take_sample(busy_pct=90)
+        nvml.temperature_c = 50
     nvml.take_sample(busy_pct=5)  # between the rounds: the other boundary's calls
     nvml.energy_mj += 50_000
     with telemetry:
         nvml.take_sample(busy_pct=70)
+        nvml.temperature_c = 45
     summary = telemetry.summary(items=400)
+    assert summary["temperature_c"] == {"max": 50}, "the hottest round's end, not the last one's"
     assert summary["n_samples"]["gpu_busy_pct"] == 2 and summary["gpu_busy_pct"] == pytest.approx(80.0)
     assert summary["energy_j"] == pytest.approx(4.0), "2 J per round; the 50 J between them are not counted"
 

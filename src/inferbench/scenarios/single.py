@@ -3,7 +3,8 @@
 - ``device``: one ``run()`` on inputs already staged where the engine computes, output left there.
   On a GPU it is the time between two CUDA events recorded on the stream the engine computes on (its
   ``stream()``: PyTorch's current stream, ONNX Runtime's user compute stream, TensorRT's), for every
-  GPU engine alike; on the CPU, the host clock after ``synchronize()``.
+  GPU engine alike; on the CPU, and for an engine that queues no GPU work (no stream: the no-op
+  engine), the host clock after ``synchronize()``.
 - ``end_to_end``: host arrays in, a host float32 array out: ``stage``, ``run`` and ``to_numpy``,
   on the host clock after synchronising. What a caller holding host data waits for.
 
@@ -14,7 +15,8 @@ device p50.
 An engine whose ``stage`` leaves the inputs on the host (ONNX Runtime without IO binding, a training
 epoch reading its dataset) has no device boundary of its own: its cell times ``end_to_end`` only, and
 its record says so (``timing``). On a GPU the scenario also measures whether ``run`` returns before the
-device is done (inferbench.trackers.bound) and, from that and NVML, who set the pace.
+device is done (inferbench.trackers.bound; a call that returns host arrays has waited by construction)
+and, from that and NVML, who set the pace.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ from inferbench.trackers.bound import classify, probe_launches_async
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
 from inferbench.trackers.host_telemetry import HostWindow
 
-#: what each boundary times, by device; ``{run}`` is the engine's own account of one run()
+#: what the device boundary times, by its clock; ``{run}`` is the engine's own account of one run()
 DEVICE_BOUNDARY = {
-    "cuda": "GPU time between CUDA events recorded on the stream the engine computes on, around one run() on "
-    "inputs already on the device: {run}",
-    "cpu": "host clock around one run() and its synchronisation, on inputs already staged: {run}",
+    "cuda_events": "GPU time between CUDA events recorded on the stream the engine computes on, around one "
+    "run() on inputs already on the device: {run}",
+    "host": "host clock around one run() and its synchronisation, on inputs already staged: {run}",
 }
 #: rounds of each boundary's calls, alternating device, end to end, end to end, device, ...
 ROUNDS = 4
@@ -57,55 +59,63 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
     engine, key, settings = cell.engine, cell.key, cell.settings
     gpu = key.device == "cuda"
     host_batches = itertools.cycle(cell.batches)
+    host_clock = HostTimer(engine.synchronize)
+    end_to_end_description = END_TO_END.format(run=engine.run_description)
 
     def end_to_end_call() -> Any:
         return engine.to_numpy(engine.run(engine.stage(next(host_batches))))
 
+    # the cell's own boundary: its calls, their timer, what they time
     if engine.staged_on_device:
         staged = itertools.cycle([engine.stage(batch) for batch in cell.batches])
 
         def device_call() -> Any:
             return engine.run(next(staged))
 
-        first_call = device_call
-        timer = CudaEventTimer(engine.stream(), engine.synchronize) if gpu else HostTimer(engine.synchronize)
-        boundary, clock = "device", "cuda_events" if gpu else "host"
-        description = DEVICE_BOUNDARY[key.device].format(run=engine.run_description)
+        # events bracket the work an engine queues on its stream; one that queues none (no stream: the
+        # no-op engine) is timed on the host clock
+        stream = engine.stream() if gpu else None
+        own_call, boundary = device_call, "device"
+        clock = "cuda_events" if stream is not None else "host"
+        own_timer = CudaEventTimer(stream, engine.synchronize) if stream is not None else host_clock
+        description = DEVICE_BOUNDARY[clock].format(run=engine.run_description)
+        # whether run() only queues work (then its launches tell who sets the pace)
+        launches_async = probe_launches_async(device_call, stream, engine.synchronize) if gpu else None
     else:
-        first_call, timer = end_to_end_call, HostTimer(engine.synchronize)
-        boundary, clock = "end_to_end", "host"
-        description = END_TO_END.format(run=engine.run_description)
-    launches_async = probe_launches_async(first_call, engine.stream(), engine.synchronize) if gpu else None
+        own_call, own_timer, boundary, clock = end_to_end_call, host_clock, "end_to_end", "host"
+        description = end_to_end_description
+        # a call that returns host arrays has waited for the device by construction: nothing to probe
+        launches_async = False if gpu else None
 
     telemetry = GpuTelemetry.for_cuda_device() if gpu else None
     if gpu:
         memory.reset_gpu_peak()
     host = HostWindow()
-    # the two boundaries' calls in rounds ordered device, end to end, end to end, device, ... (ABBA), so
-    # that the host's drift (a host-bound cell moves by tens of percent within seconds) reaches both alike
-    # and cancels where it is steady; the GPU's telemetry covers the device rounds only
+    # a device-boundary cell's two boundaries in rounds ordered device, end to end, end to end, device,
+    # ... (ABBA), so that the host's drift (a host-bound cell moves by tens of percent within seconds)
+    # reaches both alike and cancels where it is steady; the GPU's telemetry covers the own boundary's
+    # rounds only
     rounds = ROUNDS if boundary == "device" else 1
     per_round_s, per_round_calls = settings.min_time_s / rounds, -(-settings.min_iters_per_process // rounds)
-    device_rounds: list[Measurement] = []
+    own_rounds: list[Measurement] = []
     e2e_rounds: list[Measurement] = []
-    host_clock = HostTimer(engine.synchronize)
 
-    def device_round() -> None:
-        warmup_s = 0.0 if device_rounds else settings.warmup_s  # later rounds: one untimed call each
+    def own_round() -> None:
+        warmup_s = 0.0 if own_rounds else settings.warmup_s  # later rounds: one untimed call each
         with telemetry or contextlib.nullcontext():
-            device_rounds.append(measure_calls(first_call, timer, warmup_s, per_round_s, per_round_calls))
+            own_rounds.append(measure_calls(own_call, own_timer, warmup_s, per_round_s, per_round_calls))
 
     def end_to_end_round() -> None:  # the engine is warm: one untimed call warms the staging path
         e2e_rounds.append(measure_calls(end_to_end_call, host_clock, 0.0, per_round_s, per_round_calls))
 
+    in_order = (own_round, end_to_end_round) if boundary == "device" else (own_round,)
     with cell.lock.exclusively(), host:
         window_start = time.time()
         for index in range(rounds):
-            in_order = (device_round, end_to_end_round) if boundary == "device" else (device_round,)
             for timed_round in in_order if index % 2 == 0 else reversed(in_order):
                 timed_round()
         window = [window_start, time.time()]
-    result = Measurement.joined(device_rounds)
+    result = Measurement.joined(own_rounds)
     end_to_end = Measurement.joined(e2e_rounds) if e2e_rounds else None
 
     stats = latency_stats(result.samples_s, items_per_call)
@@ -143,7 +153,7 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
         "host_telemetry": host.summary,
         "bound": bound,
         "end_to_end": {
-            "description": END_TO_END.format(run=engine.run_description),
+            "description": end_to_end_description,
             "clock": "host",
             **{k: e2e_stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
         },

@@ -21,10 +21,10 @@ import time
 from typing import Any
 
 DESCRIPTION = (
-    "NVML read at the two ends of each round of device-boundary calls only (nothing samples during them): the "
-    "driver's own samples in between (GPU utilization, SM/memory clock, power), temperature and this "
-    "process's GPU memory at the end (the allocators keep their peak); energy = the board's energy "
-    "counter over the window (idle gaps between calls included) / items"
+    "NVML read at the two ends of each round of the cell's own-boundary calls only (nothing samples during "
+    "them): the driver's own samples in between (GPU utilization, SM/memory clock, power), the hottest "
+    "temperature at a round's end and this process's GPU memory at the end (the allocators keep their "
+    "peak); energy = the board's energy counter over the rounds (idle gaps between calls included) / items"
 )
 #: the sample buffers read at a window's end, with the attribute of each sample value's union to use
 SAMPLED = {
@@ -158,7 +158,8 @@ class GpuTelemetry:
                 self.samples[name] += [value * scale for _, value in found]
         instant = self.read_instant()
         self._record_ends(instant)
-        self.temperature_c = instant["temperature_c"]
+        if instant["temperature_c"] is not None:  # the hottest of the rounds' ends
+            self.temperature_c = max(self.temperature_c or instant["temperature_c"], instant["temperature_c"])
         self.process_memory_mb = self._process_memory_mb()
 
     def _record_ends(self, reading: dict[str, float | None]) -> None:

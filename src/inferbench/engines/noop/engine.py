@@ -21,6 +21,10 @@ class NoopEngine(Engine):
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
         return cuda_unavailable_reason() if device == "cuda" else None
 
+    def stream(self) -> Any:
+        """None: it queues no GPU work, so its calls are timed on the host clock, on the GPU too."""
+        return None
+
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         self._output = np.zeros(1, dtype=np.float32)
 
