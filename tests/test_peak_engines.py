@@ -129,7 +129,10 @@ def test_a_cuda_graph_session_is_profiled_without_its_capture():
     engine._stream = SimpleNamespace(cuda_stream=1234)
     assert engine.provider_options()["enable_cuda_graph"] == 1
     uncaptured = engine.provider_options(graph_capture=False)
-    assert "enable_cuda_graph" not in uncaptured and uncaptured["user_compute_stream"] == "1234"
+    assert "enable_cuda_graph" not in uncaptured
+    # every session, the profiling one too, computes on the engine's stream; the record holds no address
+    assert engine._process_options() == {"user_compute_stream": "1234"}
+    assert "user_compute_stream" not in engine.provider_options() and "user_compute_stream" not in uncaptured
     assert uncaptured["prefer_nhwc"] == engine.provider_options()["prefer_nhwc"], "otherwise the same session"
 
 

@@ -100,6 +100,11 @@ class OrtEngine(Engine):
         """The provider's options; ``graph_capture=False`` leaves out a CUDA-graph capture."""
         return {}
 
+    def _process_options(self) -> dict[str, str]:
+        """Provider options that belong to this process, not to the variant (a stream's address): given
+        to the session, left out of the record."""
+        return {}
+
     #: symbolic dimensions (``batch``, ``seq``) fixed to the cell's values before the session is made
     #: (engines that need static shapes set it in prepare)
     fixed_dims: dict[str, int] | None = None
@@ -120,7 +125,9 @@ class OrtEngine(Engine):
             options.profile_file_prefix = str(profile_prefix)
         try:
             return ort.InferenceSession(
-                str(self.artifact), options, providers=[(self.provider, self.provider_options(graph_capture))]
+                str(self.artifact),
+                options,
+                providers=[(self.provider, self.provider_options(graph_capture) | self._process_options())],
             )
         except Exception as error:
             if _unreadable_model(error):
@@ -223,9 +230,9 @@ class OrtCuda(OrtEngine):
         }
         if self.options["cuda_graph"] and graph_capture:
             options["enable_cuda_graph"] = 1
-        return options | self._stream_option()
+        return options
 
-    def _stream_option(self) -> dict[str, str]:
+    def _process_options(self) -> dict[str, str]:
         """The session computes on our stream: the GPU events of a timed call are recorded on it, and
         the copies into a CUDA graph's input buffers that run() issues there come before the replay
         without a host synchronisation."""
@@ -334,11 +341,10 @@ class OrtCuda(OrtEngine):
         return np.asarray(output.copy_outputs_to_cpu()[0], dtype=np.float32)
 
     def describe(self) -> dict[str, Any]:
-        options = {k: v for k, v in self.provider_options().items() if k != "user_compute_stream"}
         return {
             **super().describe(),
             "io_binding": self.io_binding,
-            "provider_options": options,
+            "provider_options": self.provider_options(),
             "fixed_dims": self.fixed_dims,
         }
 
@@ -369,7 +375,7 @@ class OrtTensorRT(OrtCuda):
             "trt_engine_cache_path": str(cache),
             "trt_timing_cache_enable": True,
             "trt_timing_cache_path": str(cache),
-        } | self._stream_option()
+        }
 
 
 def _operator_types(path: Path) -> set[str]:
