@@ -7,7 +7,6 @@ and the other verbs appear in ``--help`` by their one-line help."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -15,10 +14,11 @@ from typing import Any
 
 from inferbench.cli.verbs import VERBS, Verb
 from inferbench.core.errors import UserError
+from inferbench.core.targets import load_target
 
 
 def verb_function(verb: Verb) -> Callable[[argparse.Namespace], Any]:
-    return getattr(importlib.import_module(verb.module), verb.function)
+    return load_target(verb.target)
 
 
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:

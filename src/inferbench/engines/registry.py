@@ -15,6 +15,7 @@ import pkgutil
 from typing import TYPE_CHECKING, Any
 
 import inferbench.engines
+from inferbench.core.targets import load_target
 from inferbench.engines.spec import VARIANT_KEYS, EngineInfo
 
 if TYPE_CHECKING:
@@ -83,5 +84,4 @@ def effective_options(impl: str, variant: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_engine_class(impl: str) -> type[Engine]:
-    module_name, class_name = engine_info(impl).target.split(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    return load_target(engine_info(impl).target)

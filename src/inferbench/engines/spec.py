@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
+from inferbench.core.targets import target_module
+
 #: what ``Engine.computation`` says of a cell, one summary column each, with the plain setting of each:
 #: what a cell computes with when no option changes it (the report names every other setting, and a
 #: speed-up is attributed to the step from a plain setting to another: inferbench.analysis.decisions)
@@ -115,7 +117,7 @@ class EngineInfo:
     @property
     def module(self) -> str:
         """The module that runs the engine (imported only when a cell runs)."""
-        return self.target.split(":")[0]
+        return target_module(self.target)
 
     def compiles_with(self, variant: dict[str, Any]) -> bool:
         """Whether a cell of this variant compiles before it measures."""

@@ -5,10 +5,11 @@ config check fills the schema's enum from here, the grid reads the percentiles."
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from inferbench.core.targets import load_target
 
 #: the serving plot of a workload (inferbench.report.plots.plot_serving)
 SERVING_PLOT = "serving.png"
@@ -26,8 +27,7 @@ class Layout:
     plots: tuple[str, ...]
 
     def answer_function(self) -> Callable[[Any, dict[str, Any], Any], list[str]]:
-        module, function = self.answer.split(":")
-        return getattr(importlib.import_module(module), function)
+        return load_target(self.answer)
 
 
 LAYOUTS: dict[str, Layout] = {

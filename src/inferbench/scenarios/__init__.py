@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferbench.core.targets import target_module
+
 
 @dataclass(frozen=True)
 class ScenarioInfo:
@@ -25,7 +27,7 @@ class ScenarioInfo:
 
     @property
     def module(self) -> str:
-        return self.target.split(":")[0]
+        return target_module(self.target)
 
 
 #: the values of a cell's scenario axis (CellKey.scenario)

@@ -8,7 +8,6 @@ user can call ``run_cell`` directly.
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from inferbench.core.cells import CellRecord
 from inferbench.core.environment import fingerprint
 from inferbench.core.errors import failure_reason, is_oom
 from inferbench.core.storage import save_cell
+from inferbench.core.targets import load_target
 from inferbench.core.workloads import workload_info
 from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.launch.lock import MachineLock
@@ -99,8 +99,7 @@ def _measure(
 
 
 def _scenario_function(scenario: str, mode: str) -> Any:
-    module, function = scenario_info(scenario, mode).target.split(":")
-    return getattr(importlib.import_module(module), function)
+    return load_target(scenario_info(scenario, mode).target)
 
 
 def pin_cpus(cpus: tuple[int, ...] | list[int] | None, threads: int) -> None:
