@@ -48,8 +48,6 @@ class Engine(ABC):
         self.cold_start_s: dict[str, float] = {}
         #: the workload's processed dataset, set by the runner for engines that need it (before prepare)
         self.dataset: Path | None = None
-        #: which attention kernel a call runs, set by the runner after the timed calls (``attention_kernel``)
-        self.attention: dict[str, str | None] = {"kernel": None, "source": None}
 
     @property
     def staged_on_device(self) -> bool:
