@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from inferbench.core.fsutil import atomic_path
+from inferbench.data import DATASETS
 from inferbench.data.encoding import TabularEncoder
 
-RAW_FILE = "processed.cleveland.data"
+RAW_FILE = DATASETS["heart"].raw_name
 COLUMNS = (
     "age",
     "sex",

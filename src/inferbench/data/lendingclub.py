@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 
 from inferbench.core.fsutil import atomic_path
+from inferbench.data import DATASETS
 from inferbench.data.encoding import TabularEncoder
 from inferbench.data.lendingclub_columns import ACCEPTED_COLUMNS
 
 log = logging.getLogger(__name__)
 
-RAW_FILE = "accepted_2007_to_2018Q4.csv.gz"
+RAW_FILE = DATASETS["lendingclub"].raw_name
 TARGET_BY_STATUS = {
     "Fully Paid": 0,
     "Charged Off": 1,
