@@ -9,9 +9,9 @@ import re
 import pandas as pd
 import pytest
 
-from inferbench.analysis.comparison import SpreadFloors
+from inferbench.analysis.comparison import SpreadFloors, inverted_boundaries
 from inferbench.analysis.uncertainty import Ratio
-from inferbench.analysis.verdicts import Claim, claim, inverted_boundaries
+from inferbench.analysis.verdicts import Claim, claim
 from inferbench.report.markdown import build_report
 from tests.test_decisions import cell, processes
 

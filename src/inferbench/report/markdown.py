@@ -12,11 +12,10 @@ from typing import Any
 
 import pandas as pd
 
-from inferbench.analysis.comparison import BOUNDARY_LABELS, SPREAD_CLASSES
+from inferbench.analysis.comparison import BOUNDARY_LABELS, SPREAD_CLASSES, inverted_boundaries
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import split_scenarios, with_scenario
-from inferbench.analysis.verdicts import inverted_boundaries
 from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.core.workloads import ordered, workload_info
 from inferbench.report.headline import headline_section
@@ -251,12 +250,21 @@ INVERTED_COLUMNS = [
 ]
 
 
+def _cell_key(row: Any) -> str:
+    """A cell named by its whole key (its scenario where it is not single calls)."""
+    scenario = getattr(row, "scenario", "single")
+    return (
+        f"{row.workload} {row.engine} {row.precision} {row.device} b{row.batch_size} s{row.seq_len} t{row.threads}"
+        + ("" if scenario == "single" else f" {scenario}")
+    )
+
+
 def _cells(count: int, more: str = "") -> str:
     return f"{count} {more}cell" + ("" if count == 1 else "s")
 
 
 def inverted_boundaries_section(summary: pd.DataFrame) -> list[str]:
-    """The cells whose end-to-end p50 is below their device p50 (inferbench.analysis.verdicts): a table of
+    """The cells whose end-to-end p50 is below their device p50 (inferbench.analysis.comparison): a table of
     those beyond the two p50s' intervals or without intervals, a count of those within them (their
     order is noise)."""
     inverted = inverted_boundaries(summary)
@@ -266,10 +274,7 @@ def inverted_boundaries_section(summary: pd.DataFrame) -> list[str]:
     listed = inverted[~within]
     out = ["## Cells timed faster end to end than on the device", ""]
     if not listed.empty:
-        cells = [
-            f"{r.workload} {r.engine} {r.precision} {r.device} b{r.batch_size} s{r.seq_len} t{r.threads}"
-            for r in listed.itertuples(index=False)
-        ]
+        cells = [_cell_key(r) for r in listed.itertuples(index=False)]
         judged = ["yes" if beyond else "no intervals" for beyond in listed["beyond_intervals"]]
         out += [
             f"In {_cells(len(listed))} the end-to-end p50 (host arrays in and out) is below the device p50 "
@@ -442,11 +447,7 @@ def build_report(
         for status, group in not_ok.groupby("status"):
             out += [f"### {escape_markdown(status)}", "", "| cell | reason |", "|---|---|"]
             for row in group.itertuples(index=False):
-                cell = (
-                    f"{row.workload} {row.engine} {row.precision} {row.device} "
-                    f"b{row.batch_size} s{row.seq_len} t{row.threads}"
-                    + ("" if row.scenario == "single" else f" {row.scenario}")
-                )
+                cell = _cell_key(row)
                 reason = str(row.reason).splitlines()[0][:300]  # cut before escaping: no reference is cut in two
                 out.append(f"| {escape_markdown(cell)} | {escape_markdown(reason)} |")
             out.append("")
