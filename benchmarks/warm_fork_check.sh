@@ -10,7 +10,8 @@ mkdir -p "$out"
 export PIP_NO_INDEX=1 PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 python -m pip install -q --find-links .devw --find-links .gpuwheels snakemake > "$out/pip.log" 2>&1 || tail -3 "$out/pip.log"
 cell=results/cells/bert_base/torch_cudagraph-fp16/cuda/b1-s128-t0.json
-run() { snakemake --cores 8 --resources gpu=1 --config warm_start=false --forcerun "$cell" -- "$cell" > "$out/$1.log" 2>&1; }
+echo "warm_start: false" > /tmp/no_warm_start.yaml  # the server here is this script's, started below
+run() { snakemake --cores 8 --resources gpu=1 --configfile /tmp/no_warm_start.yaml --forcerun "$cell" -- "$cell" > "$out/$1.log" 2>&1; }
 summary() {
   python - "$1" "$cell" <<'PY'
 import json, sys
