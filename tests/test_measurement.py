@@ -511,6 +511,36 @@ def test_fresh_processes_are_forked_until_the_cell_has_what_it_needs(tmp_path):
     assert samples["device"].size == 30
 
 
+def test_each_fresh_process_compiles_into_caches_of_its_own(tmp_path, monkeypatch):
+    """A cache shared between the processes would hand every process after the first the first one's
+    compiled kernels: their spread would hide how much a compile's choices move."""
+    from inferbench.launch.processes import COMPILER_CACHES, run_in_fresh_processes
+
+    shared = str(tmp_path / "shared")
+    for variable in COMPILER_CACHES:
+        monkeypatch.setenv(variable, shared)
+
+    def one_process(path: Path) -> CellRecord:
+        caches = [Path(os.environ[v]) for v in COMPILER_CACHES]
+        empty = all(c.is_dir() and not any(c.iterdir()) for c in caches)
+        (caches[0] / "kernel").touch()  # what a compile leaves behind
+        (tmp_path / f"seen{os.getpid()}").write_text(f"{empty} {' '.join(map(str, caches))}")
+        save_samples(path, {"device": np.full(10, 0.005), "end_to_end": np.full(10, 0.006)})
+        record = _bound_record("device")
+        record.save(path)
+        return record
+
+    out = tmp_path / "cells" / "cell.json"
+    record, _ = run_in_fresh_processes(one_process, out, repeats=2)
+    assert record.repeats["n"] == 2
+    seen = [f.read_text().split() for f in tmp_path.glob("seen*")]
+    assert len(seen) == 2 and all(empty == "True" for empty, *_ in seen), "each process starts with empty caches"
+    caches = [c for _, *paths in seen for c in paths]
+    assert len(set(caches)) == 4 and shared not in caches
+    assert [os.environ[v] for v in COMPILER_CACHES] == [shared, shared], "the job's own settings are left alone"
+    assert list(out.parent.iterdir()) == [], "the caches go with the processes' folder"
+
+
 def test_processes_are_spawned_when_a_library_initialised_cuda_in_the_parent(tmp_path, monkeypatch, lock, caplog):
     """A child forked after CUDA is initialised cannot use the GPU: the cell's processes are spawned."""
     import torch

@@ -11,7 +11,11 @@ How: the ``run-cell`` process imports the engine's libraries once (timed on thei
 ``cold_start_s.import``: what every engine pays, never part of one engine's extra start-up), then
 forks one child per repeat, one after another. A forked child is a fresh process for everything a
 measurement depends on (its own CUDA context, allocator, cuDNN autotuning, engine, thread placement
-and machine lock), without paying the imports again. Forking is safe only while the parent has not
+and machine lock), without paying the imports again. Each also compiles into caches of its own
+(``COMPILER_CACHES``): with the caches shared, every process after the first loaded the first one's
+compiled and autotuned kernels, so a compiled cell's processes agreed while its leases did not
+(BERT-base b1 torch.compile, H100: 1.21-1.59 ms within each of four leases' two processes agreeing,
+docs/results/h100/default_leases). Forking is safe only while the parent has not
 initialised CUDA (a child of such a process cannot use the GPU); if a library's import did, the
 processes are spawned instead (each imports the libraries again, outside its timed calls) and the
 log says so.
@@ -153,12 +157,27 @@ def processes_wanted(records: Sequence[CellRecord], repeats: int, host_bound_rep
     return max(repeats, host_bound_repeats if host else 0)
 
 
-def _child(measure_one: Callable[[Path], CellRecord], out: Path, parent: int) -> None:
+#: where torch.compile (Inductor) and Triton keep compiled and autotuned kernels; both libraries read
+#: the variable when they compile, so a process may set it after importing them
+COMPILER_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+def use_own_compiler_caches(directory: Path) -> None:
+    """Point this process's compiler caches at empty folders under ``directory``: it compiles and
+    autotunes as a process on a new machine would, instead of loading what an earlier process chose."""
+    for variable in COMPILER_CACHES:
+        cache = directory / variable.lower()
+        cache.mkdir(parents=True, exist_ok=True)
+        os.environ[variable] = str(cache)
+
+
+def _child(measure_one: Callable[[Path], CellRecord], out: Path, parent: int, caches: Path) -> None:
     from inferbench.launch.lifetime import die_with_parent
     from inferbench.trackers.memory import note_process_start
 
     die_with_parent(parent)  # a measuring process never outlives its cell's job
     note_process_start()  # the memory it shares with its parent, kept beside its peak
+    use_own_compiler_caches(caches)
     measure_one(out)
 
 
@@ -181,12 +200,16 @@ def run_in_fresh_processes(
     records: list[CellRecord] = []
     samples: list[dict[str, np.ndarray]] = []
     out.parent.mkdir(parents=True, exist_ok=True)
+    # the children's records, and their compiler caches (removed with the folder)
     with tempfile.TemporaryDirectory(prefix="repeats-", dir=out.parent) as tmp:
         while len(records) < processes_wanted(records, repeats, host_bound_repeats):
             index = len(records)
             rep_out = Path(tmp) / f"repeat{index}.json"
             log.info("process %d: fresh (%s after the imports)", index + 1, "forked" if method == "fork" else "spawned")
-            child = context.Process(target=_child, args=(measure_one, rep_out, os.getpid()), name=f"repeat{index + 1}")
+            caches = Path(tmp) / f"caches{index}"
+            child = context.Process(
+                target=_child, args=(measure_one, rep_out, os.getpid(), caches), name=f"repeat{index + 1}"
+            )
             if lock is not None:
                 lock.release()
             child.start()
