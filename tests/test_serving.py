@@ -153,6 +153,22 @@ def test_a_run_with_too_few_queries_is_recorded_invalid_not_ok(tmp_path):
     assert row["scenario"] == "server" and row["serving_valid"] is False and row["latency_p50_ms"] is None
 
 
+def test_a_serving_cell_that_stops_before_any_loadgen_run_writes_every_output_of_its_rule(tmp_path):
+    """On a busy machine the capacity can put the bound out of reach before any LoadGen run: the record
+    says so and the rule's folder of LoadGen logs still exists (a missing output stopped the preset)."""
+    key = CellKey("mlp_heart", "noop", "fp32", "cpu", 64, 0, 1, "server")
+    out = tmp_path / "cells" / key.relpath
+    measure = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1)
+    serving = ServingSettings(latency_bound_ms=1e-6, min_duration_s=0.2, min_query_count=100)
+    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+    record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
+    assert record.status != "ok" and "above the 1e-06 ms bound" in record.reason
+    assert record.serving["search"] == [], "no LoadGen run"
+    note = loadgen_dir(out) / "no_loadgen_run.txt"
+    assert note.exists() and f"status: {record.status}" in note.read_text()
+    assert CellRecord.load(out).status == record.status
+
+
 def test_a_serving_cell_through_the_runner_is_ok_with_loadgen_s_numbers(tmp_path):
     key = CellKey("mlp_heart", "noop", "fp32", "cpu", 4, 0, 1, "offline")
     out = tmp_path / "cells" / key.relpath

@@ -67,7 +67,18 @@ def measure_cell(
     if PRELOADED:
         record.environment["imports_preloaded_s"] = dict(PRELOADED)
     save_cell(out, record, samples)
+    if logs is not None:
+        keep_loadgen_dir(logs, record)
     return record
+
+
+def keep_loadgen_dir(logs: Path, record: CellRecord) -> None:
+    """A serving cell's rule declares the folder of LoadGen's logs: a cell that ended before any LoadGen
+    run (its bound out of reach, its search stopped, its engine unavailable) leaves one that says why, so
+    that Snakemake does not stop the run over a missing output."""
+    logs.mkdir(parents=True, exist_ok=True)
+    if not any(logs.iterdir()):
+        (logs / "no_loadgen_run.txt").write_text(f"status: {record.status}\nreason: {record.reason or '-'}\n")
 
 
 def _measure_in_own_process(request: CellRequest, lock_path: Path, serving_logs: Path | None, path: Path) -> CellRecord:
