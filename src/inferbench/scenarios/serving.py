@@ -7,8 +7,10 @@ target QPS and is valid only if the p99 latency stays within the bound (with its
 estimate where the run is short), its minimum duration and query count are met; ``offline`` sends
 every query at once and reports the samples per second. The system under test here is a dynamic
 batcher in front of one engine: one worker thread takes the waiting queries, up to ``max_batch``,
-waiting at most ``max_queue_delay_ms`` after the first for more, gathers their samples from the query
-sample library (the workload's seeded inputs), pads the batch to ``max_batch`` (the shape the engine
+waiting at most ``max_queue_delay_ms`` after the first for more (0, the default: none, so a batch runs
+as soon as the engine is free with every query waiting then, as vLLM's and TensorRT-LLM's schedulers
+do; more: Triton's dynamic batcher, which waits even with the engine idle), gathers their samples from
+the query sample library (the workload's seeded inputs), pads the batch to ``max_batch`` (the shape the engine
 was prepared and parity-checked with: compiled, captured and static-shape engines need it), runs it
 end to end (host arrays in, host array out) and completes the queries.
 
