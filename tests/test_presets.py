@@ -151,6 +151,36 @@ def test_serving_preset_serves_every_cpu_model_through_loadgen(workdir):
     assert "ort_cpu_wait8" in section(report, "serving_cpu_delay")
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
+def test_serving_preset_completes_beside_a_busy_loop(workdir):
+    """On a busy machine a server cell can find its bound out of reach before any LoadGen run: it is
+    recorded with the reason and leaves every output its rule declares, and the run goes on."""
+    import multiprocessing
+
+    config = preset_config("serving")
+    # DistilBERT only, and runs of at most 5 s: below 100 QPS no run can issue its 500 queries, so on
+    # this busy machine the search stops early (or runs, if the machine is fast): either must complete
+    config["run"] = ["serving_cpu_text"]
+    config["serving"] |= {"min_duration_s": 0.2, "max_duration_s": 5}
+    busy = [multiprocessing.get_context("spawn").Process(target=_spin, daemon=True) for _ in range(2)]
+    for process in busy:
+        process.start()
+    try:
+        snakemake(workdir, config, dryrun=False)
+    finally:
+        for process in busy:
+            process.terminate()
+    summary = pd.read_csv(workdir / "results" / "summary.csv")
+    assert len(summary) == 2 and set(summary["status"]) <= {"ok", "invalid"}, summary[["status", "reason"]]
+    for cell in (workdir / "results" / "cells" / "distilbert").rglob("*-server.json"):
+        assert cell.with_suffix(".loadgen").is_dir()
+    assert (workdir / "results" / "report.md").exists()
+
+
 @pytest.mark.parametrize("name", ["vision_fp16", "gpu_efficiency", "peak"])
 def test_gpu_only_presets_stop_with_a_clear_message_on_a_cpu_machine(tmp_path, name):
     import torch
