@@ -14,8 +14,8 @@ measurement depends on (its own CUDA context, allocator, cuDNN autotuning, engin
 and machine lock), without paying the imports again. Each also compiles into caches of its own
 (``COMPILER_CACHES``): with the caches shared, every process after the first loaded the first one's
 compiled and autotuned kernels, so a compiled cell's processes agreed while its leases did not
-(BERT-base b1 torch.compile, H100: 1.21-1.59 ms within each of four leases' two processes agreeing,
-docs/results/h100/default_leases). Forking is safe only while the parent has not
+(BERT-base b1 torch.compile on an H100: 1.22 to 1.53 ms from one lease to the next, each lease's two
+processes agreeing; docs/results/h100/default_leases). Forking is safe only while the parent has not
 initialised CUDA (a child of such a process cannot use the GPU); if a library's import did, the
 processes are spawned instead (each imports the libraries again, outside its timed calls) and the
 log says so.
