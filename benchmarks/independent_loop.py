@@ -1,6 +1,7 @@
 """An independent timing loop for the GPU default's reference cells, sharing no code with inferbench:
 the models built from timm and transformers directly, each call timed by CUDA events on the current
-stream and synchronised, as the workflow's `device` boundary claims to time them. Run it in the same
+stream with the next call queued while the device runs this one, as the workflow's `device` boundary
+claims to time them (and, for reference, one call at a time). Run it in the same
 lease, right after the workflow, and set its p50s beside the workflow's (`--summary`).
 
     python benchmarks/independent_loop.py --out independent.json [--summary results/summary.csv]
@@ -112,22 +113,34 @@ def cuda_graph(model: torch.nn.Module, inputs: list[dict]) -> Callable[[int], ob
     return call
 
 
-def time_calls(call: Callable[[int], object]) -> np.ndarray:
-    """Milliseconds per call: CUDA events around each call on the current stream, synchronised."""
-    start_event, stop_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+def time_calls(call: Callable[[int], object]) -> dict[str, np.ndarray]:
+    """Milliseconds per call, CUDA events around each call on the current stream, two ways: with the next
+    call queued while the device runs this one (``queued``: the device's time for the call, what the
+    workflow's device boundary claims), and one call at a time, synchronised after each (``one_at_a_time``:
+    the host's issuing of the call inside the window too)."""
     began, i = time.perf_counter(), 0
     while time.perf_counter() - began < WARMUP_S:
         call(i)
         torch.cuda.synchronize()
         i += 1
-    samples = []
-    for i in range(CALLS):
-        start_event.record()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(CALLS)]
+    for i, (start, stop) in enumerate(events):
+        start.record()
         call(i)
-        stop_event.record()
-        stop_event.synchronize()
-        samples.append(start_event.elapsed_time(stop_event))
-    return np.asarray(samples)
+        stop.record()
+        if i:
+            events[i - 1][1].synchronize()  # one call in flight while the next is issued
+    torch.cuda.synchronize()
+    queued = [start.elapsed_time(stop) for start, stop in events]
+    one_at_a_time = []
+    start, stop = events[0]
+    for i in range(CALLS):
+        start.record()
+        call(i)
+        stop.record()
+        stop.synchronize()
+        one_at_a_time.append(start.elapsed_time(stop))
+    return {"queued": np.asarray(queued), "one_at_a_time": np.asarray(one_at_a_time)}
 
 
 #: (workload, engine, precision, batch, seq) -> how it is built and run
@@ -139,13 +152,13 @@ CELLS = {
 }
 
 
-def round_p50(cell: tuple) -> float:
-    """One fresh build of the cell in this process, its p50 in ms (run in a spawned process)."""
+def round_p50(cell: tuple) -> dict[str, float]:
+    """One fresh build of the cell in this process, its p50s in ms (run in a spawned process)."""
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # strict fp32
     build, compile_ = CELLS[cell]
     model, inputs = build()
-    return float(np.median(time_calls(compile_(model, inputs))))
+    return {way: float(np.median(ms)) for way, ms in time_calls(compile_(model, inputs)).items()}
 
 
 def main() -> None:
@@ -164,15 +177,16 @@ def main() -> None:
     rows = []
     spawn = multiprocessing.get_context("spawn")
     for cell in CELLS:
-        p50s = []
+        rounds = []
         for _ in range(args.rounds):
             with spawn.Pool(1) as process:  # one process per round, one round at a time
-                p50s.append(process.apply(round_p50, (cell,)))
+                rounds.append(process.apply(round_p50, (cell,)))
         theirs = workflow.get(cell)
         row = {
             "cell": "/".join(map(str, cell)),
-            "independent_p50_ms": float(np.median(p50s)),
-            "independent_p50_by_round_ms": p50s,
+            "independent_p50_ms": float(np.median([r["queued"] for r in rounds])),
+            "independent_p50_by_round_ms": [r["queued"] for r in rounds],
+            "one_at_a_time_p50_by_round_ms": [r["one_at_a_time"] for r in rounds],
             "workflow_p50_ms": None if theirs is None else float(theirs.latency_p50_ms),
             "workflow_bound": None if theirs is None else theirs.bound,
         }

@@ -432,34 +432,62 @@ def test_profile_cell_writes_a_trace_and_top_operators(heart, tmp_path, lock, im
 # --- who sets the pace: host or device --------------------------------------------------------
 
 
-class SimulatedGpu:
-    """A timer whose ``end`` waits for simulated device work, as a CUDA sync would: the call
-    ``launch_s`` long on the host, the device done ``device_s`` after the call began."""
+class SimulatedStream:
+    """One GPU stream on the host clock: work and events run in the order queued, each starting when
+    both it has been queued and the work before it has ended."""
 
-    def __init__(self, launch_s: float, device_s: float) -> None:
-        self.launch_s, self.device_s = launch_s, device_s
-        self._start = 0.0
+    def __init__(self) -> None:
+        self.free_at = 0.0  # when the work queued so far will have ended
 
-    def begin(self) -> None:
-        self._start = time.perf_counter()
-
-    def call(self) -> None:
-        time.sleep(self.launch_s)
-
-    def end(self) -> float:
-        remaining = self.device_s - (time.perf_counter() - self._start)
-        if remaining > 0:
-            time.sleep(remaining)
-        return time.perf_counter() - self._start
+    def queue(self, seconds: float) -> float:
+        self.free_at = max(time.perf_counter(), self.free_at) + seconds
+        return self.free_at
 
 
-@pytest.mark.parametrize(("launch_s", "device_s", "expected"), [(0.001, 0.03, "device"), (0.02, 0.001, "host")])
-def test_launch_share_classifies_a_simulated_gpu_call(launch_s, device_s, expected):
-    from inferbench.scenarios.timing import measure_calls
+class SimulatedEvent:
+    def __init__(self, stream: SimulatedStream) -> None:
+        self.stream, self.at = stream, 0.0
+
+    def record(self, stream: SimulatedStream) -> None:
+        self.at = stream.queue(0.0)
+
+    def synchronize(self) -> None:
+        while time.perf_counter() < self.at:
+            time.sleep(max(self.at - time.perf_counter(), 0.0))
+
+    def elapsed_time(self, stop: SimulatedEvent) -> float:
+        return (stop.at - self.at) * 1e3
+
+
+class SimulatedGpuCall:
+    """A call whose host issues it for ``issue_s`` and then queues ``device_s`` of device work."""
+
+    def __init__(self, stream: SimulatedStream, issue_s: float, device_s: float) -> None:
+        self.stream, self.issue_s, self.device_s = stream, issue_s, device_s
+
+    def __call__(self) -> None:
+        time.sleep(self.issue_s)
+        self.stream.queue(self.device_s)
+
+
+@pytest.mark.parametrize(("issue_s", "device_s", "expected"), [(0.001, 0.03, "device"), (0.02, 0.001, "host")])
+def test_event_timer_times_the_device_span_and_the_launch_share_classifies(issue_s, device_s, expected):
+    """The next call is queued while the device runs this one: a device-bound call's window holds its
+    device time alone (timed one at a time it would hold the host's issuing too: issue_s + device_s),
+    a host-bound call's the host's issuing."""
+    from inferbench.scenarios.timing import CudaEventTimer, measure_calls
     from inferbench.trackers.bound import classify
 
-    gpu = SimulatedGpu(launch_s, device_s)
-    result = measure_calls(gpu.call, gpu, warmup_s=0.0, min_time_s=0.0, min_iters=8)
+    stream = SimulatedStream()
+    timer = CudaEventTimer(stream, synchronize=lambda: None, event=lambda: SimulatedEvent(stream))
+    result = measure_calls(SimulatedGpuCall(stream, issue_s, device_s), timer, warmup_s=0.0, min_time_s=0.0,
+                           min_iters=8)  # fmt: skip
+    assert len(result.samples_s) == 8, "every call's sample, the one in flight at the end too"
+    p50 = float(np.median(result.samples_s))
+    if expected == "device":
+        assert p50 == pytest.approx(device_s, abs=1e-4)
+    else:
+        assert p50 >= issue_s
     share = result.launch_share
     assert (share < 0.3) if expected == "device" else (share > 0.8)
     assert classify(share, None, launches_async=True)[0] == expected

@@ -3,7 +3,8 @@
 - ``device``: one ``run()`` on inputs already staged where the engine computes, output left there.
   On a GPU it is the time between two CUDA events recorded on the stream the engine computes on (its
   ``stream()``: PyTorch's current stream, ONNX Runtime's user compute stream, TensorRT's), for every
-  GPU engine alike; on the CPU, and for an engine that queues no GPU work (no stream: the no-op
+  GPU engine alike, with the next call queued while the device runs this one (the device's time for
+  the call; inferbench.scenarios.timing.CudaEventTimer); on the CPU, and for an engine that queues no GPU work (no stream: the no-op
   engine), the host clock after ``synchronize()``.
 - ``end_to_end``: host arrays in, a host float32 array out: ``stage``, ``run`` and ``to_numpy``,
   on the host clock after synchronising. What a caller holding host data waits for.
@@ -37,7 +38,8 @@ from inferbench.trackers.host_telemetry import HostWindow
 #: what the device boundary times, by its clock; ``{run}`` is the engine's own account of one run()
 DEVICE_BOUNDARY = {
     "cuda_events": "GPU time between CUDA events recorded on the stream the engine computes on, around one "
-    "run() on inputs already on the device: {run}",
+    "run() on inputs already on the device, the next call queued while the device runs this one (the host's "
+    "issuing enters only where it is slower than the device): {run}",
     "host": "host clock around one run() and its synchronisation, on inputs already staged: {run}",
 }
 #: rounds of each boundary's calls, alternating device, end to end, end to end, device, ...

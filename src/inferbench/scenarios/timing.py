@@ -1,14 +1,18 @@
 """The timing loop: warm up, then measure until both a minimum time and a minimum count are reached.
 
-Each timed call is followed by synchronisation (single-stream semantics: the next call starts only
-after the previous result exists). Host-clock timers read ``perf_counter_ns`` after the engine's
-``synchronize``; CUDA-event timers record events around the call on the stream the engine computes on.
-Which timer a boundary uses is the scenario's choice (inferbench.scenarios.single), never the engine's.
+Calls run one after another (single-stream semantics: a call starts only after the previous result
+exists). Host-clock timers read ``perf_counter_ns`` after the engine's ``synchronize``, one call at a
+time. CUDA-event timers record events around the call on the stream the engine computes on, and queue
+the next call while the device runs this one, as trtexec's "GPU compute time" does: on the device each
+call still starts only when the previous one has ended, but the host's time to issue it no longer falls
+inside its window unless the host is slower than the device (``CudaEventTimer``). Which timer a
+boundary uses is the scenario's choice (inferbench.scenarios.single), never the engine's.
 
 Besides the timer's sample, every call's host time is split in two: until ``call()`` returns (the
-host issuing the work) and until the timer has synchronised. Where an engine's ``run`` returns before
-the device has finished (measured: inferbench.trackers.bound), the first part's share says who sets
-the pace: near 1, the device waits for the host's launches; well below, the host waits for the device.
+host issuing the work) and until the next call begins (the host's whole cycle, waiting included).
+Where an engine's ``run`` returns before the device has finished (measured: inferbench.trackers.bound),
+the first part's share says who sets the pace: near 1, the device waits for the host's launches; well
+below, the host waits for the device.
 """
 
 from __future__ import annotations
@@ -22,13 +26,23 @@ import numpy as np
 
 
 class Timer(Protocol):
-    def begin(self) -> None: ...
-    def end(self) -> float:
-        """Synchronise and return the seconds since ``begin``."""
+    def begin(self) -> None:
+        """Just before a call is issued."""
+        ...
+
+    def end(self) -> float | None:
+        """Just after it was issued: its seconds, or None while it is still in flight (its sample then
+        comes with a later ``end`` or with ``flush``, in the order of the calls)."""
+        ...
+
+    def flush(self) -> list[float]:
+        """Wait for the calls still in flight and return their seconds."""
         ...
 
 
 class HostTimer:
+    """Host clock around one call and its synchronisation: the caller's wait, one call at a time."""
+
     def __init__(self, synchronize: Callable[[], None]) -> None:
         self._synchronize = synchronize
         self._start = 0
@@ -40,27 +54,58 @@ class HostTimer:
         self._synchronize()
         return (time.perf_counter_ns() - self._start) * 1e-9
 
+    def flush(self) -> list[float]:
+        return []
+
 
 class CudaEventTimer:
-    """Device time between two CUDA events recorded on ``stream``: the stream the engine queues its
-    work on (its ``stream()``), so the events bracket exactly that work, whichever library issues it."""
+    """Device time between two CUDA events recorded on ``stream``, the stream the engine queues its work
+    on (its ``stream()``), so the events bracket exactly that work, whichever library issues it.
 
-    def __init__(self, stream: Any, synchronize: Callable[[], None]) -> None:
-        import torch
+    The next call is queued while the device runs this one (one call in flight): its start event fires
+    when this call's work has ended, so each window holds the device's time for its call. Timed one call
+    at a time, the window also held the host issuing the call, from the start event to its last launch:
+    50-110 µs for a CUDA graph replay on an H100 VM, depending on the process's vCPU, so a 0.73 ms
+    device-bound cell read 0.75-0.79 ms from one process to the next (docs/results/h100/default_leases).
+    Where the host is slower than the device (a host-bound call), the device idles before each start
+    event and the window is the host's issuing again, as it should be."""
+
+    def __init__(self, stream: Any, synchronize: Callable[[], None], event: Callable[[], Any] | None = None) -> None:
+        if event is None:
+            import torch
+
+            def event() -> Any:
+                return torch.cuda.Event(enable_timing=True)
 
         self._stream = stream
-        self._start = torch.cuda.Event(enable_timing=True)
-        self._stop = torch.cuda.Event(enable_timing=True)
+        # two pairs: the call being issued and the one in flight before it
+        self._events = [(event(), event()) for _ in range(2)]
+        self._calls = 0
+        self._in_flight: tuple[Any, Any] | None = None
         self._synchronize = synchronize
 
     def begin(self) -> None:
-        self._start.record(self._stream)
+        self._events[self._calls % 2][0].record(self._stream)
 
-    def end(self) -> float:
-        self._stop.record(self._stream)
-        self._stop.synchronize()
+    def end(self) -> float | None:
+        start, stop = self._events[self._calls % 2]
+        stop.record(self._stream)
+        self._calls += 1
+        previous, self._in_flight = self._in_flight, (start, stop)
+        return None if previous is None else _elapsed_s(*previous)
+
+    def flush(self) -> list[float]:
+        if self._in_flight is None:
+            return []
+        last, self._in_flight = self._in_flight, None
+        sample = _elapsed_s(*last)
         self._synchronize()
-        return self._start.elapsed_time(self._stop) * 1e-3
+        return [sample]
+
+
+def _elapsed_s(start: Any, stop: Any) -> float:
+    stop.synchronize()
+    return start.elapsed_time(stop) * 1e-3
 
 
 @dataclass
@@ -69,7 +114,7 @@ class Measurement:
     warmup_iters: int
     warmup_s: float
     measured_s: float
-    #: per timed call, host seconds until ``call()`` returned, and until the timer had synchronised
+    #: per timed call, host seconds until ``call()`` returned, and until the next call began
     launch_s: np.ndarray | None = None
     host_call_s: np.ndarray | None = None
 
@@ -116,26 +161,31 @@ def measure_calls(
         call()
         timer.end()
         warmup_iters += 1
+    timer.flush()
     warmup_elapsed = time.perf_counter() - start
 
     samples: list[float] = []
+    began: list[int] = []  # host clock as each call began
     launched: list[int] = []
-    host: list[int] = []
     clock = time.perf_counter_ns
     start = time.perf_counter()
-    while len(samples) < min_iters or time.perf_counter() - start < min_time_s:
+    while len(began) < min_iters or time.perf_counter() - start < min_time_s:
         t0 = clock()
         timer.begin()
         call()
         t1 = clock()
-        samples.append(timer.end())
-        host.append(clock() - t0)
+        sample = timer.end()
+        if sample is not None:
+            samples.append(sample)
+        began.append(t0)
         launched.append(t1 - t0)
+    samples.extend(timer.flush())
+    began.append(clock())
     return Measurement(
         np.asarray(samples),
         warmup_iters,
         warmup_elapsed,
         time.perf_counter() - start,
         np.asarray(launched, dtype=np.float64) * 1e-9,
-        np.asarray(host, dtype=np.float64) * 1e-9,
+        np.diff(np.asarray(began, dtype=np.float64)) * 1e-9,
     )
