@@ -3,9 +3,9 @@
 - ``device``: one ``run()`` on inputs already staged where the engine computes, output left there.
   On a GPU it is the time between two CUDA events recorded on the stream the engine computes on (its
   ``stream()``: PyTorch's current stream, ONNX Runtime's user compute stream, TensorRT's), for every
-  GPU engine alike, with the next call queued while the device runs this one (the device's time for
-  the call; inferbench.scenarios.timing.CudaEventTimer); on the CPU, and for an engine that queues no GPU work (no stream: the no-op
-  engine), the host clock after ``synchronize()``.
+  GPU engine alike, with the next call queued while the device runs this one (the device's time
+  for the call; inferbench.scenarios.timing.CudaEventTimer); on the CPU, and for an engine that
+  queues no GPU work (no stream: the no-op engine), the host clock after ``synchronize()``.
 - ``end_to_end``: host arrays in, a host float32 array out: ``stage``, ``run`` and ``to_numpy``,
   on the host clock after synchronising. What a caller holding host data waits for.
 
