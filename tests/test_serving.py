@@ -19,7 +19,7 @@ from inferbench.launch.cell_job import measure_cell
 from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model
 from inferbench.scenarios.prepare import CellInputs, CellRequest
-from inferbench.scenarios.serving import measure_serving, next_target
+from inferbench.scenarios.serving import batch_ladder, measure_serving, next_target, padded_size
 
 pytest.importorskip("mlperf_loadgen")
 
@@ -102,7 +102,8 @@ def test_the_search_finds_the_highest_qps_within_the_bound(tmp_path):
     # batch 1, constant service: capacity 1/D = 250 QPS; M/D/1's p99 is ~4 D at rho 0.5 and ~8 D at
     # rho 0.71, so a bound of 25 ms (~6 D) lies near the first steps of the search. Which runs are valid
     # depends on how busy the machine is; how the search moves on from them does not.
-    settings = ServingSettings(latency_bound_ms=25, max_queue_delay_ms=0, min_duration_s=0.5, search_runs=3)
+    settings = ServingSettings(latency_bound_ms=25, max_queue_delay_ms=0, min_duration_s=0.5, search_runs=3,
+                               min_query_count=500)  # fmt: skip
     result = measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "logs")
     steps, capacity = result["search"], result["capacity_qps"]
     assert len(steps) == 3
@@ -160,6 +161,81 @@ def test_the_search_brackets_on_a_log_scale_then_bisects_geometrically():
     assert next_target(100, None, 50) == 12.5  # invalid: a quarter as much
     assert next_target(100, 12.5, 50) == 25  # bracketed: the geometric mean
     assert next_target(100, 50, None) == pytest.approx(70.71, rel=1e-3)  # valid at once: toward the capacity
+
+
+def test_the_search_stops_once_its_bracket_is_within_the_resolution(tmp_path, monkeypatch):
+    """LoadGen stood in for by a rule (a run is valid up to 0.3x the capacity): the search brackets the
+    threshold, stops as soon as its highest valid and lowest invalid targets are within 1.25x (not
+    after all its runs), and reports both."""
+    from inferbench.scenarios import serving
+
+    threshold: list[float] = []
+
+    def fake_loadgen(scenario, batcher_factory, sample_count, settings, log_dir, target_qps):
+        valid = target_qps <= threshold[0]
+        result = {"valid": valid, "completed_qps": target_qps, "target_qps": target_qps,
+                  "latency_ms": {"p99": 1.0}, "conditions": {"latency_within_bound": valid},
+                  "validity": "VALID" if valid else "INVALID"}  # fmt: skip
+        return result, {"mean_size": 1.0}
+
+    monkeypatch.setattr(serving, "capacity_qps", lambda *args: 1000.0)
+    threshold.append(300.0)
+    monkeypatch.setattr(serving, "run_loadgen", fake_loadgen)
+    settings = ServingSettings(latency_bound_ms=10, search_runs=20)
+    result = measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "logs")
+    low, high = result["qps_at_bound"], result["lowest_invalid_qps"]
+    assert low <= 300 < high and high / low <= serving.BRACKET_RESOLUTION
+    targets = [s["target_qps"] for s in result["search"]]
+    assert len(targets) < 20, "it stopped on the bracket, not on its run count"
+    lows = [t for t in targets[:-1] if t <= 300]
+    highs = [t for t in targets[:-1] if t > 300]
+    assert not (lows and highs and min(highs) / max(lows) <= serving.BRACKET_RESOLUTION), "no run after the bracket"
+
+
+def test_a_ladder_of_batch_sizes_and_the_rung_a_batch_is_padded_to():
+    assert batch_ladder(1) == [1]
+    assert batch_ladder(8) == [1, 2, 4, 8]
+    assert batch_ladder(12) == [1, 2, 4, 8, 12]
+    assert batch_ladder(32) == [1, 2, 4, 8, 16, 32]
+    assert padded_size(3, None) == 3, "an engine that takes any batch runs it as it is"
+    assert padded_size(3, [1, 2, 4, 8]) == 4 and padded_size(1, [1, 2, 4, 8]) == 1 and padded_size(8, [1, 8]) == 8
+    with pytest.raises(ValueError, match="larger than the largest prepared batch 8"):
+        padded_size(9, [1, 2, 4, 8])
+
+
+@pytest.mark.parametrize("rungs", [None, [1, 2, 4, 8]])
+def test_a_batch_runs_as_it_is_or_padded_to_its_rung_never_to_the_largest(tmp_path, rungs):
+    """Low load, largest batch 8: a query that finds the engine idle runs alone. Without rungs (an engine
+    that takes any batch) every batch runs as many rows as it has queries; with them, each runs at a
+    rung, and a batch of one is never padded to 8 (before, every batch ran as 8 rows)."""
+    calls: list[int] = []
+    service = measured_service_s()
+    settings = ServingSettings(latency_bound_ms=200, min_duration_s=0.5, min_query_count=100, target_qps=0.2 / service)
+    result = measure_serving("server", fake_engine(calls=calls), 8, 64, settings, tmp_path / "logs", rungs)
+    batches = result["batches"]
+    served = calls[-batches["count"] :]  # the LoadGen run's batches, after the capacity's calls
+    assert batches["rungs"] == rungs
+    if rungs is None:
+        assert batches["padded_share"] == 0 and batches["mean_run_size"] == batches["mean_size"]
+    else:
+        assert set(served) <= set(rungs)
+        assert batches["mean_run_size"] >= batches["mean_size"]
+    assert batches["mean_run_size"] < 2, "mostly lone queries, run alone"
+    assert served.count(1) > len(served) / 2
+
+
+def test_the_harness_floor_is_the_no_op_engine_through_the_same_path_at_the_answer_s_target(tmp_path):
+    settings = ServingSettings(latency_bound_ms=100, min_duration_s=0.3, min_query_count=200, target_qps=100)
+    harness_calls: list[int] = []
+    result = measure_serving(
+        "server", fake_engine(0.004), 4, 64, settings, tmp_path / "logs", [1, 2, 4],
+        harness_batch=lambda rows: harness_calls.append(len(rows)),
+    )  # fmt: skip
+    harness = result["harness"]
+    assert harness["target_qps"] == result["result"]["target_qps"] == 100
+    assert harness["query_count"] >= 200 and set(harness_calls) <= {1, 2, 4}, "the same batcher, the same padding"
+    assert harness["latency_ms"]["p50"] < result["result"]["latency_ms"]["p50"], "no engine: only the harness"
+    assert (tmp_path / "logs" / "harness" / "mlperf_log_detail.txt").exists()
 
 
 def test_the_batcher_fills_batches_up_to_the_largest(tmp_path):
@@ -229,6 +305,28 @@ def test_a_serving_cell_through_the_runner_is_ok_with_loadgen_s_numbers(tmp_path
     assert row["serving_qps"] > 1000 and row["serving_valid"] is True
     assert row["serving_mean_batch"] == pytest.approx(4, rel=0.1)
     assert out.with_suffix(".loadgen").is_dir() and out.name.endswith("-offline.json")
+    # offline: the harness's floor is its throughput through the same path, far above the engine's
+    assert record.serving["harness"]["completed_qps"] > 0 and row["serving_harness_p99_ms"] is not None
+
+
+def test_an_engine_fixed_to_its_shapes_serves_from_a_ladder_of_prepared_engines(tmp_path, monkeypatch):
+    """A server cell of largest batch 8 whose engine cannot take other batches (as a CUDA graph) is
+    prepared at 1, 2, 4 and 8, and its batches run at those sizes."""
+    from inferbench.engines.noop.engine import NoopEngine
+
+    monkeypatch.setattr(NoopEngine, "takes_any_batch", property(lambda self: False))
+    key = CellKey("mlp_heart", "noop", "fp32", "cpu", 8, 0, 1, "server")
+    out = tmp_path / "cells" / key.relpath
+    measure = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1)
+    # 500 queries: LoadGen's early stopping needs ~460 to confirm a p99 (a loose bound: a busy machine)
+    serving = ServingSettings(latency_bound_ms=1000, min_duration_s=0.2, min_query_count=500, target_qps=400)
+    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+    record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
+    assert record.status == "ok", record.reason
+    assert record.serving["batches"]["rungs"] == [1, 2, 4, 8]
+    batches = record.serving["batches"]
+    assert batches["mean_size"] <= batches["mean_run_size"] < 8, "padded to rungs, not to the largest batch"
+    assert record.flatten()["serving_padded_share"] >= 0
 
 
 def test_a_misspelled_serving_setting_is_named():

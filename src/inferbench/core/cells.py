@@ -270,6 +270,7 @@ class CellRecord:
         serving = self.serving or {}
         result = serving.get("result") or {}
         latency = result.get("latency_ms") or {}
+        harness_latency = (serving.get("harness") or {}).get("latency_ms") or {}
         return {
             "serving_qps": result.get("completed_qps"),
             "serving_target_qps": result.get("target_qps"),
@@ -280,5 +281,10 @@ class CellRecord:
             "serving_queries": result.get("query_count"),
             "serving_max_queue_delay_ms": serving.get("max_queue_delay_ms"),
             "serving_mean_batch": (serving.get("batches") or {}).get("mean_size"),
+            "serving_padded_share": (serving.get("batches") or {}).get("padded_share"),
             "serving_capacity_qps": serving.get("capacity_qps"),
+            # the search's bracket: the QPS within the bound lies between serving_qps and this
+            "serving_lowest_invalid_qps": serving.get("lowest_invalid_qps"),
+            # the no-op engine through the same path at the answer's target: the harness's own latency
+            **{f"serving_harness_{k}_ms": harness_latency.get(k) for k in ("p50", "p99")},
         }

@@ -50,6 +50,13 @@ class Engine(ABC):
         self.dataset: Path | None = None
 
     @property
+    def takes_any_batch(self) -> bool:
+        """Whether ``run`` serves any batch size as fast as the one it was prepared for. False for
+        engines fixed to their prepared shapes (a captured CUDA graph, a compiled or built engine), which
+        a serving cell prepares at a ladder of batch sizes (inferbench.scenarios.serving)."""
+        return True
+
+    @property
     def staged_on_device(self) -> bool:
         """Whether ``stage`` leaves the inputs where ``run`` computes (then a call can be timed without
         the copies to and from the host); False for engines whose ``run`` takes host arrays."""

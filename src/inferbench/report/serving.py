@@ -23,7 +23,11 @@ SERVING_COLUMNS = [
     ("server_qps", "server QPS, p99 within bound"),
     ("server_p99_ms", "its p99"),
     ("server_p50_ms", "its p50"),
+    ("server_harness_p99_ms", "harness p99"),
+    ("server_harness_share", "harness share of p99"),
     ("server_mean_batch", "mean batch"),
+    ("server_padded_share", "padded rows"),
+    ("server_lowest_invalid_qps", "lowest invalid QPS"),
     ("offline_qps", "offline QPS"),
     ("capacity_qps", "back-to-back QPS"),
     ("server_verdict", "server run"),
@@ -43,6 +47,9 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
         table["server_p99_ms"] = server["serving_p99_ms"].where(ok)
         table["server_p50_ms"] = server["serving_p50_ms"].where(ok)
         table["server_mean_batch"] = server["serving_mean_batch"].where(ok)
+        for column in ("harness_p99_ms", "padded_share", "lowest_invalid_qps"):
+            table[f"server_{column}"] = server.get(f"serving_{column}", pd.Series(index=server.index, dtype=float))
+        table["server_harness_share"] = table["server_harness_p99_ms"] / table["server_p99_ms"]
         table["latency_bound_ms"] = server["serving_latency_bound_ms"]
         table["server_verdict"] = server["status"].map({"ok": "valid"}).fillna(server["status"])
     if not offline.empty:
@@ -80,9 +87,16 @@ def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = Non
         "Server: LoadGen's Poisson arrivals, single-sample queries; the QPS is the highest target of the "
         "cell's search (log scale, then bisection) whose run LoadGen judged valid (p99 within the bound, "
         "early stopping, minimum duration and query count), as completed. Offline: every query at once. "
+        "The search ends once its highest valid and lowest invalid targets are within 1.25x: the QPS within "
+        "the bound lies between the two columns. "
         "Back-to-back: batches of the max batch, end to end, one after another (the batcher's ceiling). "
-        "Each query is timed from its issue to its completion: queueing, batching (padded to the max "
-        "batch), host-to-host copies and compute. LoadGen's logs are beside each record (`<cell>.loadgen/`).",
+        "Each query is timed from its issue to its completion: queueing, batching, host-to-host copies and "
+        "compute. An engine that takes any batch runs each batch as it is; one fixed to its prepared shapes "
+        "(CUDA graphs, compiled and TensorRT engines) is prepared at batch 1, 2, 4, ... and the max batch and "
+        "pads a batch to the next of these (padded rows: their share of the rows run). Harness p99: the "
+        "no-op engine served through the same path (batcher, padding, gathering the samples, LoadGen's "
+        "callbacks) at the answer's target; its share of the engine's p99 is what the harness, not the "
+        "engine, costs. LoadGen's logs are beside each record (`<cell>.loadgen/`).",
         "",
     ]
     return out

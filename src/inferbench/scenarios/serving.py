@@ -10,9 +10,15 @@ batcher in front of one engine: one worker thread takes the waiting queries, up 
 waiting at most ``max_queue_delay_ms`` after the first for more (0, the default: none, so a batch runs
 as soon as the engine is free with every query waiting then, as vLLM's and TensorRT-LLM's schedulers
 do; more: Triton's dynamic batcher, which waits even with the engine idle), gathers their samples from
-the query sample library (the workload's seeded inputs), pads the batch to ``max_batch`` (the shape the engine
-was prepared and parity-checked with: compiled, captured and static-shape engines need it), runs it
-end to end (host arrays in, host array out) and completes the queries.
+the query sample library (the workload's seeded inputs), runs them end to end (host arrays in, host
+array out) and completes the queries. An engine that takes any batch runs the batch as it is; one fixed
+to its prepared shapes (a CUDA graph, a compiled or built engine: ``Engine.takes_any_batch``) is
+prepared at a ladder of batch sizes (1, 2, 4, ... and the largest, as TensorRT's optimisation profiles
+and vLLM's captured graph sizes) and the batch is padded to the next rung, not to the largest.
+
+The harness's own share: after the cell's answer, the no-op engine is served through the same path
+(batcher, padding, the gather from the library, LoadGen's callbacks) at the answer's target, and its
+latencies are kept beside the engine's (``harness``).
 
 The cell's boundary: each query timed by LoadGen from its issue to its completion (waiting in the
 batcher's queue, then its batch staged from host arrays, run and brought back to the host).
@@ -31,16 +37,17 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from inferbench.core.settings import ServingSettings
+from inferbench.engines.registry import load_engine_class
 from inferbench.models.registry import make_inputs
-from inferbench.scenarios.prepare import Measured, PreparedCell
+from inferbench.scenarios.prepare import Measured, PreparedCell, prepare_engine
 
 #: a server run's latency percentile that the bound applies to (MLPerf's default for most models)
 BOUND_PERCENTILE = 0.99
@@ -53,14 +60,37 @@ BRACKET_STEP = 4.0
 #: Python's GIL hand-over interval while LoadGen runs (default 5 ms): LoadGen's issuing thread, the
 #: batcher and the completions take turns with the GIL, and each wait would otherwise add up to 5 ms
 SWITCH_INTERVAL_S = 0.0002
+#: the server search ends once its highest valid and lowest invalid targets are this close (ratio)
+BRACKET_RESOLUTION = 1.25
 #: LoadGen's log files kept beside the record (the trace and accuracy logs stay off or empty)
 KEPT_LOGS = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 
 
+def batch_ladder(max_batch: int) -> list[int]:
+    """The batch sizes an engine fixed to its prepared shapes is prepared at for serving: 1, 2, 4, ...
+    below the largest batch, and the largest."""
+    rungs = [1]
+    while rungs[-1] * 2 < max_batch:
+        rungs.append(rungs[-1] * 2)
+    return [*rungs, max_batch] if max_batch > 1 else rungs
+
+
+def padded_size(queries: int, rungs: Sequence[int] | None) -> int:
+    """The batch size ``queries`` run as: as many where the engine takes any batch (``rungs`` None),
+    else the smallest rung that holds them."""
+    if rungs is None:
+        return queries
+    fitting = [rung for rung in rungs if rung >= queries]
+    if not fitting:
+        raise ValueError(f"a batch of {queries} queries is larger than the largest prepared batch {max(rungs)}")
+    return min(fitting)
+
+
 class DynamicBatcher:
     """The system under test: queries wait in a queue; one worker thread forms batches of up to
-    ``max_batch`` (waiting at most ``max_queue_delay_s`` after a batch's first query), runs them
-    through ``run_batch`` and completes every query of the batch with LoadGen."""
+    ``max_batch`` (waiting at most ``max_queue_delay_s`` after a batch's first query), pads each to
+    its rung (``rungs``; None: no padding), runs it through ``run_batch`` (the sample indices of its
+    rows) and completes every query of the batch with LoadGen."""
 
     def __init__(
         self,
@@ -68,11 +98,13 @@ class DynamicBatcher:
         max_batch: int,
         max_queue_delay_s: float,
         complete: Callable[[list[int]], None],
+        rungs: Sequence[int] | None = None,
     ) -> None:
         self.run_batch, self.max_batch, self.max_queue_delay_s = run_batch, max_batch, max_queue_delay_s
-        self.complete = complete
+        self.complete, self.rungs = complete, rungs
         self.waiting: queue.SimpleQueue[tuple[int, int, float] | None] = queue.SimpleQueue()
-        self.batch_sizes: list[int] = []
+        self.batch_sizes: list[int] = []  # queries per batch
+        self.run_sizes: list[int] = []  # rows per batch run, padding included
         self.error: BaseException | None = None
         self.worker = threading.Thread(target=self._work, name="inferbench-batcher", daemon=True)
         self.worker.start()
@@ -101,24 +133,28 @@ class DynamicBatcher:
                     stop = True
                     break
                 batch.append(item)
+            rows = np.resize(np.array([index for _, index, _ in batch]), padded_size(len(batch), self.rungs))
             if self.error is None:  # after a failure, queries are completed unserved: LoadGen must end
                 try:
-                    self.run_batch(np.array([index for _, index, _ in batch]))
+                    self.run_batch(rows)  # padded with the batch's own rows
                 except BaseException as error:  # reported by run_loadgen once LoadGen has ended
                     self.error = error
             self.batch_sizes.append(len(batch))
+            self.run_sizes.append(len(rows))
             self.complete([query_id for query_id, _, _ in batch])
             if stop:
                 return
 
     def batch_summary(self) -> dict[str, Any]:
-        sizes = np.asarray(self.batch_sizes or [0])
+        sizes, run = np.asarray(self.batch_sizes or [0]), np.asarray(self.run_sizes or [0])
         return {
             "count": len(self.batch_sizes),
             "mean_size": float(sizes.mean()),
             "max_size": int(sizes.max()),
             "fill": float(sizes.mean() / self.max_batch),
-            "padded_to": self.max_batch,
+            "rungs": None if self.rungs is None else list(self.rungs),
+            "mean_run_size": float(run.mean()),
+            "padded_share": float(1 - sizes.sum() / run.sum()) if run.sum() else 0.0,
         }
 
 
@@ -252,16 +288,24 @@ def measure_serving(
     sample_count: int,
     settings: ServingSettings,
     log_dir: Path,
+    rungs: Sequence[int] | None = None,
+    harness_batch: Callable[[np.ndarray], None] | None = None,
 ) -> dict[str, Any]:
     """A server or offline cell's LoadGen runs; ``run_batch(indices)`` serves the samples at those
-    indices end to end (padded to ``max_batch``). Returns what the record keeps under ``serving``:
-    ``result`` (the run that answers the cell: the highest valid server QPS, or the offline run),
-    ``search`` (every server run), the batches, the capacity and the settings."""
+    indices end to end (a batch padded to its rung where ``rungs`` is given). Returns what the record
+    keeps under ``serving``: ``result`` (the run that answers the cell: the highest valid server QPS, or
+    the offline run), ``search`` (every server run), the batches, the capacity, the settings and, with
+    ``harness_batch`` (the no-op engine's), ``harness``: the same path at the answer's target."""
     if log_dir.exists():
         shutil.rmtree(log_dir)  # one cell's logs: a re-run replaces them
 
-    def batcher(complete: Callable[[list[int]], None]) -> DynamicBatcher:
-        return DynamicBatcher(run_batch, max_batch, settings.max_queue_delay_ms / 1e3, complete)
+    def batcher_of(serve: Callable[[np.ndarray], None]) -> Callable[[Callable[[list[int]], None]], DynamicBatcher]:
+        def batcher(complete: Callable[[list[int]], None]) -> DynamicBatcher:
+            return DynamicBatcher(serve, max_batch, settings.max_queue_delay_ms / 1e3, complete, rungs)
+
+        return batcher
+
+    batcher = batcher_of(run_batch)
 
     capacity = capacity_qps(run_batch, max_batch, sample_count)
     out: dict[str, Any] = {
@@ -274,12 +318,21 @@ def measure_serving(
         "settings": asdict(settings),
         "logs": log_dir.name,
     }
+
+    def harness(target: float) -> dict[str, Any] | None:
+        """The no-op engine through the same path at ``target``: what the harness alone costs a query."""
+        if harness_batch is None:
+            return None
+        alone, _ = run_loadgen(scenario, batcher_of(harness_batch), sample_count, settings, log_dir / "harness", target)
+        kept = ("target_qps", "completed_qps", "valid", "query_count", "latency_ms")
+        return {key: alone[key] for key in kept} | {"logs": f"{log_dir.name}/harness"}
+
     if scenario == "offline":
         # LoadGen sizes an offline run from the expected QPS: a run that ends before its minimum duration
         # is invalid, so it is asked for more than the capacity (the batcher may beat single calls)
         expected = OFFLINE_OVERSIZE * capacity
         result, batches = run_loadgen("offline", batcher, sample_count, settings, log_dir / "offline", expected)
-        return out | {"result": result, "batches": batches, "search": None}
+        return out | {"result": result, "batches": batches, "search": None, "harness": harness(expected)}
 
     # no query can be faster than one batch: a bound below it needs no LoadGen run to be out of reach
     batch_ms = max_batch / capacity * 1e3
@@ -289,8 +342,8 @@ def measure_serving(
         return out | {"result": None, "batches": None, "search": [], "qps_at_bound": None, "unreachable": why}
     # a fixed target, or a search on a log scale (the QPS within a bound can be far below the capacity):
     # from half the capacity down by BRACKET_STEP until a run is valid, then geometric bisection between
-    # the highest valid and the lowest invalid target; it stops where a run could not issue its minimum
-    # query count within the longest duration
+    # the highest valid and the lowest invalid target, until the two are within BRACKET_RESOLUTION; it
+    # stops where a run could not issue its minimum query count within the longest duration
     slowest = settings.min_query_count / settings.max_duration_s
     low: float | None = None
     high: float | None = None
@@ -298,6 +351,8 @@ def measure_serving(
     best: tuple[dict[str, Any], dict[str, Any]] | None = None
     last: tuple[dict[str, Any], dict[str, Any]] | None = None
     for step in range(1 if settings.target_qps is not None else settings.search_runs):
+        if low is not None and high is not None and high / low <= BRACKET_RESOLUTION:
+            break
         target = settings.target_qps if settings.target_qps is not None else next_target(capacity, low, high)
         if settings.target_qps is None and target < slowest:
             out["stopped"] = (
@@ -323,7 +378,15 @@ def measure_serving(
         else:
             high = target
     result, batches = best or last or (None, None)
-    return out | {"result": result, "batches": batches, "search": search, "qps_at_bound": low}
+    return out | {
+        "result": result,
+        "batches": batches,
+        "search": search,
+        "qps_at_bound": low,
+        # the bracket the answer rests on: the true QPS within the bound lies between the two
+        "lowest_invalid_qps": high,
+        "harness": harness(result["target_qps"]) if result else None,
+    }
 
 
 #: what a serving cell's latencies time
@@ -342,14 +405,27 @@ def measure(cell: PreparedCell) -> Measured:
         raise ValueError(f"a {key.scenario} cell needs its serving settings and a folder for LoadGen's logs")
     # the query sample library: the workload's seeded inputs, one row per sample
     library = make_inputs(cell.specs, serving.samples, key.seq_len, settings.seed)
+    # an engine fixed to its prepared shapes serves from one prepared engine per rung of the ladder
+    rungs = None if engine.takes_any_batch else batch_ladder(key.batch_size)
+    engines = {key.batch_size: engine}
+    for rung in (rungs or [])[:-1]:
+        engines[rung] = prepare_engine(replace(cell.request, key=replace(key, batch_size=rung)))[0]
+    harness = load_engine_class("noop")(key.device, key.precision, key.threads, {"engine": "noop"})
+    harness.prepare(None, cell.specs, cell.batches[0])
 
-    def run_batch(indices: np.ndarray) -> None:
-        rows = np.resize(indices, key.batch_size)  # padded to the prepared batch with the batch's own rows
-        engine.to_numpy(engine.run(engine.stage({name: array[rows] for name, array in library.items()})))
+    def serve_with(pick: Callable[[int], Any]) -> Callable[[np.ndarray], None]:
+        def run_batch(rows: np.ndarray) -> None:
+            engine = pick(len(rows))
+            engine.to_numpy(engine.run(engine.stage({name: array[rows] for name, array in library.items()})))
+
+        return run_batch
 
     with cell.lock.exclusively():
         window_start = time.time()
-        result = measure_serving(key.scenario, run_batch, key.batch_size, serving.samples, serving, cell.logs)
+        result = measure_serving(
+            key.scenario, serve_with(lambda size: engines.get(size, engine)), key.batch_size, serving.samples,
+            serving, cell.logs, rungs, harness_batch=serve_with(lambda size: harness),
+        )  # fmt: skip
         window = [window_start, time.time()]
     answer = result["result"] or {}
     fields = {

@@ -210,6 +210,10 @@ class OrtCuda(OrtEngine):
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
         return cuda_unavailable_reason() or _ort_reason(cls.provider)
 
+    @property
+    def takes_any_batch(self) -> bool:
+        return not self.options.get("cuda_graph", False)  # a captured graph replays its shapes only
+
     def computation(self, workload_kind: str) -> dict[str, Any]:
         return super().computation(workload_kind) | {
             "io_binding": self.options["io_binding"],
@@ -360,6 +364,10 @@ def _numpy_dtype(tensor: Any) -> np.dtype:
 class OrtTensorRT(OrtCuda):
     impl = "ort_trt"
     provider = "TensorrtExecutionProvider"
+
+    @property
+    def takes_any_batch(self) -> bool:
+        return False  # the TensorRT provider builds an engine for each new shape, in the caller's time
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:

@@ -22,6 +22,10 @@ class TorchCompile(TorchEngine):
     impl = "torch_compile"
     graph = "inductor"
 
+    @property
+    def takes_any_batch(self) -> bool:
+        return False  # compiled with dynamic=False: a new batch size compiles again, in the caller's time
+
     def computation(self, workload_kind: str) -> dict[str, Any]:
         mode = self.options["mode"]
         return super().computation(workload_kind) | {

@@ -26,6 +26,10 @@ class TorchCudaGraph(TorchEngine):
     def computation(self, workload_kind: str) -> dict[str, Any]:
         return super().computation(workload_kind) | {"cuda_graph": True}
 
+    @property
+    def takes_any_batch(self) -> bool:
+        return False  # a graph replays the shapes it was captured with
+
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
         return cuda_unavailable_reason() or super().unavailable_reason(device, precision)

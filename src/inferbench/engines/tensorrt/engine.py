@@ -20,7 +20,12 @@ class TensorRTEngine(Engine):
 
     impl = "tensorrt"
     graph = "tensorrt"
+
     run_description = "one execute_async_v3 of the plan on device buffers; the output stays on the device"
+
+    @property
+    def takes_any_batch(self) -> bool:
+        return False  # built for one static shape profile (min = opt = max)
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
