@@ -153,3 +153,37 @@ def test_compare_cli_writes_markdown_and_csv(tmp_path):
     assert done.returncode == 0, done.stderr
     assert md.read_text().startswith("# ") and "| torch_eager |" in done.stdout
     assert len(pd.read_csv(csv)) == 3
+
+
+def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
+    """Two serving runs: one cell reproduces (QPS within the tolerance), one moves 30% on the CPU, one
+    changes its verdict; none enters the single-call table."""
+    keys = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads", "scenario"]
+
+    def summary(rows: list[tuple]) -> Path:
+        frame = pd.DataFrame(
+            [
+                dict(zip(keys, key, strict=True))
+                | {"status": status, "serving_qps": qps, "engine_impl": key[1], "latency_p50_ms": None, "bound": None}
+                for key, status, qps in rows
+            ]
+        )
+        path = tmp_path / f"summary{len(list(tmp_path.iterdir()))}.csv"
+        frame.to_csv(path, index=False)
+        return path
+
+    steady = ("mlp_heart", "ort_cpu", "fp32", "cpu", 1, 0, 2, "server")
+    moved = ("mlp_heart", "ort_cpu", "fp32", "cpu", 8, 0, 2, "server")
+    flipped = ("resnet50", "torch_cudagraph", "fp16", "cuda", 1, 0, 0, "server")
+    a = summary([(steady, "ok", 1000.0), (moved, "ok", 1000.0), (flipped, "ok", 500.0)])
+    b = summary([(steady, "ok", 1100.0), (moved, "ok", 1300.0), (flipped, "invalid", None)])
+    cells, _, text, _ = compare_runs(a, b)
+    assert cells.empty, "serving cells have no single-call p50 to compare"
+    assert "3 serving cells in both runs: 1 change their verdict, 1 their QPS beyond the tolerance" in text
+    from inferbench.analysis.compare_runs import Run, compare_serving
+
+    table = compare_serving(Run.load(a), Run.load(b)).set_index(["workload", "batch_size"])
+    assert table.loc[("mlp_heart", 1), "qps_ratio"] == pytest.approx(1.1)
+    assert not table.loc[("mlp_heart", 1), "beyond_tolerance"]
+    assert table.loc[("mlp_heart", 8), "beyond_tolerance"], "30% on the CPU is beyond its 20%"
+    assert table.loc[("resnet50", 1), "verdict_changed"]

@@ -11,6 +11,11 @@ Then the claims: every claim either run's report makes (the fastest cell per wor
 sequence length against its runner-up, speed-ups over FP32 eager, single-option steps), judged in both
 runs by the one verdict rule, with whether its winner changed or its margin moved beyond the noise.
 
+Serving cells (LoadGen's server and offline scenarios) have no p50 of single calls: they get a table of
+their own, the QPS each run served (within the latency bound, for server cells), its ratio, whether the
+verdict (valid or not) changed and whether the ratio is beyond the project's reproducibility tolerance
+(``SERVING_TOLERANCE``: 15% on a GPU, 20% on the CPU).
+
 A run is a results directory (``summary.csv`` and ``cells/`` with the samples beside each record),
 or a summary CSV alone (then no samples: single-process cells get no interval).
 """
@@ -34,6 +39,9 @@ from inferbench.analysis.verdicts import Claim, claim
 from inferbench.core.cells import CellKey
 
 BOOTSTRAP_RESAMPLES = 2000
+#: how far a serving cell's QPS may move between two runs of the same code and still count as reproduced
+#: (issue 31's targets): a server cell's answer is known to within its search's 1.25x bracket at best
+SERVING_TOLERANCE = {"cuda": 0.15, "cpu": 0.20}
 
 
 @dataclass
@@ -80,8 +88,8 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float,
 def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
     """One row per cell ok in both runs: the p50 ratio B / A per boundary, its interval, where the
     interval comes from, and whether the change is beyond the noise."""
-    a = run_a.summary[run_a.summary["status"] == "ok"]
-    b = run_b.summary[run_b.summary["status"] == "ok"]
+    a = run_a.summary[(run_a.summary["status"] == "ok") & (run_a.summary["scenario"] == "single")]
+    b = run_b.summary[(run_b.summary["status"] == "ok") & (run_b.summary["scenario"] == "single")]
     both = a.merge(b, on=KEY_COLUMNS, suffixes=("_a", "_b"))
     floors_a, floors_b = SpreadFloors.of(a), SpreadFloors.of(b)
     rows = []
@@ -119,6 +127,32 @@ def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
             }
         rows.append(out)
     return pd.DataFrame(rows)
+
+
+def compare_serving(run_a: Run, run_b: Run) -> pd.DataFrame:
+    """One row per serving cell in both runs: each run's verdict and QPS (within the bound for a server
+    cell: the highest valid target, beside the lowest invalid one), the ratio B / A, whether the verdict
+    changed and whether the QPS moved beyond ``SERVING_TOLERANCE``."""
+    columns = ["status", "serving_qps", "serving_lowest_invalid_qps", "serving_p99_ms", "serving_harness_p99_ms"]
+    sides = []
+    for run in (run_a, run_b):
+        frame = run.summary[run.summary["scenario"] != "single"]
+        sides.append(frame[KEY_COLUMNS + [c for c in columns if c in frame]])
+    both = sides[0].merge(sides[1], on=KEY_COLUMNS, suffixes=("_a", "_b"))
+    if both.empty:
+        return both
+    for column in columns:  # summaries from before a column existed
+        for suffix in ("_a", "_b"):
+            if column + suffix not in both:
+                both[column + suffix] = np.nan
+    ratio_b_a = both["serving_qps_b"] / both["serving_qps_a"]
+    tolerance = both["device"].map(SERVING_TOLERANCE).fillna(SERVING_TOLERANCE["cpu"])
+    return both.assign(
+        qps_ratio=ratio_b_a,
+        verdict_changed=both["status_a"] != both["status_b"],
+        beyond_tolerance=(np.log(ratio_b_a).abs() > np.log1p(tolerance)).where(ratio_b_a.notna()),
+        tolerance=tolerance,
+    )
 
 
 def _side(pair: pd.Series, suffix: str) -> dict:
@@ -263,13 +297,19 @@ CELL_COLUMNS = [
 
 
 def compare_markdown(
-    cells: pd.DataFrame, agreement: pd.DataFrame, names: tuple[str, str], leases: LeaseSpread | None = None
+    cells: pd.DataFrame,
+    agreement: pd.DataFrame,
+    names: tuple[str, str],
+    leases: LeaseSpread | None = None,
+    serving: pd.DataFrame | None = None,
 ) -> str:
     from inferbench.report.tables import intervals, markdown_table
 
     out = [f"# {names[1]} (B) against {names[0]} (A)", ""]
+    if serving is not None and not serving.empty:
+        out += serving_markdown(serving)
     if cells.empty:
-        return "\n".join([*out, "No cell is ok in both runs."])
+        return "\n".join([*out, "No single-call cell is ok in both runs."])
     counts = cells["change"].value_counts().to_dict()
     out += [
         f"{len(cells)} cells ok in both runs: "
@@ -305,6 +345,30 @@ def compare_markdown(
     return "\n".join(out)
 
 
+def serving_markdown(serving: pd.DataFrame) -> list[str]:
+    """The serving cells of two runs side by side, with a line counting what did not reproduce."""
+    from inferbench.report.tables import markdown_table
+
+    changed, beyond = int(serving["verdict_changed"].sum()), int(serving["beyond_tolerance"].fillna(False).sum())
+    columns = [("workload", "workload"), ("engine", "engine"), ("precision", "precision"), ("device", "device"),
+               ("batch_size", "max batch"), ("seq_len", "seq"), ("scenario", "scenario"), ("status_a", "A"),
+               ("status_b", "B"), ("serving_qps_a", "QPS A"), ("serving_qps_b", "QPS B"), ("qps_ratio", "B / A"),
+               ("serving_lowest_invalid_qps_a", "lowest invalid A"),
+               ("serving_lowest_invalid_qps_b", "lowest invalid B"),
+               ("serving_harness_p99_ms_a", "harness p99 A"), ("serving_harness_p99_ms_b", "harness p99 B"),
+               ("verdict_changed", "verdict changed"), ("beyond_tolerance", "beyond tolerance")]  # fmt: skip
+    return [
+        "## Serving cells",
+        "",
+        f"{len(serving)} serving cells in both runs: {changed} change their verdict, {beyond} their QPS beyond "
+        "the tolerance (15% on a GPU, 20% on the CPU; a server cell's QPS is the highest valid target of its "
+        "search, known to within its 1.25x bracket).",
+        "",
+        markdown_table(serving.sort_values(KEY_COLUMNS), columns),
+        "",
+    ]
+
+
 def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, str, LeaseSpread | None]:
     """Two runs cell by cell and claim by claim, with the spread between them per class (None where they
     have too few cells in common to tell)."""
@@ -313,4 +377,6 @@ def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, 
     leases = LeaseSpread.between([run_a.summary, run_b.summary])
     leases = leases if leases.sd_log else None
     agreement = claim_agreement(run_a, run_b, between=leases)
-    return cells, agreement, compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases), leases
+    serving = compare_serving(run_a, run_b)
+    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, serving)
+    return cells, agreement, text, leases
