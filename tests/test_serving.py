@@ -238,6 +238,17 @@ def test_the_harness_floor_is_the_no_op_engine_through_the_same_path_at_the_answ
     assert (tmp_path / "logs" / "harness" / "mlperf_log_detail.txt").exists()
 
 
+def test_a_spinning_batcher_serves_as_the_blocking_one_and_the_record_says_which(tmp_path):
+    service = measured_service_s()
+    settings = ServingSettings(latency_bound_ms=200, min_duration_s=0.5, min_query_count=200,
+                               target_qps=0.1 / service, batcher_wait="spin")  # fmt: skip
+    result = measure_serving("server", fake_engine(), 8, 64, settings, tmp_path / "logs")
+    assert result["settings"]["batcher_wait"] == "spin"
+    assert result["result"]["latency_ms"]["p50"] < 2 * service * 1e3, "a lone query runs at once"
+    with pytest.raises(ValueError, match=r"serving\.batcher_wait is 'nap': block or spin"):
+        measure_serving("server", fake_engine(), 8, 64, ServingSettings(batcher_wait="nap"), tmp_path / "x")
+
+
 def test_the_batcher_fills_batches_up_to_the_largest(tmp_path):
     calls: list[int] = []
     settings = ServingSettings(latency_bound_ms=100, max_queue_delay_ms=5, min_duration_s=0.5, min_query_count=400)

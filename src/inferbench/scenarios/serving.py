@@ -88,7 +88,8 @@ def padded_size(queries: int, rungs: Sequence[int] | None) -> int:
 
 class DynamicBatcher:
     """The system under test: queries wait in a queue; one worker thread forms batches of up to
-    ``max_batch`` (waiting at most ``max_queue_delay_s`` after a batch's first query), pads each to
+    ``max_batch`` (waiting at most ``max_queue_delay_s`` after a batch's first query, blocked on the
+    queue or spinning on it: ``wait``), pads each to
     its rung (``rungs``; None: no padding), runs it through ``run_batch`` (the sample indices of its
     rows) and completes every query of the batch with LoadGen."""
 
@@ -99,9 +100,12 @@ class DynamicBatcher:
         max_queue_delay_s: float,
         complete: Callable[[list[int]], None],
         rungs: Sequence[int] | None = None,
+        wait: str = "block",
     ) -> None:
+        if wait not in ("block", "spin"):
+            raise ValueError(f"serving.batcher_wait is {wait!r}: block or spin")
         self.run_batch, self.max_batch, self.max_queue_delay_s = run_batch, max_batch, max_queue_delay_s
-        self.complete, self.rungs = complete, rungs
+        self.complete, self.rungs, self.wait = complete, rungs, wait
         self.waiting: queue.SimpleQueue[tuple[int, int, float] | None] = queue.SimpleQueue()
         self.batch_sizes: list[int] = []  # queries per batch
         self.run_sizes: list[int] = []  # rows per batch run, padding included
@@ -119,14 +123,27 @@ class DynamicBatcher:
         self.waiting.put(None)
         self.worker.join()
 
+    def _take(self, deadline: float | None) -> tuple[int, int, float] | None:
+        """The next waiting query (None: stop), waiting until ``deadline`` (None: for ever) blocked on
+        the queue or spinning on it; queue.Empty once the deadline has passed."""
+        if self.wait == "block":
+            return self.waiting.get(timeout=None if deadline is None else max(0.0, deadline - time.perf_counter()))
+        while True:
+            try:
+                return self.waiting.get_nowait()
+            except queue.Empty:
+                if deadline is not None and time.perf_counter() >= deadline:
+                    raise
+                time.sleep(0)  # hand the GIL to LoadGen's issuing thread
+
     def _work(self) -> None:
-        while (first := self.waiting.get()) is not None:
+        while (first := self._take(None)) is not None:
             batch = [first]
             deadline = first[2] + self.max_queue_delay_s
             stop = False
             while len(batch) < self.max_batch:
                 try:
-                    item = self.waiting.get(timeout=max(0.0, deadline - time.perf_counter()))
+                    item = self._take(deadline)
                 except queue.Empty:
                     break
                 if item is None:
@@ -301,7 +318,8 @@ def measure_serving(
 
     def batcher_of(serve: Callable[[np.ndarray], None]) -> Callable[[Callable[[list[int]], None]], DynamicBatcher]:
         def batcher(complete: Callable[[list[int]], None]) -> DynamicBatcher:
-            return DynamicBatcher(serve, max_batch, settings.max_queue_delay_ms / 1e3, complete, rungs)
+            delay_s = settings.max_queue_delay_ms / 1e3
+            return DynamicBatcher(serve, max_batch, delay_s, complete, rungs, settings.batcher_wait)
 
         return batcher
 
