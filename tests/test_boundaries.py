@@ -114,4 +114,6 @@ def test_a_drifting_host_reaches_both_boundaries_alike(tmp_path, monkeypatch):
         lock.release()
     device_ms, e2e_ms = record.latency_ms["p50"], record.end_to_end["latency_ms"]["p50"]
     assert record.status == "ok" and device_ms > 1.0
-    assert e2e_ms >= 0.9 * device_ms, (device_ms, e2e_ms)
+    # one after the other the ratio is ~0.70; alternating, ~1. 0.8 between them: a busy CI machine's
+    # sleeps overshoot unevenly (0.887 seen there), which must not read as the old order
+    assert e2e_ms >= 0.8 * device_ms, (device_ms, e2e_ms)
