@@ -134,17 +134,12 @@ def compare_serving(run_a: Run, run_b: Run) -> pd.DataFrame:
     cell: the highest valid target, beside the lowest invalid one), the ratio B / A, whether the verdict
     changed and whether the QPS moved beyond ``SERVING_TOLERANCE``."""
     columns = ["status", "serving_qps", "serving_lowest_invalid_qps", "serving_p99_ms", "serving_harness_p99_ms"]
-    sides = []
-    for run in (run_a, run_b):
-        frame = run.summary[run.summary["scenario"] != "single"]
-        sides.append(frame[KEY_COLUMNS + [c for c in columns if c in frame]])
-    both = sides[0].merge(sides[1], on=KEY_COLUMNS, suffixes=("_a", "_b"))
+    # reindex: a summary from before a column existed gets it empty
+    a, b = (run.summary[run.summary["scenario"] != "single"] for run in (run_a, run_b))
+    a, b = a.reindex(columns=KEY_COLUMNS + columns), b.reindex(columns=KEY_COLUMNS + columns)
+    both = a.merge(b, on=KEY_COLUMNS, suffixes=("_a", "_b"))
     if both.empty:
         return both
-    for column in columns:  # summaries from before a column existed
-        for suffix in ("_a", "_b"):
-            if column + suffix not in both:
-                both[column + suffix] = np.nan
     ratio_b_a = both["serving_qps_b"] / both["serving_qps_a"]
     tolerance = both["device"].map(SERVING_TOLERANCE).fillna(SERVING_TOLERANCE["cpu"])
     return both.assign(

@@ -433,8 +433,8 @@ def measure(cell: PreparedCell) -> Measured:
 
     def serve_with(pick: Callable[[int], Any]) -> Callable[[np.ndarray], None]:
         def run_batch(rows: np.ndarray) -> None:
-            engine = pick(len(rows))
-            engine.to_numpy(engine.run(engine.stage({name: array[rows] for name, array in library.items()})))
+            chosen = pick(len(rows))
+            chosen.to_numpy(chosen.run(chosen.stage({name: array[rows] for name, array in library.items()})))
 
         return run_batch
 
