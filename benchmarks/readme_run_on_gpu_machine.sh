@@ -5,11 +5,14 @@
 #   bash benchmarks/readme_run_on_gpu_machine.sh [limit_s, default 540]
 # PRESET=<name> runs a study preset instead (`--configfile config/studies/<name>.yaml`); CONTINUE=1 goes on
 # with a run cut off by the previous call's limit on the same machine (the install kept in /tmp).
+# STUDIES=a,b selects studies by name (`--config run=[a,b]`): a preset too long for one lease, split
+# study by study so that each study's cells share a lease.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 limit=${1:-540}
 preset=()
 [ -n "${PRESET:-}" ] && preset=(--configfile "config/studies/$PRESET.yaml")
+[ -n "${STUDIES:-}" ] && preset+=(--config "run=[$STUDIES]")
 if [ "${CONTINUE:-0}" = 1 ]; then
   mkdir -p "$out"
   export PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
