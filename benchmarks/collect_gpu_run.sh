@@ -4,7 +4,9 @@
 # per engine and status. Called at the end of run_on_gpu_machine.sh and readme_run_on_gpu_machine.sh.
 out=${OUT:-/tmp/inferbench-out}
 cp results/summary.csv results/report.md "$out/" 2>/dev/null
-tar czf "$out/cells.tgz" results/cells results/profiles results/onnx/*.json results/models/*.json \
+# not the repeats-* folders a job killed by a time limit leaves (its processes' compiler caches: they
+# made the archive too large to come back)
+tar czf "$out/cells.tgz" --exclude='repeats-*' results/cells results/profiles results/onnx/*.json results/models/*.json \
   data/processed/*.stats.json results/plots logs 2>/dev/null
 python3 - <<'PY'
 import pandas as pd

@@ -20,6 +20,7 @@ from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.core.workloads import ordered, workload_info
 from inferbench.report.headline import headline_section
 from inferbench.report.roofline import roofline_section
+from inferbench.report.seeds import seed_tables_section
 from inferbench.report.studies import TRAINING_COLUMNS, option_steps_section, study_section, training_speedups
 from inferbench.report.tables import fmt, intervals, markdown_table, recipe, rows_or_none
 from inferbench.report.text import escape_markdown, inline_code
@@ -331,6 +332,7 @@ def build_report(
     plot_paths = [Path(p) for p in plots]
     for name, study in (studies or {}).items():
         out += study_section(name, study, everything, basis, plot_paths, report_dir)
+    out += seed_tables_section(everything, studies or {}, basis)
     what = []
     if not summary.empty:
         what += [
