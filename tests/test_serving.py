@@ -5,6 +5,7 @@ record, and a serving cell runs through the same cell runner as every cell."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -19,7 +20,15 @@ from inferbench.launch.cell_job import measure_cell
 from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model
 from inferbench.scenarios.prepare import CellInputs, CellRequest
-from inferbench.scenarios.serving import batch_ladder, measure_serving, next_target, padded_size
+from inferbench.scenarios.serving import (
+    BatchPath,
+    DynamicBatcher,
+    Gather,
+    batch_ladder,
+    measure_serving,
+    next_target,
+    padded_size,
+)
 
 pytest.importorskip("mlperf_loadgen")
 
@@ -338,6 +347,7 @@ def test_an_engine_fixed_to_its_shapes_serves_from_a_ladder_of_prepared_engines(
     batches = record.serving["batches"]
     assert batches["mean_size"] <= batches["mean_run_size"] < 8, "padded to rungs, not to the largest batch"
     assert record.flatten()["serving_padded_share"] >= 0
+    assert record.flatten()["serving_overlapped"] is False  # a CPU cell: nothing to overlap
 
 
 def test_a_misspelled_serving_setting_is_named():
@@ -367,3 +377,115 @@ def test_the_serving_plot_draws_every_run_of_the_search(tmp_path):
 
     image = matplotlib.image.imread(out)
     assert image.shape[0] > 200 and image.std() > 0.05, "a drawn plot, not a blank canvas"
+
+
+class Query:
+    def __init__(self, query_id: int) -> None:
+        self.id, self.index = query_id, query_id
+
+
+def test_an_overlapped_path_stages_the_next_batch_while_this_one_runs_and_completes_every_query_once():
+    # the first batch's run waits until the second batch's staging has begun: served in series this
+    # could never happen (the run would time out); overlapped it must
+    second_staging = threading.Event()
+    staged_rows, completed, timed_out = [], [], []
+
+    def stage(rows: np.ndarray) -> np.ndarray:
+        staged_rows.append(int(rows[0]))
+        if len(staged_rows) == 2:
+            second_staging.set()
+        return rows
+
+    def run(rows: np.ndarray) -> None:
+        if int(rows[0]) == 0 and not second_staging.wait(timeout=20):
+            timed_out.append(True)
+
+    batcher = DynamicBatcher(BatchPath(stage, run, overlapped=True), 1, 0.0, completed.extend)
+    for query_id in range(6):
+        batcher.issue([Query(query_id)])
+    deadline = time.monotonic() + 30
+    while len(completed) < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    batcher.stop()
+    assert not timed_out and batcher.error is None
+    assert sorted(completed) == list(range(6)) and sorted(staged_rows) == list(range(6))
+    assert [t.name for t in batcher.threads] == ["inferbench-batcher", "inferbench-runner"]
+
+
+def test_an_overlapped_path_keeps_at_most_one_staged_batch_waiting_and_reports_a_failure():
+    running = threading.Lock()
+    waiting_most, staged_not_run = [0], [0]
+    guard = threading.Lock()
+
+    def stage(rows: np.ndarray) -> np.ndarray:
+        with guard:
+            staged_not_run[0] += 1
+            waiting_most[0] = max(waiting_most[0], staged_not_run[0])
+        return rows
+
+    def run(rows: np.ndarray) -> None:
+        with guard:
+            staged_not_run[0] -= 1
+        with running:  # one run at a time
+            time.sleep(0.002)
+        if int(rows[0]) == 5:
+            raise RuntimeError("engine failed on batch 5")
+
+    completed: list[int] = []
+    batcher = DynamicBatcher(BatchPath(stage, run, overlapped=True), 1, 0.0, completed.extend)
+    batcher.issue([Query(i) for i in range(20)])  # all at once: the pipeline is kept full
+    deadline = time.monotonic() + 30
+    while len(completed) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    batcher.stop()
+    # the batch being run and the one staged behind it: at most two staged but not yet finished running
+    assert waiting_most[0] <= 2
+    assert sorted(completed) == list(range(20))  # after the failure, queries are completed unserved
+    assert isinstance(batcher.error, RuntimeError)
+
+
+def test_gather_fills_one_reused_buffer_per_input_and_batch_size():
+    library = {"x": np.arange(40, dtype=np.float32).reshape(10, 4), "ids": np.arange(10, dtype=np.int64)}
+    gather = Gather(library, pinned=False)
+    first = gather(np.array([3, 1, 3]))
+    np.testing.assert_array_equal(first["x"], library["x"][[3, 1, 3]])
+    np.testing.assert_array_equal(first["ids"], [3, 1, 3])
+    again = gather(np.array([0, 9, 2]))
+    assert again["x"] is first["x"]  # the same buffer, refilled: no allocation per batch
+    np.testing.assert_array_equal(again["x"], library["x"][[0, 9, 2]])
+    assert gather(np.array([5]))["x"].shape == (1, 4)
+
+
+def test_only_engines_that_stage_apart_overlap_and_the_record_says_so(tmp_path):
+    from inferbench.engines.noop.engine import NoopEngine
+    from inferbench.engines.pytorch.compile import TorchCompile
+    from inferbench.engines.pytorch.eager import TorchEager
+
+    assert TorchEager("cuda", "fp16", 0, {"engine": "torch_eager"}).stages_apart
+    assert not TorchEager("cpu", "fp32", 2, {"engine": "torch_eager"}).stages_apart
+    assert not TorchCompile("cuda", "fp16", 0, {"engine": "torch_compile"}).stages_apart
+    assert not NoopEngine("cpu", "fp32", 2, {"engine": "noop"}).stages_apart
+    settings = ServingSettings(latency_bound_ms=50, min_duration_s=0.2, min_query_count=50, target_qps=100)
+    path = BatchPath(lambda rows: rows, lambda rows: time.sleep(0.001), overlapped=True)
+    result = measure_serving("server", path, 1, 64, settings, tmp_path / "logs")
+    assert result["overlapped"] is True
+    assert result["result"]["query_count"] >= 50 and result["batches"]["count"] >= 50  # every query served
+    assert measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "l2")["overlapped"] is False
+
+
+def test_a_cell_whose_engine_stages_apart_is_served_overlapped_and_the_setting_turns_it_off(tmp_path, monkeypatch):
+    """The cell path with the staging on its own thread (a CPU cell here: no stream, the same threads)."""
+    from inferbench.engines.noop.engine import NoopEngine
+
+    monkeypatch.setattr(NoopEngine, "stages_apart", property(lambda self: True))
+    key = CellKey("mlp_heart", "noop", "fp32", "cpu", 4, 0, 1, "server")
+    measure = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1)
+    lock = MachineLock(tmp_path / "lock")  # one per process: a second would wait for this one's shared hold
+    for overlap in (True, False):
+        serving = ServingSettings(latency_bound_ms=1000, min_duration_s=0.2, min_query_count=500, target_qps=400,
+                                  overlap_copies=overlap)  # fmt: skip
+        request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+        record = measure_cell(request, tmp_path / f"cells{overlap}" / key.relpath, lock)
+        assert record.status == "ok", record.reason
+        assert record.serving["overlapped"] is overlap and record.serving["settings"]["overlap_copies"] is overlap
+        assert record.serving["result"]["query_count"] >= 500

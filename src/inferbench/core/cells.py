@@ -282,6 +282,8 @@ class CellRecord:
             "serving_max_queue_delay_ms": serving.get("max_queue_delay_ms"),
             "serving_mean_batch": (serving.get("batches") or {}).get("mean_size"),
             "serving_padded_share": (serving.get("batches") or {}).get("padded_share"),
+            # the next batch's copy in overlapped with this one's compute (serving.overlap_copies)
+            "serving_overlapped": serving.get("overlapped"),
             "serving_capacity_qps": serving.get("capacity_qps"),
             # the search's bracket: the QPS within the bound lies between serving_qps and this
             "serving_lowest_invalid_qps": serving.get("lowest_invalid_qps"),

@@ -57,6 +57,13 @@ class Engine(ABC):
         return True
 
     @property
+    def stages_apart(self) -> bool:
+        """Whether ``stage`` may run on another thread and CUDA stream while ``run`` computes the previous
+        batch: it copies into fresh buffers and waits only for its own stream. A serving cell then
+        overlaps the next batch's copy in with this one's compute (inferbench.scenarios.serving)."""
+        return False
+
+    @property
     def staged_on_device(self) -> bool:
         """Whether ``stage`` leaves the inputs where ``run`` computes (then a call can be timed without
         the copies to and from the host); False for engines whose ``run`` takes host arrays."""

@@ -14,7 +14,11 @@ the query sample library (the workload's seeded inputs), runs them end to end (h
 array out) and completes the queries. An engine that takes any batch runs the batch as it is; one fixed
 to its prepared shapes (a CUDA graph, a compiled or built engine: ``Engine.takes_any_batch``) is
 prepared at a ladder of batch sizes (1, 2, 4, ... and the largest, as TensorRT's optimisation profiles
-and vLLM's captured graph sizes) and the batch is padded to the next rung, not to the largest.
+and vLLM's captured graph sizes) and the batch is padded to the next rung, not to the largest. On a GPU
+the batch is gathered into pinned (page-locked) host buffers, so that its copy in is a direct DMA; and
+where the engine can stage apart from its run (``Engine.stages_apart``) and ``serving.overlap_copies``
+is on, staging runs on a second thread and CUDA stream: batch N+1's copy in overlaps batch N's compute,
+as a server's input pipeline does (Triton's, with pinned buffers and a copy stream).
 
 The harness's own share: after the cell's answer, the no-op engine is served through the same path
 (batcher, padding, the gather from the library, LoadGen's callbacks) at the answer's target, and its
@@ -38,7 +42,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -86,16 +90,67 @@ def padded_size(queries: int, rungs: Sequence[int] | None) -> int:
     return min(fitting)
 
 
+@dataclass(frozen=True)
+class BatchPath:
+    """How a batch of sample rows is served: ``stage(rows)`` (gather and copy in) then ``run(staged)``
+    (compute, copy out). ``overlapped``: the batcher stages the next batch on its own thread while this
+    one runs; called directly, a path does the two in series."""
+
+    stage: Callable[[np.ndarray], Any]
+    run: Callable[[Any], None]
+    overlapped: bool = False
+
+    def __call__(self, rows: np.ndarray) -> None:
+        self.run(self.stage(rows))
+
+    @classmethod
+    def serial(cls, run_batch: Callable[[np.ndarray], None]) -> BatchPath:
+        """A path that stages nothing apart: ``run_batch(rows)`` does it all."""
+        return cls(stage=lambda rows: rows, run=run_batch)
+
+
+class Gather:
+    """The rows of a batch gathered from the query sample library into one reused host buffer per
+    input and batch size; ``pinned`` (a GPU cell): page-locked buffers, whose copy to the device is a
+    direct DMA instead of a copy through the driver's staging buffer. A buffer is reused once the
+    batch's ``stage`` has returned (its copy in has finished)."""
+
+    def __init__(self, library: dict[str, np.ndarray], pinned: bool) -> None:
+        self.library, self.pinned = library, pinned
+        self.buffers: dict[tuple[str, int], np.ndarray] = {}
+
+    def _buffer(self, name: str, rows: int) -> np.ndarray:
+        if (name, rows) not in self.buffers:
+            array = self.library[name]
+            shape = (rows, *array.shape[1:])
+            if self.pinned:
+                import torch
+
+                dtype = torch.from_numpy(array[:0]).dtype
+                self.buffers[name, rows] = torch.empty(shape, dtype=dtype, pin_memory=True).numpy()
+            else:
+                self.buffers[name, rows] = np.empty(shape, dtype=array.dtype)
+        return self.buffers[name, rows]
+
+    def __call__(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        return {
+            name: np.take(array, rows, axis=0, out=self._buffer(name, len(rows)))
+            for name, array in self.library.items()
+        }
+
+
 class DynamicBatcher:
     """The system under test: queries wait in a queue; one worker thread forms batches of up to
     ``max_batch`` (waiting at most ``max_queue_delay_s`` after a batch's first query, blocked on the
-    queue or spinning on it: ``wait``), pads each to
-    its rung (``rungs``; None: no padding), runs it through ``run_batch`` (the sample indices of its
-    rows) and completes every query of the batch with LoadGen."""
+    queue or spinning on it: ``wait``), pads each to its rung (``rungs``; None: no padding), serves it
+    through ``path`` (the sample indices of its rows) and completes every query of the batch with
+    LoadGen. An overlapped path runs each staged batch on a second thread while the worker forms and
+    stages the next: one staged batch waits at most (double buffering), and the next is formed only
+    once that slot is free, so that queries arriving meanwhile join it."""
 
     def __init__(
         self,
-        run_batch: Callable[[np.ndarray], None],
+        path: BatchPath | Callable[[np.ndarray], None],
         max_batch: int,
         max_queue_delay_s: float,
         complete: Callable[[list[int]], None],
@@ -104,14 +159,20 @@ class DynamicBatcher:
     ) -> None:
         if wait not in ("block", "spin"):
             raise ValueError(f"serving.batcher_wait is {wait!r}: block or spin")
-        self.run_batch, self.max_batch, self.max_queue_delay_s = run_batch, max_batch, max_queue_delay_s
+        self.path = path if isinstance(path, BatchPath) else BatchPath.serial(path)
+        self.max_batch, self.max_queue_delay_s = max_batch, max_queue_delay_s
         self.complete, self.rungs, self.wait = complete, rungs, wait
         self.waiting: queue.SimpleQueue[tuple[int, int, float] | None] = queue.SimpleQueue()
         self.batch_sizes: list[int] = []  # queries per batch
         self.run_sizes: list[int] = []  # rows per batch run, padding included
         self.error: BaseException | None = None
-        self.worker = threading.Thread(target=self._work, name="inferbench-batcher", daemon=True)
-        self.worker.start()
+        self.slot = threading.Semaphore(1)  # the one staged batch that may wait for the runner
+        self.staged: queue.SimpleQueue[tuple[Any, list[int]] | None] = queue.SimpleQueue()
+        self.threads = [threading.Thread(target=self._work, name="inferbench-batcher", daemon=True)]
+        if self.path.overlapped:
+            self.threads.append(threading.Thread(target=self._run_staged, name="inferbench-runner", daemon=True))
+        for thread in self.threads:
+            thread.start()
 
     def issue(self, query_samples: list[Any]) -> None:
         """LoadGen's issue callback: queue each query (its id, its sample's index, when it arrived)."""
@@ -121,7 +182,18 @@ class DynamicBatcher:
 
     def stop(self) -> None:
         self.waiting.put(None)
-        self.worker.join()
+        for thread in self.threads:
+            thread.join()
+
+    def _served(self, step: Callable[[Any], Any], argument: Any) -> Any:
+        """``step(argument)``, unless an earlier step failed; a failure is kept for run_loadgen to raise once
+        LoadGen has ended (queries are then completed unserved: LoadGen must end)."""
+        if self.error is None:
+            try:
+                return step(argument)
+            except BaseException as error:
+                self.error = error
+        return None
 
     def _take(self, deadline: float | None) -> tuple[int, int, float] | None:
         """The next waiting query (None: stop), waiting until ``deadline`` (None: for ever) blocked on
@@ -137,7 +209,7 @@ class DynamicBatcher:
                 time.sleep(0)  # hand the GIL to LoadGen's issuing thread
 
     def _work(self) -> None:
-        while (first := self._take(None)) is not None:
+        while self.slot.acquire() and (first := self._take(None)) is not None:
             batch = [first]
             deadline = first[2] + self.max_queue_delay_s
             stop = False
@@ -151,16 +223,26 @@ class DynamicBatcher:
                     break
                 batch.append(item)
             rows = np.resize(np.array([index for _, index, _ in batch]), padded_size(len(batch), self.rungs))
-            if self.error is None:  # after a failure, queries are completed unserved: LoadGen must end
-                try:
-                    self.run_batch(rows)  # padded with the batch's own rows
-                except BaseException as error:  # reported by run_loadgen once LoadGen has ended
-                    self.error = error
             self.batch_sizes.append(len(batch))
             self.run_sizes.append(len(rows))
-            self.complete([query_id for query_id, _, _ in batch])
+            query_ids = [query_id for query_id, _, _ in batch]
+            staged = self._served(self.path.stage, rows)  # padded with the batch's own rows
+            if self.path.overlapped:
+                self.staged.put((staged, query_ids))
+            else:
+                self._served(self.path.run, staged)
+                self.complete(query_ids)
+                self.slot.release()
             if stop:
-                return
+                break
+        self.staged.put(None)  # the runner's end, once it has run what was staged
+
+    def _run_staged(self) -> None:
+        while (item := self.staged.get()) is not None:
+            staged, query_ids = item
+            self.slot.release()  # the next batch is formed and staged while this one runs
+            self._served(self.path.run, staged)
+            self.complete(query_ids)
 
     def batch_summary(self) -> dict[str, Any]:
         sizes, run = np.asarray(self.batch_sizes or [0]), np.asarray(self.run_sizes or [0])
@@ -300,23 +382,26 @@ def next_target(capacity: float, valid: float | None, invalid: float | None) -> 
 
 def measure_serving(
     scenario: str,
-    run_batch: Callable[[np.ndarray], None],
+    run_batch: BatchPath | Callable[[np.ndarray], None],
     max_batch: int,
     sample_count: int,
     settings: ServingSettings,
     log_dir: Path,
     rungs: Sequence[int] | None = None,
-    harness_batch: Callable[[np.ndarray], None] | None = None,
+    harness_batch: BatchPath | Callable[[np.ndarray], None] | None = None,
 ) -> dict[str, Any]:
     """A server or offline cell's LoadGen runs; ``run_batch(indices)`` serves the samples at those
-    indices end to end (a batch padded to its rung where ``rungs`` is given). Returns what the record
-    keeps under ``serving``: ``result`` (the run that answers the cell: the highest valid server QPS, or
-    the offline run), ``search`` (every server run), the batches, the capacity, the settings and, with
-    ``harness_batch`` (the no-op engine's), ``harness``: the same path at the answer's target."""
+    indices end to end (a batch padded to its rung where ``rungs`` is given; a BatchPath may overlap
+    one batch's staging with the previous one's run). Returns what the record keeps under ``serving``:
+    ``result`` (the run that answers the cell: the highest valid server QPS, or the offline run),
+    ``search`` (every server run), the batches, the capacity, the settings and, with ``harness_batch``
+    (the no-op engine's, through the same kind of path), ``harness``: the same path at the answer's target."""
     if log_dir.exists():
         shutil.rmtree(log_dir)  # one cell's logs: a re-run replaces them
 
-    def batcher_of(serve: Callable[[np.ndarray], None]) -> Callable[[Callable[[list[int]], None]], DynamicBatcher]:
+    def batcher_of(
+        serve: BatchPath | Callable[[np.ndarray], None],
+    ) -> Callable[[Callable[[list[int]], None]], DynamicBatcher]:
         def batcher(complete: Callable[[list[int]], None]) -> DynamicBatcher:
             delay_s = settings.max_queue_delay_ms / 1e3
             return DynamicBatcher(serve, max_batch, delay_s, complete, rungs, settings.batcher_wait)
@@ -325,10 +410,12 @@ def measure_serving(
 
     batcher = batcher_of(run_batch)
 
+    # back to back, one batch at a time: an overlapped path may serve more (the offline run is sized above it)
     capacity = capacity_qps(run_batch, max_batch, sample_count)
     out: dict[str, Any] = {
         "scenario": scenario,
         "max_batch": max_batch,
+        "overlapped": isinstance(run_batch, BatchPath) and run_batch.overlapped,
         "max_queue_delay_ms": settings.max_queue_delay_ms,
         "latency_bound_ms": settings.latency_bound_ms if scenario == "server" else None,
         "bound_percentile": BOUND_PERCENTILE if scenario == "server" else None,
@@ -430,13 +517,28 @@ def measure(cell: PreparedCell) -> Measured:
         engines[rung] = prepare_engine(replace(cell.request, key=replace(key, batch_size=rung)))[0]
     harness = load_engine_class("noop")(key.device, key.precision, key.threads, {"engine": "noop"})
     harness.prepare(None, cell.specs, cell.batches[0])
+    overlapped = serving.overlap_copies and engine.stages_apart
+    copy_stream = None
+    if overlapped and key.device == "cuda":  # the copies in on a stream of their own: they overlap the compute
+        import torch
 
-    def serve_with(pick: Callable[[int], Any]) -> Callable[[np.ndarray], None]:
-        def run_batch(rows: np.ndarray) -> None:
+        copy_stream = torch.cuda.Stream()
+
+    def serve_with(pick: Callable[[int], Any]) -> BatchPath:
+        gather = Gather(library, pinned=key.device == "cuda")
+
+        def stage(rows: np.ndarray) -> tuple[Any, Any]:
             chosen = pick(len(rows))
-            chosen.to_numpy(chosen.run(chosen.stage({name: array[rows] for name, array in library.items()})))
+            if copy_stream is None:
+                return chosen, chosen.stage(gather(rows))
+            with torch.cuda.stream(copy_stream):
+                return chosen, chosen.stage(gather(rows))
 
-        return run_batch
+        def run(staged: tuple[Any, Any]) -> None:
+            chosen, inputs = staged
+            chosen.to_numpy(chosen.run(inputs))
+
+        return BatchPath(stage, run, overlapped)
 
     with cell.lock.exclusively():
         window_start = time.time()

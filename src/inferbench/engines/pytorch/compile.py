@@ -26,6 +26,10 @@ class TorchCompile(TorchEngine):
     def takes_any_batch(self) -> bool:
         return False  # compiled with dynamic=False: a new batch size compiles again, in the caller's time
 
+    @property
+    def stages_apart(self) -> bool:
+        return False  # reduce-overhead's CUDA graphs are recorded per thread and stream: run where prepared
+
     def computation(self, workload_kind: str) -> dict[str, Any]:
         mode = self.options["mode"]
         return super().computation(workload_kind) | {

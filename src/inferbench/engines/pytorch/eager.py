@@ -108,8 +108,13 @@ class TorchEngine(Engine):
             if self.channels_last and tensor.dim() == 4:
                 tensor = tensor.contiguous(memory_format=torch.channels_last)
             staged[name] = tensor
-        self.synchronize()
+        if self.device == "cuda":  # this stream's copies only: another stream may be computing meanwhile
+            torch.cuda.current_stream().synchronize()
         return staged
+
+    @property
+    def stages_apart(self) -> bool:
+        return self.device == "cuda"  # fresh device tensors per stage, a wait on the current stream only
 
     def synchronize(self) -> None:
         if self.device == "cuda":
