@@ -1,7 +1,7 @@
 """Re-make the summary, plots and report of a run with this checkout's report code, no re-measurement.
 
     python benchmarks/render_run.py RUN_DIR [--configfile config/studies/full.yaml] [--gpu]
-    python benchmarks/render_run.py --summary docs/results/h100/full/summary.csv [--configfile ...] [--gpu]
+    python benchmarks/render_run.py --summary docs/results/h100/full/2026-11-25/summary.csv [--configfile ...] [--gpu]
 
 RUN_DIR holds a run brought back from another machine (e.g. the GPU machine's `cells.tgz`, unpacked):
 `results/cells/**.json` (and, where the run kept them, `results/profiles/`, `results/models/*.json`,

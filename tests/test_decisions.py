@@ -207,7 +207,7 @@ def test_published_contradiction_heart_mlp_b1024_is_compared_end_to_end():
 def test_published_contradiction_fastest_lendingclub_b1000_is_ort_cpu_end_to_end():
     """full/report.md named ort_cuda (device p50) fastest at mlp_lendingclub b1000; end to end, the
     boundary a CPU and a GPU cell share, ort_cpu wins (0.145 against 0.165 ms)."""
-    best = best_cells(pd.read_csv(RESULTS / "full" / "summary.csv"))
+    best = best_cells(pd.read_csv(RESULTS / "full" / "2026-11-23" / "summary.csv"))
     row = best[(best["workload"] == "mlp_lendingclub") & (best["batch_size"] == 1000)].iloc[0]
     assert (row["engine"], row["device"], row["boundary"]) == ("ort_cpu", "cpu", "end_to_end")
     assert row["p50_ms"] == pytest.approx(0.144864, rel=1e-4)
