@@ -146,7 +146,9 @@ class DynamicBatcher:
     through ``path`` (the sample indices of its rows) and completes every query of the batch with
     LoadGen. An overlapped path runs each staged batch on a second thread while the worker forms and
     stages the next: one staged batch waits at most (double buffering), and the next is formed only
-    once that slot is free, so that queries arriving meanwhile join it."""
+    once that slot is free, so that queries arriving meanwhile join it. The price: batch N+1 is formed
+    when batch N starts, not when it ends, so under heavy load batches are smaller than in series
+    (``serving.overlap_copies: false`` measures the other side of that trade)."""
 
     def __init__(
         self,
