@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -254,6 +255,23 @@ def test_an_unreadable_record_is_named_and_clean_removes_it(tmp_path, capsys):
     assert cli.main(["clean", "--cells-dir", str(cells)]) == 0  # default: failed and unreadable
     assert good.exists() and not torn.exists() and not failed.exists()
     assert len(summary_frame([good])) == 1
+
+
+def test_a_record_copied_onto_another_cells_path_is_refused_by_name_and_clean_removes_it(tmp_path, capsys):
+    """A b1 record on the b2 path would publish b1's numbers twice and b2's never (issue 32)."""
+    cells = tmp_path / "cells"
+    b1 = CellKey("mlp_heart", "ort_cpu", "fp32", "cpu", 1, 0, 2)
+    right = cells / b1.relpath
+    CellRecord(b1, "ok", "ort_cpu").save(right)
+    wrong = cells / replace(b1, batch_size=2).relpath
+    wrong.parent.mkdir(parents=True, exist_ok=True)
+    wrong.write_text(right.read_text())
+    assert CellRecord.load(right).key == b1
+    pattern = r"(?s)1 cell record\(s\) cannot be read:.*b2-s0-t2\.json.*record of mlp_heart/ort_cpu-fp32/cpu/b1-s0-t2"
+    with pytest.raises(UserError, match=pattern):
+        summary_frame([right, wrong])
+    assert cli.main(["clean", "--cells-dir", str(cells)]) == 0
+    assert right.exists() and not wrong.exists()
 
 
 def test_a_damaged_checkpoint_is_named_with_the_command_that_rebuilds_it(tmp_path):

@@ -173,7 +173,18 @@ class CellRecord:
 
     @classmethod
     def load(cls, path: str | Path) -> CellRecord:
-        return cls.from_dict(read_json(path))
+        """The record at ``path``; at a cell path (results/cells/...), a ValueError unless the record is
+        that cell's: a record copied onto another cell's path would publish its numbers as that cell's."""
+        record = cls.from_dict(read_json(path))
+        try:
+            placed = CellKey.from_path(path)
+        except ValueError:
+            return record  # not a cell path (a process's record inside a cell's scratch folder)
+        if record.key != placed:
+            raise ValueError(
+                f"it is the record of {record.key.cell_id}, not of the cell its path names ({placed.cell_id})"
+            )
+        return record
 
     def _repeat_p50s(self, key: str = "p50_ms") -> list[float]:
         return [r[key] for r in (self.repeats or {}).get("per_repeat", []) if r.get(key) is not None]
