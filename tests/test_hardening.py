@@ -267,11 +267,14 @@ def test_a_record_copied_onto_another_cells_path_is_refused_by_name_and_clean_re
     wrong.parent.mkdir(parents=True, exist_ok=True)
     wrong.write_text(right.read_text())
     assert CellRecord.load(right).key == b1
-    pattern = r"(?s)1 cell record\(s\) cannot be read:.*b2-s0-t2\.json.*record of mlp_heart/ort_cpu-fp32/cpu/b1-s0-t2"
+    colon = CellKey("timm:convnext_tiny", "torch_eager", "fp32", "cpu", 1, 0, 2)  # any workload name
+    CellRecord(colon, "ok", "torch_eager").save(cells / colon.relpath)
+    assert CellRecord.load(cells / colon.relpath).key == colon
+    pattern = r"(?s)1 cell record\(s\) cannot be read:.*b2-s0-t2\.json.*record of mlp_heart/ort_cpu-fp32/cpu/b1-s0-t2,"
     with pytest.raises(UserError, match=pattern):
         summary_frame([right, wrong])
     assert cli.main(["clean", "--cells-dir", str(cells)]) == 0
-    assert right.exists() and not wrong.exists()
+    assert right.exists() and not wrong.exists() and (cells / colon.relpath).exists()
 
 
 def test_a_damaged_checkpoint_is_named_with_the_command_that_rebuilds_it(tmp_path):

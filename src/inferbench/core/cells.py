@@ -176,14 +176,10 @@ class CellRecord:
         """The record at ``path``; at a cell path (results/cells/...), a ValueError unless the record is
         that cell's: a record copied onto another cell's path would publish its numbers as that cell's."""
         record = cls.from_dict(read_json(path))
-        try:
-            placed = CellKey.from_path(path)
-        except ValueError:
-            return record  # not a cell path (a process's record inside a cell's scratch folder)
-        if record.key != placed:
-            raise ValueError(
-                f"it is the record of {record.key.cell_id}, not of the cell its path names ({placed.cell_id})"
-            )
+        where = "/" + Path(path).as_posix()
+        # a process's record inside a cell's scratch folder is at no cell path: nothing to match
+        if _CELL_RE.search(where) and not where.endswith("/" + record.key.relpath):
+            raise ValueError(f"it is the record of {record.key.cell_id}, not of the cell its path names")
         return record
 
     def _repeat_p50s(self, key: str = "p50_ms") -> list[float]:
