@@ -98,7 +98,8 @@ def vision_table(cells: pd.DataFrame, basis: ClaimBasis) -> list[str]:
 
 def optimisation_table(cells: pd.DataFrame, basis: ClaimBasis) -> list[str]:
     """Seed 002: each optimisation's speed-up over FP32 eager, inference (per batch) and training."""
-    single, training = split_scenarios(cells).single, split_scenarios(cells).training
+    frames = split_scenarios(cells)
+    single, training = frames.single, frames.training
     rows: dict[tuple[str, ...], dict[str, str]] = {}
     columns: list[str] = []
     speed = decisions.speedups(single, basis.floors) if not single.empty else pd.DataFrame()

@@ -35,6 +35,7 @@ LoadGen run per step; the result is the highest target whose run was valid.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import shutil
@@ -531,9 +532,7 @@ def measure(cell: PreparedCell) -> Measured:
 
         def stage(rows: np.ndarray) -> tuple[Any, Any]:
             chosen = pick(len(rows))
-            if copy_stream is None:
-                return chosen, chosen.stage(gather(rows))
-            with torch.cuda.stream(copy_stream):
+            with torch.cuda.stream(copy_stream) if copy_stream is not None else contextlib.nullcontext():
                 return chosen, chosen.stage(gather(rows))
 
         def run(staged: tuple[Any, Any]) -> None:
