@@ -7,6 +7,10 @@
 # with a run cut off by the previous call's limit on the same machine (the install kept in /tmp).
 # STUDIES=a,b selects studies by name (`--config run=[a,b]`): a preset too long for one lease, split
 # study by study so that each study's cells share a lease.
+# BACKGROUND=1 runs the workflow detached from the call (setsid): the call waits up to limit_s and returns,
+# the workflow goes on, and the next call (CONTINUE=1 BACKGROUND=1) waits for that same run instead of
+# starting another, so that a call's time limit kills no cell in flight. The archive is made when the
+# run has finished.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 limit=${1:-540}
@@ -20,9 +24,27 @@ else
   source benchmarks/install_on_gpu_machine.sh
 fi
 
-start=$(date +%s)
-timeout -k 15 "$limit" snakemake --cores 8 --resources gpu=1 "${preset[@]}" > "$out/snakemake.log" 2>&1
-echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a "$out/timing.txt"
+if [ "${BACKGROUND:-0}" = 1 ]; then
+  run=/tmp/inferbench-run   # the detached run's log, start time and exit status, kept between calls
+  if [ ! -f "$run/start" ]; then
+    mkdir -p "$run" && date +%s > "$run/start"
+    setsid nohup bash -c 'snakemake --cores 8 --resources gpu=1 "$@" > '"$run"'/snakemake.log 2>&1; echo $? > '"$run"'/rc' \
+      _ "${preset[@]}" < /dev/null > /dev/null 2>&1 &
+  fi
+  deadline=$(( $(date +%s) + limit ))
+  while [ ! -f "$run/rc" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 5; done
+  cp "$run/snakemake.log" "$out/snakemake.log"
+  progress=$(grep -E "steps \(" "$run/snakemake.log" | tail -1)
+  if [ ! -f "$run/rc" ]; then
+    echo "workflow still running after $(( $(date +%s) - $(cat "$run/start") )) s: $progress" | tee -a "$out/timing.txt"
+    exit 0
+  fi
+  echo "workflow rc=$(cat "$run/rc") wall_s=$(( $(stat -c %Y "$run/rc") - $(cat "$run/start") )) $progress" | tee -a "$out/timing.txt"
+else
+  start=$(date +%s)
+  timeout -k 15 "$limit" snakemake --cores 8 --resources gpu=1 "${preset[@]}" > "$out/snakemake.log" 2>&1
+  echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a "$out/timing.txt"
+fi
 start=$(date +%s%N)
 snakemake --cores 8 --resources gpu=1 "${preset[@]}" -n > "$out/rerun.log" 2>&1
 echo "dry re-run rc=$? wall_ms=$(( ($(date +%s%N) - start) / 1000000 ))" | tee -a "$out/timing.txt"
