@@ -23,6 +23,8 @@ class WorkloadInfo:
     #: the model of a family it is built as, where no builder has its name (e.g. ``timm:convnext_tiny``):
     #: then this entry is all a new workload needs
     model: str | None = None
+    #: the longest sequence the model takes (its position embeddings), where it is fixed and known here
+    positions: int | None = None
 
     @property
     def has_seq_len(self) -> bool:
@@ -39,8 +41,8 @@ WORKLOADS: dict[str, WorkloadInfo] = {
     "mlp_heart": WorkloadInfo("tabular", "MLP trained on UCI Heart Disease (Cleveland)", "heart"),
     "resnet50": WorkloadInfo("vision", "ResNet-50 (timm), random weights"),
     "vit_b16": WorkloadInfo("vision", "ViT-B/16 at 224 px (timm vit_base_patch16_224), random weights"),
-    "bert_base": WorkloadInfo("text", "BERT-base encoder (transformers), random weights"),
-    "distilbert": WorkloadInfo("text", "DistilBERT encoder (transformers), random weights"),
+    "bert_base": WorkloadInfo("text", "BERT-base encoder (transformers), random weights", positions=512),
+    "distilbert": WorkloadInfo("text", "DistilBERT encoder (transformers), random weights", positions=512),
 }
 
 #: workloads named on the fly, ``<family>:<name>``: the kind of input and how the description reads

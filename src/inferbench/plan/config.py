@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +16,7 @@ import jsonschema
 import yaml
 
 from inferbench.core.settings import schema as config_schema
-from inferbench.core.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of
+from inferbench.core.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of, workload_info
 from inferbench.data import DATASETS
 from inferbench.engines.registry import ENGINES, option_problems
 from inferbench.report.layouts import LAYOUTS
@@ -83,6 +85,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{key}: {error.instance!r} is too small; it must be >= {schema['minimum']}"
     if v == "exclusiveMinimum":
         return f"{key}: {error.instance!r} is too small; it must be > {schema['exclusiveMinimum']}"
+    if v == "maximum":
+        return f"{key}: {error.instance!r} is too large; it must be <= {schema['maximum']:,}"
     if v == "type":
         return f"{key}: {error.instance!r} has the wrong type; expected {schema['type']}"
     if v == "additionalProperties":
@@ -96,9 +100,39 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{key}: {error.message}"
 
 
+#: values a config may hold once YAML aliases are expanded: a few hundred bytes of nested aliases
+#: expand to 1e8 items, which every later copy, hash and job would walk
+MAX_CONFIG_VALUES = 100_000
+
+
+def _value_problems(config: dict[str, Any]) -> list[str]:
+    """NaN and infinity anywhere (the schema's number type lets them through: a warm-up of .inf holds
+    the machine's measuring lock forever), and a config too large, found in one walk that stops at
+    MAX_CONFIG_VALUES."""
+    problems, pending, seen = [], [((), config)], 0
+    while pending:
+        path, value = pending.pop()
+        seen += 1
+        if seen > MAX_CONFIG_VALUES:
+            return [
+                f"(top level): the config holds more than {MAX_CONFIG_VALUES:,} values once its YAML aliases "
+                "(&name / *name) are expanded; write the values out, or remove the aliases that repeat large blocks"
+            ]
+        if isinstance(value, dict):
+            pending.extend(((*path, k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            pending.extend(((*path, i), v) for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{_key(path)}: {value!r} is not a finite number; give a finite value")
+    return sorted(problems)
+
+
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Validate ``config`` in place (filling defaults) and return it against the config schema
     (inferbench.core.settings.SCHEMA); raise ConfigError on any problem."""
+    problems = _value_problems(config)
+    if problems:  # before the schema: its validator would walk an expanded config too
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     schema = copy.deepcopy(config_schema())  # its axes' enums are filled in below
     definitions = schema.get("definitions", {})
     for name, values in axis_values().items():
@@ -109,6 +143,8 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     problems = [_describe(e) for e in errors]
     if not problems:
         problems = list(_cross_reference_problems(config))
+    if not problems:  # the models' own checks need known workloads and studies
+        problems = list(_model_problems(config))
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     return config
@@ -145,6 +181,99 @@ def workload_problem(workload: str) -> str | None:
         close = difflib.get_close_matches(name, known, n=5)
         return f"{what} {name!r}" + (f"; did you mean {', '.join(close)}?" if close else "")
     return None
+
+
+#: a string that names something to download: a Hub repository (org/name, hf-hub:..., hf://...) or a URL.
+#: Models are built with random weights from the libraries' code alone; such a value (timm's
+#: `architecture: hf-hub:timm/resnet18`, an `attn_implementation` naming a Hub kernel) would reach the network
+_DOWNLOADABLE = re.compile(r"^(hf[-_]hub:|hf://)|://|^[\w.-]+/[\w.-]+(@[\w.-]+)?(:[\w.-]+)?$")
+
+#: random weights beyond this many parameters are refused (fp32: 8 GB): a family's default (hf:llama is
+#: 6.7 billion) would otherwise fill the host's memory in every job; the fix is to shrink it in `arch`
+MAX_PARAMETERS = 2_000_000_000
+
+
+def _downloadable_values(value: Any, path: tuple) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _downloadable_values(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _downloadable_values(item, (*path, i))
+    elif isinstance(value, str) and _DOWNLOADABLE.search(value):
+        yield (
+            f"{_key(path)}: {value!r} names something to download (a Hub repository, a Hub kernel or a URL); "
+            "inferbench builds models from the libraries' code with random weights and never reaches the "
+            "network for them: give the architecture's own parameters instead"
+        )
+
+
+def _hf_problems(workload: str, model_type: str, arch: dict[str, Any]) -> Iterator[str]:
+    """An hf:<type> workload is a text encoder (token ids in) of a size the host can build."""
+    import torch
+    from transformers import AutoModel
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        config = CONFIG_MAPPING[model_type](**arch)
+    except Exception as error:  # a value of the wrong kind for the config class
+        yield f"models.{workload}.arch: transformers' {model_type} config refuses it: {error}"
+        return
+    if getattr(config, "vocab_size", None) is None:
+        yield (
+            f"{workload}: transformers' {model_type} config has no vocab_size: the hf: family takes text encoders "
+            "(token ids in); vision models are timm:<name> workloads"
+        )
+        return
+    with torch.device("meta"):  # the parameter count without allocating the weights
+        parameters = sum(p.numel() for p in AutoModel.from_config(config).parameters())
+    if parameters > MAX_PARAMETERS:
+        yield (
+            f"{workload}: {parameters / 1e9:.1f} billion parameters ({parameters * 4 / 1e9:.0f} GB of random "
+            f"fp32 weights) is more than the {MAX_PARAMETERS / 1e9:g} billion allowed; shrink it in "
+            f"models.{workload}.arch (e.g. num_hidden_layers, hidden_size)"
+        )
+
+
+def model_positions(workload: str, arch: dict[str, Any]) -> int | None:
+    """The longest sequence a text workload's model takes (its position embeddings), or None if unknown."""
+    if "max_position_embeddings" in arch:
+        return int(arch["max_position_embeddings"])
+    info = workload_info(workload)
+    if info.positions is not None:
+        return info.positions
+    family = family_of(info.model or workload)
+    if family is None or family[0] != "hf":
+        return None
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    return getattr(CONFIG_MAPPING[family[1]](), "max_position_embeddings", None)
+
+
+def _model_problems(config: dict[str, Any]) -> Iterator[str]:
+    """What the models of the studies that run cannot take: downloads, sizes, sequence lengths."""
+    models = config.get("models", {})
+    for workload, settings in models.items():
+        yield from _downloadable_values(settings.get("arch", {}), ("models", workload, "arch"))
+    running = [(name, config["studies"][name]) for name in config["run"] if name in config["studies"]]
+    workloads = {w for _, study in running for w in study["workloads"]}
+    for workload in sorted(workloads):
+        info, arch = workload_info(workload), models.get(workload, {}).get("arch", {})
+        family = family_of(info.model or workload)
+        if family is not None and family[0] == "hf":
+            yield from _hf_problems(workload, family[1], arch)
+    for name, study in running:
+        for workload in study["workloads"]:
+            if not workload_info(workload).has_seq_len:
+                continue
+            positions = model_positions(workload, models.get(workload, {}).get("arch", {}))
+            too_long = [n for n in study.get("seq_lens", []) if positions is not None and n > positions]
+            if too_long:
+                yield (
+                    f"studies.{name}.seq_lens: {too_long} exceed {workload}'s {positions} positions; list "
+                    f"sequence lengths up to {positions}, or give the model more in "
+                    f"models.{workload}.arch.max_position_embeddings"
+                )
 
 
 def _cross_reference_problems(config: dict[str, Any]) -> Iterator[str]:

@@ -4,6 +4,7 @@ what it ``Measured``; inferbench.scenarios.run turns that into the cell's record
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,9 +99,23 @@ def unavailable(request: CellRequest) -> str | None:
         return f"engine {variant['engine']!r} cannot be imported here: {error}"
     if scenario_info(key.scenario).serves and (reason := loadgen_unavailable_reason()):
         return reason
+    if (reason := threads_unavailable_reason(key.threads)) and key.device == "cpu":
+        return reason
     if engine_info(variant["engine"]).needs_dataset and inputs.dataset is None:
         return f"engine {variant['engine']!r} trains on the workload's dataset; {key.workload} has none"
     return engine_cls.unavailable_reason(key.device, key.precision)
+
+
+def threads_unavailable_reason(threads: int) -> str | None:
+    """More engine threads than CPUs this process may use: they would take turns on the cores, and the
+    cell would time the oversubscription, not the engine at that many threads."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if threads > cpus:
+        return (
+            f"{threads} threads but this process may use {cpus} CPUs on this machine: the threads would share "
+            f"cores; list threads up to {cpus} for it (studies' `threads`)"
+        )
+    return None
 
 
 def loadgen_unavailable_reason() -> str | None:
