@@ -155,6 +155,9 @@ def test_changing_one_engines_options_reruns_only_its_cells(tiny_run):
         ("engines", ["torch_eager", "magic"], "studies.tiny.engines[1]: unknown engine 'magic'"),
         ("workloads", ["resnet18"], "studies.tiny.workloads[0]: 'resnet18' is not allowed; allowed values: "),
         ("threads", [-1], "studies.tiny.threads[0]: -1 is too small; it must be >= 1"),
+        ("threads", [1, 10**6], "studies.tiny.threads[1]: 1000000 is too large; it must be <= 1,024"),
+        ("seq_lens", [8, 4096], "studies.tiny.seq_lens: [4096] exceed distilbert's 512 positions"),
+        ("latency_bound_ms", float("nan"), "studies.tiny.latency_bound_ms: nan is not a finite number"),
     ],
 )
 def test_invalid_config_fails_before_any_job_and_touches_nothing(tiny_run, key, value, message):
@@ -183,6 +186,23 @@ def test_invalid_config_fails_before_any_job_and_touches_nothing(tiny_run, key, 
     assert done.returncode != 0
     assert message in done.stderr + done.stdout
     assert snapshot(workdir / "results") == before
+
+
+def test_clean_then_rerun_remeasures_exactly_the_cleaned_cell(tiny_run):
+    workdir, _ = tiny_run
+    record = workdir / "results" / "cells" / "mlp_heart" / "noop-fp32" / "cpu" / "b1-s0-t1.json"
+    original = CellRecord.load(record)
+    failed = CellRecord.from_dict({**original.to_dict(), "status": "failed", "reason": "a test made it fail"})
+    failed.save(record)
+    cleaned = subprocess.run(
+        [sys.executable, "-m", "inferbench", "clean"], cwd=workdir, capture_output=True, text=True, check=True
+    )
+    assert "removed 1 records" in cleaned.stdout and not record.exists()
+    jobs = snakemake(workdir, TINY, dryrun=True)
+    assert jobs["benchmark_cell"] == 1 and jobs["aggregate"] == 1 and jobs["report"] == 1
+    snakemake(workdir, TINY, dryrun=False)
+    assert CellRecord.load(record).status == "ok"
+    assert snakemake(workdir, TINY, dryrun=True) == Counter()
 
 
 @pytest.mark.parametrize("placed", [True, False])

@@ -135,6 +135,13 @@ def compare(args: argparse.Namespace) -> None:
 def _clean_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cells-dir", type=Path, default=Path("results/cells"))
     p.add_argument(
+        "--summary",
+        type=Path,
+        nargs="+",
+        default=[Path("results/summary.csv"), Path("results/summary.parquet")],
+        help="the aggregate's outputs, removed with any record (so that the next run re-makes what it removed)",
+    )
+    p.add_argument(
         "--status",
         nargs="+",
         default=["failed", "unreadable"],
@@ -148,4 +155,9 @@ def clean(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import remove_records
 
     removed = remove_records(args.cells_dir, set(args.status))
+    if removed:
+        # Snakemake re-makes a missing record only when something that needs it must run: with the
+        # summary gone, the plain command re-measures the removed cells and re-makes what follows them
+        for path in args.summary:
+            path.unlink(missing_ok=True)
     print(f"removed {len(removed)} records with status {', '.join(args.status)}; the next run re-measures them")
