@@ -4,6 +4,7 @@ record, and a serving cell runs through the same cell runner as every cell."""
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -11,7 +12,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+import torch
 
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings, ServingSettings
@@ -489,3 +492,46 @@ def test_a_cell_whose_engine_stages_apart_is_served_overlapped_and_the_setting_t
         assert record.status == "ok", record.reason
         assert record.serving["overlapped"] is overlap and record.serving["settings"]["overlap_copies"] is overlap
         assert record.serving["result"]["query_count"] >= 500
+
+
+@pytest.mark.slow
+def test_serving_cells_of_every_status_write_every_output_of_their_rule_through_snakemake(tmp_path):
+    """Through Snakemake, whatever the status: an invalid cell (its bound out of reach), a failed one (a
+    damaged ONNX file) and an unavailable one (TensorRT) each leave a record and their LoadGen folder, and
+    the run goes on to the summary (a missing output once made Snakemake delete the record and stop)."""
+    from tests.test_workflow import TINY, snakemake
+
+    config = copy.deepcopy(TINY)
+    config["run"] = ["srv"]
+    config["studies"] = {
+        "srv": {
+            "layout": "serving",
+            "workloads": ["mlp_heart"],
+            "engines": ["noop", "ort_cpu", "tensorrt"],
+            "precisions": ["fp32"],
+            "devices": ["cpu", "cuda"],
+            "batch_sizes": [4],
+            "threads": [1],
+            "scenarios": ["server"],
+            "latency_bound_ms": 1e-6,
+        }
+    }
+    config["serving"] = {"min_duration_s": 0.2, "min_query_count": 100, "search_runs": 2}
+    onnx = tmp_path / "results" / "onnx" / "mlp_heart.onnx"
+    snakemake(tmp_path, config, dryrun=False, targets=["results/onnx/mlp_heart.onnx"])
+    onnx.write_bytes(b"not an onnx model")  # newer than what made it: Snakemake keeps it
+    snakemake(tmp_path, config, dryrun=False)
+    cells = tmp_path / "results" / "cells" / "mlp_heart"
+    statuses = {}
+    for record_path in sorted(cells.rglob("*-server.json")):
+        record = CellRecord.load(record_path)
+        statuses[record.key.engine, record.key.device] = record.status
+        assert record_path.with_suffix(".loadgen").is_dir(), record_path
+    assert statuses == {
+        ("noop", "cpu"): "invalid",
+        ("noop", "cuda"): "invalid" if torch.cuda.is_available() else "unavailable",
+        ("ort_cpu", "cpu"): "failed",
+        ("tensorrt", "cuda"): "unavailable",
+    }
+    summary = pd.read_csv(tmp_path / "results" / "summary.csv")
+    assert len(summary) == len(statuses)

@@ -36,8 +36,9 @@ CUDA_STATUS = "ok" if torch.cuda.is_available() else "unavailable"
 ALL_CELLS = CPU_CELLS + CUDA_CELLS + TRT_CELLS
 
 
-def snakemake(workdir: Path, config: dict, dryrun: bool) -> Counter:
-    """Run (or dry-run) the workflow in ``workdir`` with ``config`` as its config file; jobs per rule."""
+def snakemake(workdir: Path, config: dict, dryrun: bool, targets: list[str] | None = None) -> Counter:
+    """Run (or dry-run) the workflow in ``workdir`` with ``config`` as its config file (to ``targets``, or
+    its default target); jobs per rule."""
     (workdir / "config").mkdir(parents=True, exist_ok=True)
     (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(config))
     with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
@@ -47,7 +48,7 @@ def snakemake(workdir: Path, config: dict, dryrun: bool) -> Counter:
             snakefile=REPO / "Snakefile",
             workdir=workdir,
         )
-        dag_api = workflow_api.dag(DAGSettings())
+        dag_api = workflow_api.dag(DAGSettings(targets=set(targets or [])))
         dag_api.execute_workflow(
             executor="dryrun" if dryrun else "local", execution_settings=ExecutionSettings(keep_going=False)
         )
