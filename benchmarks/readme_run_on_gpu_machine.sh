@@ -6,7 +6,8 @@
 # PRESET=<name> runs a study preset instead (`--configfile config/studies/<name>.yaml`); CONTINUE=1 goes on
 # with a run cut off by the previous call's limit on the same machine (the install kept in /tmp).
 # STUDIES=a,b selects studies by name (`--config run=[a,b]`): a preset too long for one lease, split
-# study by study so that each study's cells share a lease.
+# study by study so that each study's cells share a lease. WORKLOADS=a,b (with one study in STUDIES)
+# narrows that study to those workloads: a study too long for one lease, split by model.
 # BACKGROUND=1 runs the workflow detached from the call (setsid): the call waits up to limit_s and returns,
 # the workflow goes on, and the next call (CONTINUE=1 BACKGROUND=1) waits for that same run instead of
 # starting another, so that a call's time limit kills no cell in flight. The archive is made when the
@@ -16,7 +17,11 @@ out=${OUT:-/tmp/inferbench-out}
 limit=${1:-540}
 preset=()
 [ -n "${PRESET:-}" ] && preset=(--configfile "config/studies/$PRESET.yaml")
-[ -n "${STUDIES:-}" ] && preset+=(--config "run=[$STUDIES]")
+overrides=()
+[ -n "${STUDIES:-}" ] && overrides+=("run=[$STUDIES]")
+# WORKLOADS=a,b with one study in STUDIES: only those workloads of it (merged into the study by Snakemake)
+[ -n "${WORKLOADS:-}" ] && overrides+=("studies={${STUDIES:?WORKLOADS needs one study in STUDIES}: {workloads: [$WORKLOADS]}}")
+[ ${#overrides[@]} -gt 0 ] && preset+=(--config "${overrides[@]}")
 if [ "${CONTINUE:-0}" = 1 ]; then
   mkdir -p "$out"
   export PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
