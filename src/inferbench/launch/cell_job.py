@@ -19,7 +19,7 @@ from inferbench.launch.processes import import_libraries, run_in_fresh_processes
 from inferbench.launch.warm import PRELOADED, preloaded_import_s
 from inferbench.scenarios import scenario_info
 from inferbench.scenarios.prepare import CellInputs, CellRequest, seeded_batches
-from inferbench.scenarios.run import run_cell
+from inferbench.scenarios.run import failed_record, run_cell
 
 #: imported before the processes fork, outside every import time a record counts: the statistics of
 #: every process's samples (scipy takes seconds to import on a small machine)
@@ -60,7 +60,15 @@ def measure_cell(
     one_process = functools.partial(_measure_in_own_process, request, lock.path, logs)
     host_bound = settings.host_bound_repeats if key.device == "cuda" and not serves else 0
     repeats = 1 if serves else settings.repeats
-    record, samples = run_in_fresh_processes(one_process, out, repeats, host_bound, lock)
+    record, samples = run_in_fresh_processes(
+        one_process,
+        out,
+        repeats,
+        host_bound,
+        lock,
+        stall_timeout_s=settings.stall_timeout_s,
+        stalled=functools.partial(failed_record, request),
+    )
     if import_s is not None:
         record.cold_start_s = {"import": import_s, **record.cold_start_s}
     record.launcher = "warm" if PRELOADED else "cold"

@@ -24,9 +24,9 @@ log says so.
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -38,9 +38,12 @@ import numpy as np
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import latency_stats
-from inferbench.core.storage import BOUNDARIES, load_samples
+from inferbench.core.storage import BOUNDARIES, load_samples, save_cell
+from inferbench.launch import watchdog
 from inferbench.launch.lifetime import why_not_fork
 from inferbench.launch.lock import MachineLock
+from inferbench.launch.warm import scratch_folder
+from inferbench.launch.watchdog import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -171,11 +174,14 @@ def use_own_compiler_caches(directory: Path) -> None:
         os.environ[variable] = str(cache)
 
 
-def _child(measure_one: Callable[[Path], CellRecord], out: Path, parent: int, caches: Path) -> None:
+def _child(
+    measure_one: Callable[[Path], CellRecord], out: Path, parent: int, caches: Path, heartbeat: Heartbeat
+) -> None:
     from inferbench.launch.lifetime import die_with_parent
     from inferbench.trackers.memory import note_process_start
 
     die_with_parent(parent)  # a measuring process never outlives its cell's job
+    watchdog.watch(heartbeat)
     note_process_start()  # the memory it shares with its parent, kept beside its peak
     use_own_compiler_caches(caches)
     measure_one(out)
@@ -187,6 +193,8 @@ def run_in_fresh_processes(
     repeats: int,
     host_bound_repeats: int = 0,
     lock: MachineLock | None = None,
+    stall_timeout_s: float = math.inf,
+    stalled: Callable[[str], CellRecord] | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     """Call ``measure_one(record_path)`` in forked children, one after another, until the cell has
     the processes it needs (``processes_wanted``), and merge their records.
@@ -194,28 +202,37 @@ def run_in_fresh_processes(
     ``measure_one`` runs in the child: it must write a record and its samples at the path it is given
     whatever happens (inferbench.scenarios.run.run_cell does). ``lock`` (this process's machine lock,
     held shared) is released while a child runs, since the child takes its own, and held again
-    between children and while merging: no work of this process overlaps another cell's timed loop."""
+    between children and while merging: no work of this process overlaps another cell's timed loop.
+    A child whose heartbeat stops for ``stall_timeout_s`` is ended (inferbench.launch.watchdog) and
+    ``stalled(why)`` is its record."""
     method = start_method()
     context = multiprocessing.get_context(method)
     records: list[CellRecord] = []
     samples: list[dict[str, np.ndarray]] = []
     out.parent.mkdir(parents=True, exist_ok=True)
-    # the children's records, and their compiler caches (removed with the folder)
-    with tempfile.TemporaryDirectory(prefix="repeats-", dir=out.parent) as tmp:
+    # the children's records, and their compiler caches (removed with the folder; a killed job's, by
+    # the next cell that runs here)
+    with scratch_folder(out.parent, "repeats-") as tmp:
         while len(records) < processes_wanted(records, repeats, host_bound_repeats):
             index = len(records)
             rep_out = Path(tmp) / f"repeat{index}.json"
             log.info("process %d: fresh (%s after the imports)", index + 1, "forked" if method == "fork" else "spawned")
             caches = Path(tmp) / f"caches{index}"
+            heartbeat = Heartbeat(context)
             child = context.Process(
-                target=_child, args=(measure_one, rep_out, os.getpid(), caches), name=f"repeat{index + 1}"
+                target=_child, args=(measure_one, rep_out, os.getpid(), caches, heartbeat), name=f"repeat{index + 1}"
             )
             if lock is not None:
                 lock.release()
             child.start()
-            child.join()
+            why_stalled = watchdog.wait_or_end_stalled(child, heartbeat, stall_timeout_s)
             if lock is not None:
                 lock.shared()
+            if why_stalled is not None:
+                log.error("process %d: %s", index + 1, why_stalled)
+                if stalled is None:
+                    raise UserError(f"process {index + 1} of the cell {why_stalled}")
+                save_cell(rep_out, stalled(why_stalled), {})
             if not rep_out.exists():  # run_cell writes a record whatever happens; this is a crash
                 raise UserError(
                     f"process {index + 1} of the cell exited with {child.exitcode} and wrote no record "

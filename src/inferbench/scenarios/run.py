@@ -23,6 +23,7 @@ from inferbench.core.workloads import workload_info
 from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.engines.spec import EngineInfo
 from inferbench.launch.lock import MachineLock
+from inferbench.launch.watchdog import beat
 from inferbench.scenarios import scenario_info
 from inferbench.scenarios.prepare import CellRequest, Measured, PreparedCell, check_parity, prepare_engine, unavailable
 from inferbench.trackers import memory
@@ -31,32 +32,47 @@ from inferbench.trackers import memory
 def run_cell(request: CellRequest, out: Path, lock: MachineLock, serving_logs: Path | None = None) -> CellRecord:
     """Measure one cell in this process and write its record at ``out`` (whatever happens). A server
     or offline cell needs ``request.serving`` and the folder for LoadGen's logs, ``serving_logs``."""
+    key = request.key
+    info = engine_info(request.variant["engine"])
+    base = _record_base(request)
+    samples: dict[str, np.ndarray] = {}
+    try:
+        pin_cpus(request.settings.cpu_affinity, key.threads)
+        record, samples = _measure(request, info, lock, base, serving_logs)
+    except Exception as error:  # a cell that breaks is data, not a crash of the sweep
+        record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed")
+    record.engine.setdefault("description", info.description)
+    save_cell(out, record, samples)
+    return record
+
+
+def _record_base(request: CellRequest) -> dict[str, Any]:
+    """What every record of the cell says, known before anything is prepared."""
     key, variant = request.key, request.variant
     impl = variant["engine"]
     info = engine_info(impl)
     # the variant as configured, with its engine's defaults filled in: what the cell ran with
     options = {**variant, **info.effective_options(variant)}
     base: dict[str, Any] = {"key": key, "engine_impl": impl, "options": options, "mode": info.mode}
-    try:  # what the variant computes with (summary columns), known before anything is prepared
+    try:  # what the variant computes with (summary columns)
         engine_cls = load_engine_class(impl)
         base["computation"] = engine_cls(key.device, key.precision, key.threads, variant).computation(
             workload_info(key.workload).kind
         )
     except ImportError:  # the engine cannot load here: its record says so
         pass
-    samples: dict[str, np.ndarray] = {}
-    try:
-        pin_cpus(request.settings.cpu_affinity, key.threads)
-        record, samples = _measure(request, info, lock, base, serving_logs)
-    except Exception as error:  # a cell that breaks is data, not a crash of the sweep
-        record = CellRecord(
-            **base,
-            status="oom" if is_oom(error) else "failed",
-            reason=failure_reason(error),
-            environment=fingerprint(include_gpu=key.device == "cuda"),
-        )
-    record.engine.setdefault("description", info.description)
-    save_cell(out, record, samples)
+    return base
+
+
+def failed_record(request: CellRequest, reason: str, status: str = "failed") -> CellRecord:
+    """The record of a cell that broke (or was ended: inferbench.launch.watchdog) before its measurement."""
+    record = CellRecord(
+        **_record_base(request),
+        status=status,
+        reason=reason,
+        environment=fingerprint(include_gpu=request.key.device == "cuda"),
+    )
+    record.engine.setdefault("description", engine_info(request.variant["engine"]).description)
     return record
 
 
@@ -64,13 +80,18 @@ def _measure(
     request: CellRequest, info: EngineInfo, lock: MachineLock, base: dict[str, Any], serving_logs: Path | None
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     key = request.key
+    beat("checking whether the cell can run here")
     reason = unavailable(request)
     if reason:
         return CellRecord(**base, status="unavailable", reason=reason, environment=fingerprint(False)), {}
+    beat("preparing the engine (load, build or compile, first call)")
     engine, specs, batches, cold = prepare_engine(request)
+    beat("checking parity against FP32 eager")
     parity, problems = check_parity(engine, request) if info.mode == "inference" else (None, [])
     cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs)
+    beat(f"measuring ({key.scenario} scenario: warm-up, timed calls)")
     measured: Measured = _scenario_function(key.scenario, info.mode)(cell)
+    beat("finding the attention kernel")
     # after the timed calls: finding the attention kernel runs a profiler, whose hooks stay in the process
     # and slowed later calls (a CUDA graph's replay by ~5% on an H100)
     attention = engine.attention_kernel(engine.stage(batches[0]))

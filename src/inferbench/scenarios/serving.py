@@ -51,6 +51,7 @@ import numpy as np
 
 from inferbench.core.settings import ServingSettings
 from inferbench.engines.registry import load_engine_class
+from inferbench.launch.watchdog import beat
 from inferbench.models.registry import make_inputs
 from inferbench.scenarios.prepare import Measured, PreparedCell, prepare_engine
 
@@ -236,6 +237,7 @@ class DynamicBatcher:
                 self._served(self.path.run, staged)
                 self.complete(query_ids)
                 self.slot.release()
+            beat()
             if stop:
                 break
         self.staged.put(None)  # the runner's end, once it has run what was staged
@@ -246,6 +248,7 @@ class DynamicBatcher:
             self.slot.release()  # the next batch is formed and staged while this one runs
             self._served(self.path.run, staged)
             self.complete(query_ids)
+            beat()
 
     def batch_summary(self) -> dict[str, Any]:
         sizes, run = np.asarray(self.batch_sizes or [0]), np.asarray(self.run_sizes or [0])

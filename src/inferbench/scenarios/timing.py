@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from inferbench.launch.watchdog import beat
+
 
 class Timer(Protocol):
     def begin(self) -> None:
@@ -161,6 +163,7 @@ def measure_calls(
         call()
         timer.end()
         warmup_iters += 1
+        beat()
     timer.flush()
     warmup_elapsed = time.perf_counter() - start
 
@@ -179,6 +182,7 @@ def measure_calls(
             samples.append(sample)
         began.append(t0)
         launched.append(t1 - t0)
+        beat()  # progress for the watchdog: a store to shared memory, outside the timed span
     samples.extend(timer.flush())
     began.append(clock())
     return Measurement(
