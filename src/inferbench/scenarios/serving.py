@@ -141,6 +141,37 @@ class Gather:
         }
 
 
+def engine_path(pick: Callable[[int], Any], library: dict[str, np.ndarray], device: str, overlapped: bool) -> BatchPath:
+    """How a serving cell's batches reach an engine, ``pick(batch size)``: the rows gathered into reused
+    host buffers (page-locked on a GPU), staged by the engine, run, and the output brought back to the host.
+    ``overlapped`` on a GPU: staged on a CUDA stream of its own, so that the copy in overlaps the compute
+    of the batch before. The harness floor takes the same path through the no-op engine."""
+    gather = Gather(library, pinned=device == "cuda")
+    copy_stream = None
+    if overlapped and device == "cuda":
+        import torch
+
+        copy_stream = torch.cuda.Stream()
+
+    def stage(rows: np.ndarray) -> tuple[Any, Any]:
+        chosen = pick(len(rows))
+        with torch.cuda.stream(copy_stream) if copy_stream is not None else contextlib.nullcontext():
+            return chosen, chosen.stage(gather(rows))
+
+    def run(staged: tuple[Any, Any]) -> None:
+        chosen, inputs = staged
+        chosen.to_numpy(chosen.run(inputs))
+
+    return BatchPath(stage, run, overlapped)
+
+
+def noop_engine(device: str, specs: Sequence[Any], example: dict[str, np.ndarray]) -> Any:
+    """The no-op engine, prepared: what the harness floor serves."""
+    harness = load_engine_class("noop")(device, "fp32", 0, {"engine": "noop"})
+    harness.prepare(None, tuple(specs), example)
+    return harness
+
+
 class DynamicBatcher:
     """The system under test: queries wait in a queue; one worker thread forms batches of up to
     ``max_batch`` (waiting at most ``max_queue_delay_s`` after a batch's first query, blocked on the
@@ -521,34 +552,14 @@ def measure(cell: PreparedCell) -> Measured:
     engines = {key.batch_size: engine}
     for rung in (rungs or [])[:-1]:
         engines[rung] = prepare_engine(replace(cell.request, key=replace(key, batch_size=rung)))[0]
-    harness = load_engine_class("noop")(key.device, key.precision, key.threads, {"engine": "noop"})
-    harness.prepare(None, cell.specs, cell.batches[0])
+    harness = noop_engine(key.device, cell.specs, cell.batches[0])
     overlapped = serving.overlap_copies and engine.stages_apart
-    copy_stream = None
-    if overlapped and key.device == "cuda":  # the copies in on a stream of their own: they overlap the compute
-        import torch
-
-        copy_stream = torch.cuda.Stream()
-
-    def serve_with(pick: Callable[[int], Any]) -> BatchPath:
-        gather = Gather(library, pinned=key.device == "cuda")
-
-        def stage(rows: np.ndarray) -> tuple[Any, Any]:
-            chosen = pick(len(rows))
-            with torch.cuda.stream(copy_stream) if copy_stream is not None else contextlib.nullcontext():
-                return chosen, chosen.stage(gather(rows))
-
-        def run(staged: tuple[Any, Any]) -> None:
-            chosen, inputs = staged
-            chosen.to_numpy(chosen.run(inputs))
-
-        return BatchPath(stage, run, overlapped)
-
     with cell.lock.exclusively():
         window_start = time.time()
         result = measure_serving(
-            key.scenario, serve_with(lambda size: engines.get(size, engine)), key.batch_size, serving.samples,
-            serving, cell.logs, rungs, harness_batch=serve_with(lambda size: harness),
+            key.scenario, engine_path(lambda size: engines.get(size, engine), library, key.device, overlapped),
+            key.batch_size, serving.samples, serving, cell.logs, rungs,
+            harness_batch=engine_path(lambda size: harness, library, key.device, overlapped),
         )  # fmt: skip
         window = [window_start, time.time()]
     answer = result["result"] or {}
