@@ -2,16 +2,18 @@
 
     python benchmarks/render_run.py RUN_DIR [--configfile config/studies/full.yaml] [--gpu]
     python benchmarks/render_run.py --summary docs/results/h100/full/2026-11-25/summary.csv [--configfile ...] [--gpu]
+        [--out DIR] [--no-plots]
 
 RUN_DIR holds a run brought back from another machine (e.g. the GPU machine's `cells.tgz`, unpacked):
 `results/cells/**.json` (and, where the run kept them, `results/profiles/`, `results/models/*.json`,
 `data/processed/*.stats.json`); writes RUN_DIR/results/{summary.csv,summary.parquet,plots/,report.md}.
 
-`--summary` re-renders a committed summary in its own folder (report.md, plots/ beside it, linked
-relatively so that the report renders on a code host). Summaries written before the computation
-columns existed (graph, precision_mode, channels_last, compile_mode, cuda_graph, io_binding, tf32)
-get them from the config's engine variants, asked of the engine classes as the cells would be, and
-the summary is written back with them.
+`--summary` re-renders a committed summary: report.md and plots/ in its own folder (or `--out`), linked
+relatively so that the report renders on a code host. The summary itself is only read, never written:
+its fields are read as written (a host named NA, a commit such as 12345e7 stay text). Summaries
+written before the computation columns existed (graph, precision_mode, channels_last, compile_mode,
+cuda_graph, io_binding, tf32, fusions) get them, for the report, from the config's engine variants,
+asked of the engine classes as the cells would be.
 
 The studies come from config/config.yaml merged with the given config file, as Snakemake merges
 them; `--gpu` resolves `auto` devices to cuda (the run was made where a GPU was visible).
@@ -20,13 +22,16 @@ them; `--gpu` resolves `auto` devices to cuda (the run was made where a GPU was 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
 from snakemake.utils import update_config
 
 from inferbench.analysis.summary import load_records, summary_frame
+from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path
 from inferbench.core.workloads import ordered, workload_info
 from inferbench.engines.registry import load_engine_class
@@ -35,56 +40,86 @@ from inferbench.exporters.tables import write_summary
 from inferbench.plan.config import validate_config
 from inferbench.plan.grid import resolved_studies
 from inferbench.report.layouts import SERVING_PLOT
-from inferbench.report.markdown import write_report
+from inferbench.report.markdown import build_report, write_report
 from inferbench.report.plots import plot_every_workload, plot_serving
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: identity strings that pandas would read as numbers (commit 12345e7 as 1.2345e11, CUDA 12.10 as
+#: 12.1, an all-digit host name as an integer): read as text
+TEXT_COLUMNS = ("hostname", "cpu", "gpu", "gpu_driver", "cuda", "python", "git_commit", "torch", "onnxruntime")
+
+
+def read_summary(path: Path) -> pd.DataFrame:
+    """A summary CSV as written: only an empty field is missing (pandas would also take NA, null, n/a
+    ... as missing), the identity columns (``TEXT_COLUMNS``) stay text, the rest is parsed as usual."""
+    try:
+        header = pd.read_csv(path, nrows=0).columns
+        return pd.read_csv(
+            path,
+            keep_default_na=False,
+            na_values={column: [""] for column in header},
+            dtype={column: str for column in TEXT_COLUMNS if column in header},
+        )
+    except (OSError, ValueError) as error:  # a missing file, an empty one, a malformed row
+        raise UserError(f"{path}: cannot be read as a summary CSV ({type(error).__name__}: {error})") from error
+
 
 def backfill_computation(summary: pd.DataFrame, variants: dict[str, dict]) -> pd.DataFrame:
-    """The computation columns of rows that lack them, from each row's engine variant in ``variants``."""
+    """The summary with every computation column (``COMPUTATION_KEYS``, after ``mode``): where a row lacks
+    them (its summary predates them, or predates one of them), from its engine variant in ``variants``;
+    a row whose engine is not in ``variants`` keeps them empty. Values the summary has are kept."""
+    absent = [key for key in COMPUTATION_KEYS if key not in summary]
     rows = []
     for _, row in summary.iterrows():
-        known = "graph" in row and isinstance(row.get("graph"), str)
+        # a row without ``graph`` predates every computation column; else it lacks only the summary's absent ones
+        wanted = COMPUTATION_KEYS if not isinstance(row.get("graph"), str) else absent
         variant = variants.get(row["engine"])
-        if known or variant is None:
+        if not wanted or variant is None:
             rows.append(row.to_dict())
             continue
         engine = load_engine_class(variant["engine"])(row["device"], row["precision"], int(row["threads"]), variant)
-        rows.append(row.to_dict() | engine.computation(workload_info(row["workload"]).kind))
-    frame = pd.DataFrame(rows)
+        computation = engine.computation(workload_info(row["workload"]).kind)
+        rows.append(row.to_dict() | {key: computation.get(key) for key in wanted})
+    # reindex: a summary where no row could be backfilled still gets every column, empty
+    frame = pd.DataFrame(rows).reindex(columns=[*summary.columns, *absent])
     order = [c for c in summary.columns if c not in COMPUTATION_KEYS]
     at = order.index("mode") + 1 if "mode" in order else len(order)
     return frame[[*order[:at], *COMPUTATION_KEYS, *order[at:]]]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, nargs="?")
-    parser.add_argument("--summary", type=Path, help="re-render this summary CSV in its folder")
-    parser.add_argument("--configfile", type=Path, default=None)
-    parser.add_argument("--gpu", action="store_true", help="the run saw a GPU: `auto` devices were cuda")
-    args = parser.parse_args()
-    if (args.run_dir is None) == (args.summary is None):
-        parser.error("give a RUN_DIR or --summary")
-
+def load_config(configfile: Path | None, gpu: bool) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The config (config/config.yaml with ``configfile`` merged in) and its studies, devices resolved."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    if args.configfile:  # merged key by key, as Snakemake merges --configfile into the config
-        update_config(config, yaml.safe_load(args.configfile.read_text()))
+    if configfile:  # merged key by key, as Snakemake merges --configfile into the config
+        update_config(config, yaml.safe_load(configfile.read_text()))
     validate_config(config)  # fills in the schema's defaults, as the workflow does
-    studies = resolved_studies(config, has_cuda=args.gpu)
+    return config, resolved_studies(config, has_cuda=gpu)
 
-    if args.summary:
-        folder = args.summary.parent
-        summary = backfill_computation(pd.read_csv(args.summary), config["engines"])
-        with atomic_path(args.summary) as tmp:
-            summary.to_csv(tmp, index=False)
-        plots = plot_every_workload(summary, folder / "plots", list(config["engines"]))
-        write_report(args.summary, folder / "report.md", plots=plots, studies=studies)
-        print(f"{len(summary)} cells -> {folder / 'report.md'}")
-        return
 
-    results = args.run_dir / "results"
+def render_summary(
+    summary_csv: Path,
+    out_dir: Path,
+    config: dict[str, Any],
+    studies: dict[str, dict[str, Any]],
+    plots: bool = True,
+) -> Path:
+    """Write ``out_dir``/report.md (and, with ``plots``, ``out_dir``/plots/) from a summary CSV, which is
+    only read; return the report's path."""
+    summary = backfill_computation(read_summary(summary_csv), config["engines"])
+    written = plot_every_workload(summary, out_dir / "plots", list(config["engines"])) if plots else []
+    report = out_dir / "report.md"
+    # the report from the table read here, not from the file again: its fields as written
+    text = build_report(summary, written, report_dir=out_dir, studies=studies)
+    with atomic_path(report) as tmp:
+        tmp.write_text(text + "\n")
+    print(f"{len(summary)} cells -> {report}")
+    return report
+
+
+def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dict[str, Any]]) -> Path:
+    """Summary, plots and report of a run's records, under ``run_dir``/results; return the report's path."""
+    results = run_dir / "results"
     records = sorted((results / "cells").glob("*/*/*/*.json"))
     write_summary(records, results / "summary.csv", results / "summary.parquet")
     summary = summary_frame(records)
@@ -99,12 +134,37 @@ def main() -> None:
         results / "report.md",
         plots=plots,
         model_meta=sorted((results / "models").glob("*.json")),
-        dataset_stats=sorted((args.run_dir / "data" / "processed").glob("*.stats.json")),
+        dataset_stats=sorted((run_dir / "data" / "processed").glob("*.stats.json")),
         profiles=sorted((results / "profiles").rglob("top_ops.json")),
         studies=studies,
     )
     print(f"{len(records)} records -> {results / 'report.md'}")
+    return results / "report.md"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, nargs="?")
+    parser.add_argument("--summary", type=Path, help="re-render this summary CSV (it is only read)")
+    parser.add_argument("--out", type=Path, help="with --summary: where report.md and plots/ go (default: its folder)")
+    parser.add_argument("--no-plots", action="store_true", help="with --summary: the report alone, no plots")
+    parser.add_argument("--configfile", type=Path, default=None)
+    parser.add_argument("--gpu", action="store_true", help="the run saw a GPU: `auto` devices were cuda")
+    args = parser.parse_args(argv)
+    if (args.run_dir is None) == (args.summary is None):
+        parser.error("give a RUN_DIR or --summary")
+    if args.summary is None and (args.out or args.no_plots):
+        parser.error("--out and --no-plots go with --summary")
+
+    config, studies = load_config(args.configfile, args.gpu)
+    if args.summary:
+        render_summary(args.summary, args.out or args.summary.parent, config, studies, plots=not args.no_plots)
+    else:
+        render_run_dir(args.run_dir, config, studies)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except UserError as error:  # bad input: its message says what and how to fix it, no traceback
+        raise SystemExit(f"render_run: error: {error}") from None

@@ -17,7 +17,11 @@ verdict (valid or not) changed and whether the ratio is beyond the project's rep
 (``SERVING_TOLERANCE``: 15% on a GPU, 20% on the CPU).
 
 A run is a results directory (``summary.csv`` and ``cells/`` with the samples beside each record),
-or a summary CSV alone (then no samples: single-process cells get no interval).
+or a summary CSV alone (then no samples: single-process cells get no interval). What cannot be
+compared is refused by name, with how to fix it (a UserError): a summary that cannot be read, has no
+row, lacks a column compare needs or has a field that is not a number where a number belongs; a run
+none of whose cells measured anything; a samples file that cannot be read, or is not its record's (a
+count of calls other than the record's, a median other than its p50).
 """
 
 from __future__ import annotations
@@ -33,55 +37,263 @@ from inferbench.analysis import decisions
 from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
 from inferbench.analysis.decisions import CELL, SHAPE
 from inferbench.analysis.leases import LeaseSpread
-from inferbench.analysis.summary import KEY_COLUMNS, summary_frame, with_scenario
+from inferbench.analysis.summary import KEY_COLUMNS, load_records, summary_frame, with_scenario
 from inferbench.analysis.uncertainty import Z95, ratio
 from inferbench.analysis.verdicts import Claim, claim
 from inferbench.core.cells import CellKey
+from inferbench.core.errors import UserError
+from inferbench.core.storage import samples_path
 
 BOOTSTRAP_RESAMPLES = 2000
+#: how far the median of a cell's saved samples may sit from the p50 its record gives, relative: the
+#: samples are kept as float32 (a relative rounding of at most 2**-24, 6e-8), the record's p50 was
+#: taken from the same calls in float64; anything further apart is another measurement's samples
+SAMPLES_P50_RTOL = 1e-5
 #: how far a serving cell's QPS may move between two runs of the same code and still count as reproduced
 #: (issue 31's targets): a server cell's answer is known to within its search's 1.25x bracket at best
 SERVING_TOLERANCE = {"cuda": 0.15, "cpu": 0.20}
+
+#: what a summary must have for compare: each cell's dimensions (``scenario`` aside: summaries from
+#: before scenarios are all single calls), its status and its p50
+REQUIRED_COLUMNS = [*KEY_COLUMNS[:7], "status", "latency_p50_ms"]
+#: what compare reads where a summary has it; a summary from before a column existed gets it empty
+OPTIONAL_COLUMNS = [
+    "engine_impl",
+    "mode",
+    "timing",
+    "bound",
+    "n_iters",
+    "e2e_n_iters",
+    *(column for columns in COLUMNS.values() for column in columns),
+]
+#: columns of numbers: a field in one that is not a number is a damaged summary, refused by name
+NUMERIC_COLUMNS = [
+    "latency_p50_ms",
+    "latency_p50_ci95_low_ms",
+    "latency_p50_ci95_high_ms",
+    "e2e_latency_p50_ms",
+    "e2e_latency_p50_ci95_low_ms",
+    "e2e_latency_p50_ci95_high_ms",
+    "n_iters",
+    "e2e_n_iters",
+    "throughput_per_s",
+    "e2e_throughput_per_s",
+    "serving_qps",
+    "serving_lowest_invalid_qps",
+    "serving_p99_ms",
+    "serving_harness_p99_ms",
+]
+#: the cell's dimensions that are whole numbers (they name its record's path)
+INTEGER_COLUMNS = ["batch_size", "seq_len", "threads"]
+#: each process's p50, ';'-separated numbers
+BY_PROCESS_COLUMNS = ["p50_by_process_ms", "e2e_p50_by_process_ms"]
+#: statuses of a cell that measured something (an invalid one measured, and failed its check)
+MEASURED_STATUSES = ("ok", "invalid")
+REMAKE_SUMMARY = (
+    "re-make the summary from the run's records (python -m inferbench aggregate RESULTS/cells/*/*/*/*.json "
+    "--out-csv RESULTS/summary.csv --out-parquet RESULTS/summary.parquet), or compare the results directory"
+)
+
+
+def _cell_name(row: pd.Series | dict) -> str:
+    """A summary row's cell, as its record's path names it (what a person finds in cells/)."""
+    workload, engine, precision, device, batch, seq, threads = (row.get(c) for c in KEY_COLUMNS[:7])
+    return f"{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}"
+
+
+def _shown(value: object) -> str:
+    """A field as a message quotes it: text in quotes, a number as written (not ``np.float64(1.5)``)."""
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _not_number(value: object) -> bool:
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
+def read_summary(path: Path) -> pd.DataFrame:
+    """A summary CSV, or a UserError naming it where it cannot be read as one."""
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError) as error:  # empty (no header), malformed rows, not text at all
+        raise UserError(
+            f"{path} cannot be read as a summary CSV ({type(error).__name__}: {str(error)[:200]}); {REMAKE_SUMMARY}"
+        ) from error
+
+
+def checked_summary(summary: pd.DataFrame, source: Path) -> pd.DataFrame:
+    """``summary`` (read from ``source``) with every column compare reads, its numbers as numbers; a
+    UserError naming ``source`` and what is wrong where it has no row, lacks a column compare needs, has
+    a field that is not a number in a column of numbers, or no cell that measured anything."""
+    if summary.empty:
+        raise UserError(f"{source} has no cells (a header and no rows): nothing to compare; {REMAKE_SUMMARY}")
+    missing = [column for column in REQUIRED_COLUMNS if column not in summary]
+    if missing:
+        raise UserError(
+            f"{source} has no column {', '.join(missing)} (compare needs {', '.join(REQUIRED_COLUMNS)}): it is "
+            f"not a summary inferbench wrote, or a damaged one; {REMAKE_SUMMARY}"
+        )
+    summary = with_scenario(summary).copy()  # columns are added and converted below, not in the caller's
+    for column in OPTIONAL_COLUMNS:
+        if column not in summary:  # empty: numbers where numbers belong, else text (None)
+            summary[column] = np.nan if column in NUMERIC_COLUMNS else pd.Series(None, summary.index, object)
+    for column in [*INTEGER_COLUMNS, *(c for c in NUMERIC_COLUMNS if c in summary)]:
+        values = pd.to_numeric(summary[column], errors="coerce")
+        bad = summary[column].notna() & values.isna()
+        if column in INTEGER_COLUMNS:  # a cell's dimension: present and whole
+            bad |= values.isna() | (values.notna() & (values % 1 != 0))
+        if bad.any():
+            index = bad.idxmax()
+            raise UserError(
+                f"{source}: column {column} of row {index + 1} (cell {_cell_name(summary.loc[index])}) is "
+                f"{_shown(summary.at[index, column])}, not "
+                f"{'a whole number' if column in INTEGER_COLUMNS else 'a number'}"
+                f"; correct or empty that field, or {REMAKE_SUMMARY}"
+            )
+        summary[column] = values.astype(int) if column in INTEGER_COLUMNS else values.astype(float)
+    for column in BY_PROCESS_COLUMNS:
+        for index, value in summary[column].dropna().items():
+            if any(_not_number(part) for part in str(value).split(";") if part):
+                raise UserError(
+                    f"{source}: column {column} of row {index + 1} (cell {_cell_name(summary.loc[index])}) is "
+                    f"{_shown(value)}, not ';'-separated numbers (each process's p50 in ms); correct or empty that "
+                    f"field, or {REMAKE_SUMMARY}"
+                )
+    if not summary["status"].isin(MEASURED_STATUSES).any():
+        counts = ", ".join(f"{n} {status}" for status, n in summary["status"].value_counts().items())
+        reasons = summary["reason"].dropna() if "reason" in summary else pd.Series(dtype=object)
+        first = f"; the first reason: {str(reasons.iloc[0])[:300]}" if not reasons.empty else ""
+        raise UserError(
+            f"{source}: none of its {len(summary)} cells measured anything ({counts}{first}): nothing to compare. "
+            "Fix what stopped them and measure them again (python -m inferbench clean removes the failed records, "
+            "the same snakemake command then re-runs those cells)"
+        )
+    return summary
 
 
 @dataclass
 class Run:
     summary: pd.DataFrame
     cells_dir: Path | None
+    #: where the summary was read (a CSV, or the cells/ it was made from): what an error names
+    source: Path | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> Run:
         path = Path(path)
         if path.is_file():
-            return cls(with_scenario(pd.read_csv(path)), None)
+            return cls(checked_summary(read_summary(path), path), None, path)
         cells = path / "cells"
         if (path / "summary.csv").exists():
-            summary = with_scenario(pd.read_csv(path / "summary.csv"))
+            source = path / "summary.csv"
+            summary = read_summary(source)
         elif cells.is_dir():
-            summary = summary_frame(sorted(cells.glob("*/*/*/*.json")))
+            source = cells
+            records = sorted(cells.glob("*/*/*/*.json"))
+            if not records:
+                raise UserError(
+                    f"{cells} has no cell records (*/*/*/*.json): nothing to compare; is it a run's cells/?"
+                )
+            summary = summary_frame(records)  # a UserError naming every record that cannot be read
         else:
-            raise ValueError(f"{path}: neither a summary CSV nor a results directory (summary.csv or cells/)")
-        return cls(summary, cells if cells.is_dir() else None)
+            what = "does not exist" if not path.exists() else "is neither a summary CSV nor a results directory"
+            raise UserError(f"{path} {what}: give a run's results directory (summary.csv, cells/) or its summary CSV")
+        return cls(checked_summary(summary, source), cells if cells.is_dir() else None, source)
 
-    def samples(self, row: pd.Series, boundary: str) -> np.ndarray | None:
-        """The saved per-call latencies (ms) of a cell at a boundary, where the run kept them."""
+    def samples(self, row: pd.Series | dict, boundary: str) -> np.ndarray | None:
+        """The saved per-call latencies (ms) of a cell at a boundary, where the run kept them; a
+        UserError naming the file where it cannot be read, or is not the record's: a count of calls
+        other than the record's, or a median other than its p50 (``SAMPLES_P50_RTOL``)."""
         if self.cells_dir is None:
             return None
-        key = CellKey(*(row[c] for c in KEY_COLUMNS))
-        suffix = ".samples.npy" if boundary == "device" else ".e2e_samples.npy"
-        path = (self.cells_dir / key.relpath).with_suffix(suffix)
+        record_path = self.cells_dir / CellKey(*(row[c] for c in KEY_COLUMNS)).relpath
+        path = samples_path(record_path, boundary)
         if not path.exists():
             return None
-        values = np.load(path).astype(np.float64) * 1e3
-        return values if values.size else None
+        fix = f"Re-run the cell, or delete {path} (compare then gives the cell no interval from its calls)"
+        try:
+            seconds = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as error:  # truncated, damaged, not an .npy at all
+            raise UserError(
+                f"{path} cannot be read ({type(error).__name__}: {str(error)[:200]}): the file is damaged or "
+                f"truncated. {fix}"
+            ) from error
+        if seconds.ndim != 1 or seconds.dtype.kind != "f" or not np.isfinite(seconds).all():
+            raise UserError(
+                f"{path} holds a {seconds.dtype} array of shape {seconds.shape}, not the per-call latencies of a "
+                f"cell (1-D finite floats, seconds). {fix}"
+            )
+        if not seconds.size:
+            return None
+        values = seconds.astype(np.float64) * 1e3
+        expected_calls, expected_p50, said_by = self._expected(record_path, row, boundary)
+        median = float(np.median(values))
+        wrong_count = expected_calls is not None and values.size != expected_calls
+        if wrong_count or not math.isclose(median, expected_p50, rel_tol=SAMPLES_P50_RTOL):
+            raise UserError(
+                f"{path} holds {values.size} calls with median {median:.6g} ms, but {said_by} says "
+                f"{expected_calls if expected_calls is not None else 'an unknown number of'} calls with p50 "
+                f"{expected_p50:.6g} ms at the {boundary} boundary: the samples are not this record's "
+                f"(rewritten, or left from another measurement). {fix}"
+            )
+        return values
+
+    def _expected(self, record_path: Path, row: pd.Series | dict, boundary: str) -> tuple[int | None, float, str]:
+        """How many calls and which p50 (ms) a cell's samples at ``boundary`` must have, and what says so:
+        its record where the run has it (and then the summary row compare reads must say the same p50),
+        else the summary row."""
+        p50_column = COLUMNS[boundary][0]
+        count_column = "n_iters" if boundary == "device" else "e2e_n_iters"
+        row_p50, row_calls = float(row[p50_column]), row.get(count_column)
+        row_calls = int(row_calls) if row_calls is not None and not pd.isna(row_calls) else None
+        if not record_path.exists():
+            return row_calls, row_p50, f"the summary {self.source}"
+        record = load_records([record_path])[0]  # a UserError naming it where it cannot be read
+        if boundary == "end_to_end":
+            measured = record.end_to_end or {}
+        else:
+            measured = {"n_iters": record.n_iters, "latency_ms": record.latency_ms}
+        record_p50 = (measured.get("latency_ms") or {}).get("p50")
+        record_calls = measured.get("n_iters")
+        if record_p50 is None:
+            return row_calls, row_p50, f"the summary {self.source}"
+        if not math.isclose(record_p50, row_p50, rel_tol=SAMPLES_P50_RTOL):
+            raise UserError(
+                f"{self.source} says p50 {row_p50:.6g} ms for {_cell_name(row)} at the {boundary} boundary, its "
+                f"record {record_path} says {record_p50:.6g} ms: the summary is not of these records; "
+                f"{REMAKE_SUMMARY}"
+            )
+        return record_calls, record_p50, f"its record {record_path}"
+
+
+def bootstrap_medians(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The medians of ``resamples`` bootstrap resamples of ``values`` (each of its size, drawn with
+    replacement), drawn without making any resample: memory and time O(size + resamples), not
+    O(size x resamples) (a (2000, 854,727) array of indices is 12.7 GiB).
+
+    A resample's k-th smallest value is ``sorted[floor(n U)]``, U the k-th smallest of n uniforms,
+    which is Beta(k, n + 1 - k); the next one up is the smallest of the n - k uniforms above U,
+    U + (1 - U) Beta(1, n - k). The median is the middle one (n odd) or the mean of the middle two
+    (n even), as ``np.median`` takes it: the same distribution as resampling, exactly."""
+    ordered = np.sort(values)
+    n = ordered.size
+    k = (n + 1) // 2  # 1-based: the middle order statistic (n odd), the lower of the middle two (n even)
+    lower = rng.beta(k, n + 1 - k, size=resamples)
+    # min(): a draw of exactly 1.0 (floating-point rounding) is still the largest value
+    medians = ordered[np.minimum((lower * n).astype(np.int64), n - 1)]
+    if n % 2 == 0:
+        upper = lower + (1 - lower) * rng.beta(1, n - k, size=resamples)
+        medians = (medians + ordered[np.minimum((upper * n).astype(np.int64), n - 1)]) / 2
+    return medians
 
 
 def bootstrap_ratio(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, float]:
     """95% percentile-bootstrap interval of median(b) / median(a), each run's calls resampled."""
     rng = np.random.default_rng(seed)
-    medians_a = np.median(rng.choice(a, size=(BOOTSTRAP_RESAMPLES, a.size)), axis=1)
-    medians_b = np.median(rng.choice(b, size=(BOOTSTRAP_RESAMPLES, b.size)), axis=1)
-    ratios = medians_b / medians_a
+    ratios = bootstrap_medians(b, BOOTSTRAP_RESAMPLES, rng) / bootstrap_medians(a, BOOTSTRAP_RESAMPLES, rng)
     return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 

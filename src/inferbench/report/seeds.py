@@ -102,7 +102,9 @@ def optimisation_table(cells: pd.DataFrame, basis: ClaimBasis) -> list[str]:
     single, training = frames.single, frames.training
     rows: dict[tuple[str, ...], dict[str, str]] = {}
     columns: list[str] = []
-    speed = decisions.speedups(single, basis.floors) if not single.empty else pd.DataFrame()
+    # a seed-002 run of training cells only has no inference speed-ups: an empty table of the same columns
+    no_speedups = pd.DataFrame(columns=["batch_size", "speedup"])
+    speed = decisions.speedups(single, basis.floors) if not single.empty else no_speedups
     for row in speed.sort_values(["batch_size", "speedup"]).itertuples(index=False):
         column = f"inference b{row.batch_size}"
         columns += [column] if column not in columns else []
