@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +25,6 @@ import yaml
 from inferbench.analysis.summary import summary_frame
 from inferbench.cli import main as cli
 from inferbench.cli.verbs import VERBS
-from inferbench.core import storage
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import CorruptArtifact, UserError, is_oom
 from inferbench.core.settings import MeasureSettings
@@ -353,7 +353,8 @@ def test_a_write_error_after_measuring_keeps_the_measurement(tmp_path, monkeypat
     request, out, lock = _cell_args(tmp_path)
     measured = CellRecord(request.key, "ok", "noop", latency_ms={"p50": 1.25}, n_iters=7)
     monkeypatch.setattr(cell_runner, "_measure", lambda *_: (measured, {"device": np.ones(7)}))
-    monkeypatch.setattr(storage.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     real_save = CellRecord.save
 
     def disk_full(self: CellRecord, path: str | Path) -> None:
@@ -366,8 +367,19 @@ def test_a_write_error_after_measuring_keeps_the_measurement(tmp_path, monkeypat
         UserError, match=r"cannot write .*r\.json: No space left on device; the measurement \(ok\) is kept in"
     ):
         cell_runner.run_cell(request, out, lock)
-    kept = next((tmp_path / "tmp" / "inferbench-unsaved").rglob("r.json"))
+    kept = next((tmp_path / f"inferbench-{os.getuid()}" / "unsaved").rglob("r.json"))
     assert CellRecord.load(kept).latency_ms["p50"] == 1.25, "nothing measured is lost"
+    # one process of a cell writes its record in the job's scratch folder, which goes with the job: the
+    # message sends the user to the cell, not to copy anything into that folder
+    scratch = tmp_path / "repeats-1@host-x" / "repeat0.json"
+    scratch.parent.mkdir()
+    monkeypatch.setattr(
+        CellRecord, "save", lambda self, path: disk_full(self, out) if Path(path) == scratch else real_save(self, path)
+    )
+    with pytest.raises(UserError) as error:
+        cell_runner.run_cell(request, scratch, lock, cell_path=out)
+    assert f"one of the processes of the cell {out}: re-run it once there is room" in str(error.value)
+    assert "copy it to" not in str(error.value)
 
 
 def test_work_that_is_not_measuring_takes_the_machine_lock():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import numpy as np
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path
+from inferbench.launch.lock import user_dir
 
 #: what a single-call cell times: ``device`` (inputs already where the engine computes) and
 #: ``end_to_end`` (host arrays in, a host array out)
@@ -47,22 +47,31 @@ def load_samples(record_path: str | Path) -> dict[str, np.ndarray]:
     return {boundary: np.load(samples_path(record_path, boundary)) for boundary in BOUNDARIES}
 
 
-def save_cell(out: str | Path, record: CellRecord, samples: dict[str, np.ndarray]) -> None:
+def save_cell(
+    out: str | Path, record: CellRecord, samples: dict[str, np.ndarray], cell_path: str | Path | None = None
+) -> None:
     """Write a cell's record and samples. If that fails (a full disk, a read-only folder), the
-    measurement is not thrown away: it goes to the temp directory (or, failing that, into the job's
-    log) and the error names the path, the reason and where the measurement is."""
+    measurement is not thrown away: it goes to ``unsaved/`` in this user's own directory
+    (inferbench.launch.lock.user_dir) or, failing that, into the job's log; the error names the path,
+    the reason and where the measurement is. ``cell_path``: the cell's record, where ``out`` is one of its
+    processes' records in a scratch folder (gone once the job ends: no use copying anything there)."""
     try:
         save_samples(out, samples)
         record.save(out)
         return
     except OSError as error:
         reason = f"cannot write {out}: {error.strerror or error}"
-    kept = Path(tempfile.gettempdir()) / "inferbench-unsaved" / Path(out).relative_to(Path(out).anchor)
     try:
+        # this user's own directory: in the shared temp directory another user could have planted a
+        # symlink that this run (root's, say) would write through
+        kept = user_dir() / "unsaved" / Path(out).relative_to(Path(out).anchor)
         save_samples(kept, samples)
         record.save(kept)
-        where = f"kept in {kept} (copy it to {out} once there is room, or re-run the cell)"
-    except OSError:
+        if cell_path is None or Path(cell_path) == Path(out):
+            where = f"kept in {kept} (copy it to {out} once there is room, or re-run the cell)"
+        else:  # one process of several: the cell's record is their merge, which the job could not make
+            where = f"kept in {kept}, one of the processes of the cell {cell_path}: re-run it once there is room"
+    except (OSError, UserError) as error:
         print(json.dumps(record.to_dict()), file=sys.stderr)
-        where = "printed above in this job's log"
+        where = f"printed above in this job's log (it could not be kept in a file either: {error})"
     raise UserError(f"{reason}; the measurement ({record.status}) is {where}")

@@ -57,7 +57,7 @@ def measure_cell(
     serves = scenario_info(key.scenario).serves
     logs = loadgen_dir(out) if serves else None
     # a module-level function and picklable arguments: the processes may have to be spawned
-    one_process = functools.partial(_measure_in_own_process, request, lock.path, logs)
+    one_process = functools.partial(_measure_in_own_process, request, lock.path, logs, out)
     host_bound = settings.host_bound_repeats if key.device == "cuda" and not serves else 0
     repeats = 1 if serves else settings.repeats
     record, samples = run_in_fresh_processes(
@@ -89,12 +89,15 @@ def keep_loadgen_dir(logs: Path, record: CellRecord) -> None:
         (logs / "no_loadgen_run.txt").write_text(f"status: {record.status}\nreason: {record.reason or '-'}\n")
 
 
-def _measure_in_own_process(request: CellRequest, lock_path: Path, serving_logs: Path | None, path: Path) -> CellRecord:
-    """One of the cell's fresh processes: ``run_cell`` under a machine lock of its own."""
+def _measure_in_own_process(
+    request: CellRequest, lock_path: Path, serving_logs: Path | None, cell_path: Path, path: Path
+) -> CellRecord:
+    """One of the cell's fresh processes: ``run_cell`` under a machine lock of its own, its record at
+    ``path`` (a scratch folder's) for the cell's at ``cell_path``."""
     own_lock = MachineLock(lock_path)
     own_lock.shared()
     try:
-        return run_cell(request, path, own_lock, serving_logs)
+        return run_cell(request, path, own_lock, serving_logs, cell_path)
     finally:
         own_lock.close()
 

@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from inferbench.launch.lock import lock_path
+from inferbench.launch.lock import lock_path, open_lock_file
 
 POOL_ENV = "INFERBENCH_GPUS"
 #: set for the processes a GPU job starts itself (measure.repeats), which use their parent's device
@@ -62,11 +62,12 @@ def claim_gpu(pool: list[str], lock_dir: Path | None = None, poll_s: float = 0.0
     """Lock the first free device of ``pool``, waiting while all are taken."""
     if not pool:
         raise ValueError(f"no GPUs to claim: set {POOL_ENV} or CUDA_VISIBLE_DEVICES, or install the NVIDIA driver")
+    # beside the machine lock: this user's own directory, or where $INFERBENCH_LOCK_FILE puts it
     lock_dir = Path(lock_dir or lock_path().parent)
     lock_dir.mkdir(parents=True, exist_ok=True)
     while True:
         for device in pool:
-            fd = os.open(lock_dir / f"inferbench-gpu-{device}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+            fd = open_lock_file(lock_dir / f"inferbench-gpu-{device}.lock")  # never through a symlink
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -4,23 +4,113 @@ Measuring takes the lock exclusively; preparation (data, training, export, loadi
 shared. Snakemake's resources are only counters that the user's command line can replace, so the
 package enforces this itself, whatever flags are passed. Only the standard library is imported
 here: the CLI takes the lock before importing torch, whose import alone would disturb a measurement.
+
+The lock (and the package's other scratch files) lives in a directory of the user's own:
+``$XDG_RUNTIME_DIR/inferbench`` where that is usable, else ``<tempdir>/inferbench-<uid>``, made mode
+0700 and refused if another user could have placed or changed it. All runs of one user on a machine
+share the lock; runs of different users no longer do. A file every user can open in the shared temp
+directory let any local user hold the lock and stall every run, or plant a symlink there that a
+run (as root, say) would follow and create; two users measuring on one machine at the same time is
+the rarer case, and they can share a lock on purpose by pointing ``$INFERBENCH_LOCK_FILE`` at one file
+that each of them can open for writing (made beforehand: inferbench creates its lock files 0600).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from inferbench.core.errors import UserError
+
 LOCK_ENV = "INFERBENCH_LOCK_FILE"
+#: how long a holder's command line may be in the line that names it
+_CMDLINE_CHARS = 200
+
+
+def user_dir() -> Path:
+    """This user's directory for locks and scratch files, created (0700) if missing. A UserError
+    says why an existing one cannot be trusted and how to fix it."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and _usable_runtime_dir(Path(runtime)):
+        return private_dir(Path(runtime) / "inferbench")
+    return private_dir(Path(tempfile.gettempdir()) / f"inferbench-{os.getuid()}")
+
+
+def _usable_runtime_dir(path: Path) -> bool:
+    # e.g. under sudo it is still the invoking user's: then the temp directory is used instead
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.getuid()
+        and not info.st_mode & 0o022
+        and os.access(path, os.W_OK | os.X_OK)
+    )
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a directory only this user can change: created mode 0700, or an existing one
+    checked (not a symlink, a directory, owned by this uid, not group- or world-writable)."""
+    with suppress(FileExistsError):
+        os.mkdir(path, 0o700)  # the umask can only take bits away: never more open than 0700
+    info = os.lstat(path)
+    fix = f"remove it (`rm -r {path}`, as its owner or root) and run again, or set TMPDIR to a directory of your own"
+    if stat.S_ISLNK(info.st_mode):
+        raise UserError(
+            f"{path} is a symbolic link, not inferbench's directory for its locks and scratch files "
+            f"(another user may have placed it to redirect them): {fix}"
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise UserError(f"{path} is not a directory; inferbench keeps its locks and scratch files there: {fix}")
+    if info.st_uid != os.getuid():
+        raise UserError(
+            f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}); inferbench keeps "
+            f"its locks and scratch files there and trusts only a directory of its own: {fix}"
+        )
+    if info.st_mode & 0o022:
+        raise UserError(
+            f"{path} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); inferbench keeps its "
+            f"locks and scratch files there: make it private with `chmod 700 {path}`"
+        )
+    return path
 
 
 def lock_path() -> Path:
-    """The lock file: ``$INFERBENCH_LOCK_FILE`` or one file per machine in the temp directory."""
-    return Path(os.environ.get(LOCK_ENV) or Path(tempfile.gettempdir()) / "inferbench-measure.lock")
+    """The lock file: ``$INFERBENCH_LOCK_FILE`` or ``measure.lock`` in this user's directory."""
+    override = os.environ.get(LOCK_ENV)
+    return Path(override) if override else user_dir() / "measure.lock"
+
+
+def open_lock_file(path: Path) -> int:
+    """Open (creating it 0600) the lock file ``path``. A symlink there is never followed: with a
+    symlink planted at a lock path, opening it would create or lock whatever file it points to."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK) and path.is_symlink():
+            raise UserError(
+                f"the lock file {path} is a symbolic link (to {os.readlink(path)}), which inferbench does not "
+                f"follow: remove it (`rm {path}`), or set {LOCK_ENV} to a file of your own"
+            ) from None
+        if error.errno in (errno.EACCES, errno.EPERM):
+            raise UserError(
+                f"cannot open the lock file {path} ({error.strerror}): set {LOCK_ENV} to a file of your own, "
+                "or unset it to use this user's own directory"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UserError(f"the lock file {path} is not a regular file: remove it, or set {LOCK_ENV} to another path")
+    return fd
 
 
 class MachineLock:
@@ -29,18 +119,30 @@ class MachineLock:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or lock_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        self._fd = open_lock_file(self.path)
         self.mode: str | None = None
 
     def shared(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        self._take(fcntl.LOCK_SH, "shared")
         self.mode = "shared"
 
     def exclusive(self) -> None:
         # Converting shared -> exclusive is not atomic with flock (it may release first); that is fine:
         # no state is guarded, only the machine's quietness while measuring.
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._take(fcntl.LOCK_EX, "exclusive")
         self.mode = "exclusive"
+
+    def _take(self, operation: int, mode: str) -> None:
+        """Take the lock; if it is busy, say who holds it (a run that only waits looks hung), then wait."""
+        try:
+            fcntl.flock(self._fd, operation | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        holders = describe_holders(_flock_holders(os.fstat(self._fd).st_ino))
+        message = f"inferbench: waiting for the machine lock {self.path} ({mode}), held by {holders}"
+        print(message, file=sys.stderr, flush=True)
+        fcntl.flock(self._fd, operation)
 
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -65,6 +167,13 @@ def lock_holders(path: Path) -> set[int]:
     empty). A lock inherited through fork is listed under the process that took it."""
     try:
         inode = os.stat(path).st_ino
+    except OSError:
+        return set()
+    return _flock_holders(inode)
+
+
+def _flock_holders(inode: int) -> set[int]:
+    try:
         table = Path("/proc/locks").read_text()
     except OSError:
         return set()
@@ -76,3 +185,23 @@ def lock_holders(path: Path) -> set[int]:
         if fields[1] == "FLOCK" and fields[5].count(":") == 2 and int(fields[5].split(":")[2]) == inode:
             holders.add(int(fields[4]))
     return holders
+
+
+def describe_holders(pids: set[int]) -> str:
+    """``pid 12 (python -m inferbench run-cell ...), pid 34`` for a one-line message; the command
+    line where /proc lets this user read it."""
+    if not pids:
+        return "another process (not visible from here)"
+    described = []
+    for pid in sorted(pids):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError:
+            argv = []
+        command = " ".join(arg.decode(errors="replace") for arg in argv)
+        command = "".join(c if c.isprintable() else "?" for c in command)  # keeps the message one line
+        if len(command) > _CMDLINE_CHARS:
+            command = command[: _CMDLINE_CHARS - 3] + "..."
+        own = " (this process)" if pid == os.getpid() else ""
+        described.append(f"pid {pid}" + (f" ({command})" if command else "") + own)
+    return ", ".join(described)

@@ -29,9 +29,16 @@ from inferbench.scenarios.prepare import CellRequest, Measured, PreparedCell, ch
 from inferbench.trackers import memory
 
 
-def run_cell(request: CellRequest, out: Path, lock: MachineLock, serving_logs: Path | None = None) -> CellRecord:
+def run_cell(
+    request: CellRequest,
+    out: Path,
+    lock: MachineLock,
+    serving_logs: Path | None = None,
+    cell_path: Path | None = None,
+) -> CellRecord:
     """Measure one cell in this process and write its record at ``out`` (whatever happens). A server
-    or offline cell needs ``request.serving`` and the folder for LoadGen's logs, ``serving_logs``."""
+    or offline cell needs ``request.serving`` and the folder for LoadGen's logs, ``serving_logs``.
+    ``cell_path``: the cell's own record, where ``out`` is this process's record in a scratch folder."""
     key = request.key
     info = engine_info(request.variant["engine"])
     base = _record_base(request)
@@ -42,7 +49,7 @@ def run_cell(request: CellRequest, out: Path, lock: MachineLock, serving_logs: P
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed")
     record.engine.setdefault("description", info.description)
-    save_cell(out, record, samples)
+    save_cell(out, record, samples, cell_path)
     return record
 
 
