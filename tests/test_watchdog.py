@@ -50,7 +50,7 @@ def test_a_stalled_measuring_process_ends_failed_naming_the_stall_and_frees_the_
         tmp_path / "cells" / KEY.relpath,
         repeats=2,
         stall_timeout_s=3,
-        stalled=lambda why: failed_record(request, why),
+        failed=lambda why: failed_record(request, why),
     )
     assert time.monotonic() - started < 60, "ended by the watchdog, not by the sleep"
     assert record.status == "failed" and record.key == KEY
@@ -83,3 +83,17 @@ def test_a_process_that_keeps_making_progress_is_not_ended(tmp_path):
 
     record, _ = run_in_fresh_processes(busy, tmp_path / "cells" / KEY.relpath, repeats=1, stall_timeout_s=1.5)
     assert record.reason == "finished on its own"
+
+
+def test_a_measuring_process_that_dies_without_a_record_gives_the_cell_a_failed_record(tmp_path):
+    """A segfault or the OOM killer leaves no record: the cell is recorded failed, naming the signal, so
+    that the job writes its output and the run reaches its summary."""
+
+    def killed(out: Path) -> None:
+        os.kill(os.getpid(), 9)
+
+    request = CellRequest(KEY, {"engine": "noop"})
+    record, _ = run_in_fresh_processes(
+        killed, tmp_path / "cells" / KEY.relpath, repeats=2, failed=lambda why: failed_record(request, why)
+    )
+    assert record.status == "failed" and "crashed: exited with signal SIGKILL and wrote no record" in record.reason

@@ -67,7 +67,7 @@ def measure_cell(
         host_bound,
         lock,
         stall_timeout_s=settings.stall_timeout_s,
-        stalled=functools.partial(failed_record, request),
+        failed=functools.partial(failed_record, request),
     )
     if import_s is not None:
         record.cold_start_s = {"import": import_s, **record.cold_start_s}

@@ -27,6 +27,7 @@ import logging
 import math
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -194,7 +195,7 @@ def run_in_fresh_processes(
     host_bound_repeats: int = 0,
     lock: MachineLock | None = None,
     stall_timeout_s: float = math.inf,
-    stalled: Callable[[str], CellRecord] | None = None,
+    failed: Callable[[str], CellRecord] | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     """Call ``measure_one(record_path)`` in forked children, one after another, until the cell has
     the processes it needs (``processes_wanted``), and merge their records.
@@ -203,8 +204,9 @@ def run_in_fresh_processes(
     whatever happens (inferbench.scenarios.run.run_cell does). ``lock`` (this process's machine lock,
     held shared) is released while a child runs, since the child takes its own, and held again
     between children and while merging: no work of this process overlaps another cell's timed loop.
-    A child whose heartbeat stops for ``stall_timeout_s`` is ended (inferbench.launch.watchdog) and
-    ``stalled(why)`` is its record."""
+    A child whose heartbeat stops for ``stall_timeout_s`` is ended (inferbench.launch.watchdog); a child
+    ended so, or one that died without a record (a segfault, the OOM killer), gets ``failed(why)`` as its
+    record (without ``failed``: a UserError)."""
     method = start_method()
     context = multiprocessing.get_context(method)
     records: list[CellRecord] = []
@@ -228,19 +230,29 @@ def run_in_fresh_processes(
             why_stalled = watchdog.wait_or_end_stalled(child, heartbeat, stall_timeout_s)
             if lock is not None:
                 lock.shared()
+            if why_stalled is None and not rep_out.exists():  # run_cell writes one whatever happens: a crash
+                why_stalled = (
+                    f"crashed: exited with {_exit_status(child.exitcode)} and wrote no record (see this job's log)"
+                )
             if why_stalled is not None:
                 log.error("process %d: %s", index + 1, why_stalled)
-                if stalled is None:
+                if failed is None:
                     raise UserError(f"process {index + 1} of the cell {why_stalled}")
-                save_cell(rep_out, stalled(why_stalled), {})
-            if not rep_out.exists():  # run_cell writes a record whatever happens; this is a crash
-                raise UserError(
-                    f"process {index + 1} of the cell exited with {child.exitcode} and wrote no record "
-                    "(its error is above in this log)"
-                )
+                # the cell's record says what happened, and the run goes on to its summary
+                save_cell(rep_out, failed(why_stalled), {})
             records.append(CellRecord.load(rep_out))
             samples.append(load_samples(rep_out))
     return merge_repeats(records, samples)
+
+
+def _exit_status(exitcode: int | None) -> str:
+    """A multiprocessing exit code in words: a negative one is the signal that ended the process."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"status {exitcode}"
 
 
 def start_method() -> str:
