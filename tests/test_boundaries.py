@@ -23,8 +23,15 @@ STAGE_S, RUN_S, FETCH_S = 0.001, 0.002, 0.001
 
 
 class SleepEngine(Engine):
+    """A device engine on the host clock: staging puts its inputs "on the device" (a CPU engine's stay on
+    the host and are timed end to end only), so both boundaries are timed."""
+
     impl = "sleep"
     computes = False  # no model: nothing to compare with a reference
+
+    @property
+    def staged_on_device(self) -> bool:
+        return True
 
     def prepare(self, artifact: Path | None, inputs: tuple, example: dict[str, np.ndarray]) -> None:
         pass

@@ -113,7 +113,7 @@ def test_an_engine_is_its_two_files(package, tmp_path):
     (family / "engine.py").write_text(textwrap.dedent(ENGINE))
     result = _measure(package, tmp_path, "mlp_heart", "echo")
     assert result["status"] == "ok", result["reason"]
-    assert result["timing"] == "device"
+    assert result["timing"] == "end_to_end"  # a CPU cell: one boundary
 
 
 def test_a_scenario_is_its_module_and_its_entry(package, tmp_path):

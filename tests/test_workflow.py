@@ -109,7 +109,9 @@ def test_tiny_run_produces_records_summary_plots_and_report(tiny_run):
     assert len(summary) == len(records)
     assert pd.read_parquet(workdir / "results" / "summary.parquet").shape == summary.shape
     ok = summary[summary["status"] == "ok"]
-    assert (ok["n_iters"] >= 3).all() and (ok["latency_p50_ms"] > 0).all() and (ok["timing"] == "device").all()
+    assert (ok["n_iters"] >= 3).all() and (ok["latency_p50_ms"] > 0).all()
+    # CPU cells are timed end to end only (their inputs never leave the host); GPU cells at the device too
+    assert (ok["timing"] == ok["device"].map({"cpu": "end_to_end", "cuda": "device"})).all()
     assert summary.loc[summary["workload"] == "mlp_heart", "seq_len"].eq(0).all()
 
     report = (workdir / "results" / "report.md").read_text()

@@ -65,9 +65,13 @@ class Engine(ABC):
 
     @property
     def staged_on_device(self) -> bool:
-        """Whether ``stage`` leaves the inputs where ``run`` computes (then a call can be timed without
-        the copies to and from the host); False for engines whose ``run`` takes host arrays."""
-        return True
+        """Whether ``stage`` leaves the inputs on a device apart from the host, where ``run`` computes: then
+        a call is timed at two boundaries, the device's compute and end to end (inferbench.scenarios.single).
+        False on the CPU, whose inputs never leave the host: its two boundaries differed by a cast or a
+        layout change at most, their noise made one read below the other, and timing both doubled a cell's
+        calls (a p99 cell's 100 became 200: BERT-base b8 s384 on 4 threads, 6 minutes). False as well for
+        engines whose ``run`` takes host arrays."""
+        return self.device == "cuda"
 
     def stream(self) -> Any:
         """The CUDA stream (a ``torch.cuda.Stream``) the engine queues its work on: GPU events recorded
