@@ -11,7 +11,7 @@
 # BACKGROUND=1 runs the workflow detached from the call (setsid): the call waits up to limit_s and returns,
 # the workflow goes on, and the next call (CONTINUE=1 BACKGROUND=1) waits for that same run instead of
 # starting another, so that a call's time limit kills no cell in flight. The archive is made when the
-# run has finished.
+# run has finished. Leave the checkout as it is meanwhile: each call copies it over the running tree.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 limit=${1:-540}
