@@ -12,6 +12,7 @@
 # the workflow goes on, and the next call (CONTINUE=1 BACKGROUND=1) waits for that same run instead of
 # starting another, so that a call's time limit kills no cell in flight. The archive is made when the
 # run has finished. Leave the checkout as it is meanwhile: each call copies it over the running tree.
+# A call with other settings (the next study) starts another run once that one has finished.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 limit=${1:-540}
@@ -30,9 +31,17 @@ else
 fi
 
 if [ "${BACKGROUND:-0}" = 1 ]; then
-  run=/tmp/inferbench-run   # the detached run's log, start time and exit status, kept between calls
+  run=/tmp/inferbench-run   # the detached run's arguments, log, start time and exit status, kept between calls
+  this_run="${preset[*]}"
+  if [ -f "$run/start" ] && [ "$(cat "$run/args" 2>/dev/null)" != "$this_run" ]; then
+    if [ ! -f "$run/rc" ]; then
+      echo "another background run is still going ($(cat "$run/args")): wait for it with its own settings" >&2
+      exit 1
+    fi
+    rm -rf "$run"   # the run before has finished: this call starts another (e.g. the next study)
+  fi
   if [ ! -f "$run/start" ]; then
-    mkdir -p "$run" && date +%s > "$run/start"
+    mkdir -p "$run" && date +%s > "$run/start" && printf '%s' "$this_run" > "$run/args"
     setsid nohup bash -c 'snakemake --cores 8 --resources gpu=1 "$@" > '"$run"'/snakemake.log 2>&1; echo $? > '"$run"'/rc' \
       _ "${preset[@]}" < /dev/null > /dev/null 2>&1 &
   fi
