@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -13,3 +14,17 @@ def private_lock(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     path = tmp_path_factory.getbasetemp() / "inferbench-test.lock"
     monkeypatch.setenv("INFERBENCH_LOCK_FILE", str(path))
     return path
+
+
+def disk_full_at(monkeypatch: pytest.MonkeyPatch, full: Path) -> None:
+    """Writing a cell record at ``full`` fails as on a full disk; records elsewhere are written."""
+    from inferbench.core.cells import CellRecord
+
+    real_save = CellRecord.save
+
+    def save(self: CellRecord, path: str | Path) -> None:
+        if Path(path) == full:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real_save(self, path)
+
+    monkeypatch.setattr(CellRecord, "save", save)

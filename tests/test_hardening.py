@@ -31,7 +31,7 @@ from inferbench.core.settings import MeasureSettings
 from inferbench.plan.config import ConfigError, validate_config
 from inferbench.scenarios import run as cell_runner
 from inferbench.scenarios.prepare import CellInputs, CellRequest
-from tests.conftest import REPO
+from tests.conftest import REPO, disk_full_at
 
 BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
@@ -355,14 +355,7 @@ def test_a_write_error_after_measuring_keeps_the_measurement(tmp_path, monkeypat
     monkeypatch.setattr(cell_runner, "_measure", lambda *_: (measured, {"device": np.ones(7)}))
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    real_save = CellRecord.save
-
-    def disk_full(self: CellRecord, path: str | Path) -> None:
-        if Path(path) == out:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real_save(self, path)
-
-    monkeypatch.setattr(CellRecord, "save", disk_full)
+    disk_full_at(monkeypatch, out)
     with pytest.raises(
         UserError, match=r"cannot write .*r\.json: No space left on device; the measurement \(ok\) is kept in"
     ):
@@ -373,9 +366,7 @@ def test_a_write_error_after_measuring_keeps_the_measurement(tmp_path, monkeypat
     # message sends the user to the cell, not to copy anything into that folder
     scratch = tmp_path / "repeats-1@host-x" / "repeat0.json"
     scratch.parent.mkdir()
-    monkeypatch.setattr(
-        CellRecord, "save", lambda self, path: disk_full(self, out) if Path(path) == scratch else real_save(self, path)
-    )
+    disk_full_at(monkeypatch, scratch)
     with pytest.raises(UserError) as error:
         cell_runner.run_cell(request, scratch, lock, cell_path=out)
     assert f"one of the processes of the cell {out}: re-run it once there is room" in str(error.value)

@@ -4,7 +4,6 @@ user's umask gives (issue 32, item 5)."""
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import queue
@@ -25,6 +24,7 @@ from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.launch.gpu_slots import claim_gpu
 from inferbench.launch.lock import LOCK_ENV, MachineLock, describe_holders, lock_path, user_dir
+from tests.conftest import disk_full_at
 
 #: the children import the package this test imported
 SRC = Path(inferbench.__file__).resolve().parents[1]
@@ -215,20 +215,9 @@ def _record() -> CellRecord:
     return CellRecord(CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1), "ok", "noop", latency_ms={"p50": 1.25})
 
 
-def _disk_full_for(out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_save = CellRecord.save
-
-    def disk_full(self: CellRecord, path: str | Path) -> None:
-        if Path(path) == out:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real_save(self, path)
-
-    monkeypatch.setattr(CellRecord, "save", disk_full)
-
-
 def test_an_unsaved_measurement_goes_to_the_users_own_dir(tmp_only, tmp_path, monkeypatch):
     out = tmp_path / "cells" / "r.json"
-    _disk_full_for(out, monkeypatch)
+    disk_full_at(monkeypatch, out)
     with pytest.raises(UserError, match=f"is kept in {re.escape(str(_mine(tmp_only) / 'unsaved'))}"):
         storage.save_cell(out, _record(), {"device": np.ones(7)})
     kept = _mine(tmp_only) / "unsaved" / out.relative_to(out.anchor)
@@ -239,7 +228,7 @@ def test_an_unsaved_measurement_goes_to_the_users_own_dir(tmp_only, tmp_path, mo
 def test_an_unsaved_measurement_is_not_written_through_a_planted_symlink(tmp_only, tmp_path, monkeypatch, capsys):
     _plant("symlink", _mine(tmp_only), tmp_path)
     out = tmp_path / "cells" / "r.json"
-    _disk_full_for(out, monkeypatch)
+    disk_full_at(monkeypatch, out)
     with pytest.raises(UserError, match=r"printed above in this job's log .*symbolic link"):
         storage.save_cell(out, _record(), {"device": np.ones(7)})
     assert list((tmp_path / "victim").iterdir()) == []
