@@ -1,17 +1,23 @@
-"""Atomic file writes: a killed job never leaves a half-written file that looks complete."""
+"""Atomic file writes (a killed job never leaves a half-written file that looks complete, and outputs
+follow the umask), and the directory of the user's own for locks and scratch files."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from inferbench.core.errors import UserError
 
-def _umask_from_proc() -> int | None:
+
+def _umask() -> int:
+    """The process's umask: read from /proc without changing it (Linux 4.7+), else by setting it and
+    back (os.umask can only be read so, for the whole process: done once, at import)."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
@@ -19,25 +25,13 @@ def _umask_from_proc() -> int | None:
                     return int(line.split()[1], 8)
     except (OSError, ValueError, IndexError):
         pass
-    return None  # not Linux, or a kernel before 4.7
-
-
-def _umask_at_import() -> int:
-    found = _umask_from_proc()
-    if found is None:
-        # os.umask can only be read by setting it, for the whole process: done once, here, at import
-        found = os.umask(0o077)
-        os.umask(found)
+    found = os.umask(0o077)
+    os.umask(found)
     return found
 
 
-_UMASK_AT_IMPORT = _umask_at_import()
-
-
-def current_umask() -> int:
-    """The process's umask, read without changing it (Linux), else as it was when this was imported."""
-    found = _umask_from_proc()
-    return _UMASK_AT_IMPORT if found is None else found
+#: the mode new files get: outputs written through a temporary file (mkstemp: 0600) take it
+NEW_FILE_MODE = 0o666 & ~_umask()
 
 
 @contextmanager
@@ -53,7 +47,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             # mkstemp makes it 0600; an output gets the mode any new file of the user gets (0644 for umask
             # 022). A filesystem that refuses chmod (FAT, some network mounts) leaves it 0600, as before.
             with suppress(OSError):
-                os.fchmod(fd, 0o666 & ~current_umask())
+                os.fchmod(fd, NEW_FILE_MODE)
         finally:
             os.close(fd)
         yield tmp
@@ -75,3 +69,53 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def user_dir() -> Path:
+    """This user's directory for locks and scratch files, created (0700) if missing. A UserError
+    says why an existing one cannot be trusted and how to fix it."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and _usable_runtime_dir(Path(runtime)):
+        return private_dir(Path(runtime) / "inferbench")
+    return private_dir(Path(tempfile.gettempdir()) / f"inferbench-{os.getuid()}")
+
+
+def _usable_runtime_dir(path: Path) -> bool:
+    # e.g. under sudo it is still the invoking user's: then the temp directory is used instead
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.getuid()
+        and not info.st_mode & 0o022
+        and os.access(path, os.W_OK | os.X_OK)
+    )
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a directory only this user can change: created mode 0700, or an existing one
+    checked (not a symlink, a directory, owned by this uid, not group- or world-writable)."""
+    with suppress(FileExistsError):
+        os.mkdir(path, 0o700)  # the umask can only take bits away: never more open than 0700
+    info = os.lstat(path)
+    fix = f"remove it (`rm -r {path}`, as its owner or root) and run again, or set TMPDIR to a directory of your own"
+    if stat.S_ISLNK(info.st_mode):
+        raise UserError(
+            f"{path} is a symbolic link, not inferbench's directory for its locks and scratch files "
+            f"(another user may have placed it to redirect them): {fix}"
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise UserError(f"{path} is not a directory; inferbench keeps its locks and scratch files there: {fix}")
+    if info.st_uid != os.getuid():
+        raise UserError(
+            f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}); inferbench keeps "
+            f"its locks and scratch files there and trusts only a directory of its own: {fix}"
+        )
+    if info.st_mode & 0o022:
+        raise UserError(
+            f"{path} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); inferbench keeps its "
+            f"locks and scratch files there: make it private with `chmod 700 {path}`"
+        )
+    return path

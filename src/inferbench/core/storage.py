@@ -15,8 +15,7 @@ import numpy as np
 
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
-from inferbench.core.fsutil import atomic_path
-from inferbench.launch.lock import user_dir
+from inferbench.core.fsutil import atomic_path, user_dir
 
 #: what a single-call cell times: ``device`` (inputs already where the engine computes) and
 #: ``end_to_end`` (host arrays in, a host array out)
@@ -52,7 +51,7 @@ def save_cell(
 ) -> None:
     """Write a cell's record and samples. If that fails (a full disk, a read-only folder), the
     measurement is not thrown away: it goes to ``unsaved/`` in this user's own directory
-    (inferbench.launch.lock.user_dir) or, failing that, into the job's log; the error names the path,
+    (inferbench.core.fsutil.user_dir) or, failing that, into the job's log; the error names the path,
     the reason and where the measurement is. ``cell_path``: the cell's record, where ``out`` is one of its
     processes' records in a scratch folder (gone once the job ends: no use copying anything there)."""
     try:

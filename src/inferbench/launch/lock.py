@@ -22,66 +22,16 @@ import fcntl
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 from inferbench.core.errors import UserError
+from inferbench.core.fsutil import user_dir
 
 LOCK_ENV = "INFERBENCH_LOCK_FILE"
 #: how long a holder's command line may be in the line that names it
 _CMDLINE_CHARS = 200
-
-
-def user_dir() -> Path:
-    """This user's directory for locks and scratch files, created (0700) if missing. A UserError
-    says why an existing one cannot be trusted and how to fix it."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and _usable_runtime_dir(Path(runtime)):
-        return private_dir(Path(runtime) / "inferbench")
-    return private_dir(Path(tempfile.gettempdir()) / f"inferbench-{os.getuid()}")
-
-
-def _usable_runtime_dir(path: Path) -> bool:
-    # e.g. under sudo it is still the invoking user's: then the temp directory is used instead
-    try:
-        info = os.stat(path)
-    except OSError:
-        return False
-    return (
-        stat.S_ISDIR(info.st_mode)
-        and info.st_uid == os.getuid()
-        and not info.st_mode & 0o022
-        and os.access(path, os.W_OK | os.X_OK)
-    )
-
-
-def private_dir(path: Path) -> Path:
-    """``path`` as a directory only this user can change: created mode 0700, or an existing one
-    checked (not a symlink, a directory, owned by this uid, not group- or world-writable)."""
-    with suppress(FileExistsError):
-        os.mkdir(path, 0o700)  # the umask can only take bits away: never more open than 0700
-    info = os.lstat(path)
-    fix = f"remove it (`rm -r {path}`, as its owner or root) and run again, or set TMPDIR to a directory of your own"
-    if stat.S_ISLNK(info.st_mode):
-        raise UserError(
-            f"{path} is a symbolic link, not inferbench's directory for its locks and scratch files "
-            f"(another user may have placed it to redirect them): {fix}"
-        )
-    if not stat.S_ISDIR(info.st_mode):
-        raise UserError(f"{path} is not a directory; inferbench keeps its locks and scratch files there: {fix}")
-    if info.st_uid != os.getuid():
-        raise UserError(
-            f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}); inferbench keeps "
-            f"its locks and scratch files there and trusts only a directory of its own: {fix}"
-        )
-    if info.st_mode & 0o022:
-        raise UserError(
-            f"{path} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); inferbench keeps its "
-            f"locks and scratch files there: make it private with `chmod 700 {path}`"
-        )
-    return path
 
 
 def lock_path() -> Path:
