@@ -105,26 +105,41 @@ def _describe(error: jsonschema.ValidationError) -> str:
 MAX_CONFIG_VALUES = 100_000
 
 
-def _value_problems(config: dict[str, Any]) -> list[str]:
-    """NaN and infinity anywhere (the schema's number type lets them through: a warm-up of .inf holds
-    the machine's measuring lock forever), and a config too large, found in one walk that stops at
-    MAX_CONFIG_VALUES."""
-    problems, pending, seen = [], [((), config)], 0
+class _TooManyValues(Exception):
+    pass
+
+
+def _leaves(value: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
+    """(key path, value) of every value that is neither a dict nor a list, in one walk that stops with
+    _TooManyValues past MAX_CONFIG_VALUES values (dicts and lists counted)."""
+    pending, seen = [(path, value)], 0
     while pending:
         path, value = pending.pop()
         seen += 1
         if seen > MAX_CONFIG_VALUES:
-            return [
-                f"(top level): the config holds more than {MAX_CONFIG_VALUES:,} values once its YAML aliases "
-                "(&name / *name) are expanded; write the values out, or remove the aliases that repeat large blocks"
-            ]
+            raise _TooManyValues
         if isinstance(value, dict):
             pending.extend(((*path, k), v) for k, v in value.items())
         elif isinstance(value, list):
             pending.extend(((*path, i), v) for i, v in enumerate(value))
-        elif isinstance(value, float) and not math.isfinite(value):
-            problems.append(f"{_key(path)}: {value!r} is not a finite number; give a finite value")
-    return sorted(problems)
+        else:
+            yield path, value
+
+
+def _value_problems(config: dict[str, Any]) -> list[str]:
+    """NaN and infinity anywhere (the schema's number type lets them through: a warm-up of .inf holds
+    the machine's measuring lock forever), and a config too large."""
+    try:
+        return sorted(
+            f"{_key(path)}: {value!r} is not a finite number; give a finite value"
+            for path, value in _leaves(config)
+            if isinstance(value, float) and not math.isfinite(value)
+        )
+    except _TooManyValues:
+        return [
+            f"(top level): the config holds more than {MAX_CONFIG_VALUES:,} values once its YAML aliases "
+            "(&name / *name) are expanded; write the values out, or remove the aliases that repeat large blocks"
+        ]
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -194,18 +209,13 @@ MAX_PARAMETERS = 2_000_000_000
 
 
 def _downloadable_values(value: Any, path: tuple) -> Iterator[str]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _downloadable_values(item, (*path, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _downloadable_values(item, (*path, i))
-    elif isinstance(value, str) and _DOWNLOADABLE.search(value):
-        yield (
-            f"{_key(path)}: {value!r} names something to download (a Hub repository, a Hub kernel or a URL); "
-            "inferbench builds models from the libraries' code with random weights and never reaches the "
-            "network for them: give the architecture's own parameters instead"
-        )
+    for key, leaf in _leaves(value, path):  # the config's size is checked before: no _TooManyValues here
+        if isinstance(leaf, str) and _DOWNLOADABLE.search(leaf):
+            yield (
+                f"{_key(key)}: {leaf!r} names something to download (a Hub repository, a Hub kernel or a URL); "
+                "inferbench builds models from the libraries' code with random weights and never reaches the "
+                "network for them: give the architecture's own parameters instead"
+            )
 
 
 def _hf_problems(workload: str, model_type: str, arch: dict[str, Any]) -> Iterator[str]:

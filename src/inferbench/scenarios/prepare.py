@@ -99,7 +99,7 @@ def unavailable(request: CellRequest) -> str | None:
         return f"engine {variant['engine']!r} cannot be imported here: {error}"
     if scenario_info(key.scenario).serves and (reason := loadgen_unavailable_reason()):
         return reason
-    if (reason := threads_unavailable_reason(key.threads)) and key.device == "cpu":
+    if key.device == "cpu" and (reason := threads_unavailable_reason(key.threads)):
         return reason
     if engine_info(variant["engine"]).needs_dataset and inputs.dataset is None:
         return f"engine {variant['engine']!r} trains on the workload's dataset; {key.workload} has none"

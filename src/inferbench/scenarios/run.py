@@ -47,7 +47,7 @@ def run_cell(
         pin_cpus(request.settings.cpu_affinity, key.threads)
         record, samples = _measure(request, info, lock, base, serving_logs)
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
-        record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed")
+        record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed", base)
     record.engine.setdefault("description", info.description)
     save_cell(out, record, samples, cell_path)
     return record
@@ -71,10 +71,13 @@ def _record_base(request: CellRequest) -> dict[str, Any]:
     return base
 
 
-def failed_record(request: CellRequest, reason: str, status: str = "failed") -> CellRecord:
-    """The record of a cell that broke (or was ended: inferbench.launch.watchdog) before its measurement."""
+def failed_record(
+    request: CellRequest, reason: str, status: str = "failed", base: dict[str, Any] | None = None
+) -> CellRecord:
+    """The record of a cell that broke (or was ended: inferbench.launch.watchdog) before its measurement;
+    ``base``: ``_record_base(request)``, where already made."""
     record = CellRecord(
-        **_record_base(request),
+        **(base if base is not None else _record_base(request)),
         status=status,
         reason=reason,
         environment=fingerprint(include_gpu=request.key.device == "cuda"),
