@@ -27,7 +27,7 @@ count of calls other than the record's, a median other than its p50).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,7 @@ from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import KEY_COLUMNS, load_records, summary_frame, with_scenario
 from inferbench.analysis.uncertainty import Z95, ratio
 from inferbench.analysis.verdicts import Claim, claim
-from inferbench.core.cells import CellKey
+from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.storage import samples_path
 
@@ -180,6 +180,8 @@ class Run:
     cells_dir: Path | None
     #: where the summary was read (a CSV, or the cells/ it was made from): what an error names
     source: Path | None = None
+    #: records read to check their samples, by path: a cell's two boundaries read its record once
+    _records: dict[Path, CellRecord] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, path: str | Path) -> Run:
@@ -251,7 +253,9 @@ class Run:
         row_calls = int(row_calls) if row_calls is not None and not pd.isna(row_calls) else None
         if not record_path.exists():
             return row_calls, row_p50, f"the summary {self.source}"
-        record = load_records([record_path])[0]  # a UserError naming it where it cannot be read
+        if record_path not in self._records:  # a UserError naming it where it cannot be read
+            self._records[record_path] = load_records([record_path])[0]
+        record = self._records[record_path]
         if boundary == "end_to_end":
             measured = record.end_to_end or {}
         else:
