@@ -30,7 +30,7 @@ import pandas as pd
 import yaml
 from snakemake.utils import update_config
 
-from inferbench.analysis.summary import load_records, summary_frame
+from inferbench.analysis.summary import load_records, read_summary_csv, summary_frame
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path
 from inferbench.core.workloads import ordered, workload_info
@@ -45,22 +45,11 @@ from inferbench.report.plots import plot_every_workload, plot_serving
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: identity strings that pandas would read as numbers (commit 12345e7 as 1.2345e11, CUDA 12.10 as
-#: 12.1, an all-digit host name as an integer): read as text
-TEXT_COLUMNS = ("hostname", "cpu", "gpu", "gpu_driver", "cuda", "python", "git_commit", "torch", "onnxruntime")
-
 
 def read_summary(path: Path) -> pd.DataFrame:
-    """A summary CSV as written: only an empty field is missing (pandas would also take NA, null, n/a
-    ... as missing), the identity columns (``TEXT_COLUMNS``) stay text, the rest is parsed as usual."""
+    """A summary CSV as written (inferbench.analysis.summary.read_summary_csv), or a UserError naming it."""
     try:
-        header = pd.read_csv(path, nrows=0).columns
-        return pd.read_csv(
-            path,
-            keep_default_na=False,
-            na_values={column: [""] for column in header},
-            dtype={column: str for column in TEXT_COLUMNS if column in header},
-        )
+        return read_summary_csv(path)
     except (OSError, ValueError) as error:  # a missing file, an empty one, a malformed row
         raise UserError(f"{path}: cannot be read as a summary CSV ({type(error).__name__}: {error})") from error
 

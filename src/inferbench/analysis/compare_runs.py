@@ -37,7 +37,7 @@ from inferbench.analysis import decisions
 from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
 from inferbench.analysis.decisions import CELL, SHAPE
 from inferbench.analysis.leases import LeaseSpread
-from inferbench.analysis.summary import KEY_COLUMNS, load_records, summary_frame, with_scenario
+from inferbench.analysis.summary import KEY_COLUMNS, load_records, read_summary_csv, summary_frame, with_scenario
 from inferbench.analysis.uncertainty import Z95, ratio
 from inferbench.analysis.verdicts import Claim, claim
 from inferbench.core.cells import CellKey, CellRecord
@@ -117,7 +117,7 @@ def _not_number(value: object) -> bool:
 def read_summary(path: Path) -> pd.DataFrame:
     """A summary CSV, or a UserError naming it where it cannot be read as one."""
     try:
-        return pd.read_csv(path)
+        return read_summary_csv(path)
     except (OSError, ValueError) as error:  # empty (no header), malformed rows, not text at all
         raise UserError(
             f"{path} cannot be read as a summary CSV ({type(error).__name__}: {str(error)[:200]}); {REMAKE_SUMMARY}"

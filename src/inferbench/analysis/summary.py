@@ -70,6 +70,24 @@ def load_records(record_paths: Iterable[str | Path]) -> list[CellRecord]:
     return records
 
 
+#: identity strings that pandas would read as numbers (commit 12345e7 as 1.2345e11, CUDA 12.10 as
+#: 12.1, an all-digit host name as an integer): read as text
+TEXT_COLUMNS = ("hostname", "cpu", "gpu", "gpu_driver", "cuda", "python", "git_commit", "torch", "onnxruntime")
+
+
+def read_summary_csv(path: str | Path) -> pd.DataFrame:
+    """A summary CSV as written: only an empty field is missing (pandas would also take NA, null, n/a
+    ... as missing), the identity columns (``TEXT_COLUMNS``) stay text, the rest is parsed as usual.
+    Errors of reading (a missing, empty or malformed file) are pandas' and the OS's, for the caller to name."""
+    header = pd.read_csv(path, nrows=0).columns
+    return pd.read_csv(
+        path,
+        keep_default_na=False,
+        na_values={column: [""] for column in header},
+        dtype={column: str for column in TEXT_COLUMNS if column in header},
+    )
+
+
 def summary_frame(record_paths: Iterable[str | Path]) -> pd.DataFrame:
     rows = [record.flatten() for record in load_records(record_paths)]
     frame = pd.DataFrame(rows)

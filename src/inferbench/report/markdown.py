@@ -15,7 +15,7 @@ import pandas as pd
 from inferbench.analysis.comparison import BOUNDARY_LABELS, SPREAD_CLASSES, inverted_boundaries
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.leases import LeaseSpread
-from inferbench.analysis.summary import split_scenarios, with_scenario
+from inferbench.analysis.summary import read_summary_csv, split_scenarios, with_scenario
 from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.core.workloads import ordered, workload_info
 from inferbench.report.headline import headline_section
@@ -468,7 +468,7 @@ def write_report(
     roofline: Sequence[Path] = (),
     lease_spread: Path | None = None,
 ) -> None:
-    summary = pd.read_csv(summary_csv)
+    summary = read_summary_csv(summary_csv)
     roofline_table = pd.concat([pd.read_csv(p) for p in roofline]) if roofline else None
     text = build_report(
         summary,
