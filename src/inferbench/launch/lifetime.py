@@ -14,6 +14,7 @@ to a process that starts afresh.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -45,3 +46,9 @@ def why_not_fork() -> str | None:
     if torch is not None and torch.cuda.is_initialized():
         return "CUDA is initialised in this process: a forked child could not use the GPU"
     return None
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads, with everything in it (already gone: nothing to do)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

@@ -45,7 +45,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inferbench.launch.lifetime import die_with_parent, why_not_fork
+from inferbench.launch.lifetime import die_with_parent, kill_group, why_not_fork
 
 if TYPE_CHECKING:
     import tempfile
@@ -233,11 +233,6 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
 class _Refused(Exception):
     """Why the server does not run a request; the job is told and runs the command itself."""
 
@@ -328,7 +323,7 @@ class _Server:
         elif isinstance(key.data, _Pending):
             self._receive(key.data)
         else:  # a job's connection is readable only when the job is gone: end its child
-            _kill_group(key.data)
+            kill_group(key.data)
             self.selector.unregister(key.fileobj)
 
     def _accept(self) -> None:
@@ -452,7 +447,7 @@ class _Server:
 
     def close(self) -> None:
         for pid in self.children:
-            _kill_group(pid)
+            kill_group(pid)
         for pending in list(self.pending.values()):
             self._drop(pending, "the server is stopping")
         self.selector.close()
@@ -522,7 +517,7 @@ def _reap(children: dict[int, socket.socket], selector: selectors.BaseSelector) 
         conn = children.pop(pid, None)
         if conn is None:
             continue
-        _kill_group(pid)  # what the child left running (a repeat's process) ends with it
+        kill_group(pid)  # what the child left running (a repeat's process) ends with it
         with contextlib.suppress(KeyError, ValueError):
             selector.unregister(conn)
         with contextlib.suppress(OSError):  # the job may be gone already

@@ -17,6 +17,8 @@ import signal
 import time
 from typing import Any
 
+from inferbench.launch.lifetime import kill_group
+
 #: the heartbeat of this process, when a watchdog watches it (set in the measuring process)
 _current: Heartbeat | None = None
 
@@ -84,8 +86,8 @@ def wait_or_end_stalled(process: Any, heartbeat: Heartbeat, stall_timeout_s: flo
 
 
 def _kill_tree(pid: int) -> None:
-    """Kill the measuring process's group (it leads one: ``watch``), whose members may hold the lock's file."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    """Kill the measuring process's group (it leads one: ``watch``), whose members may hold the lock's
+    file, and the process itself (ended before ``watch`` made the group)."""
+    kill_group(pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
