@@ -4,7 +4,7 @@ fixed target QPS, with nothing to compute. Its p50/p99 are what the harness adds
 serving cell (issue 31: below 0.5 ms at 2,000 QPS on the H100 VM).
 
     python benchmarks/serving_harness_floor.py --qps 500 1000 2000 4000 [--max-batch 1] [--device cuda]
-        [--overlapped] [--out floor.json]
+        [--overlapped] [--wait spin] [--out floor.json]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def main() -> None:
         help="stage each batch on the worker (a CUDA stream of its own) and run it on a second thread, as GPU "
         "cells of eager, TorchScript and CUDA-graph engines do (serving.overlap_copies)",
     )
+    parser.add_argument("--wait", choices=["block", "spin"], default="block", help="serving.batcher_wait")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     library = {"x": np.random.default_rng(0).standard_normal((256, 64)).astype(np.float32)}
@@ -45,14 +46,16 @@ def main() -> None:
 
     rows = []
     for qps in args.qps:
-        settings = ServingSettings(latency_bound_ms=10, min_duration_s=1, min_query_count=args.queries, target_qps=qps)
+        settings = ServingSettings(
+            latency_bound_ms=10, min_duration_s=1, min_query_count=args.queries, target_qps=qps, batcher_wait=args.wait
+        )
         with tempfile.TemporaryDirectory() as logs:
             served = measure_serving("server", no_op, args.max_batch, 256, settings, Path(logs) / "floor")
         answer = served["result"]
         row = {"target_qps": qps, "completed_qps": answer["completed_qps"], "queries": answer["query_count"],
                **{k: answer["latency_ms"].get(k) for k in ("p50", "p99", "p99.9", "max")},
                "mean_batch": served["batches"]["mean_size"], "device": args.device,
-               "overlapped": args.overlapped}  # fmt: skip
+               "overlapped": args.overlapped, "wait": args.wait}  # fmt: skip
         print(json.dumps(row), flush=True)
         rows.append(row)
     if args.out:

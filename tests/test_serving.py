@@ -412,7 +412,53 @@ def test_an_overlapped_path_stages_the_next_batch_while_this_one_runs_and_comple
     batcher.stop()
     assert not timed_out and batcher.error is None
     assert sorted(completed) == list(range(6)) and sorted(staged_rows) == list(range(6))
-    assert [t.name for t in batcher.threads] == ["inferbench-batcher", "inferbench-runner"]
+    assert [t.name for t in batcher.threads] == ["inferbench-server-0", "inferbench-server-1"]
+
+
+def test_an_overlapped_batch_runs_on_the_thread_that_formed_it_in_the_order_batches_were_formed():
+    # two server threads pass the engine hand over hand: no batch is handed to another thread (a query
+    # that finds the engine idle wakes one thread only), and runs never overtake one another
+    stagers: dict[int, str] = {}
+    runners: dict[int, str] = {}
+    staged_order: list[int] = []
+    run_order: list[int] = []
+    running = threading.Lock()
+    overlapping_runs: list[int] = []
+
+    def stage(rows: np.ndarray) -> np.ndarray:
+        stagers[int(rows[0])] = threading.current_thread().name
+        staged_order.append(int(rows[0]))
+        time.sleep(0.001)
+        return rows
+
+    def run(rows: np.ndarray) -> None:
+        if not running.acquire(blocking=False):
+            overlapping_runs.append(int(rows[0]))
+            return
+        try:
+            runners[int(rows[0])] = threading.current_thread().name
+            run_order.append(int(rows[0]))
+            time.sleep(0.002)
+        finally:
+            running.release()
+
+    completed: list[int] = []
+    batcher = DynamicBatcher(BatchPath(stage, run, overlapped=True), 1, 0.0, completed.extend)
+    batcher.issue([Query(i) for i in range(30)])
+    for query_id in range(30, 40):  # and some one at a time, the engine idle between them
+        deadline = time.monotonic() + 30
+        while len(completed) < query_id and time.monotonic() < deadline:
+            time.sleep(0.001)
+        batcher.issue([Query(query_id)])
+    deadline = time.monotonic() + 30
+    while len(completed) < 40 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    batcher.stop()
+    assert batcher.error is None and not overlapping_runs
+    assert sorted(completed) == list(range(40))
+    assert run_order == staged_order == list(range(40))
+    assert runners == stagers  # each batch ran on the thread that formed and staged it
+    assert set(runners.values()) == {"inferbench-server-0", "inferbench-server-1"}  # and both took turns
 
 
 def test_an_overlapped_path_keeps_at_most_one_staged_batch_waiting_and_reports_a_failure():
