@@ -581,3 +581,19 @@ def test_serving_cells_of_every_status_write_every_output_of_their_rule_through_
     }
     summary = pd.read_csv(tmp_path / "results" / "summary.csv")
     assert len(summary) == len(statuses)
+
+
+def test_what_is_alive_before_a_loadgen_run_is_frozen_out_of_the_collector_during_it(tmp_path):
+    # a full collection over torch's objects stalls every thread for tens of ms: it must not fall in a run
+    import gc
+
+    frozen_while_serving: list[int] = []
+
+    def run_batch(rows: np.ndarray) -> None:
+        frozen_while_serving.append(gc.get_freeze_count())
+
+    settings = ServingSettings(latency_bound_ms=100, min_duration_s=0.2, min_query_count=50, target_qps=200)
+    measure_serving("server", run_batch, 1, 64, settings, tmp_path / "logs")
+    # the capacity's calls come before any run; the run's calls see the frozen heap; afterwards it is thawed
+    assert max(frozen_while_serving) > 1000 and frozen_while_serving[-1] > 1000
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
