@@ -62,8 +62,9 @@ def test_default_config_is_valid_and_gets_defaults():
         ),
         (
             lambda c: c["engines"].update(trt={"engine": "tensorrt9"}),
-            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: noop, ort_cpu, ort_cuda, ort_trt, "
-            r"torch_eager, torchscript, torch_compile, torch_cudagraph, torch_train, torch_train_epoch, tensorrt$",
+            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: hf_generate, hf_generate_static, "
+            r"noop, ort_cpu, ort_cuda, ort_trt, torch_eager, torchscript, torch_compile, torch_cudagraph, "
+            r"torch_train, torch_train_epoch, tensorrt$",
         ),
         (lambda c: c.update(run=["tabular", "nope"]), r"run\[1\]: unknown study 'nope'"),
         (lambda c: c["measure"].update(min_iters="ten"), r"measure\.min_iters: 'ten' has the wrong type"),
@@ -135,9 +136,11 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
     validate_config(cfg)
     cpu_cells = config_cells(cfg, has_cuda=False)
     assert {c.device for c in cpu_cells} == {"cpu"}
-    assert {c.engine for c in cpu_cells} == {"noop", "torch_eager", "ort_cpu", "train_epoch", "train_epoch_loader"}
-    # 12 tabular + 8 vision + 16 text (text_seq shares 4 with text) + 2 int8 + 2 training epochs
-    assert len(cpu_cells) == 40
+    assert {c.engine for c in cpu_cells} == {
+        "noop", "torch_eager", "ort_cpu", "train_epoch", "train_epoch_loader", "hf_eager"
+    }  # fmt: skip
+    # 12 tabular + 8 vision + 16 text (text_seq shares 4 with text) + 2 int8 + 2 training epochs + 2 generation
+    assert len(cpu_cells) == 42
     assert {c.precision for c in cpu_cells if c.engine == "ort_cpu"} == {"fp32", "int8"}
     gpu_cells = config_cells(cfg, has_cuda=True)
     # on the CPU there stay ORT CPU (cpu_int8) and the training study's CPU half (the GPU/CPU speed-up)
@@ -154,6 +157,7 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
         "tensorrt",
         "torch_train",
         "torch_train_epoch",
+        "hf_generate",
     }  # every engine of the issue runs in the GPU default
     # a variant's `precisions` option narrows a study's precisions (fp16 and bf16 in gpu_vision)
     assert {c.precision for c in gpu_cells if c.engine == "torchscript"} == {"fp16"}

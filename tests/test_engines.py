@@ -80,7 +80,7 @@ def test_registry_finds_every_family_and_each_engine_names_its_class():
     assert engine_info("ort_cpu").devices == ("cpu",) and engine_info("ort_cpu").artifact == "onnx"
     assert engine_info("torch_eager").artifact == "checkpoint"
     families = {info.module.split(".")[2] for info in ENGINES.values()}
-    assert families == {"noop", "ort", "pytorch", "tensorrt"}
+    assert families == {"generation", "noop", "ort", "pytorch", "tensorrt"}
     for impl, info in ENGINES.items():  # each engine's class is in its own family's package
         assert info.module.startswith("inferbench.engines.") and info.target.count(":") == 1, impl
     assert load_engine_class("torch_eager").impl == "torch_eager"

@@ -185,7 +185,7 @@ def variant(wildcards):
 
 def cell_inputs(wildcards):
     """The model description; the checkpoint or ONNX file the engine needs; the parity reference
-    (inference only); the processed dataset for engines that read it."""
+    (inference and generation); the processed dataset for engines that read it."""
     impl = variant(wildcards)["engine"]
     info = engine_info(impl)
     artifact = info.artifact
@@ -209,7 +209,7 @@ def cell_inputs(wildcards):
     dataset = workload_info(wildcards.workload).dataset
     if info.needs_dataset and dataset:
         inputs["data"] = f"data/processed/{dataset}.parquet"
-    if artifact != "none" and info.mode == "inference":
+    if artifact != "none" and info.mode != "train":
         inputs["reference"] = f"results/reference/{wildcards.workload}-s{wildcards.seq}.npz"
     return inputs
 

@@ -29,16 +29,20 @@ class ScenarioFrames(NamedTuple):
     training: pd.DataFrame
     #: LoadGen's server and offline cells: their own section
     serving: pd.DataFrame
+    #: a decoder's requests, token by token (engines of mode ``generate``): their own section
+    generation: pd.DataFrame
 
 
 def split_scenarios(summary: pd.DataFrame) -> ScenarioFrames:
     """The rows of each scenario, apart: a serving cell's latency includes queueing and batching, a
-    training call's a backward pass, and neither is ever compared with a single inference call's."""
+    training call's a backward pass, a generation call's a whole request, and none is ever compared with
+    a single inference call's."""
     summary = with_scenario(summary)
     serving = summary["scenario"].isin([name for name, info in SCENARIOS.items() if info.serves])
-    training = summary["mode"].eq("train") if "mode" in summary else pd.Series(False, index=summary.index, dtype=bool)
-    single = ~serving & ~training
-    return ScenarioFrames(*(summary[m].reset_index(drop=True) for m in (single, training & ~serving, serving)))
+    mode = summary["mode"] if "mode" in summary else pd.Series("inference", index=summary.index)
+    training, generation = mode.eq("train") & ~serving, mode.eq("generate") & ~serving
+    single = ~serving & ~training & ~generation
+    return ScenarioFrames(*(summary[m].reset_index(drop=True) for m in (single, training, serving, generation)))
 
 
 def measured(summary: pd.DataFrame) -> pd.DataFrame:

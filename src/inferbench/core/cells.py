@@ -137,6 +137,9 @@ class CellRecord:
     #: the highest QPS within the latency bound, the batcher's settings and batches, the logs' folder
     serving: dict[str, Any] | None = None
     cold_start_s: dict[str, float] = field(default_factory=dict)
+    #: a generation cell's (inferbench.scenarios.generation): time to first token, time per output token,
+    #: tokens per second, KV cache and weights, the decode roofline, token parity, and every TTFT/TPOT sample
+    generation: dict[str, Any] | None = None
     #: how the cell's job started: ``warm`` (forked from the warm-start server, inferbench.launch.warm),
     #: or ``cold`` (a process that imported the libraries itself)
     launcher: str | None = None
@@ -267,9 +270,28 @@ class CellRecord:
             "git_dirty": self.environment.get("git_dirty"),
             **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime")},
             **self._serving_columns(),
+            **self._generation_columns(),
             "created_at": self.created_at,
         }
         return row
+
+    def _generation_columns(self) -> dict[str, Any]:
+        """A generation cell's figures (None elsewhere)."""
+        gen = self.generation or {}
+        ttft, tpot = gen.get("ttft_ms") or {}, gen.get("tpot_ms") or {}
+        return {
+            "gen_new_tokens": gen.get("new_tokens"),
+            **{f"gen_ttft_{k}_ms": ttft.get(k) for k in ("p50", "p99")},
+            **{f"gen_tpot_{k}_ms": tpot.get(k) for k in ("p50", "p99")},
+            "gen_decode_tokens_per_s_per_sequence": gen.get("decode_tokens_per_s_per_sequence"),
+            "gen_decode_tokens_per_s": gen.get("decode_tokens_per_s"),
+            "gen_kv_cache_mb": gen.get("kv_cache_mb"),
+            "gen_weights_mb": gen.get("weights_mb"),
+            "gen_decode_read_mb": gen.get("decode_read_mb"),
+            "gen_decode_floor_ms": gen.get("decode_floor_ms"),
+            "gen_decode_floor_share": gen.get("decode_floor_share"),
+            "gen_token_parity": (gen.get("token_parity") or {}).get("equal"),
+        }
 
     def _serving_columns(self) -> dict[str, Any]:
         """LoadGen's result of a server or offline cell (None elsewhere): the QPS it served, within the

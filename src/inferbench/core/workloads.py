@@ -1,8 +1,9 @@
 """The workloads a study can name, and what kind of input each takes. Light: imports nothing heavy.
 
-Six are declared here; besides them, any timm model (``timm:<model name>``, e.g. ``timm:convnext_tiny``)
-and any transformers encoder (``hf:<model type>``, e.g. ``hf:roberta``) can be named in a study,
-with random weights like the others: the families below say how. Everything that needs the list of
+Seven are declared here; besides them, any timm model (``timm:<model name>``, e.g. ``timm:convnext_tiny``),
+any transformers encoder (``hf:<model type>``, e.g. ``hf:roberta``) and any transformers decoder LM
+(``llm:<model type>``, e.g. ``llm:gpt2``, ``llm:llama``: a TinyLlama-1.1B-shaped Llama) can be named in a
+study, with random weights like the others: the families below say how. Everything that needs the list of
 workloads (config checks, Snakemake's wildcard constraints, CLI choices, the report's order) asks
 this module.
 """
@@ -17,7 +18,8 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class WorkloadInfo:
-    kind: Literal["tabular", "vision", "text"]
+    #: decoder: a causal language model that generates tokens (inferbench.scenarios.generation)
+    kind: Literal["tabular", "vision", "text", "decoder"]
     description: str
     dataset: str | None = None  # tabular workloads train on this dataset
     #: the model of a family it is built as, where no builder has its name (e.g. ``timm:convnext_tiny``):
@@ -28,7 +30,8 @@ class WorkloadInfo:
 
     @property
     def has_seq_len(self) -> bool:
-        return self.kind == "text"
+        """Text in: the sequence length is an axis (a decoder's prompt length)."""
+        return self.kind in ("text", "decoder")
 
     @property
     def trained(self) -> bool:
@@ -43,12 +46,29 @@ WORKLOADS: dict[str, WorkloadInfo] = {
     "vit_b16": WorkloadInfo("vision", "ViT-B/16 at 224 px (timm vit_base_patch16_224), random weights"),
     "bert_base": WorkloadInfo("text", "BERT-base encoder (transformers), random weights", positions=512),
     "distilbert": WorkloadInfo("text", "DistilBERT encoder (transformers), random weights", positions=512),
+    # small enough for the CPU default on 2 cores (its shape: config models.llama_mini.arch)
+    "llama_mini": WorkloadInfo("decoder", "a small Llama decoder (transformers), random weights", model="llm:llama"),
 }
 
 #: workloads named on the fly, ``<family>:<name>``: the kind of input and how the description reads
-FAMILIES: dict[str, tuple[Literal["vision", "text"], str]] = {
+FAMILIES: dict[str, tuple[Literal["vision", "text", "decoder"], str]] = {
     "timm": ("vision", "{name} (timm), random weights"),
     "hf": ("text", "{name} encoder (transformers AutoModel), random weights"),
+    "llm": ("decoder", "{name} decoder LM (transformers AutoModelForCausalLM), random weights"),
+}
+#: the shape an ``llm:<type>`` decoder takes where transformers' default config of the type is not the model
+#: people run (``models.<workload>.arch`` overrides either): llama is TinyLlama-1.1B's shape
+DECODER_SHAPES: dict[str, dict[str, int | float]] = {
+    "llama": {
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 22,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "vocab_size": 32000,
+        "max_position_embeddings": 2048,
+        "rms_norm_eps": 1e-5,
+    },
 }
 _FAMILY_NAME = re.compile(r"^(?P<family>[a-z]+):(?P<name>[A-Za-z0-9_.\-]+)$")
 
@@ -78,7 +98,7 @@ def workload_info(workload: str) -> WorkloadInfo:
 
 def allowed_text() -> str:
     families = ", ".join(f"{f}:<name>" for f in FAMILIES)
-    return f"allowed values: {', '.join(WORKLOADS)}, or {families} (e.g. timm:convnext_tiny, hf:roberta)"
+    return f"allowed values: {', '.join(WORKLOADS)}, or {families} (e.g. timm:convnext_tiny, hf:roberta, llm:gpt2)"
 
 
 def ordered(workloads: Iterable[str]) -> list[str]:

@@ -100,9 +100,10 @@ class EngineInfo:
     description: str
     #: ONNX file variant per precision (results/onnx/<workload>.<variant>.onnx); absent: the fp32 export
     onnx_variants: dict[str, str] = field(default_factory=dict)
-    #: inference, or train (its cells are timed by the training scenario: one call is a training step,
-    #: or an epoch where the engine reads the workload's dataset)
-    mode: Literal["inference", "train"] = "inference"
+    #: inference, train (its cells are timed by the training scenario: one call is a training step, or an
+    #: epoch where the engine reads the workload's dataset) or generate (a decoder answering requests
+    #: token by token: the generation scenario)
+    mode: Literal["inference", "train", "generate"] = "inference"
     #: workload kinds (see inferbench.core.workloads) the engine can run
     workload_kinds: tuple[str, ...] = ("tabular", "vision", "text")
     #: the engine reads the workload's processed dataset (given to the cell as an input)

@@ -131,6 +131,7 @@ def merge_repeats(
         name: max((v for r in records if (v := r.memory_mb.get(name)) is not None), default=None)
         for name in first.memory_mb
     }
+    generation = _merged_generation(records) if first.generation else None
     merged = replace(
         first,
         latency_ms=stats["latency_ms"],
@@ -148,8 +149,34 @@ def merge_repeats(
         memory_mb=memory,
         bound=merged_bound(records),
         repeats=summary,
+        generation=generation,
     )
     return merged, pooled
+
+
+def _merged_generation(records: Sequence[CellRecord]) -> dict[str, Any]:
+    """A generation cell's figures from every process's TTFT and TPOT samples pooled; its decode roofline
+    against the pooled TPOT (the bandwidth: the best any process measured)."""
+    from inferbench.scenarios.generation import decode_roofline, generation_stats
+
+    first = records[0].generation or {}
+    pooled = {
+        name: np.concatenate([np.asarray((r.generation or {})["samples_ms"][name]) for r in records]) / 1e3
+        for name in ("ttft", "tpot")
+    }
+    stats = generation_stats(pooled["ttft"], pooled["tpot"], records[0].key.batch_size)
+    bandwidth = max((r.generation or {}).get("copy_bytes_per_s") or 0.0 for r in records)
+    roofline = decode_roofline(round(first["decode_read_mb"] * 2**20), bandwidth, stats["tpot_ms"]["p50"])
+    parity = [(r.generation or {}).get("token_parity") for r in records]
+    return {
+        **first,
+        **stats,
+        **roofline,
+        "copy_bytes_per_s": bandwidth,
+        "kv_cache_mb": max((r.generation or {}).get("kv_cache_mb") or 0.0 for r in records),
+        "token_parity": next((p for p in parity if p is not None and not p["equal"]), parity[0]),
+        "samples_ms": {name: [round(v * 1e3, 4) for v in values] for name, values in pooled.items()},
+    }
 
 
 def processes_wanted(records: Sequence[CellRecord], repeats: int, host_bound_repeats: int) -> int:

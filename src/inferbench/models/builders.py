@@ -154,3 +154,37 @@ def hf_encoder(model_type: str, workload: str | None = None, **arch: Any) -> Mod
     name = workload or f"hf:{model_type}"
     config = _hf_config(name, CONFIG_MAPPING[model_type], arch)
     return _text(name, AutoModel.from_config(config), config.vocab_size, arch)
+
+
+class _CausalLM(nn.Module):
+    """A transformers causal LM with a plain tensor signature: (input_ids, attention_mask) -> the logits of
+    the last position, float32 (the prefill's next-token distribution: what parity compares). Generation
+    engines drive ``model`` itself, with its KV cache (inferbench.engines.generation)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        return logits[:, -1, :].float()
+
+
+@register_family("llm")
+def llm_decoder(model_type: str, workload: str | None = None, **arch: Any) -> ModelSpec:
+    """Any transformers decoder LM by model type (workload ``llm:<model_type>``, or a declared workload
+    built as it): its default configuration, or the shape in DECODER_SHAPES (llama: TinyLlama-1.1B), with
+    ``arch`` over it; random weights; the prompt's token ids in, the last position's logits out."""
+    from transformers import AutoModelForCausalLM
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from inferbench.core.workloads import DECODER_SHAPES
+
+    name = workload or f"llm:{model_type}"
+    config = _hf_config(name, CONFIG_MAPPING[model_type], {**DECODER_SHAPES.get(model_type, {}), **arch})
+    model = AutoModelForCausalLM.from_config(config)
+    inputs = (
+        InputSpec("input_ids", ("batch", "seq"), "int64", "tokens", config.vocab_size),
+        InputSpec("attention_mask", ("batch", "seq"), "int64", "mask"),
+    )
+    return ModelSpec(name, _CausalLM(model), inputs, "next_token_logits", dict(arch))

@@ -27,10 +27,39 @@ def make_reference(
     feed = make_inputs(inputs, rows, seq_len, REFERENCE_SEED)
     import torch
 
+    tensors = {k: torch.from_numpy(v) for k, v in feed.items()}
     with torch.inference_mode():
-        output = spec.module(**{k: torch.from_numpy(v) for k, v in feed.items()}).float().numpy()
+        output = spec.module(**tensors).float().numpy()
+    extra = {}
+    if spec.output_name == "next_token_logits":  # a decoder: its greedy tokens too, through transformers' generate
+        extra["tokens"] = greedy_tokens(spec.module.model, tensors, REFERENCE_TOKENS)
     with atomic_path(out) as tmp, tmp.open("wb") as fh:
-        np.savez(fh, output=output, **{f"input_{k}": v for k, v in feed.items()})
+        np.savez(fh, output=output, **extra, **{f"input_{k}": v for k, v in feed.items()})
+
+
+#: the greedy tokens a decoder's reference keeps: a generation cell's first tokens must equal them
+REFERENCE_TOKENS = 8
+
+
+def greedy_tokens(model: Any, feed: dict[str, Any], count: int) -> np.ndarray:
+    """``count`` tokens per row picked greedily by transformers' ``generate`` (no stop before ``count``)."""
+    import torch
+
+    with torch.inference_mode():
+        out = model.generate(
+            **feed, max_new_tokens=count, min_new_tokens=count, do_sample=False, pad_token_id=0
+        )  # fmt: skip
+    return out[:, feed["input_ids"].shape[1] :].numpy()
+
+
+def load_reference_tokens(path: str | Path, batch: int) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+    """A decoder's reference prompts and greedy tokens, tiled to ``batch`` rows (None: not a decoder's)."""
+    with np.load(path) as data:
+        if "tokens" not in data.files:
+            return None
+        tokens = data["tokens"]
+    inputs, _ = load_reference(path, batch)
+    return inputs, tokens[np.arange(batch) % tokens.shape[0]]
 
 
 def load_reference(path: str | Path, batch: int) -> tuple[dict[str, np.ndarray], np.ndarray]:

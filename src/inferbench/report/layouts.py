@@ -51,6 +51,11 @@ LAYOUTS: dict[str, Layout] = {
         ("p50",),
         (),
     ),
+    "generation": Layout(
+        "inferbench.report.generation:generation_section",
+        ("p50",),  # of requests; TTFT and TPOT show p50 and p99 of their own samples
+        (),
+    ),
     "serving": Layout(
         "inferbench.report.serving:serving_section",
         ("p50", "p99"),  # LoadGen's own, over its queries (inferbench.scenarios.serving)

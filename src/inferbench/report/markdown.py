@@ -315,6 +315,7 @@ def build_report(
     everything = with_scenario(summary)
     # serving cells (LoadGen) have their own sections: their latency includes queueing
     frames = split_scenarios(everything)
+    # generation cells (a request, token by token) have theirs: their study section (report.generation)
     summary, serving = pd.concat([frames.single, frames.training], ignore_index=True), frames.serving
     counts = everything["status"].value_counts().to_dict()
     measured = summary[summary["status"].isin(["ok", "invalid"])]

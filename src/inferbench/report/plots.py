@@ -29,6 +29,7 @@ PLOTS_BY_KIND = {
     "tabular": ["latency_per_item", "throughput"],
     "vision": ["latency_per_item", "throughput"],
     "text": ["latency_per_item", "throughput", "latency_vs_seq"],
+    "decoder": [],  # a generation section shows tables (inferbench.report.generation)
 }
 _PALETTE = plt.get_cmap("tab20").colors
 _STYLES = {"cpu": "-", "cuda": "--"}

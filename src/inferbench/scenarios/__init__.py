@@ -5,7 +5,8 @@ This module is the scenario axis, declared once (light: the Snakefile, the confi
 the cell paths read it): each scenario names the function that measures a prepared cell
 (``"module:function"``, imported only when a cell runs, like an engine's class) and the suffix its cells'
 paths carry. Cells of training engines are measured by ``TRAINING`` (one call is a training step or an
-epoch); their key's scenario is ``single``, the value their paths have always had.
+epoch), cells of generation engines by ``GENERATION`` (one call is a request: a prompt, then tokens one
+by one); their key's scenario is ``single``, the value their paths have always had.
 """
 
 from __future__ import annotations
@@ -56,12 +57,20 @@ TRAINING = ScenarioInfo(
 )
 
 
+#: how cells of generation engines (EngineInfo.mode "generate") are measured
+GENERATION = ScenarioInfo(
+    "inferbench.scenarios.generation:measure",
+    "requests answered one after another: time to first token, time per output token, request latency",
+)
+
+
 def scenario_info(scenario: str, mode: str = "inference") -> ScenarioInfo:
-    """What measures a cell of ``scenario`` whose engine runs in ``mode`` (inference or train)."""
+    """What measures a cell of ``scenario`` whose engine runs in ``mode`` (inference, train or generate)."""
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario must be one of {tuple(SCENARIOS)}, got {scenario!r}")
-    if mode == "train":
+    own = {"train": TRAINING, "generate": GENERATION}
+    if mode in own:
         if scenario != "single":
-            raise ValueError(f"a training engine's cells are timed one step at a time, not as {scenario!r}")
-        return TRAINING
+            raise ValueError(f"a {mode} engine's cells are timed by their own scenario, not as {scenario!r}")
+        return own[mode]
     return SCENARIOS[scenario]

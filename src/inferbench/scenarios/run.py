@@ -97,7 +97,7 @@ def _measure(
     beat("preparing the engine (load, build or compile, first call)")
     engine, specs, batches, cold = prepare_engine(request)
     beat("checking parity against FP32 eager")
-    parity, problems = check_parity(engine, request) if info.mode == "inference" else (None, [])
+    parity, problems = check_parity(engine, request) if info.mode != "train" else (None, [])
     cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs)
     beat(f"measuring ({key.scenario} scenario: warm-up, timed calls)")
     measured: Measured = _scenario_function(key.scenario, info.mode)(cell)

@@ -97,9 +97,18 @@ def machine_peaks(device: str, gemm_size: int | None = None, copy_mib: int | Non
             lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), synchronize, 10
         )
         peaks["gemm_flops_per_s"]["fp8"] = 2 * n**3 / seconds
+    peaks["copy_bytes_per_s"] = copy_bandwidth(device, copy_bytes)
+    peaks["torch"] = torch.__version__
+    return peaks
+
+
+def copy_bandwidth(device: str, copy_bytes: int | None = None) -> float:
+    """The best bandwidth of a copy within ``device``'s memory here and now: bytes read + written per second."""
+    import torch
+
+    copy_bytes = copy_bytes or (2048 if device == "cuda" else 256) * 2**20
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     source = torch.empty(copy_bytes // 4, device=device, dtype=torch.float32)
     target = torch.empty_like(source)
     seconds = _best_seconds(lambda: target.copy_(source), synchronize, 10)
-    peaks["copy_bytes_per_s"] = 2 * copy_bytes / seconds
-    peaks["torch"] = torch.__version__
-    return peaks
+    return 2 * copy_bytes / seconds

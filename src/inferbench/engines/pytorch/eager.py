@@ -57,7 +57,7 @@ class TorchEngine(Engine):
         # fp8: bf16 weights and activations, fp8 linear layers swapped in by torchao (no autocast form)
         self.precision_mode = "cast" if self.precision == "fp8" else self.options["precision_mode"]
         self.low_dtype = LOW_PRECISION.get(self.precision)
-        self.channels_last = self.options["channels_last"] and any(len(i.shape) == 4 for i in inputs)
+        self.channels_last = self.options.get("channels_last", False) and any(len(i.shape) == 4 for i in inputs)
         with self.cold_start("load_model"):
             spec, _ = load_checkpoint(artifact, self.device)
         module = spec.module.eval()
@@ -91,7 +91,7 @@ class TorchEngine(Engine):
         fp8 = f"torchao {self.options.get('fp8_scaling')} scaling, bf16 elsewhere"
         return super().computation(workload_kind) | {
             "precision_mode": None if fp32 else fp8 if self.precision == "fp8" else self.options["precision_mode"],
-            "channels_last": self.options["channels_last"] and workload_kind == "vision",
+            "channels_last": self.options.get("channels_last", False) and workload_kind == "vision",
             "tf32": self.options["tf32"] if fp32 and self.device == "cuda" else None,
         }
 

@@ -1,0 +1,48 @@
+"""Generation engines: a decoder LM (an ``llm:`` workload) answering a request token by token, greedy.
+
+A generation engine runs the model and keeps its KV cache; the generation scenario
+(inferbench.scenarios.generation) decides how a request is timed: ``start`` (the prefill: the prompt in,
+the first token out), then ``step`` once per further token. The code is in this package's modules,
+imported only when a cell runs.
+"""
+
+from inferbench.engines.pytorch import COMPILE_MODES
+from inferbench.engines.spec import TF32, EngineInfo, Option, precision_mode
+
+#: what every generation engine takes: how many tokens a request generates (the output length)
+_GENERATION = {
+    "new_tokens": Option(int, 32, "tokens each request generates after its prompt (greedy, no stop at EOS)", minimum=2),
+    # fp16/bf16 weights, as LLMs are served
+    "precision_mode": precision_mode("cast"),
+    "tf32": TF32,
+}
+
+ENGINES = {
+    "hf_generate": EngineInfo(
+        "inferbench.engines.generation.transformers:HfGenerate",
+        ("cpu", "cuda"),
+        ("fp32", "fp16", "bf16"),
+        "checkpoint",
+        "transformers eager: the model's forward with its dynamic KV cache, one token per step, greedy on the device",
+        mode="generate",
+        workload_kinds=("decoder",),
+        libraries=("torch", "transformers"),
+        options=dict(_GENERATION),
+    ),
+    "hf_generate_static": EngineInfo(
+        "inferbench.engines.generation.transformers:HfGenerateStatic",
+        ("cpu", "cuda"),
+        ("fp32", "fp16", "bf16"),
+        "checkpoint",
+        "transformers with a static KV cache and the decode step under torch.compile (reduce-overhead: CUDA "
+        "graphs on a GPU), as transformers documents; the prefill runs eager",
+        mode="generate",
+        workload_kinds=("decoder",),
+        libraries=("torch", "transformers"),
+        options={
+            **_GENERATION,
+            "mode": Option(str, "reduce-overhead", "torch.compile mode of the decode step", COMPILE_MODES),
+        },
+        compiles=True,
+    ),
+}

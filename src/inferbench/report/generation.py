@@ -1,0 +1,98 @@
+"""The report section of a study with layout ``generation``: a decoder's requests, token by token
+(inferbench.scenarios.generation): time to first token and time per output token against prompt length
+and batch, decode tokens per second against batch (where batching pays), engines side by side, and how
+far each decode step is from its memory-bandwidth floor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from inferbench.analysis.summary import split_scenarios
+from inferbench.report.tables import fmt, markdown_table
+from inferbench.report.text import escape_markdown
+
+COLUMNS = [
+    ("engine", "engine"),
+    ("precision", "precision"),
+    ("device", "device"),
+    ("batch_size", "batch"),
+    ("seq_len", "prompt"),
+    ("gen_new_tokens", "new tokens"),
+    ("status", "status"),
+    ("gen_ttft_p50_ms", "TTFT p50 ms"),
+    ("gen_ttft_p99_ms", "TTFT p99 ms"),
+    ("gen_tpot_p50_ms", "TPOT p50 ms"),
+    ("gen_tpot_p99_ms", "TPOT p99 ms"),
+    ("gen_decode_tokens_per_s_per_sequence", "tokens/s per sequence"),
+    ("gen_decode_tokens_per_s", "tokens/s"),
+    ("latency_p50_ms", "request p50 ms"),
+    ("gen_decode_floor_ms", "decode floor ms"),
+    ("gen_decode_floor_share", "floor / TPOT"),
+    ("gen_kv_cache_mb", "KV cache MB"),
+    ("gen_weights_mb", "weights MB"),
+    ("gen_decode_read_mb", "read per step MB"),
+    ("gen_token_parity", "tokens = FP32 eager"),
+    ("n_iters", "requests"),
+]
+
+EXPLAINED = (
+    "One timed call is one request: the prompt (`prompt` tokens per row, `batch` rows), then `new tokens` "
+    "tokens per row picked greedily, with no stop at EOS. TTFT: the prefill, from the request's start to its "
+    "first token; TPOT: each further token, from the one before (on a GPU between CUDA events on the engine's "
+    "stream, the host issuing the next step without waiting); `request p50 ms`: token ids in from the host, "
+    "generated ids back on the host. Percentiles pool every request (TTFT) and every decode step (TPOT) of "
+    "the cell's processes; a p99 from fewer than 100 of them is –. `decode floor ms`: the bytes of weights "
+    "a decode step reads (`read per step MB`: all but the input embedding table, of which it reads a row per "
+    "token) over the read bandwidth of a copy measured in the same process: the least a step can take; `floor "
+    "/ TPOT`: 1 is at the memory bound (above 1 on a CPU whose caches hold the weights). `tokens = FP32 eager`: the "
+    "cell's first generated tokens equal those of transformers' `generate` on the FP32 model (else the cell "
+    "is invalid)."
+)
+
+
+def generation_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
+    """The answer lines of a generation study: per workload, the fastest decode and first token, and how
+    tokens per second grow with the batch; then the table of every cell."""
+    generation = split_scenarios(cells).generation
+    ok = generation[generation["status"] == "ok"]
+    out: list[str] = []
+    for workload, frame in ok.groupby("workload", sort=False):
+        name = escape_markdown(workload)
+        best = frame.loc[frame["gen_tpot_p50_ms"].idxmin()]
+        out.append(
+            f"- **{name}**: the shortest time per output token is {fmt(best['gen_tpot_p50_ms'])} ms "
+            f"({escape_markdown(_cell(best))}), {fmt(best['gen_decode_floor_share'])} of its memory-bandwidth "
+            f"floor ({fmt(best['gen_decode_floor_ms'])} ms)."
+        )
+        first = frame.loc[frame["gen_ttft_p50_ms"].idxmin()]
+        out.append(f"- **{name}**: the shortest time to first token is {fmt(first['gen_ttft_p50_ms'])} ms "
+                   f"({escape_markdown(_cell(first))}).")  # fmt: skip
+        out += _batching(name, frame)
+    out += ["", EXPLAINED, ""]
+    for workload, frame in generation.groupby("workload", sort=False):
+        order = frame.sort_values(["engine", "precision", "device", "batch_size", "seq_len"])
+        out += [f"**{escape_markdown(workload)}**:", "", markdown_table(order, COLUMNS), ""]
+    return out
+
+
+def _cell(row: pd.Series) -> str:
+    return f"{row['engine']} {row['precision']} {row['device']} b{row['batch_size']} prompt {row['seq_len']}"
+
+
+def _batching(name: str, frame: pd.DataFrame) -> list[str]:
+    """Where batching pays: aggregate decode tokens/s at the largest batch over batch 1, per series."""
+    out = []
+    for (engine, precision, device, prompt), series in frame.groupby(["engine", "precision", "device", "seq_len"]):
+        series = series.sort_values("batch_size")
+        if len(series) < 2 or series["batch_size"].iloc[0] != 1:
+            continue
+        low, high = series.iloc[0], series.iloc[-1]
+        gain = high["gen_decode_tokens_per_s"] / low["gen_decode_tokens_per_s"]
+        out.append(
+            f"- **{name}** {escape_markdown(f'{engine} {precision} {device} prompt {prompt}')}: batch "
+            f"{high['batch_size']} decodes {fmt(gain)}× the tokens/s of batch 1 ({fmt(high['gen_tpot_p50_ms'])} "
+            f"against {fmt(low['gen_tpot_p50_ms'])} ms per step)."
+        )
+    return out

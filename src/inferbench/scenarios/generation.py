@@ -1,0 +1,209 @@
+"""The generation scenario: a decoder LM answers requests one after another, each a prompt of the cell's
+sequence length for each row of the batch, then ``new_tokens`` tokens (the engine's option) picked
+greedily, with no stop at EOS, so that every request does the same work.
+
+A request is timed three ways:
+
+- **time to first token** (TTFT): the prefill (the prompt through the model, its KV cache filled, the
+  first token picked), from the request's start to its first token;
+- **time per output token** (TPOT): each further step, from the previous token to this one;
+- **request latency** (the cell's ``latency_ms``, boundary ``end_to_end``): host token ids in, the
+  generated token ids back on the host.
+
+On a GPU, TTFT and each step are the times between CUDA events recorded on the engine's stream after
+each token, and the host issues the next step without waiting (tokens are picked on the device, as in a
+server's decode loop), so an idle gap while the host issues a step counts in that step: what a user
+waits per token. On the CPU every step is timed on the host clock. From these: decode tokens per second
+per sequence (1 / TPOT p50) and in aggregate (the batch's rows), the KV cache's and the weights' bytes,
+and a roofline for decode: at batch 1 a step reads every weight once, so its floor is the weights' bytes
+(but the input embedding table's, of which it reads a row per token) over the read bandwidth of a copy
+measured here (inferbench.trackers.roofline.copy_bandwidth), and ``decode_floor_share`` is that floor
+over the TPOT p50 (1: at the memory bound; above 1 on a CPU whose caches hold the weights).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import numpy as np
+
+from inferbench.core.stats import latency_stats
+from inferbench.launch.watchdog import beat
+from inferbench.models.parity import load_reference_tokens
+from inferbench.scenarios.prepare import Measured, PreparedCell
+from inferbench.trackers import memory
+from inferbench.trackers.host_telemetry import HostWindow
+from inferbench.trackers.roofline import copy_bandwidth
+
+BOUNDARY = (
+    "one request: the prompt's token ids from the host, the prefill, then one decode step per further token "
+    "(greedy, a fixed count, no stop at EOS), the generated token ids back on the host; host clock"
+)
+
+
+class StepClock:
+    """The time of each token of a request: CUDA events on the engine's stream (GPU), else the host clock."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.marks: list[Any] = []
+
+    def mark(self) -> None:
+        if self.stream is None:
+            self.marks.append(time.perf_counter())
+        else:
+            import torch
+
+            event = torch.cuda.Event(enable_timing=True)
+            event.record(self.stream)
+            self.marks.append(event)
+
+    def intervals_s(self) -> list[float]:
+        """Seconds between consecutive marks (the GPU's events waited for)."""
+        if self.stream is None:
+            return [b - a for a, b in itertools.pairwise(self.marks)]
+        self.marks[-1].synchronize()
+        return [a.elapsed_time(b) * 1e-3 for a, b in itertools.pairwise(self.marks)]
+
+
+def generate_request(engine: Any, batch: dict[str, np.ndarray], stream: Any) -> tuple[float, list[float], float, Any]:
+    """One request: (TTFT s, each further token's s, the request's host-clock s, the engine's request)."""
+    clock = StepClock(stream)
+    start = time.perf_counter()
+    staged = engine.stage(batch)
+    clock.mark()
+    request = engine.start(staged)
+    clock.mark()
+    for _ in range(engine.new_tokens - 1):
+        request = engine.step(request)
+        clock.mark()
+    engine.generated(request)  # the tokens on the host: the request is answered
+    latency = time.perf_counter() - start
+    intervals = clock.intervals_s()
+    return intervals[0], intervals[1:], latency, request
+
+
+def generation_stats(ttft_s: np.ndarray, tpot_s: np.ndarray, batch: int) -> dict[str, Any]:
+    """TTFT and TPOT percentiles (ms) and decode tokens per second, per sequence and for the batch."""
+    ttft, tpot = latency_stats(ttft_s, batch), latency_stats(tpot_s, batch)
+    per_sequence = 1e3 / tpot["latency_ms"]["p50"]
+    return {
+        "ttft_ms": ttft["latency_ms"],
+        "ttft_ci95_ms": ttft["latency_ci95_ms"],
+        "tpot_ms": tpot["latency_ms"],
+        "tpot_ci95_ms": tpot["latency_ci95_ms"],
+        "requests": int(ttft_s.size),
+        "decode_steps": int(tpot_s.size),
+        "decode_tokens_per_s_per_sequence": per_sequence,
+        "decode_tokens_per_s": per_sequence * batch,
+    }
+
+
+def decode_roofline(read_bytes: int, copy_bytes_per_s: float, tpot_p50_ms: float) -> dict[str, float]:
+    """A decode step reads ``read_bytes`` of weights at least: its floor is them over the copy bandwidth
+    (read + write bytes per second, of which a step needs the read half)."""
+    read_bytes_per_s = copy_bytes_per_s / 2
+    floor_ms = read_bytes / read_bytes_per_s * 1e3
+    return {
+        "decode_floor_ms": floor_ms,
+        "decode_floor_share": floor_ms / tpot_p50_ms,
+        "read_bytes_per_s": read_bytes_per_s,
+    }
+
+
+def measure(cell: PreparedCell) -> Measured:
+    engine, key, settings = cell.engine, cell.key, cell.settings
+    gpu = key.device == "cuda"
+    stream = engine.stream() if gpu else None
+    batches = itertools.cycle(cell.batches)
+    # warm-up: whole requests until warmup_s has passed (one at least)
+    warm_start = time.perf_counter()
+    warmup = 0
+    while warmup == 0 or time.perf_counter() - warm_start < settings.warmup_s:
+        generate_request(engine, next(batches), stream)
+        warmup += 1
+    if gpu:
+        memory.reset_gpu_peak()
+    ttft: list[float] = []
+    tpot: list[float] = []
+    latencies: list[float] = []
+    host = HostWindow()
+    with cell.lock.exclusively(), host:
+        window_start = time.time()
+        started = time.perf_counter()
+        while len(latencies) < settings.min_iters_per_process or time.perf_counter() - started < settings.min_time_s:
+            first, steps, latency, request = generate_request(engine, next(batches), stream)
+            ttft.append(first)
+            tpot.extend(steps)
+            latencies.append(latency)
+            beat()
+        measured_s = time.perf_counter() - started
+        window = [window_start, time.time()]
+    # the first tokens against FP32 eager's, greedy from the reference prompts (the parity gate of tokens)
+    reference = load_reference_tokens(cell.inputs.reference, key.batch_size) if cell.inputs.reference else None
+    tokens_parity = token_parity(engine, *reference) if reference is not None else None
+    cache_bytes, weight_bytes, read_bytes = (
+        engine.cache_bytes(request),
+        engine.weight_bytes(),
+        engine.decode_read_bytes(),
+    )
+    samples = np.asarray(latencies)
+    items = key.batch_size * engine.new_tokens  # tokens a request generates
+    stats = latency_stats(samples, items)
+    generation = generation_stats(np.asarray(ttft), np.asarray(tpot), key.batch_size)
+    bandwidth = copy_bandwidth(key.device)
+    generation |= {
+        "new_tokens": engine.new_tokens,
+        "prompt_tokens": key.seq_len,
+        "kv_cache_mb": cache_bytes / 2**20,
+        "weights_mb": weight_bytes / 2**20,
+        "decode_read_mb": read_bytes / 2**20,
+        "copy_bytes_per_s": bandwidth,
+        **decode_roofline(read_bytes, bandwidth, generation["tpot_ms"]["p50"]),
+        "token_parity": tokens_parity,
+        # every sample, so that a cell's processes pool them (inferbench.launch.processes)
+        "samples_ms": {"ttft": [round(s * 1e3, 4) for s in ttft], "tpot": [round(s * 1e3, 4) for s in tpot]},
+    }
+    invalid = None
+    if tokens_parity is not None and not tokens_parity["equal"]:
+        invalid = (
+            f"generated tokens differ from FP32 eager's at token {tokens_parity['first_difference']} "
+            f"(of the first {tokens_parity['compared']})"
+        )
+    fields = {
+        "timing": "end_to_end",
+        "timing_description": BOUNDARY,
+        "clock": "host",
+        "items_per_call": items,
+        "input_batches": settings.input_batches,
+        "latency_ms": stats["latency_ms"],
+        "latency_ci95_ms": stats["latency_ci95_ms"],
+        "cv": stats["cv"],
+        "throughput_per_s": stats["throughput_per_s"],
+        "n_iters": stats["n_iters"],
+        "warmup_iters": warmup,
+        "measured_s": measured_s,
+        "measured_windows_unix": [window],
+        "host_telemetry": host.summary,
+        "generation": generation,
+        "end_to_end": {
+            "description": BOUNDARY,
+            "clock": "host",
+            **{k: stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
+        },
+    }
+    return Measured(fields, {"device": samples, "end_to_end": samples}, invalid)
+
+
+def token_parity(engine: Any, inputs: dict[str, np.ndarray], reference: np.ndarray) -> dict[str, Any]:
+    """The engine's greedy tokens from the reference prompts (tiled to the cell's batch) against those of
+    FP32 eager through transformers' own ``generate`` (the first ones: after a first difference the
+    sequences part by construction)."""
+    _, _, _, request = generate_request(engine, inputs, None)
+    tokens = engine.generated(request)
+    compared = min(tokens.shape[1], reference.shape[1])
+    differs = np.nonzero((tokens[:, :compared] != reference[:, :compared]).any(axis=0))[0]
+    first = int(differs[0]) if differs.size else None
+    return {"equal": first is None, "compared": compared, "first_difference": first}

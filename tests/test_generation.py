@@ -1,0 +1,182 @@
+"""Decoder LMs answering requests token by token (issue 33): the llm: family, the generation engines, the
+generation scenario's arithmetic and its token parity gate, and a cell through the runner."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+import yaml
+
+from inferbench.core.cells import CellKey
+from inferbench.core.settings import MeasureSettings
+from inferbench.core.workloads import workload_info
+from inferbench.engines.registry import engine_info
+from inferbench.launch.lock import MachineLock
+from inferbench.launch.processes import merge_repeats
+from inferbench.models import create_model
+from inferbench.models.parity import REFERENCE_TOKENS, make_reference
+from inferbench.models.registry import save_checkpoint
+from inferbench.plan.config import validate_config
+from inferbench.plan.grid import config_cells
+from inferbench.scenarios.generation import decode_roofline, generate_request, generation_stats, token_parity
+from inferbench.scenarios.prepare import CellInputs, CellRequest
+from inferbench.scenarios.run import run_cell
+from tests.conftest import REPO
+
+FAST = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=3, repeats=1)
+
+
+class FakeGenerator:
+    """A generation engine of known times: the prefill sleeps ``prefill_s``, each step ``step_s``."""
+
+    def __init__(self, prefill_s: float, step_s: float, new_tokens: int, tokens: list[int] | None = None) -> None:
+        self.prefill_s, self.step_s, self.new_tokens = prefill_s, step_s, new_tokens
+        self.tokens = tokens
+
+    def stage(self, batch):
+        return batch
+
+    def start(self, staged):
+        time.sleep(self.prefill_s)
+        return {"rows": len(staged["input_ids"]), "made": [self._token(0)]}
+
+    def step(self, request):
+        time.sleep(self.step_s)
+        request["made"].append(self._token(len(request["made"])))
+        return request
+
+    def _token(self, index: int) -> int:
+        return self.tokens[index] if self.tokens else 7
+
+    def generated(self, request):
+        return np.tile(np.asarray(request["made"]), (request["rows"], 1))
+
+
+def test_a_request_s_first_token_and_each_further_one_are_timed_apart():
+    engine = FakeGenerator(prefill_s=0.03, step_s=0.005, new_tokens=6)
+    batch = {"input_ids": np.zeros((2, 4), dtype=np.int64)}
+    ttft, steps, latency, request = generate_request(engine, batch, None)
+    assert len(steps) == engine.new_tokens - 1  # the first token comes from the prefill
+    assert ttft >= 0.03 and all(s >= 0.005 for s in steps)
+    assert ttft < 0.03 + 0.5 and max(steps) < 0.005 + 0.5  # sleeps overshoot on a busy machine, not by seconds
+    assert latency >= ttft + sum(steps)  # the request holds them all, staging and the copy back besides
+    assert engine.generated(request).shape == (2, engine.new_tokens)
+
+
+def test_ttft_tpot_and_tokens_per_second_follow_from_the_samples():
+    ttft = np.full(10, 0.020)
+    tpot = np.concatenate([np.full(150, 0.002), np.full(50, 0.004)])
+    stats = generation_stats(ttft, tpot, batch=4)
+    assert stats["ttft_ms"]["p50"] == pytest.approx(20.0) and stats["ttft_ms"]["p99"] is None  # 10 requests
+    assert stats["tpot_ms"]["p50"] == pytest.approx(2.0) and stats["tpot_ms"]["p99"] == pytest.approx(4.0)
+    assert stats["decode_tokens_per_s_per_sequence"] == pytest.approx(500.0)
+    assert stats["decode_tokens_per_s"] == pytest.approx(2000.0)  # four rows decode at once
+    assert stats["requests"] == 10 and stats["decode_steps"] == 200
+
+
+def test_the_decode_floor_is_the_weights_read_over_the_read_bandwidth():
+    # 1 GB read per step at a copy of 2 TB/s (read + write): 1 TB/s of reads, 1 ms a step at the least
+    roofline = decode_roofline(10**9, 2e12, tpot_p50_ms=1.25)
+    assert roofline["decode_floor_ms"] == pytest.approx(1.0)
+    assert roofline["decode_floor_share"] == pytest.approx(0.8)
+
+
+def test_token_parity_names_the_first_token_that_differs():
+    reference = np.array([[5, 6, 7, 8], [5, 6, 7, 8]])
+    inputs = {"input_ids": np.zeros((2, 3), dtype=np.int64)}
+    same = FakeGenerator(0, 0, 4, tokens=[5, 6, 7, 8])
+    assert token_parity(same, inputs, reference) == {"equal": True, "compared": 4, "first_difference": None}
+    parted = FakeGenerator(0, 0, 6, tokens=[5, 6, 9, 8, 1, 1])
+    assert token_parity(parted, inputs, reference) == {"equal": False, "compared": 4, "first_difference": 2}
+
+
+@pytest.fixture(scope="module")
+def qwen2(tmp_path_factory):
+    """A decoder of a model type the README does not name, shrunk by arch overrides alone."""
+    root = tmp_path_factory.mktemp("qwen2")
+    arch = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 512}  # fmt: skip
+    spec = create_model("llm:qwen2", **arch)
+    save_checkpoint(spec, root / "m.pt", seed=0)
+    (root / "m.json").write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
+    make_reference(root / "m.pt", spec.inputs, 8, 2, root / "ref.npz")
+    return {"spec": spec, "checkpoint": root / "m.pt", "meta": root / "m.json", "reference": root / "ref.npz"}
+
+
+def _run(tmp_path, artifacts, reference, engine="hf_generate", precision="fp32", options=None):
+    key = CellKey("llm:qwen2", engine, precision, "cpu", 2, 8, 1)
+    inputs = CellInputs(artifacts["meta"], artifacts["checkpoint"], reference)
+    request = CellRequest(key, {"engine": engine, "new_tokens": 6, **(options or {})}, inputs, FAST,
+                          {"max_rel_l2": 0.05})  # fmt: skip
+    lock = MachineLock()
+    lock.shared()
+    try:
+        return run_cell(request, tmp_path / key.relpath, lock)
+    finally:
+        lock.close()
+
+
+def test_a_decoder_of_any_transformers_type_generates_on_the_cpu_with_its_tokens_checked(qwen2, tmp_path):
+    assert workload_info("llm:qwen2").kind == "decoder"
+    with np.load(qwen2["reference"]) as data:
+        assert data["tokens"].shape == (2, REFERENCE_TOKENS)  # FP32 eager's greedy tokens, by generate()
+    record = _run(tmp_path, qwen2, qwen2["reference"])
+    assert record.status == "ok", record.reason
+    gen = record.generation
+    assert gen["token_parity"] == {"equal": True, "compared": 6, "first_difference": None}
+    assert gen["requests"] == record.n_iters >= 3 and gen["decode_steps"] == gen["requests"] * 5
+    assert gen["new_tokens"] == 6 and record.items_per_call == 2 * 6  # tokens a request makes
+    assert 0 < gen["decode_read_mb"] < gen["weights_mb"]  # untied: the input embedding is read a row at a time
+    assert gen["kv_cache_mb"] > 0 and gen["decode_floor_ms"] > 0
+    row = record.flatten()
+    assert row["mode"] == "generate" and row["gen_token_parity"] is True
+    assert row["gen_tpot_p50_ms"] == gen["tpot_ms"]["p50"] and row["latency_p50_ms"] >= row["gen_ttft_p50_ms"]
+
+
+def test_tokens_that_differ_from_fp32_eager_make_the_cell_invalid(qwen2, tmp_path):
+    with np.load(qwen2["reference"]) as data:
+        files = {name: data[name] for name in data.files}
+    files["tokens"] = files["tokens"].copy()
+    files["tokens"][:, 1] += 1  # FP32 eager's second token, changed
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, **files)
+    record = _run(tmp_path, qwen2, wrong)
+    assert record.status == "invalid"
+    assert "differ from FP32 eager's at token 1" in record.reason
+    assert record.generation["token_parity"]["first_difference"] == 1
+
+
+def test_every_process_s_samples_are_pooled_in_the_merged_record(qwen2, tmp_path):
+    first = _run(tmp_path / "a", qwen2, qwen2["reference"])
+    second = _run(tmp_path / "b", qwen2, qwen2["reference"])
+    samples = [{"device": np.full(r.n_iters, 0.01), "end_to_end": np.full(r.n_iters, 0.01)} for r in (first, second)]
+    merged, _ = merge_repeats([first, second], samples)
+    pooled = merged.generation
+    assert pooled["requests"] == first.generation["requests"] + second.generation["requests"]
+    steps = first.generation["samples_ms"]["tpot"] + second.generation["samples_ms"]["tpot"]
+    assert pooled["tpot_ms"]["p50"] == pytest.approx(float(np.median(steps)), rel=1e-3)
+
+
+def test_generation_engines_take_decoders_only_and_the_cpu_default_has_generation_cells():
+    assert engine_info("hf_generate").workload_kinds == ("decoder",)
+    assert engine_info("torch_eager").workload_kinds == ("tabular", "vision", "text")
+    config = validate_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
+    cells = config_cells(config, has_cuda=False)
+    generation = [c for c in cells if engine_info(config["engines"][c.engine]["engine"]).mode == "generate"]
+    assert generation and {c.workload for c in generation} == {"llama_mini"}
+    assert all(c.device == "cpu" and c.seq_len > 0 for c in generation)
+
+
+def test_the_static_cache_engine_compiles_its_decode_step_and_generates_fp32_eager_s_tokens(qwen2, tmp_path):
+    # on the CPU torch.compile's default mode (reduce-overhead's CUDA graphs need a GPU)
+    record = _run(tmp_path, qwen2, qwen2["reference"], engine="hf_generate_static", options={"mode": "default"})
+    assert record.status == "ok", record.reason
+    assert record.generation["token_parity"]["equal"] is True
+    assert record.cold_start_s["compile"] > 0 and record.computation["compile_mode"] == "default"
+    # the static cache is allocated once for the prompt and every new token: 2 rows x 2 KV heads x (8 + 6)
+    # positions x 16 dims, keys and values, 2 layers, fp32
+    assert record.generation["kv_cache_mb"] * 2**20 == pytest.approx(2 * 2 * 14 * 16 * 2 * 2 * 4)
