@@ -2,7 +2,8 @@
 # The README's install on the lent GPU machine, which has no network: `python -m pip install -e .`,
 # with pip finding what pyproject.toml declares among carried wheels (PIP_NO_INDEX / PIP_FIND_LINKS):
 #   .devw/        snakemake and its dependencies, onnxsim (../shared/gpu/build-wheelhouse.sh)
-#   .gpuwheels/   kaggle and its dependencies, six, nvidia-ml-py, setuptools (pip download, see README)
+#   .gpuwheels/   kaggle and its dependencies, six, nvidia-ml-py, setuptools, onnxruntime-genai-cuda
+#                 (pip download, see README)
 #   /tmp/ortp/    the onnxruntime-gpu wheel in five pieces, copied there by the five calls before this one
 # The machine comes with the CPU package onnxruntime preinstalled: it is removed first, as the README
 # says for an environment that already has it. Sourced by the scripts that run the workflow there;

@@ -22,7 +22,13 @@ from inferbench.models.parity import REFERENCE_TOKENS, make_reference
 from inferbench.models.registry import save_checkpoint
 from inferbench.plan.config import validate_config
 from inferbench.plan.grid import config_cells
-from inferbench.scenarios.generation import decode_roofline, generate_request, generation_stats, token_parity
+from inferbench.scenarios.generation import (
+    GATED_TOKENS,
+    decode_roofline,
+    generate_request,
+    generation_stats,
+    token_parity,
+)
 from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.run import run_cell
 from tests.conftest import REPO
@@ -89,9 +95,18 @@ def test_token_parity_names_the_first_token_that_differs():
     reference = np.array([[5, 6, 7, 8], [5, 6, 7, 8]])
     inputs = {"input_ids": np.zeros((2, 3), dtype=np.int64)}
     same = FakeGenerator(0, 0, 4, tokens=[5, 6, 7, 8])
-    assert token_parity(same, inputs, reference) == {"equal": True, "compared": 4, "first_difference": None}
+    assert token_parity(same, inputs, reference) == {
+        "equal": True, "compared": 4, "agreeing": 4, "first_difference": None
+    }  # fmt: skip
     parted = FakeGenerator(0, 0, 6, tokens=[5, 6, 9, 8, 1, 1])
-    assert token_parity(parted, inputs, reference) == {"equal": False, "compared": 4, "first_difference": 2}
+    assert token_parity(parted, inputs, reference) == {
+        "equal": False, "compared": 4, "agreeing": 2, "first_difference": 2
+    }  # fmt: skip
+    # at a low precision only the first token is gated: a later parting is reported, not judged
+    assert token_parity(parted, inputs, reference, gated=1) == {
+        "equal": True, "compared": 1, "agreeing": 2, "first_difference": 2
+    }  # fmt: skip
+    assert GATED_TOKENS["fp32"] is None and GATED_TOKENS["bf16"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +142,7 @@ def test_a_decoder_of_any_transformers_type_generates_on_the_cpu_with_its_tokens
     record = _run(tmp_path, qwen2, qwen2["reference"])
     assert record.status == "ok", record.reason
     gen = record.generation
-    assert gen["token_parity"] == {"equal": True, "compared": 6, "first_difference": None}
+    assert gen["token_parity"] == {"equal": True, "compared": 6, "agreeing": 6, "first_difference": None}
     assert gen["requests"] == record.n_iters >= 3 and gen["decode_steps"] == gen["requests"] * 5
     assert gen["new_tokens"] == 6 and record.items_per_call == 2 * 6  # tokens a request makes
     assert 0 < gen["decode_read_mb"] < gen["weights_mb"]  # untied: the input embedding is read a row at a time
@@ -180,3 +195,15 @@ def test_the_static_cache_engine_compiles_its_decode_step_and_generates_fp32_eag
     # the static cache is allocated once for the prompt and every new token: 2 rows x 2 KV heads x (8 + 6)
     # positions x 16 dims, keys and values, 2 layers, fp32
     assert record.generation["kv_cache_mb"] * 2**20 == pytest.approx(2 * 2 * 14 * 16 * 2 * 2 * 4)
+
+
+def test_onnx_runtime_genai_exports_once_and_generates_fp32_eager_s_tokens(qwen2, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the export is kept under results/engines/ort_genai, relative to the run
+    first = _run(tmp_path / "a", qwen2, qwen2["reference"], engine="ort_genai")
+    assert first.status == "ok", first.reason
+    assert first.generation["token_parity"]["equal"] and first.parity["rel_l2"] < 1e-3
+    exports = list((tmp_path / "results" / "engines" / "ort_genai").iterdir())
+    assert len(exports) == 1 and (exports[0] / "genai_config.json").exists() and exports[0].name.endswith("-fp32-cpu")
+    second = _run(tmp_path / "b", qwen2, qwen2["reference"], engine="ort_genai")
+    assert second.status == "ok" and second.cold_start_s["export"] < first.cold_start_s["export"]  # reused
+    assert len(list((tmp_path / "results" / "engines" / "ort_genai").iterdir())) == 1

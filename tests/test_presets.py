@@ -21,6 +21,8 @@ from tests.test_workflow import snakemake
 pytestmark = pytest.mark.slow
 
 PRESETS = REPO / "config" / "studies"
+LLAMA_TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
+LLAMA_TINY |= {"num_key_value_heads": 2, "vocab_size": 1024}
 SHRINK = {
     "models": {
         "mlp_lendingclub": {"arch": {"hidden": [8]}, "train": {"epochs": 1}},
@@ -29,6 +31,7 @@ SHRINK = {
             "arch": {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
         },
         "distilbert": {"arch": {"n_layers": 1, "dim": 32, "n_heads": 2, "hidden_dim": 64}},
+        "llama_mini": {"arch": LLAMA_TINY},
     },
     "datasets": {"lendingclub": {"rows": 3000}},
     "measure": {"warmup_s": 0.0, "min_time_s": 0.01, "min_iters": 3},
@@ -60,7 +63,7 @@ def test_every_preset_selects_defined_studies_and_every_seed_study_is_in_full():
     for name in names:
         run = preset_config(name)["run"]
         assert set(run) <= set(base["studies"]), name
-        if name not in ("full", "repeatability", "peak", "serving"):  # studies of their own, not seed studies
+        if name not in ("full", "repeatability", "peak", "serving", "llm"):  # studies of their own, not seed studies
             seed_studies |= set(run)
         for study in run:  # every study of a preset says what it answers and how its section looks
             assert base["studies"][study].get("question"), study
@@ -201,3 +204,18 @@ def test_gpu_only_presets_stop_with_a_clear_message_on_a_cpu_machine(tmp_path, n
     with pytest.raises(WorkflowError, match=r"have no cells on this machine: .* a GPU, and snakemake sees none"):
         snakemake(tmp_path, preset_config(name), dryrun=True)
     assert not (tmp_path / "results").exists()
+
+
+def test_llm_preset_gives_first_token_and_per_token_times_for_every_engine_on_the_cpu(workdir):
+    summary, report = run_preset(workdir, "llm")
+    generation = summary[summary["mode"] == "generate"]
+    # llm_gpu needs a GPU; on the CPU: llama_mini, three engines, fp32 and bf16, batch 1 and 4, two prompts
+    assert set(generation["engine"]) == {"hf_eager", "hf_static", "ort_genai"} and len(generation) == 24
+    assert (generation["status"] == "ok").all(), generation[["engine", "precision", "status", "reason"]]
+    assert generation["gen_token_parity"].all()  # every engine's first tokens are FP32 eager's
+    assert (generation["gen_tpot_p50_ms"] > 0).all() and (generation["gen_ttft_p50_ms"] > 0).all()
+    text = section(report, "llm_cpu")
+    assert "**llama_mini**: the shortest time per output token is" in text
+    assert "decodes" in text and "the tokens/s of batch 1" in text  # where batching pays
+    assert "| ort_genai | bf16 | cpu | 4 | 256 |" in text
+    assert "No cell of this study ran on this machine (it needs a GPU)." in section(report, "llm_gpu")

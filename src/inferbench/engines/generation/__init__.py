@@ -45,4 +45,20 @@ ENGINES = {
         },
         compiles=True,
     ),
+    "ort_genai": EngineInfo(
+        "inferbench.engines.generation.ort_genai:OrtGenAI",
+        ("cpu", "cuda"),
+        ("fp32", "fp16", "bf16"),
+        "checkpoint",
+        "ONNX Runtime GenAI: the decoder exported by its model builder, generated with its Generator (greedy)",
+        mode="generate",
+        workload_kinds=("decoder",),
+        libraries=("onnxruntime_genai", "torch", "transformers"),
+        options={
+            "new_tokens": _GENERATION["new_tokens"],
+            "model_dir": Option(
+                str, "results/engines/ort_genai", "where the builder's exports are kept", inside_workdir=True
+            ),
+        },
+    ),
 }

@@ -87,18 +87,26 @@ class HfGenerate(TorchEngine):
         return total
 
     def weight_bytes(self) -> int:
-        """The weights' bytes in memory."""
-        return sum(p.numel() * p.element_size() for p in self.lm.parameters())
+        return weight_bytes(self.lm)
 
     def decode_read_bytes(self) -> int:
-        """The weights' bytes a decode step reads: all of them but the input embedding table, of which a
-        step reads one row per token (unless it is tied to the output layer, which reads it whole)."""
-        total = self.weight_bytes()
-        embedding = self.lm.get_input_embeddings().weight
-        output = self.lm.get_output_embeddings()
-        if output is not None and output.weight.data_ptr() == embedding.data_ptr():
-            return total  # tied: parameters() lists it once, and the output layer reads all of it
-        return total - embedding.numel() * embedding.element_size()
+        return decode_read_bytes(self.lm)
+
+
+def weight_bytes(lm: torch.nn.Module, element_size: int | None = None) -> int:
+    """The weights' bytes in memory (at ``element_size`` bytes each, where another runtime holds them)."""
+    return sum(p.numel() * (element_size or p.element_size()) for p in lm.parameters())
+
+
+def decode_read_bytes(lm: torch.nn.Module, element_size: int | None = None) -> int:
+    """The weights' bytes a decode step reads: all of them but the input embedding table, of which a step
+    reads one row per token (unless it is tied to the output layer, which reads it whole)."""
+    total = weight_bytes(lm, element_size)
+    embedding = lm.get_input_embeddings().weight
+    output = lm.get_output_embeddings()
+    if output is not None and output.weight.data_ptr() == embedding.data_ptr():
+        return total  # tied: parameters() lists it once, and the output layer reads all of it
+    return total - embedding.numel() * (element_size or embedding.element_size())
 
 
 def _tensors(cache: Any) -> list[torch.Tensor]:

@@ -1,0 +1,156 @@
+"""ONNX Runtime GenAI (``onnxruntime-genai``): the decoder exported by its own model builder
+(``onnxruntime_genai.models.builder``, from the checkpoint's weights saved in transformers' layout) and
+generated with its ``Generator``, greedy, on the CPU or CUDA.
+
+The builder wants a tokenizer beside the weights; random-weight models have none, so a word-level one
+over the model's vocabulary stands in (ids in, ids out: nothing is ever tokenized). The export is made
+once per checkpoint, precision and device, under ``model_dir``, and reused by the cell's other processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inferbench.engines.base import Engine
+from inferbench.engines.generation.transformers import decode_read_bytes, weight_bytes
+from inferbench.models.registry import InputSpec, load_checkpoint
+
+#: the builder's precision for each of ours, and the bytes of one weight
+BUILDER_PRECISION = {"fp32": ("fp32", 4), "fp16": ("fp16", 2), "bf16": ("bf16", 2)}
+
+
+@dataclass
+class GenAIRequest:
+    generator: Any
+    prompt: int
+
+
+class OrtGenAI(Engine):
+    impl = "ort_genai"
+    graph = "onnx"
+    run_description = "the prefill through ONNX Runtime GenAI: the prompt appended, the last position's logits"
+
+    @classmethod
+    def unavailable_reason(cls, device: str, precision: str) -> str | None:
+        try:
+            import onnxruntime_genai as og
+        except ImportError as error:
+            return f"onnxruntime-genai is not installed here ({error}); pyproject.toml declares it"
+        if device == "cuda" and not og.is_cuda_available():
+            return "this onnxruntime-genai build has no CUDA (install onnxruntime-genai-cuda)"
+        return None
+
+    def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
+        import onnxruntime_genai as og
+
+        self.new_tokens = int(self.options["new_tokens"])
+        with self.cold_start("load_model"):
+            spec, _ = load_checkpoint(artifact, "cpu")
+        lm = spec.module.model
+        _, size = BUILDER_PRECISION[self.precision]
+        self._weights, self._read = weight_bytes(lm, size), decode_read_bytes(lm, size)
+        config = lm.config
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self._kv_bytes_per_position = 2 * config.num_hidden_layers * heads * head_dim * size
+        with self.cold_start("export"):
+            folder = self._export(artifact, lm)
+        genai_config = og.Config(str(folder))
+        genai_config.clear_providers()
+        if self.device == "cuda":
+            genai_config.append_provider("cuda")
+        elif self.threads > 0:
+            threads = {"intra_op_num_threads": self.threads, "inter_op_num_threads": 1}
+            genai_config.overlay(json.dumps({"model": {"decoder": {"session_options": threads}}}))
+        self.model = og.Model(genai_config)
+
+    def _export(self, artifact: Path | None, lm: Any) -> Path:
+        """The builder's export of this checkpoint at this precision and device (made once, then reused)."""
+        if artifact is None:
+            raise ValueError("ort_genai is prepared from the workload's checkpoint")
+        digest = hashlib.sha256(Path(artifact).read_bytes()).hexdigest()[:16]
+        precision, _ = BUILDER_PRECISION[self.precision]
+        folder = Path(self.options["model_dir"]) / f"{digest}-{precision}-{self.device}"
+        if (folder / "genai_config.json").exists():
+            return folder
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder.parent) as scratch:
+            weights, built = Path(scratch) / "hf", Path(scratch) / "onnx"
+            lm.save_pretrained(weights)
+            _stand_in_tokenizer(lm.config.vocab_size).save_pretrained(weights)
+            command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(weights), "-o", str(built),
+                       "-p", precision, "-e", self.device, "-c", str(Path(scratch) / "cache")]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            if done.returncode != 0 or not (built / "genai_config.json").exists():
+                raise RuntimeError(f"onnxruntime-genai's model builder failed: {done.stderr.strip()[-800:]}")
+            try:
+                os.replace(built, folder)  # whole or not at all: another process may look meanwhile
+            except OSError:
+                if not (folder / "genai_config.json").exists():
+                    raise
+            shutil.rmtree(weights, ignore_errors=True)
+        return folder
+
+    def stage(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        return np.ascontiguousarray(batch["input_ids"], dtype=np.int32)  # the generator takes host ids
+
+    def _generator(self, ids: np.ndarray) -> Any:
+        import onnxruntime_genai as og
+
+        params = og.GeneratorParams(self.model)
+        params.set_search_options(max_length=ids.shape[1] + self.new_tokens, do_sample=False, batch_size=ids.shape[0])
+        generator = og.Generator(self.model, params)
+        generator.append_tokens(ids)  # the prefill
+        return generator
+
+    def run(self, staged: np.ndarray) -> np.ndarray:
+        return self._generator(staged).get_logits()[:, -1, :].astype(np.float32)
+
+    def to_numpy(self, output: np.ndarray) -> np.ndarray:
+        return output
+
+    def start(self, staged: np.ndarray) -> GenAIRequest:
+        request = GenAIRequest(self._generator(staged), staged.shape[1])
+        return self.step(request)  # the first token is picked from the prefill's logits
+
+    def step(self, request: GenAIRequest) -> GenAIRequest:
+        request.generator.generate_next_token()
+        request.generator.get_next_tokens()  # the token on the host: the step is done (on a GPU too)
+        return request
+
+    def generated(self, request: GenAIRequest) -> np.ndarray:
+        rows = request.generator.get_next_tokens().shape[0]
+        sequences = [np.asarray(request.generator.get_sequence(row)) for row in range(rows)]
+        return np.stack(sequences)[:, request.prompt :]
+
+    def cache_bytes(self, request: GenAIRequest) -> int:
+        """The KV cache GenAI allocates: every position up to the request's longest, for each row."""
+        rows = request.generator.get_next_tokens().shape[0]
+        return rows * (request.prompt + self.new_tokens) * self._kv_bytes_per_position
+
+    def weight_bytes(self) -> int:
+        return self._weights
+
+    def decode_read_bytes(self) -> int:
+        return self._read
+
+
+def _stand_in_tokenizer(vocab_size: int) -> Any:
+    """A word-level tokenizer over ``vocab_size`` ids, for a builder that needs one beside the weights."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(vocab_size)}, unk_token="t0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="t0", bos_token="t1", eos_token="t2")
