@@ -23,6 +23,7 @@ over the TPOT p50 (1: at the memory bound; above 1 on a CPU whose caches hold th
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from typing import Any
@@ -34,6 +35,8 @@ from inferbench.launch.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
 from inferbench.scenarios.prepare import Measured, PreparedCell
 from inferbench.trackers import memory
+from inferbench.trackers.bound import classify
+from inferbench.trackers.gpu_telemetry import GpuTelemetry
 from inferbench.trackers.host_telemetry import HostWindow
 from inferbench.trackers.roofline import copy_bandwidth
 
@@ -118,29 +121,34 @@ def measure(cell: PreparedCell) -> Measured:
     gpu = key.device == "cuda"
     stream = engine.stream() if gpu else None
     batches = itertools.cycle(cell.batches)
-    # warm-up: whole requests until warmup_s has passed (one at least)
-    warm_start = time.perf_counter()
-    warmup = 0
-    while warmup == 0 or time.perf_counter() - warm_start < settings.warmup_s:
-        generate_request(engine, next(batches), stream)
-        warmup += 1
-    if gpu:
-        memory.reset_gpu_peak()
+    telemetry = GpuTelemetry.for_cuda_device() if gpu else None
     ttft: list[float] = []
     tpot: list[float] = []
     latencies: list[float] = []
     host = HostWindow()
-    with cell.lock.exclusively(), host:
-        window_start = time.time()
-        started = time.perf_counter()
-        while len(latencies) < settings.min_iters_per_process or time.perf_counter() - started < settings.min_time_s:
-            first, steps, latency, request = generate_request(engine, next(batches), stream)
-            ttft.append(first)
-            tpot.extend(steps)
-            latencies.append(latency)
-            beat()
-        measured_s = time.perf_counter() - started
-        window = [window_start, time.time()]
+    with cell.lock.exclusively():
+        # warm-up: whole requests until warmup_s has passed (one at least)
+        warm_start = time.perf_counter()
+        warmup = 0
+        while warmup == 0 or time.perf_counter() - warm_start < settings.warmup_s:
+            generate_request(engine, next(batches), stream)
+            warmup += 1
+        if gpu:
+            memory.reset_gpu_peak()
+        with host, telemetry or contextlib.nullcontext():
+            window_start = time.time()
+            started = time.perf_counter()
+            enough_s, enough_requests = settings.min_time_s, settings.min_iters_per_process
+            while len(latencies) < enough_requests or time.perf_counter() - started < enough_s:
+                first, steps, latency, request = generate_request(engine, next(batches), stream)
+                ttft.append(first)
+                tpot.extend(steps)
+                latencies.append(latency)
+                beat()
+            measured_s = time.perf_counter() - started
+            window = [window_start, time.time()]
+        # the copy that sets the decode floor: under the lock too, it would disturb a cell measuring beside it
+        bandwidth = copy_bandwidth(key.device)
     # the first tokens against FP32 eager's, greedy from the reference prompts (the parity gate of tokens)
     reference = load_reference_tokens(cell.inputs.reference, key.batch_size) if cell.inputs.reference else None
     gated = GATED_TOKENS.get(key.precision, 1)
@@ -154,7 +162,14 @@ def measure(cell: PreparedCell) -> Measured:
     items = key.batch_size * engine.new_tokens  # tokens a request generates
     stats = latency_stats(samples, items)
     generation = generation_stats(np.asarray(ttft), np.asarray(tpot), key.batch_size)
-    bandwidth = copy_bandwidth(key.device)
+    # the GPU's telemetry over the timed requests; who set the pace from NVML's busy share (a decode step
+    # syncs nowhere, but its launches are many small ones: no single call's launch share to read)
+    gpu_summary = telemetry.summary(items * len(latencies)) if telemetry else None
+    bound = None
+    if gpu:
+        busy = gpu_summary["gpu_busy_pct"] if gpu_summary else None
+        bound_class, signal = classify(None, busy, False)
+        bound = {"class": bound_class, "signal": signal, "launch_share": None, "gpu_busy_pct": busy}
     generation |= {
         "new_tokens": engine.new_tokens,
         "prompt_tokens": key.seq_len,
@@ -188,6 +203,9 @@ def measure(cell: PreparedCell) -> Measured:
         "measured_s": measured_s,
         "measured_windows_unix": [window],
         "host_telemetry": host.summary,
+        "gpu_telemetry": gpu_summary,
+        "bound": bound,
+        "memory_mb": {"gpu_process_peak_nvml": gpu_summary["process_peak_mb"] if gpu_summary else None},
         "generation": generation,
         "end_to_end": {
             "description": BOUNDARY,
