@@ -9,7 +9,10 @@ RUN_DIR holds a run brought back from another machine (e.g. the GPU machine's `c
 `data/processed/*.stats.json`); writes RUN_DIR/results/{summary.csv,summary.parquet,plots/,report.md}.
 
 `--summary` re-renders a committed summary: report.md and plots/ in its own folder (or `--out`), linked
-relatively so that the report renders on a code host. The summary itself is only read, never written:
+relatively so that the report renders on a code host. Where a report is already there, the sections a
+summary cannot make (datasets, models, profiles, the roofline: made from the run's records) and the
+method text (it describes the code that measured, not this checkout's) are kept from it, and the report
+says so. The summary itself is only read, never written:
 its fields are read as written (a host named NA, a commit such as 12345e7 stay text). Summaries
 written before the computation columns existed (graph, precision_mode, channels_last, compile_mode,
 cuda_graph, io_binding, tf32, fusions) get them, for the report, from the config's engine variants,
@@ -44,6 +47,9 @@ from inferbench.report.markdown import build_report, write_report
 from inferbench.report.plots import plot_every_workload, plot_serving
 
 REPO = Path(__file__).resolve().parents[1]
+#: sections of a report made from what a summary lacks (records, model and dataset metadata, profiles), and
+#: the method text, which describes the code that measured: a re-rendered report keeps the original's
+KEPT_SECTIONS = ("What was measured", "Datasets", "Models", "Profiles", "Distance to the limit (roofline)")
 
 
 def read_summary(path: Path) -> pd.DataFrame:
@@ -77,6 +83,41 @@ def backfill_computation(summary: pd.DataFrame, variants: dict[str, dict]) -> pd
     return frame[[*order[:at], *COMPUTATION_KEYS, *order[at:]]]
 
 
+def split_sections(text: str) -> list[tuple[str, str]]:
+    """A Markdown report as (level-2 heading, text of the section with its heading line) in order; the text
+    before the first heading has the heading ''."""
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            sections.append((line[3:].strip(), []))
+        sections[-1][1].append(line)
+    return [(heading, "".join(lines)) for heading, lines in sections]
+
+
+def keep_sections(fresh: str, original: str) -> str:
+    """``fresh`` with the sections of ``original`` named in KEPT_SECTIONS: in place of its own where it has
+    one, else after the section they followed in ``original`` (at the end if that one is gone); a line
+    after the preamble names them. ``fresh`` as it is where ``original`` has none."""
+    old = split_sections(original)
+    kept = {heading: text for heading, text in old if heading in KEPT_SECTIONS}
+    if not kept:
+        return fresh
+    out = [(heading, kept.get(heading, text)) for heading, text in split_sections(fresh)]
+    for at, (heading, text) in enumerate(old):
+        if heading not in kept or heading in dict(out):
+            continue
+        before = [i for i, (h, _) in enumerate(out) if h == old[at - 1][0]]
+        out.insert(before[0] + 1 if before else len(out), (heading, text))
+    names = ", ".join(f"'{h}'" for h in KEPT_SECTIONS if h in kept)
+    note = (
+        f"Re-rendered from the summary with later report code (`benchmarks/render_run.py --summary`): the "
+        f"verdicts are the one verdict rule's; {names} are the original report's, made from the run's records "
+        f"and by the code that measured.\n\n"
+    )
+    out[0] = (out[0][0], out[0][1] + note)
+    return "".join(text if text.endswith("\n") else text + "\n" for _, text in out)
+
+
 def load_config(configfile: Path | None, gpu: bool) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The config (config/config.yaml with ``configfile`` merged in) and its studies, devices resolved."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -100,8 +141,10 @@ def render_summary(
     report = out_dir / "report.md"
     # the report from the table read here, not from the file again: its fields as written
     text = build_report(summary, written, report_dir=out_dir, studies=studies)
+    if report.exists():  # what the summary cannot make again stays as the run's own report had it
+        text = keep_sections(text, report.read_text())
     with atomic_path(report) as tmp:
-        tmp.write_text(text + "\n")
+        tmp.write_text(text.rstrip("\n") + "\n")
     print(f"{len(summary)} cells -> {report}")
     return report
 

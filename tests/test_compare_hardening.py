@@ -369,3 +369,25 @@ def test_a_summary_copied_elsewhere_renders_beside_itself_by_default(tmp_path):
     assert csv.read_bytes() == source.read_bytes()
     assert {p.name for p in tmp_path.iterdir()} <= {"report.md", "summary.csv", "plots"}
     assert (tmp_path / "report.md").read_text().startswith("# inferbench report")
+
+
+def test_a_re_rendered_report_keeps_what_a_summary_cannot_make_from_the_report_it_replaces(render_run):
+    """Models, profiles and the method text come from the run's records and the code that measured: a
+    summary re-rendered with later report code keeps them from the run's own report, in their place."""
+    original = (
+        "# inferbench report\n\nGenerated then.\n\n## Headline\n\nold verdict\n\n## What was measured\n\nthe old way\n\n"
+        "## Environment\n\nold env\n\n## Models\n\n| model |\n\n## All cells by workload\n\nold cells\n"
+    )
+    fresh = (
+        "# inferbench report\n\nGenerated now.\n\n## Headline\n\none verdict\n\n## What was measured\n\nthe new way\n\n"
+        "## Environment\n\nenv\n\n## All cells by workload\n\ncells\n"
+    )
+    once = render_run.keep_sections(fresh, original)
+    headings = [h for h, _ in render_run.split_sections(once)]
+    assert headings == ["", "Headline", "What was measured", "Environment", "Models", "All cells by workload"]
+    assert "one verdict" in once and "old verdict" not in once  # the verdicts are the new code's
+    assert "the old way" in once and "the new way" not in once  # the method is the measuring code's
+    assert "'What was measured', 'Models' are the original report's" in once
+    # re-rendering the re-rendered report changes nothing: one note, the same sections
+    assert render_run.keep_sections(fresh, once) == once
+    assert render_run.keep_sections(fresh, fresh.replace("## What was measured\n\nthe new way\n\n", "")) == fresh
