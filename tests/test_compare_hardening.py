@@ -375,7 +375,8 @@ def test_a_re_rendered_report_keeps_what_a_summary_cannot_make_from_the_report_i
     """Models, profiles and the method text come from the run's records and the code that measured: a
     summary re-rendered with later report code keeps them from the run's own report, in their place."""
     original = (
-        "# inferbench report\n\nGenerated then.\n\n## Headline\n\nold verdict\n\n## What was measured\n\nthe old way\n\n"
+        "# inferbench report\n\nGenerated then.\n\n## Headline\n\nold verdict\n\n"
+        "## What was measured\n\nthe old way\n\n"
         "## Environment\n\nold env\n\n## Models\n\n| model |\n\n## All cells by workload\n\nold cells\n"
     )
     fresh = (

@@ -62,8 +62,8 @@ def test_default_config_is_valid_and_gets_defaults():
         ),
         (
             lambda c: c["engines"].update(trt={"engine": "tensorrt9"}),
-            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: hf_generate, hf_generate_static, ort_genai, "
-            r"noop, ort_cpu, ort_cuda, ort_trt, torch_eager, torchscript, torch_compile, torch_cudagraph, "
+            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: hf_generate, hf_generate_static, "
+            r"ort_genai, noop, ort_cpu, ort_cuda, ort_trt, torch_eager, torchscript, torch_compile, torch_cudagraph, "
             r"torch_train, torch_train_epoch, tensorrt$",
         ),
         (lambda c: c.update(run=["tabular", "nope"]), r"run\[1\]: unknown study 'nope'"),
