@@ -138,6 +138,8 @@ def render_summary(
     only read; return the report's path."""
     summary = backfill_computation(read_summary(summary_csv), config["engines"])
     written = plot_every_workload(summary, out_dir / "plots", list(config["engines"])) if plots else []
+    # a serving plot is made from every LoadGen run in the records, which a summary lacks: the run's own stays
+    written += sorted((out_dir / "plots").glob(f"*/{SERVING_PLOT}"))
     report = out_dir / "report.md"
     # the report from the table read here, not from the file again: its fields as written
     text = build_report(summary, written, report_dir=out_dir, studies=studies)

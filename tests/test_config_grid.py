@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from inferbench.core.cells import CellKey
+from inferbench.engines.registry import ENGINES
 from inferbench.plan.config import ConfigError, validate_config
 from inferbench.plan.grid import cell_serving, config_cells, resolve_devices
 from tests.conftest import REPO
@@ -62,9 +63,8 @@ def test_default_config_is_valid_and_gets_defaults():
         ),
         (
             lambda c: c["engines"].update(trt={"engine": "tensorrt9"}),
-            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: hf_generate, hf_generate_static, "
-            r"ort_genai, noop, ort_cpu, ort_cuda, ort_trt, torch_eager, torchscript, torch_compile, torch_cudagraph, "
-            r"torch_train, torch_train_epoch, tensorrt$",
+            # every implementation the registry found, in its order (each family's package adds its own)
+            r"engines\.trt\.engine: 'tensorrt9' is not allowed; allowed values: " + ", ".join(ENGINES) + "$",
         ),
         (lambda c: c.update(run=["tabular", "nope"]), r"run\[1\]: unknown study 'nope'"),
         (lambda c: c["measure"].update(min_iters="ten"), r"measure\.min_iters: 'ten' has the wrong type"),
@@ -137,10 +137,12 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
     cpu_cells = config_cells(cfg, has_cuda=False)
     assert {c.device for c in cpu_cells} == {"cpu"}
     assert {c.engine for c in cpu_cells} == {
-        "noop", "torch_eager", "ort_cpu", "train_epoch", "train_epoch_loader", "hf_eager"
+        "noop", "torch_eager", "ort_cpu", "openvino", "train_epoch", "train_epoch_loader", "hf_eager"
     }  # fmt: skip
     # 12 tabular + 8 vision + 16 text (text_seq shares 4 with text) + 2 int8 + 2 training epochs + 2 generation
-    assert len(cpu_cells) == 42
+    # + 11 cpu_engines (OpenVINO fp32 and int8, ORT int8, on 4 workloads; ORT int8 LendingClub shared with int8)
+    assert len(cpu_cells) == 53
+    assert {c.precision for c in cpu_cells if c.engine == "openvino"} == {"fp32", "int8"}
     assert {c.precision for c in cpu_cells if c.engine == "ort_cpu"} == {"fp32", "int8"}
     gpu_cells = config_cells(cfg, has_cuda=True)
     # on the CPU there stay ORT CPU (cpu_int8) and the training study's CPU half (the GPU/CPU speed-up)

@@ -162,7 +162,7 @@ def test_parity_gate_marks_a_wrong_engine_invalid_and_keeps_timings(bert, tmp_pa
 
 
 def test_ort_cold_start_includes_making_the_onnx_file(tmp_path):
-    from inferbench.engines.ort.engine import onnx_build_costs
+    from inferbench.models.onnx_costs import onnx_build_costs
 
     (tmp_path / "bert_base.export.json").write_text(json.dumps({"export_s": 30.5, "simplify_s": 4.0}))
     (tmp_path / "bert_base.int8.json").write_text(json.dumps({"convert_s": 7.25}))

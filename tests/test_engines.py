@@ -68,6 +68,52 @@ def test_bf16_autocast_changes_precision_on_cpu(artifacts):
     assert 0 < relative_l2(low, full) < 0.1  # close, but really computed in lower precision
 
 
+@pytest.mark.parametrize("static_shapes", [True, False])
+def test_openvino_computes_what_torch_computes_in_strict_fp32(artifacts, static_shapes):
+    spec = artifacts["spec"]
+    feed = make_inputs(spec.inputs, 3, 12, 0)
+    reference = _engine("torch_eager", artifacts["checkpoint"], spec, example=feed)
+    engine = _engine("openvino", artifacts["onnx"], spec, example=feed, static_shapes=static_shapes)
+    out = engine.to_numpy(engine.run(engine.stage(feed)))
+    assert out.shape == (3, 12, 32)
+    assert relative_l2(out, reference.to_numpy(reference.run(reference.stage(feed)))) < 1e-5
+    described = engine.describe()
+    # what the plugin runs with is read back, not assumed: fp32 stays fp32 (never the CPU's bf16 default)
+    assert described["compiled"]["INFERENCE_PRECISION_HINT"] == "f32"
+    assert described["compiled"]["INFERENCE_NUM_THREADS"] == "1" and described["compiled"]["NUM_STREAMS"] == "1"
+    assert engine.takes_any_batch is not static_shapes
+    assert {"read", "compile"} <= set(engine.cold_start_s)
+    assert engine.computation("text")["graph"] == "openvino"
+
+
+def test_openvino_runs_the_int8_export(artifacts, tmp_path):
+    from inferbench.models.export import quantize_int8
+
+    spec = artifacts["spec"]
+    feed = make_inputs(spec.inputs, 2, 8, 0)
+    quantize_int8(artifacts["onnx"], tmp_path / "m.int8.onnx")
+    full = _engine("openvino", artifacts["onnx"], spec, example=feed)
+    int8 = _engine("openvino", tmp_path / "m.int8.onnx", spec, precision="int8", example=feed)
+    low, reference = (e.to_numpy(e.run(e.stage(feed))) for e in (int8, full))
+    assert 0 < relative_l2(low, reference) < 0.05  # close, but really quantized
+    assert int8.computation("text")["precision_mode"] == "dynamic quantization"
+
+
+def test_openvino_is_unavailable_with_the_reason_where_it_cannot_run(monkeypatch):
+    import importlib.util
+
+    from inferbench.engines.openvino import engine as openvino_engine
+
+    cls = load_engine_class("openvino")
+    monkeypatch.setattr(openvino_engine, "cpu_capabilities", lambda: ["FP32", "INT8"])
+    reason = cls.unavailable_reason("cpu", "bf16")
+    assert reason and "does not compute in bf16" in reason and "FP32, INT8" in reason
+    assert cls.unavailable_reason("cpu", "fp32") is None and cls.unavailable_reason("cpu", "int8") is None
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "openvino" else real_find_spec(n, *a))
+    assert "openvino is not installed" in cls.unavailable_reason("cpu", "fp32")
+
+
 @pytest.mark.skipif(not NO_CUDA, reason="checks the no-GPU path")
 def test_cuda_is_unavailable_with_reason_here():
     for impl in ("torch_eager", "noop"):
@@ -80,7 +126,7 @@ def test_registry_finds_every_family_and_each_engine_names_its_class():
     assert engine_info("ort_cpu").devices == ("cpu",) and engine_info("ort_cpu").artifact == "onnx"
     assert engine_info("torch_eager").artifact == "checkpoint"
     families = {info.module.split(".")[2] for info in ENGINES.values()}
-    assert families == {"generation", "noop", "ort", "pytorch", "tensorrt"}
+    assert families == {"generation", "noop", "openvino", "ort", "pytorch", "tensorrt"}
     for impl, info in ENGINES.items():  # each engine's class is in its own family's package
         assert info.module.startswith("inferbench.engines.") and info.target.count(":") == 1, impl
     assert load_engine_class("torch_eager").impl == "torch_eager"
@@ -100,7 +146,9 @@ def _run(key, variant, artifacts, artifact, tmp_path, settings=FAST):
     return record, np.load(samples_path(out))
 
 
-@pytest.mark.parametrize(("impl", "artifact"), [("torch_eager", "checkpoint"), ("ort_cpu", "onnx"), ("noop", None)])
+@pytest.mark.parametrize(
+    ("impl", "artifact"), [("torch_eager", "checkpoint"), ("ort_cpu", "onnx"), ("openvino", "onnx"), ("noop", None)]
+)
 def test_run_cell_ok_record(impl, artifact, artifacts, tmp_path):
     key = CellKey("bert_base", impl, "fp32", "cpu", 2, 16, 1)
     record, samples = _run(key, {"engine": impl}, artifacts, artifacts.get(artifact), tmp_path)

@@ -11,11 +11,11 @@ import pytest
 
 from inferbench.core.cells import CellKey
 from inferbench.core.settings import MeasureSettings
-from inferbench.engines.ort.engine import onnx_build_costs
 from inferbench.engines.registry import load_engine_class, onnx_path, option_problems
 from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model, make_inputs
 from inferbench.models.fusions import attention_shape, eager_attention, export_fused
+from inferbench.models.onnx_costs import onnx_build_costs
 from inferbench.models.parity import make_reference
 from inferbench.models.registry import save_checkpoint
 from inferbench.scenarios.prepare import CellInputs, CellRequest

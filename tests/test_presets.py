@@ -211,11 +211,16 @@ def test_llm_preset_gives_first_token_and_per_token_times_for_every_engine_on_th
     generation = summary[summary["mode"] == "generate"]
     # llm_gpu needs a GPU; on the CPU: llama_mini, three engines, fp32 and bf16, batch 1 and 4, two prompts
     assert set(generation["engine"]) == {"hf_eager", "hf_static", "ort_genai"} and len(generation) == 24
-    assert (generation["status"] == "ok").all(), generation[["engine", "precision", "status", "reason"]]
-    assert generation["gen_token_parity"].all()  # every engine's first tokens are FP32 eager's
-    assert (generation["gen_tpot_p50_ms"] > 0).all() and (generation["gen_ttft_p50_ms"] > 0).all()
+    # ONNX Runtime's CPU provider cannot run the GenAI builder's bf16 graph: those cells say so
+    cpu_bf16 = (generation["engine"] == "ort_genai") & (generation["precision"] == "bf16")
+    assert (generation.loc[cpu_bf16, "status"] == "unavailable").all() and cpu_bf16.sum() == 4
+    assert generation.loc[cpu_bf16, "reason"].str.contains("no bf16 kernels").all()
+    measured = generation[~cpu_bf16]
+    assert (measured["status"] == "ok").all(), measured[["engine", "precision", "status", "reason"]]
+    assert measured["gen_token_parity"].all()  # every engine's first tokens are FP32 eager's
+    assert (measured["gen_tpot_p50_ms"] > 0).all() and (measured["gen_ttft_p50_ms"] > 0).all()
     text = section(report, "llm_cpu")
     assert "**llama_mini**: the shortest time per output token is" in text
     assert "decodes" in text and "the tokens/s of batch 1" in text  # where batching pays
-    assert "| ort_genai | bf16 | cpu | 4 | 256 |" in text
+    assert "| ort_genai | fp32 | cpu | 4 | 256 |" in text
     assert "No cell of this study ran on this machine (it needs a GPU)." in section(report, "llm_gpu")

@@ -176,7 +176,8 @@ def roofline_inputs(wildcards=None):
 
 def final_outputs():
     roofline = ["results/roofline.csv"] if ROOFLINE_CELLS else []
-    return ["results/summary.csv", "results/summary.parquet", "results/report.md", *plot_files(), *roofline]
+    exported = ["results/mlflow/export.json"] if "mlflow" in config["exporters"] else []
+    return ["results/summary.csv", "results/summary.parquet", "results/report.md", *plot_files(), *roofline, *exported]
 
 
 def variant(wildcards):

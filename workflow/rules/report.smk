@@ -7,6 +7,7 @@ localrules:
     plot_batch_sweep,
     plot_seq_sweep,
     report,
+    export_mlflow,
 
 
 rule aggregate:
@@ -140,3 +141,23 @@ rule report:
         "python -m inferbench report --summary {input.summary:q} --out {output:q} --plots {input.plots:q}"
         " --model-meta {input.models:q} --dataset-stats {input.datasets:q} --profiles {input.profiles:q}"
         " --roofline {input.roofline:q} --studies {params.studies:q} {params.leases:q} > {log:q} 2>&1"
+
+
+# One MLflow run per cell (inferbench.exporters.mlflow), on request: `--config exporters=[mlflow]`, or this
+# rule as a target. The store is MLFLOW_TRACKING_URI where set, else results/mlflow/mlflow.db.
+rule export_mlflow:
+    input:
+        summary="results/summary.csv",
+        records=[cell_record(c) for c in CELLS],
+        plots=plot_files(),
+    output:
+        "results/mlflow/export.json",
+    params:
+        code=verb_code("export"),
+    conda:
+        "../../envs/mlflow.yaml"
+    log:
+        "logs/export_mlflow.log",
+    shell:
+        "python -m inferbench export mlflow --summary {input.summary:q} --cells-dir results/cells"
+        " --plots-dir results/plots --store \"$(dirname {output:q})\" --out {output:q} > {log:q} 2>&1"

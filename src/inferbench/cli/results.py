@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from inferbench.cli.args import arguments, required_paths
@@ -130,6 +131,39 @@ def compare(args: argparse.Namespace) -> None:
                 "runs: no spread between them to write; compare runs of the same study"
             )
         leases.save(args.out_leases)
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("exporter", choices=["mlflow"], help="where the results go")
+    p.add_argument("--summary", type=Path, default=Path("results/summary.csv"))
+    p.add_argument("--cells-dir", type=Path, default=Path("results/cells"), help="the records (params, artifacts)")
+    p.add_argument("--plots-dir", type=Path, default=Path("results/plots"), help="each workload's plots (artifacts)")
+    p.add_argument(
+        "--store",
+        type=Path,
+        default=Path("results/mlflow"),
+        help="the local tracking store (mlflow.db and artifacts/) where MLFLOW_TRACKING_URI is not set",
+    )
+    p.add_argument(
+        "--experiment",
+        default=os.environ.get("MLFLOW_EXPERIMENT_NAME") or "inferbench",
+        help="the MLflow experiment (default: MLFLOW_EXPERIMENT_NAME, else inferbench)",
+    )
+    p.add_argument("--out", type=Path, help="write what was exported where (JSON) here too")
+
+
+@arguments(_export_arguments)
+def export(args: argparse.Namespace) -> None:
+    from inferbench.core.fsutil import write_json
+    from inferbench.exporters.mlflow import export_mlflow
+
+    done = export_mlflow(args.summary, args.cells_dir, args.plots_dir, args.store, args.experiment)
+    if args.out:
+        write_json(args.out, done)
+    print(
+        f"{done['runs']} cells -> MLflow experiment {done['experiment']!r} at {done['tracking_uri']}: "
+        f"{done['created']} runs created, {done['updated']} updated"
+    )
 
 
 def _clean_arguments(p: argparse.ArgumentParser) -> None:

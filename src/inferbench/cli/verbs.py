@@ -65,6 +65,7 @@ VERBS: dict[str, Verb] = {
         Verb("roofline", "results", "place the summary's cells under the machine's peaks"),
         Verb("report", "results", "write the Markdown report"),
         Verb("compare", "results", "two runs cell by cell (p50 ratios, intervals) and their claims", lock=False),
+        Verb("export", "results", "the summary's cells as runs of an experiment tracker (mlflow)", lock=False),
         Verb("clean", "results", "remove records (default: failed ones) so the next run retries them", lock=False),
         # around the workflow
         Verb("warm-server", "tools", "import torch & co. once and fork cell jobs from here", lock=False),

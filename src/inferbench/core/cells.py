@@ -268,7 +268,7 @@ class CellRecord:
             "python": self.environment.get("python"),
             "git_commit": self.environment.get("git_commit"),
             "git_dirty": self.environment.get("git_dirty"),
-            **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime")},
+            **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime", "openvino")},
             **self._serving_columns(),
             **self._generation_columns(),
             "created_at": self.created_at,

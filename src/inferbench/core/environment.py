@@ -15,7 +15,17 @@ from typing import Any
 import inferbench
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
-LIBRARIES = ("torch", "timm", "transformers", "onnx", "onnxruntime", "onnxruntime-gpu", "numpy", "snakemake")
+LIBRARIES = (
+    "torch",
+    "timm",
+    "transformers",
+    "onnx",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "openvino",
+    "numpy",
+    "snakemake",
+)
 
 
 def _cpu_model() -> str:

@@ -49,6 +49,12 @@ class OrtGenAI(Engine):
             return f"onnxruntime-genai is not installed here ({error}); pyproject.toml declares it"
         if device == "cuda" and not og.is_cuda_available():
             return "this onnxruntime-genai build has no CUDA (install onnxruntime-genai-cuda)"
+        if device == "cpu" and precision == "bf16":
+            # seen with onnxruntime 1.31: "Could not find an implementation for Where(16)" on the builder's graph
+            return (
+                "ONNX Runtime's CPU provider has no bf16 kernels for nodes of the model builder's bf16 graph "
+                "(Where, in its attention-mask subgraph): bf16 through ONNX Runtime GenAI needs the CUDA provider"
+            )
         return None
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:

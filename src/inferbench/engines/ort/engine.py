@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,6 +17,7 @@ import numpy as np
 from inferbench.core.errors import CorruptArtifact
 from inferbench.engines.base import Engine, cuda_unavailable_reason
 from inferbench.engines.tensorrt.plans import tensorrt_unavailable_reason
+from inferbench.models.onnx_costs import onnx_build_costs
 from inferbench.models.registry import InputSpec
 
 
@@ -47,27 +47,6 @@ def ort_distributions() -> list[str]:
         with contextlib.suppress(PackageNotFoundError):
             found.append(f"{name} {version(name)}")
     return found
-
-
-def onnx_build_costs(onnx: str | Path) -> dict[str, float]:
-    """Seconds spent making ``onnx`` (export, onnxsim or the fusions, and the fp16/int8 conversion of a
-    variant), read from the reports the workflow writes beside it: they are part of an ORT cell's cold
-    start. ``<workload>[.fused][.<variant>].onnx``: the plain export reports in ``<workload>.export.json``,
-    every other file in the file's name with ``.json``."""
-    onnx = Path(onnx)
-    workload, *rest = onnx.name.removesuffix(".onnx").split(".")
-    fused = rest[:1] == ["fused"]
-    base = onnx.parent / (f"{workload}.fused.json" if fused else f"{workload}.export.json")
-    base_keys = {"export_s": "export", "fuse_s" if fused else "simplify_s": "fuse" if fused else "simplify"}
-    reports = [(base, base_keys)]
-    if len(rest) > int(fused):  # a precision variant of the export
-        reports.append((onnx.with_suffix(".json"), {"convert_s": "convert"}))
-    costs: dict[str, float] = {}
-    for path, keys in reports:
-        if path.exists():
-            report = json.loads(path.read_text())
-            costs |= {name: float(report[key]) for key, name in keys.items() if report.get(key) is not None}
-    return costs
 
 
 @dataclass(frozen=True)
