@@ -208,6 +208,65 @@ def test_clean_then_rerun_remeasures_exactly_the_cleaned_cell(tiny_run):
     assert snakemake(workdir, TINY, dryrun=True) == Counter()
 
 
+def test_mlflow_export_is_one_run_per_cell_holding_the_summarys_figures_and_a_second_adds_none(tiny_run, monkeypatch):
+    """The MLflow exporter through its rule, read back with MLflow's own client from a real SQLite store."""
+    from mlflow.tracking import MlflowClient
+
+    from inferbench.analysis.summary import KEY_COLUMNS, read_summary_csv
+    from inferbench.core.cells import CellKey
+    from inferbench.exporters.mlflow import PARAM_COLUMNS
+
+    workdir, _ = tiny_run
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the local store under results/mlflow
+    jobs = snakemake(workdir, TINY, dryrun=False, targets=["export_mlflow"])
+    assert jobs["export_mlflow"] == 1 and "benchmark_cell" not in jobs  # on request, after the cells it reads
+    client = MlflowClient(f"sqlite:///{workdir / 'results' / 'mlflow' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("inferbench")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    summary = read_summary_csv(workdir / "results" / "summary.csv")
+    assert len(runs) == len(summary) == ALL_CELLS
+    by_cell = {run.data.tags["inferbench.cell_id"]: run for run in runs}
+    assert len(by_cell) == len(runs)  # one run per cell
+    for row in summary.to_dict("records"):
+        key = CellKey(**{k: int(row[k]) if k in ("batch_size", "seq_len", "threads") else row[k] for k in KEY_COLUMNS})
+        run = by_cell[key.cell_id]
+        figures = {
+            column: float(value)
+            for column, value in row.items()
+            if column not in PARAM_COLUMNS
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and pd.notna(value)
+        }
+        assert run.data.metrics == figures, key.cell_id  # every figure of its row, exactly, and nothing else
+        assert run.info.run_name == key.cell_id and run.data.params["batch_size"] == str(key.batch_size)
+        assert run.data.tags["status"] == row["status"]
+        assert run.info.status == ("FAILED" if row["status"] in ("failed", "oom") else "FINISHED")
+        if row["status"] == "ok":
+            assert run.data.params["engine_impl"] == row["engine_impl"]
+            assert run.data.tags["git_commit"] == row["git_commit"]
+        else:
+            assert run.data.tags["reason"] == row["reason"][:5000]
+    eager = by_cell["distilbert/torch_eager-fp32/cpu/b2-s16-t1"]
+    assert eager.data.params["option.channels_last"] == "False"  # the engine's effective options
+    assert "option.engine" not in eager.data.params and int(eager.data.tags["env.cpu_count"]) >= 1
+    artifacts = {f.path for f in client.list_artifacts(eager.info.run_id, "record")}
+    artifacts |= {f.path for f in client.list_artifacts(eager.info.run_id, "plots")}
+    assert artifacts == {
+        "record/b2-s16-t1.json",
+        *(f"plots/{n}.png" for n in ("latency_per_item", "throughput", "latency_vs_seq")),
+    }
+
+    # exporting the same results again updates those runs: no new run, no second point in a metric's history
+    again = subprocess.run(
+        [sys.executable, "-m", "inferbench", "export", "mlflow"], cwd=workdir, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"0 runs created, {ALL_CELLS} updated" in again.stdout
+    assert len(client.search_runs([experiment.experiment_id], max_results=1000)) == ALL_CELLS
+    assert len(client.get_metric_history(eager.info.run_id, "latency_p50_ms")) == 1
+
+
 @pytest.mark.parametrize("placed", [True, False])
 def test_real_source_uses_a_placed_file_or_downloads(tmp_path, placed):
     config = copy.deepcopy(TINY)

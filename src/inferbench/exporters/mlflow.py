@@ -18,24 +18,36 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from inferbench.analysis.summary import KEY_COLUMNS, read_summary_csv
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
-from inferbench.engines.spec import COMPUTATION_KEYS
+from inferbench.engines.spec import COMPUTATION_KEYS, VARIANT_KEYS
 
 DEFAULT_EXPERIMENT = "inferbench"
 #: the tag that identifies the record a run was exported from, and the cell's id
 RECORD_TAG, CELL_TAG = "inferbench.record", "inferbench.cell_id"
 #: summary columns that are the cell's settings (params), not its figures
 PARAM_COLUMNS = (*KEY_COLUMNS, "engine_impl", "mode", *COMPUTATION_KEYS)
+#: fields of a record's environment fingerprint that its summary row lacks, kept as tags ``env.<field>``
+FINGERPRINT_TAGS = (
+    "platform",
+    "cpu_count",
+    "affinity_cpus",
+    "inferbench",
+    "gpu_uuid",
+    "gpu_capability",
+    "slurm_job_id",
+)
 #: cell statuses MLflow shows as a failed run (the others ran to the end: ok, or recorded why not)
 FAILED = ("failed", "oom")
 #: MLflow's limit on a param's value
@@ -64,8 +76,8 @@ def tracking_uri(store_dir: Path) -> str:
 
 
 def _number(value: Any) -> float | None:
-    """``value`` as a metric, or None: numbers only (a boolean is a tag), finite ones."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """``value`` as a metric, or None: real numbers only (a boolean is a tag), finite ones."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         return None
     return float(value) if math.isfinite(value) else None
 
@@ -85,7 +97,8 @@ def cell_run(row: dict[str, Any], record: CellRecord | None, plots: list[Path], 
     params = {k: _text(present[k]) for k in PARAM_COLUMNS if k in present}
     # what the engine ran with, its declared defaults filled in (the record's; the summary has no options)
     for name, value in ((record.options if record else None) or {}).items():
-        params[f"option.{name}"] = _text(value)[:_PARAM_CHARS]
+        if name not in VARIANT_KEYS:  # which implementation and where: the cell's axes say it
+            params[f"option.{name}"] = _text(value)[:_PARAM_CHARS]
     metrics, tags = {}, {}
     for column, value in present.items():
         if column in PARAM_COLUMNS:
@@ -94,6 +107,9 @@ def cell_run(row: dict[str, Any], record: CellRecord | None, plots: list[Path], 
             metrics[column] = number
         else:
             tags[column] = _text(value)[:_TAG_CHARS]
+    # the rest of the environment's fingerprint, which the summary leaves out
+    environment = (record.environment if record else None) or {}
+    tags |= {f"env.{k}": _text(environment[k]) for k in FINGERPRINT_TAGS if environment.get(k) is not None}
     tags |= {CELL_TAG: key.cell_id, RECORD_TAG: record_id, "mlflow.runName": key.cell_id}
     start = datetime.fromisoformat(created) if created else None
     artifacts = {"plots": plots} | ({"record": [record_path]} if record_path else {})

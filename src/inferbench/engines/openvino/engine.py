@@ -101,18 +101,26 @@ class OpenVinoCpu(Engine):
             self.compiled = self._compile()
         self.cold_start_s |= onnx_build_costs(artifact)
         self.request = self.compiled.create_infer_request()
-        self.output = self.compiled.output(0)
+        self.input_names = [port.get_any_name() for port in self.compiled.inputs]
         self.version = ov.get_version()
 
     def stage(self, batch: dict[str, np.ndarray]) -> Any:
-        return {name: np.ascontiguousarray(array) for name, array in batch.items()}
+        """The host arrays wrapped as OpenVINO tensors over the same memory, in the model's input order."""
+        import openvino as ov
+
+        return [ov.Tensor(np.ascontiguousarray(batch[name]), shared_memory=True) for name in self.input_names]
 
     def run(self, staged: Any) -> Any:
-        # inputs read in place, outputs left in the request's own buffers (the next call overwrites them)
-        return self.request.infer(staged, share_inputs=True, share_outputs=True)
+        # the request's own API, not infer(dict): on a 47-feature MLP at batch 1 (2 threads) the dict path
+        # cost 103 µs a call against 41 µs for setting the tensors and calling infer() (the dict's inputs
+        # converted, its outputs wrapped every call); the output stays in the request's buffer until the next call
+        for index, tensor in enumerate(staged):
+            self.request.set_input_tensor(index, tensor)
+        self.request.infer()
+        return self.request.get_output_tensor(0)
 
     def to_numpy(self, output: Any) -> np.ndarray:
-        return np.array(output[self.output], dtype=np.float32)
+        return np.array(output.data, dtype=np.float32)
 
     def profile(self, batch: dict[str, np.ndarray], n_calls: int, out_dir: Path, top: int) -> dict[str, Any]:
         """OpenVINO's performance counters: a second compiled model with them on (the measured one has them
@@ -120,13 +128,14 @@ class OpenVinoCpu(Engine):
         from inferbench.trackers.profiling import top_ops
 
         request = self._compile(perf_counts=True).create_infer_request()
-        staged = self.stage(batch)
+        for index, tensor in enumerate(self.stage(batch)):
+            request.set_input_tensor(index, tensor)
         for _ in range(3):
-            request.infer(staged)
+            request.infer()
         totals: dict[str, list[float]] = {}
         nodes = []
         for _ in range(n_calls):
-            request.infer(staged)
+            request.infer()
             for node in request.get_profiling_info():
                 if str(node.status).endswith("EXECUTED") and "NOT_RUN" not in str(node.status):
                     count_us = totals.setdefault(node.node_type, [0, 0.0])
