@@ -371,7 +371,12 @@ def build_report(
         f"- CPU: {_distinct(everything, 'cpu')}",
         f"- GPU: {_distinct(everything, 'gpu')}",
         f"- Python {_distinct(everything, 'python')}, torch {_distinct(everything, 'torch')}, "
-        f"onnxruntime {_distinct(everything, 'onnxruntime')}",
+        f"onnxruntime {_distinct(everything, 'onnxruntime')}"
+        + (
+            f", openvino {_distinct(everything, 'openvino')}"
+            if everything.get("openvino", pd.Series()).notna().any()
+            else ""
+        ),
         f"- GPU driver {_distinct(everything, 'gpu_driver')}, CUDA {_distinct(everything, 'cuda')}, "
         f"cuDNN {_distinct(everything, 'cudnn', integer=True)}; inferbench commit {_distinct(everything, 'git_commit')}"
         + (" with uncommitted changes" if "git_dirty" in everything and everything["git_dirty"].eq(True).any() else ""),
