@@ -65,6 +65,20 @@ def test_torch_compile_matches_eager_and_records_compile_time(tmp_path):
     assert engine.cold_start_s["compile"] > 0 and engine.describe()["mode"] == "default"
 
 
+@pytest.mark.slow
+def test_inductor_freezing_keeps_the_outputs_and_the_record_says_it_froze(tmp_path):
+    spec = create_model("timm:test_resnet")  # BatchNorm after every convolution: what freezing folds
+    save_checkpoint(spec, tmp_path / "r.pt", seed=0)
+    feed = make_inputs(spec.inputs, 2, 0, 0)
+    _, eager = _outputs("torch_eager", tmp_path / "r.pt", spec, feed)
+    engine, frozen = _outputs("torch_compile", tmp_path / "r.pt", spec, feed, freezing=True)
+    assert relative_l2(frozen, eager) < 1e-4
+    assert engine.describe()["freezing"] is True
+    assert engine.computation("vision")["compile_mode"] == "default + freezing"
+    plain = load_engine_class("torch_compile")("cpu", "fp32", 1, {"engine": "torch_compile"})
+    assert plain.computation("vision")["compile_mode"] == "default"
+
+
 def test_ort_int8_quantization_runs_and_stays_close(bert, tmp_path):
     report = quantize_int8(bert["root"] / "m.onnx", tmp_path / "m.int8.onnx")
     graph_ops = {n.op_type for n in onnx.load(str(tmp_path / "m.int8.onnx")).graph.node}

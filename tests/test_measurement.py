@@ -33,13 +33,14 @@ from inferbench.launch.lock import MachineLock
 from inferbench.launch.processes import merge_repeats, spread_pct
 from inferbench.models import create_model
 from inferbench.models.registry import save_checkpoint
+from inferbench.report.markdown import profile_section
 from inferbench.scenarios import prepare
 from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.profile import profile_cell
 from inferbench.scenarios.run import run_cell
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
 from inferbench.trackers.host_telemetry import HostWindow, parse_proc_stat, window_summary
-from inferbench.trackers.profiling import event_totals, ort_top_ops, top_ops
+from inferbench.trackers.profiling import event_totals, ort_top_ops, per_call, top_ops
 
 FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3, repeats=1)
 
@@ -410,6 +411,18 @@ def test_ort_profile_parsing_keeps_only_the_last_runs(tmp_path):
     result = ort_top_ops(path, n_calls=1, top=5)
     assert [(op["name"], op["ms_per_run"]) for op in result["top_ops"]] == [("Conv", 0.03), ("Relu", 0.01)]
     assert result["top_ops"][0]["share"] == pytest.approx(0.75)
+    # every node of the profiled run, not only the top ones: how many, their time, one's mean time
+    assert result["per_call"] == {"unit": "nodes", "count": 2, "ms": pytest.approx(0.04), "mean_us": 20.0}
+
+
+def test_a_profile_counts_every_kernel_of_a_call_beyond_the_top_ones():
+    totals = {"gemm": (40, 400.0), "layer_norm": (20, 60.0), "add": (40, 40.0)}  # 5 calls profiled
+    assert [op["name"] for op in top_ops(totals, n_calls=5, top=1)] == ["gemm"]
+    counts = per_call(totals, n_calls=5, unit="kernels")
+    assert counts == {"unit": "kernels", "count": 20.0, "ms": pytest.approx(0.1), "mean_us": 5.0}
+    text = "\n".join(profile_section([{"cell_id": "c", "status": "ok", "tool": "torch.profiler", "n_calls": 5,
+                                       "time": "t", "trace": "x", "top_ops": [], "per_call": counts}]))  # fmt: skip
+    assert "20.0 kernels per call, 0.100 ms in all, 5.00 µs each on average." in text
 
 
 @pytest.mark.parametrize(("impl", "tool"), [("torch_eager", "torch.profiler"), ("ort_cpu", "onnxruntime")])

@@ -30,6 +30,20 @@ def top_ops(totals_us: dict[str, tuple[int, float]], n_calls: int, top: int) -> 
     ]
 
 
+def per_call(totals_us: dict[str, tuple[int, float]], n_calls: int, unit: str) -> dict[str, Any]:
+    """All of a profile's events per profiled call, not only the top ones: how many (``unit``: kernels on a
+    GPU, operators or nodes on the CPU), their time, and the mean time of one. A launch-bound call shows as
+    many short kernels: BERT-base at batch 1 is hundreds of kernels of a few µs each."""
+    count = sum(c for c, _ in totals_us.values())
+    us = sum(t for _, t in totals_us.values())
+    return {
+        "unit": unit,
+        "count": count / n_calls if n_calls else None,
+        "ms": us / 1e3 / n_calls if n_calls else None,
+        "mean_us": us / count if count else None,
+    }
+
+
 def torch_profile(
     call: Callable[[], Any], synchronize: Callable[[], None], n_calls: int, out_dir: Path, device: str, top: int
 ) -> dict[str, Any]:
@@ -49,6 +63,7 @@ def torch_profile(
         "trace": _newest(out_dir, "*.pt.trace.json"),
         "time": "self time of CUDA kernels (device)" if device == "cuda" else "self time of operators (host)",
         "top_ops": top_ops(totals, n_calls, top),
+        "per_call": per_call(totals, n_calls, "kernels" if device == "cuda" else "operators"),
     }
 
 
@@ -96,4 +111,5 @@ def ort_top_ops(profile_json: Path, n_calls: int, top: int) -> dict[str, Any]:
         "trace": Path(profile_json).name,
         "time": "node kernel time, host clock, grouped by operator type",
         "top_ops": top_ops({k: (int(c), us) for k, (c, us) in totals.items()}, len(runs) or 1, top),
+        "per_call": per_call({k: (int(c), us) for k, (c, us) in totals.items()}, len(runs) or 1, "nodes"),
     }

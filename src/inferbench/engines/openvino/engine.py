@@ -125,7 +125,7 @@ class OpenVinoCpu(Engine):
     def profile(self, batch: dict[str, np.ndarray], n_calls: int, out_dir: Path, top: int) -> dict[str, Any]:
         """OpenVINO's performance counters: a second compiled model with them on (the measured one has them
         off), three warm-up calls, then each call's executed nodes summed by layer type."""
-        from inferbench.trackers.profiling import top_ops
+        from inferbench.trackers.profiling import per_call, top_ops
 
         request = self._compile(perf_counts=True).create_infer_request()
         for index, tensor in enumerate(self.stage(batch)):
@@ -151,13 +151,15 @@ class OpenVinoCpu(Engine):
                     "real_time_us": node.real_time.total_seconds() * 1e6,
                 }
             )
+        counted = {k: (int(c), us) for k, (c, us) in totals.items()}
         trace = Path(out_dir) / "openvino_perf_counts.json"
         trace.write_text(json.dumps(nodes, indent=1))
         return {
             "tool": "openvino",
             "trace": trace.name,
             "time": "real time of executed nodes, grouped by layer type (the plugin's performance counters)",
-            "top_ops": top_ops({k: (int(c), us) for k, (c, us) in totals.items()}, n_calls, top),
+            "top_ops": top_ops(counted, n_calls, top),
+            "per_call": per_call(counted, n_calls, "nodes"),
         }
 
     def describe(self) -> dict[str, Any]:

@@ -50,6 +50,12 @@ ENGINES = {
             "precision_mode": precision_mode("autocast"),
             "mode": Option(str, "default", "torch.compile mode", COMPILE_MODES),
             "fullgraph": Option(bool, False, "fail rather than fall back to eager at a graph break"),
+            "freezing": Option(
+                bool,
+                False,
+                "Inductor's freezing: weights become constants of the graph, so that BatchNorm folds into the "
+                "convolution before it and constant subgraphs are computed once (inference only)",
+            ),
             "fp8_scaling": Option(
                 str,
                 "rowwise",

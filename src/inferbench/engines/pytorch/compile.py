@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch._inductor.config
 
 from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
@@ -33,13 +34,16 @@ class TorchCompile(TorchEngine):
     def computation(self, workload_kind: str) -> dict[str, Any]:
         mode = self.options["mode"]
         return super().computation(workload_kind) | {
-            "compile_mode": mode,
+            # the mode names the graph's compilation; freezing is part of it (the graph's weights become constants)
+            "compile_mode": f"{mode} + freezing" if self.options["freezing"] else mode,
             "cuda_graph": self.device == "cuda" and mode in CUDA_GRAPH_MODES,
         }
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         module = self._load(artifact, inputs)
         self.mode = self.options["mode"]
+        # read when the first call compiles; a cell's processes each compile once, for themselves
+        torch._inductor.config.freezing = self.options["freezing"]
         self.module = torch.compile(module, mode=self.mode, fullgraph=self.options["fullgraph"], dynamic=False)
         staged = self.stage(example)
         log.info("compiling (mode %s) on the first calls", self.mode)
@@ -54,4 +58,4 @@ class TorchCompile(TorchEngine):
             return self.module(**staged)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "mode": self.mode}
+        return {**super().describe(), "mode": self.mode, "freezing": torch._inductor.config.freezing}
