@@ -267,3 +267,24 @@ def test_break_even_leaves_imports_out_and_needs_them_timed_apart():
     )  # fmt: skip
     assert break_even(frame).iloc[0]["break_even_calls"] == pytest.approx(2000.0)
     assert break_even(frame.drop(columns="import_s")).empty, "cold start with imports in it: no verdict"
+
+
+def test_a_host_input_change_is_judged_end_to_end_where_it_acts_and_alone():
+    """Pinned, fp16 host inputs change what happens before the device computes: the step from the naive
+    path is a claim at the end-to-end boundary, even where both cells were also timed on the device."""
+    from inferbench.analysis.decisions import option_steps
+
+    same = {"device": "cuda", "threads": 0, "precision": "fp16", "engine_impl": "torch_compile", "graph": "inductor",
+            "compile_mode": "default", "precision_mode": "cast", "channels_last": True, "cuda_graph": False,
+            "io_binding": None, "tf32": None, "fusions": None, "latency_p50_ms": 10.0, "p50_by_process_ms": "10;10.1",
+            "bound": "device"}  # fmt: skip
+    naive = cell(**same, engine="compiled", host_input=None, e2e_latency_p50_ms=30.0, e2e_p50_by_process_ms="30;30.5")
+    staged = cell(**same, engine="compiled_staged", host_input="pinned fp16", e2e_latency_p50_ms=14.0,
+                  e2e_p50_by_process_ms="14;14.2")  # fmt: skip
+    steps = option_steps(pd.DataFrame([naive, staged]))
+    assert len(steps) == 1
+    step = steps.iloc[0]
+    assert step["knob"] == "host_input" and step["boundary"] == "end_to_end"
+    assert (step["from_engine"], step["to_engine"]) == ("compiled", "compiled_staged")  # from the plain way
+    assert step["speedup"] == pytest.approx(30.25 / 14.1, rel=0.01) and step["significant"]
+    assert step["change"] == "host_input: pageable fp32 → pinned fp16"

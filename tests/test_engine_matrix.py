@@ -241,3 +241,28 @@ def test_an_engine_that_queues_no_gpu_work_is_timed_on_the_host_clock_on_the_gpu
     assert record.timing == "device" and record.clock == "host"
     assert record.timing_description.startswith("host clock around one run()")
     assert record.bound["launches_async"] is None, "no stream: nothing to probe"
+
+
+def test_host_inputs_in_the_models_dtype_are_made_once_and_compute_the_same(tmp_path):
+    """`host_dtype: model`: the host holds float inputs in fp16 where the weights are cast (half the bytes
+    to copy in), converted once before any timed call; the outputs are those of the plain path."""
+    spec = create_model("mlp_heart", in_features=22, hidden=[16])
+    save_checkpoint(spec, tmp_path / "mlp.pt", seed=0)
+    batches = [make_inputs(spec.inputs, 4, 0, seed) for seed in range(2)]
+    plain, _ = _outputs("torch_eager", tmp_path / "mlp.pt", spec, batches[0], "bf16", precision_mode="cast")
+    held, _ = _outputs(
+        "torch_eager", tmp_path / "mlp.pt", spec, batches[0], "bf16", precision_mode="cast", host_dtype="model"
+    )
+    assert plain.host_batches(batches) is batches and plain.computation("tabular")["host_input"] is None
+    host = held.host_batches(batches)
+    assert [b["x"].dtype for b in host] == [torch.bfloat16] * 2 and batches[0]["x"].dtype == np.float32
+    assert held.computation("tabular")["host_input"] == "bf16"
+    same = [e.to_numpy(e.run(e.stage(b))) for e, b in ((plain, batches[1]), (held, host[1]))]
+    assert np.array_equal(*same)
+    # autocast keeps fp32 weights: the host's fp32 arrays are the model's inputs there, nothing to change
+    autocast, _ = _outputs("torch_eager", tmp_path / "mlp.pt", spec, batches[0], "bf16", host_dtype="model")
+    assert autocast.host_batches(batches) is batches
+    pinned, _ = _outputs("torch_eager", tmp_path / "mlp.pt", spec, batches[0], host_memory="pinned")
+    assert pinned.computation("tabular")["host_input"] == "pinned"
+    with pytest.raises(ValueError, match="pinned is for copies to a GPU"):
+        pinned.host_batches(batches)

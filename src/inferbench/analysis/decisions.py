@@ -322,7 +322,10 @@ KNOBS: dict[str, tuple[str, ...]] = {
     "graph": ("graph", "compile_mode", "cuda_graph"),
     "channels_last": ("channels_last",),
     "io_binding": ("io_binding",),
+    "host_input": ("host_input",),
 }
+#: knobs that change only what happens before the device computes: judged end to end, where they act
+END_TO_END_KNOBS = ("host_input",)
 
 
 def _spelled(value: object) -> str:
@@ -362,7 +365,7 @@ def option_steps(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> p
                     continue
                 knob = differing[0]
                 plain, other = _orient(a, b, knob)
-                result = claim(other, plain, floors)
+                result = claim(other, plain, floors, "end_to_end" if knob in END_TO_END_KNOBS else None)
                 if result is None:
                     continue
                 rows.append(
@@ -393,10 +396,14 @@ def _orient(a: pd.Series, b: pd.Series, knob: str) -> tuple[pd.Series, pd.Series
     return (a, b) if value_a <= value_b else (b, a)
 
 
+#: a knob's plain setting in words, where its columns are empty for it
+_PLAIN_WORDS = {"host_input": "pageable fp32"}
+
+
 def _describe_change(plain: pd.Series, other: pd.Series, knob: str) -> str:
     def text(row: pd.Series) -> str:
         return " ".join(v for v in _knob_value(row, KNOBS[knob]) if v and v not in ("False", "True")) or (
-            "on" if _knob_value(row, KNOBS[knob])[0] == "True" else "off"
+            "on" if _knob_value(row, KNOBS[knob])[0] == "True" else _PLAIN_WORDS.get(knob, "off")
         )
 
     return f"{knob}: {text(plain)} → {text(other)}"

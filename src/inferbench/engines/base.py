@@ -91,6 +91,12 @@ class Engine(ABC):
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         """Load the model from ``artifact`` and get ready to run batches shaped like ``example``."""
 
+    def host_batches(self, batches: list[dict[str, np.ndarray]]) -> list[dict[str, Any]]:
+        """The seeded host batches as this engine's caller holds them before a call (``stage`` takes
+        them): as drawn by default; an engine with options of its own (pinned memory, the model's dtype)
+        converts them here, once, before any timed call."""
+        return batches
+
     @abstractmethod
     def stage(self, batch: dict[str, np.ndarray]) -> Any:
         """Move host inputs to where the engine computes; the result is what ``run`` takes."""

@@ -28,6 +28,8 @@ PLAIN_COMPUTATION: dict[str, Any] = {
     "io_binding": False,
     "tf32": False,
     "fusions": False,
+    # how the host holds a call's inputs before the copy in (None: pageable fp32 arrays, as drawn)
+    "host_input": None,
 }
 COMPUTATION_KEYS = tuple(PLAIN_COMPUTATION)
 #: the precision every speed-up is measured from
@@ -84,6 +86,23 @@ TF32 = Option(
     "false: fp32 is strict fp32",
 )
 CHANNELS_LAST = Option(bool, False, "channels-last memory format for image models")
+#: how the host holds an end-to-end call's inputs, as a server's would (GPU engines that copy them in)
+HOST_INPUT = {
+    "host_memory": Option(
+        str,
+        "pageable",
+        "where the host's input arrays live: pageable memory, or page-locked (pinned) memory that the GPU "
+        "copies from directly and asynchronously, as a server stages its batches",
+        ("pageable", "pinned"),
+    ),
+    "host_dtype": Option(
+        str,
+        "fp32",
+        "the dtype of the host's float inputs: fp32, or the model's (fp16/bf16 where the weights are cast), "
+        "halving the bytes copied in, as a server that receives or decodes into that dtype",
+        ("fp32", "model"),
+    ),
+}
 
 
 def precision_mode(default: str) -> Option:

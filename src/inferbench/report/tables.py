@@ -133,4 +133,6 @@ def recipe(row: Any) -> str:
         parts.append("IO binding" if str(known["io_binding"]).lower() == "true" else "host arrays")
     if str(known["fusions"]).lower() == "true":
         parts.append("transformer fusions")
+    if known.get("host_input"):
+        parts.append(f"{known['host_input']} host input")
     return " · ".join(parts)

@@ -4,7 +4,7 @@ The code that runs them is in this package's modules (eager, torchscript, compil
 imported only when a cell runs.
 """
 
-from inferbench.engines.spec import ALL_PRECISIONS, CHANNELS_LAST, TF32, EngineInfo, Option, precision_mode
+from inferbench.engines.spec import ALL_PRECISIONS, CHANNELS_LAST, HOST_INPUT, TF32, EngineInfo, Option, precision_mode
 
 #: torch.compile's modes
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -24,7 +24,7 @@ ENGINES = {
         ALL_PRECISIONS,
         "checkpoint",
         "PyTorch eager; fp16/bf16 through autocast (or cast weights)",
-        options={**_TORCH, "precision_mode": precision_mode("autocast")},
+        options={**_TORCH, **HOST_INPUT, "precision_mode": precision_mode("autocast")},
     ),
     "torchscript": EngineInfo(
         "inferbench.engines.pytorch.torchscript:TorchScript",
@@ -34,6 +34,7 @@ ENGINES = {
         "TorchScript: trace, freeze, optimize_for_inference; fp16/bf16 weights",
         options={
             **_TORCH,
+            **HOST_INPUT,
             # weights in fp16/bf16: autocast does not survive freezing
             "precision_mode": precision_mode("cast"),
             "optimize": Option(bool, True, "run optimize_for_inference after freezing"),
@@ -47,6 +48,7 @@ ENGINES = {
         "torch.compile (Inductor), mode configurable; compile time recorded",
         options={
             **_TORCH,
+            **HOST_INPUT,
             "precision_mode": precision_mode("autocast"),
             "mode": Option(str, "default", "torch.compile mode", COMPILE_MODES),
             "fullgraph": Option(bool, False, "fail rather than fall back to eager at a graph break"),
@@ -71,7 +73,7 @@ ENGINES = {
         ALL_PRECISIONS,
         "checkpoint",
         "the eager kernels captured once in a CUDA graph and replayed (static shapes)",
-        options={**_TORCH, "precision_mode": precision_mode("cast")},
+        options={**_TORCH, **HOST_INPUT, "precision_mode": precision_mode("cast")},
     ),
     "torch_train": EngineInfo(
         "inferbench.engines.pytorch.train:TorchTrainStep",
