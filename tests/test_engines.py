@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -201,6 +202,8 @@ def test_run_cell_ok_record(impl, artifact, artifacts, tmp_path):
     assert record.cold_start_s["prepare"] >= 0 and record.cold_start_s["first_call"] > 0
     assert record.memory_mb["host_peak_rss"] > 10
     assert record.environment["cpu_count"] >= 1 and "torch" in record.environment["libraries"]
+    # a CPU cell measures alone, the machine lock exclusive; the record says on which cores
+    assert record.measuring["lock"] == "machine" and set(record.measuring["cpus"]) <= set(range(os.cpu_count()))
 
 
 @pytest.mark.skipif(not NO_CUDA, reason="checks the no-GPU path")

@@ -129,3 +129,25 @@ def test_measuring_windows_name_their_gpu_and_overlaps_are_found():
     assert [(x.cell_id[0], y.cell_id[0], shared) for x, y, shared in found] == [("a", "c", 0.5)]
     failed = _gpu_record("d", [[0.5, 0.7]], ["GPU-1"], status="failed")  # no measurement: not counted
     assert len(measured_windows([a, failed])) == 2
+
+
+def test_two_gpus_may_measure_at_once_under_their_own_locks_and_nothing_else_may_overlap():
+    from inferbench.analysis.gpu_use import conflicts, measured_windows
+
+    def measured_under(record: CellRecord, locks: list[str]) -> CellRecord:
+        for process, lock in zip(record.repeats["per_repeat"], locks, strict=True):
+            process["measuring_lock"] = lock
+        return record
+
+    a = measured_under(_gpu_record("a", [[0.0, 2.0]], ["GPU-0"]), ["gpu 0"])
+    b = measured_under(_gpu_record("b", [[1.0, 3.0]], ["GPU-1"]), ["gpu 1"])
+    assert conflicts(measured_windows([a, b])) == []  # a partitioned host: the two GPUs at once
+    same = measured_under(_gpu_record("c", [[1.5, 2.5]], ["GPU-0"]), ["gpu 0"])
+    machine = measured_under(_gpu_record("d", [[2.8, 3.5]], ["GPU-1"]), ["machine"])
+    found = {(x.cell_id[0], y.cell_id[0]) for x, y, _ in conflicts(measured_windows([a, b, same, machine]))}
+    assert found == {("a", "c"), ("b", "d")}  # one GPU twice at once; a machine-wide measurement beside one
+    # records made before the lock was recorded measured machine-wide: any overlap is against the rule
+    assert (
+        len(conflicts(measured_windows([_gpu_record("e", [[0.0, 2.0]], ["x"]), _gpu_record("f", [[1.0, 3.0]], ["y"])])))
+        == 1
+    )

@@ -1,10 +1,12 @@
 """Which GPU measured each cell, and whether any two measurements overlapped in time.
 
 With ``--resources gpu=N`` several GPU jobs run at once, each on a device of its own
-(inferbench.launch.gpu_slots), while measuring stays exclusive machine-wide (inferbench.launch.lock). The records
-say both: ``environment.gpu_uuid`` (and each process's in ``repeats.per_repeat``) names the physical
-device, ``measured_windows_unix`` when each process held the lock exclusively. This module checks
-them against each other; ``benchmarks/multi_gpu_check.py`` prints the result for a run.
+(inferbench.launch.gpu_slots); they measure at once only where the host is partitioned, each GPU's
+processes on cores of their own under that GPU's measuring lock (inferbench.launch.host_partition), else
+one at a time machine-wide (inferbench.launch.lock). The records say all of it: ``environment.gpu_uuid``
+(and each process's in ``repeats.per_repeat``) names the physical device, ``measured_windows_unix`` when
+each process measured, ``measuring_lock`` what it held. This module checks them against each other;
+``benchmarks/multi_gpu_check.py`` prints the result for a run.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from inferbench.core.cells import CellRecord
 
 @dataclass(frozen=True)
 class Window:
-    """One process's exclusive measuring window."""
+    """One process's measuring window, and the lock it held (``machine``, ``gpu <id>``; None in records
+    made before the lock was recorded: machine-wide)."""
 
     cell_id: str
     gpu_uuid: str | None
     start: float
     end: float
+    lock: str | None = None
 
 
 def measured_windows(records: Iterable[CellRecord]) -> list[Window]:
@@ -34,8 +38,10 @@ def measured_windows(records: Iterable[CellRecord]) -> list[Window]:
         processes = (record.repeats or {}).get("per_repeat") or [{}]
         spans = record.measured_windows_unix or []
         for index, (start, end) in enumerate(spans):
-            uuid = processes[index].get("gpu_uuid") if index < len(processes) else None
-            windows.append(Window(record.key.cell_id, uuid or record.environment.get("gpu_uuid"), start, end))
+            process = processes[index] if index < len(processes) else {}
+            uuid = process.get("gpu_uuid") or record.environment.get("gpu_uuid")
+            lock = process.get("measuring_lock") or (record.measuring or {}).get("lock")
+            windows.append(Window(record.key.cell_id, uuid, start, end, lock))
     return sorted(windows, key=lambda w: w.start)
 
 
@@ -49,6 +55,16 @@ def overlaps(windows: list[Window]) -> list[tuple[Window, Window, float]]:
                 break  # sorted by start: no later window reaches back into this one
             found.append((first, second, min(first.end, second.end) - second.start))
     return found
+
+
+def conflicts(windows: list[Window]) -> list[tuple[Window, Window, float]]:
+    """The overlapping pairs that break the rule: any but two GPUs measuring at once, each under its own
+    GPU's lock (a machine-wide measurement overlaps nothing; one GPU measures one cell at a time)."""
+    return [
+        (a, b, shared)
+        for a, b, shared in overlaps(windows)
+        if not (str(a.lock).startswith("gpu ") and str(b.lock).startswith("gpu ") and a.lock != b.lock)
+    ]
 
 
 def per_gpu(records: Iterable[CellRecord]) -> dict[str, dict[str, float]]:

@@ -63,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         join_run()  # a job of a run in this directory: a run started after a kill -9 leaves it alone
         args.lock = MachineLock()
         args.lock.shared()
+        from inferbench.launch.host_partition import keep_to_shared_cores
+
+        keep_to_shared_cores()  # several GPUs measuring at once: this job keeps off their cores
     try:
         verb_function(verb)(args)
     except (UserError, ValueError, FileNotFoundError) as error:

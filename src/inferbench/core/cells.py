@@ -120,6 +120,9 @@ class CellRecord:
     #: when each process held the machine lock exclusively to measure: [start, end] in Unix seconds,
     #: one pair per process; no other cell's window on this machine overlaps them (inferbench.launch.lock)
     measured_windows_unix: list[list[float]] | None = None
+    #: what the timed loop held (inferbench.launch.host_partition.measuring): ``lock`` (``machine``, or
+    #: ``gpu <device>`` where GPUs measure at once) and the ``cpus`` the process ran on
+    measuring: dict[str, Any] | None = None
     parity: dict[str, Any] | None = None
     memory_mb: dict[str, float | None] = field(default_factory=dict)
     #: NVML samples during the device-boundary rounds: clocks, temperature, power, energy per item

@@ -100,6 +100,9 @@ def merge_repeats(
             "hostname": r.environment.get("hostname"),
             "pid": r.environment.get("pid"),
             "gpu_uuid": r.environment.get("gpu_uuid"),
+            # what its timed loop held, and on which cores it ran (several GPUs measure at once)
+            "measuring_lock": (r.measuring or {}).get("lock"),
+            "cpus": (r.measuring or {}).get("cpus"),
             # what may explain a spread: the host's steal and busy shares, the GPU's clock
             "host_steal_pct": (r.host_telemetry or {}).get("steal_pct"),
             "host_busy_pct": (r.host_telemetry or {}).get("busy_pct"),

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from inferbench.core.stats import latency_stats
+from inferbench.launch.host_partition import measuring
 from inferbench.launch.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
 from inferbench.scenarios.prepare import Measured, PreparedCell
@@ -126,7 +127,7 @@ def measure(cell: PreparedCell) -> Measured:
     tpot: list[float] = []
     latencies: list[float] = []
     host = HostWindow()
-    with cell.lock.exclusively():
+    with measuring(cell.lock, key.device) as held:
         # warm-up: whole requests until warmup_s has passed (one at least)
         warm_start = time.perf_counter()
         warmup = 0
@@ -202,6 +203,7 @@ def measure(cell: PreparedCell) -> Measured:
         "warmup_iters": warmup,
         "measured_s": measured_s,
         "measured_windows_unix": [window],
+        "measuring": held,
         "host_telemetry": host.summary,
         "gpu_telemetry": gpu_summary,
         "bound": bound,

@@ -53,6 +53,7 @@ import numpy as np
 
 from inferbench.core.settings import ServingSettings
 from inferbench.engines.registry import load_engine_class
+from inferbench.launch.host_partition import measuring
 from inferbench.launch.watchdog import beat
 from inferbench.models.registry import make_inputs
 from inferbench.scenarios.prepare import Measured, PreparedCell, prepare_engine
@@ -567,7 +568,7 @@ def measure(cell: PreparedCell) -> Measured:
         engines[rung] = prepare_engine(replace(cell.request, key=replace(key, batch_size=rung)))[0]
     harness = noop_engine(key.device, cell.specs, cell.batches[0])
     overlapped = serving.overlap_copies and engine.stages_apart
-    with cell.lock.exclusively():
+    with measuring(cell.lock, key.device) as held:
         window_start = time.time()
         result = measure_serving(
             key.scenario, engine_path(lambda size: engines.get(size, engine), library, key.device, overlapped),
@@ -583,6 +584,7 @@ def measure(cell: PreparedCell) -> Measured:
         "items_per_call": key.batch_size,
         "n_iters": answer.get("query_count"),
         "measured_windows_unix": [window],
+        "measuring": held,
         "serving": result,
         "environment": {"loadgen": answer.get("loadgen")},
     }

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from inferbench.core.stats import latency_stats
+from inferbench.launch.host_partition import measuring
 from inferbench.scenarios.prepare import Measured, PreparedCell
 from inferbench.scenarios.timing import CudaEventTimer, HostTimer, Measurement, measure_calls
 from inferbench.trackers import memory
@@ -111,7 +112,7 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
         e2e_rounds.append(measure_calls(end_to_end_call, host_clock, 0.0, per_round_s, per_round_calls))
 
     in_order = (own_round, end_to_end_round) if boundary == "device" else (own_round,)
-    with cell.lock.exclusively(), host:
+    with measuring(cell.lock, key.device) as held, host:
         window_start = time.time()
         for index in range(rounds):
             for timed_round in in_order if index % 2 == 0 else reversed(in_order):
@@ -150,6 +151,7 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
         "warmup_iters": result.warmup_iters,
         "measured_s": result.measured_s,
         "measured_windows_unix": [window],
+        "measuring": held,
         "memory_mb": {"gpu_process_peak_nvml": gpu_summary["process_peak_mb"] if gpu_summary else None},
         "gpu_telemetry": gpu_summary,
         "host_telemetry": host.summary,

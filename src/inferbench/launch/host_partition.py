@@ -1,0 +1,196 @@
+"""Several GPUs measuring at once, each on CPU cores of its own.
+
+On a machine with one GPU (or none) every measurement holds the machine lock exclusively: nothing else
+of the workflow runs meanwhile (inferbench.launch.lock). With two GPUs or more that serialises the GPUs:
+a second GPU only overlaps preparation (docs/results/h200x2/multi-gpu: 353 against 373 s). MLPerf's
+multi-GPU runs measure every GPU at once, each GPU's host work on its own cores; so does inferbench:
+
+- the host is partitioned once per run: each GPU of the pool (inferbench.launch.gpu_slots) gets a slot of
+  ``INFERBENCH_GPU_SLOT_CPUS`` cores (4: a GPU cell's threads), from its NUMA node where the driver says
+  which CPUs are local to it, the highest-numbered first (the first cores take the system's
+  interrupts); the cores left over are shared by everything else. Too few cores for a slot per GPU and
+  as many again for the rest: no partition, measurements stay exclusive machine-wide.
+- a GPU cell's measuring process measures on its GPU's slot, holding that GPU's measuring lock
+  exclusively and the machine lock shared: GPUs measure at once, one measurement per GPU;
+- every other job process (preparation, compiling, the GPU cells' own set-up) runs on the shared cores,
+  away from the slots, and a CPU cell still measures alone, with the machine lock exclusive;
+- the partition travels to a job's processes in ``INFERBENCH_HOST_PARTITION`` (JSON; ``off`` turns it
+  off), so that every process of a run reads the same one.
+
+Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import subprocess
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inferbench.launch.gpu_slots import CLAIMED_ENV, gpu_pool
+from inferbench.launch.lock import MachineLock, open_lock_file
+
+PARTITION_ENV = "INFERBENCH_HOST_PARTITION"
+SLOT_CPUS_ENV = "INFERBENCH_GPU_SLOT_CPUS"
+#: cores per GPU slot: a GPU cell's threads (the rules give GPU cells 4)
+DEFAULT_SLOT_CPUS = 4
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HostPartition:
+    """Each GPU's measuring cores (by its pool entry, as CUDA_VISIBLE_DEVICES names it), and the rest."""
+
+    slots: dict[str, tuple[int, ...]]
+    shared: tuple[int, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({"slots": {d: list(c) for d, c in self.slots.items()}, "shared": list(self.shared)})
+
+    @classmethod
+    def from_json(cls, text: str) -> HostPartition:
+        data = json.loads(text)
+        slots = {str(d): tuple(int(c) for c in cores) for d, cores in data["slots"].items()}
+        return cls(slots, tuple(int(c) for c in data["shared"]))
+
+
+def plan_partition(
+    cpus: Iterable[int], devices: Sequence[str], per_slot: int, local: dict[str, set[int]] | None = None
+) -> HostPartition | None:
+    """A slot of ``per_slot`` cores for each of ``devices`` (from the cores ``local`` to it where known and
+    free, then from any free one, highest-numbered first), the rest shared; None with fewer than two
+    devices or fewer than ``per_slot`` cores left shared (then measurements stay machine-wide)."""
+    free = sorted(set(cpus), reverse=True)
+    if len(devices) < 2 or per_slot < 1 or len(free) < per_slot * (len(devices) + 1):
+        return None
+    slots: dict[str, tuple[int, ...]] = {}
+    for device in devices:
+        near = [c for c in free if c in (local or {}).get(device, set())]
+        chosen = (near + [c for c in free if c not in near])[:per_slot]
+        slots[device] = tuple(sorted(chosen))
+        free = [c for c in free if c not in chosen]
+    return HostPartition(slots, tuple(sorted(free)))
+
+
+def numa_local_cpus(devices: Sequence[str]) -> dict[str, set[int]]:
+    """The CPUs local to each device (its PCI device's ``local_cpulist``), where the driver says; empty
+    where ``nvidia-smi`` or sysfs does not answer."""
+    try:
+        listed = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    local = {}
+    for line in listed.stdout.splitlines():
+        index, _, bus = (part.strip() for part in line.partition(","))
+        # nvidia-smi spells the domain with 8 digits, sysfs with 4: 00000000:1B:00.0 -> 0000:1b:00.0
+        path = Path("/sys/bus/pci/devices") / bus.lower()[-12:] / "local_cpulist"
+        if index in devices and path.exists():
+            local[index] = parse_cpulist(path.read_text())
+    return local
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """``0-3,8,10-11`` -> {0, 1, 2, 3, 8, 10, 11} (the kernel's list format)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def current_partition() -> HostPartition | None:
+    """This run's partition (see the module's docstring): from ``INFERBENCH_HOST_PARTITION`` where a parent
+    process set it, else planned here from the GPU pool and this process's CPUs and passed on to children."""
+    given = os.environ.get(PARTITION_ENV)
+    if given is not None:
+        return None if given == "off" else HostPartition.from_json(given)
+    pool = gpu_pool()
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    per_slot = int(os.environ.get(SLOT_CPUS_ENV) or DEFAULT_SLOT_CPUS)
+    partition = plan_partition(cpus, pool, per_slot, numa_local_cpus(pool) if len(pool) > 1 else None)
+    if partition is None and len(pool) > 1:
+        log.warning(
+            "%d GPUs but %d CPUs: too few for %d cores per GPU and as many for the rest; measurements stay "
+            "exclusive machine-wide (%s sets the cores per GPU)",
+            len(pool),
+            len(cpus),
+            per_slot,
+            SLOT_CPUS_ENV,
+        )
+    os.environ[PARTITION_ENV] = partition.to_json() if partition else "off"
+    return partition
+
+
+def pin_process(cpus: Iterable[int]) -> None:
+    """Every thread of this process (and the processes and threads it starts later) onto ``cpus``: Linux
+    sets a thread's affinity, and libraries may have started theirs already."""
+    cpus = set(cpus)
+    tasks = Path("/proc/self/task")
+    for tid in [int(t.name) for t in tasks.iterdir()] if tasks.exists() else [0]:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            continue
+
+
+def keep_to_shared_cores() -> tuple[int, ...] | None:
+    """Move this process (and the processes it starts) onto the shared cores, off every GPU's slot, where
+    the run is partitioned; return them (None: not partitioned, nothing changed)."""
+    partition = current_partition()
+    if partition is None or not hasattr(os, "sched_setaffinity"):
+        return None
+    pin_process(partition.shared)
+    return partition.shared
+
+
+def gpu_slot() -> tuple[str, tuple[int, ...]] | None:
+    """This process's GPU (as its job claimed it) and that GPU's cores, where the run is partitioned."""
+    partition = current_partition()
+    device = os.environ.get(CLAIMED_ENV)
+    if partition is None or device not in partition.slots:
+        return None
+    return device, partition.slots[device]
+
+
+def keep_to_gpu_slot() -> tuple[int, ...] | None:
+    """A GPU cell's measuring process onto its GPU's slot, for its whole life (its set-up too: it disturbs
+    no other GPU's measurement there); return the cores (None: not partitioned, nothing changed)."""
+    slot = gpu_slot()
+    if slot is None or not hasattr(os, "sched_setaffinity"):
+        return None
+    pin_process(slot[1])
+    return slot[1]
+
+
+@contextmanager
+def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
+    """Hold what a timed loop needs for ``device``: on a partitioned machine a GPU cell holds its GPU's
+    measuring lock exclusively and keeps the machine lock shared (the other GPUs measure meanwhile, on
+    their own cores; a CPU cell waits for all of them); otherwise the machine lock exclusively. Yields
+    what was held, for the record: ``lock`` (``machine`` or ``gpu <device>``) and the process's ``cpus``."""
+    slot = gpu_slot() if device == "cuda" else None
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    if slot is None:
+        with lock.exclusively():
+            yield {"lock": "machine", "cpus": cpus}
+        return
+    fd = open_lock_file(lock.path.parent / f"inferbench-measure-gpu-{slot[0]}.lock")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield {"lock": f"gpu {slot[0]}", "cpus": cpus}
+    finally:
+        os.close(fd)  # closing drops the lock
