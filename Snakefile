@@ -22,6 +22,11 @@ include: "workflow/rules/report.smk"
 # Locally, cell jobs start from a server that imported torch & co. once (inferbench.launch.warm): seconds
 # saved per job, most of a GPU run's wall time; `warm_start: false` turns it off.
 onstart:
+    if workflow.local_exec:
+        # several GPUs measuring at once: the host's partition planned once, here, and inherited by every job
+        from inferbench.launch.host_partition import current_partition
+
+        current_partition()
     if config["warm_start"] and workflow.local_exec:
         from inferbench.launch.warm import start_server
 
