@@ -81,7 +81,14 @@ def test_engines_carry_their_effective_options_defaults_included():
         "cudnn_conv_algo_search": "EXHAUSTIVE",
     }
     script = TorchScript("cpu", "fp16", 1, {"engine": "torchscript", "channels_last": True})
-    assert script.options == {"channels_last": True, "tf32": False, "precision_mode": "cast", "optimize": True}
+    assert script.options == {
+        "channels_last": True,
+        "tf32": False,
+        "precision_mode": "cast",
+        "optimize": True,
+        "host_memory": "pageable",  # the host input a caller hands over, by default as the data loader makes it
+        "host_dtype": "fp32",
+    }
     assert script.computation("vision")["precision_mode"] == "cast"
     assert set(ENGINES["torch_train_epoch"].options) > set(ENGINES["torch_train"].options)
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -77,20 +78,24 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize("holder_code", ["clear_stale_locks", "join_run"], ids=["a live run", "a job of a killed run"])
-def test_a_live_run_or_job_keeps_the_lock_and_a_finished_one_leaves_none_to_clear(tmp_path, holder_code):
-    locks = tmp_path / ".snakemake" / "locks"
-    locks.mkdir(parents=True)
-    (tmp_path / run_lock.RUN_LOCK).touch()  # the run the job belongs to created it
-    # another process holds the run lock: a run (or a job of one) is active, the Snakemake lock is not stale
+def _hold(tmp_path: Path, holder_code: str) -> subprocess.Popen:
+    """Another process that holds the run lock through ``holder_code`` until its stdin closes."""
     holder = subprocess.Popen(
         [sys.executable, "-c", f"from inferbench.launch.run_lock import {holder_code};"
          f"{holder_code}({str(tmp_path)!r}); import sys; print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
     assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_live_run_keeps_its_lock_and_a_finished_one_leaves_none_to_clear(tmp_path):
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    holder = _hold(tmp_path, "clear_stale_locks")  # a run: it owns the directory
+    assert (tmp_path / run_lock.RUN_OWNER).read_text().strip() == str(holder.pid)
     (locks / "0.input.lock").write_text("x")  # the live run's Snakemake lock
-    assert run_lock.clear_stale_locks(tmp_path) == []
+    assert run_lock.clear_stale_locks(tmp_path) == []  # at once: a live run is not waited for
     assert (locks / "0.input.lock").exists()
     holder.stdin.close()
     holder.wait(10)
@@ -104,3 +109,24 @@ def test_a_live_run_or_job_keeps_the_lock_and_a_finished_one_leaves_none_to_clea
         capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": str(REPO / "src")}, check=True,
     )  # fmt: skip
     assert joined.stdout.split() == ["True", "False"]
+
+
+def test_a_new_run_waits_for_the_jobs_of_a_killed_run_then_clears_its_locks(tmp_path, capfd):
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (tmp_path / run_lock.RUN_LOCK).touch()  # the killed run created it
+    (tmp_path / run_lock.RUN_OWNER).write_text("999999999\n")  # and owned the directory: no such process now
+    (locks / "0.input.lock").write_text("x")  # what Snakemake left at its kill -9
+    job = _hold(tmp_path, "join_run")  # a job of it, still working
+    cleared: list[list[Path]] = []
+    starting = threading.Thread(target=lambda: cleared.append(run_lock.clear_stale_locks(tmp_path)), daemon=True)
+    starting.start()
+    starting.join(1.0)
+    assert starting.is_alive() and not cleared, "a new run goes on while a job of the killed run still writes"
+    assert (locks / "0.input.lock").exists()
+    assert f"pid {job.pid}" in capfd.readouterr().err  # it says whom it waits for
+    job.stdin.close()
+    job.wait(10)
+    starting.join(30)
+    assert cleared == [[locks / "0.input.lock"]]
+    assert (tmp_path / run_lock.RUN_OWNER).read_text().strip() == str(os.getpid())

@@ -7,9 +7,13 @@ OOM killer, a cancelled cluster job) leaves the lock behind, and the next ``snak
 an ``flock`` on ``.snakemake/inferbench-run.lock`` from the moment its Snakefile is read until its
 process ends, however it ends (the kernel drops the lock with the process). A run that gets that
 lock knows that no other run of this workflow is active in the directory: Snakemake locks found
-there are stale, and are removed before Snakemake takes its own. A run that does not get it leaves
-them alone, and Snakemake reports the directory as locked, as it should while another run works in it.
-Only the standard library is imported here.
+there are stale, and are removed before Snakemake takes its own. A run that does not get it looks
+at who holds it: while the run that owns the directory (its pid in ``.snakemake/inferbench-run.pid``)
+is alive, Snakemake's locks stay and Snakemake reports the directory as locked, as it should while
+another run works in it; when only jobs of a killed run hold it (Snakemake's ``kill -9`` does not
+reach its jobs), the new run waits for them to end, since they still write in the directory and
+their outputs are re-made anyway (Snakemake marked them incomplete). Only the standard library is
+imported here.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import os
 import sys
 from pathlib import Path
 
-from inferbench.launch.lock import lock_holders
+from inferbench.launch.lock import describe_holders, lock_holders
 
 RUN_LOCK = Path(".snakemake") / "inferbench-run.lock"
+RUN_OWNER = Path(".snakemake") / "inferbench-run.pid"  # the pid of the run that cleared the directory last
 
 _held: dict[Path, int] = {}  # run-lock path -> the open file holding its flock, for the process's life
 
@@ -47,25 +52,47 @@ def clear_stale_locks(workdir: str | Path) -> list[Path]:
     path, fd = opened
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as error:  # busy, or a filesystem without flock (ENOLCK): leave Snakemake's locks alone
-        os.close(fd)
-        busy = {pid for pid in lock_holders(path) if pid != os.getpid()}
-        if busy and list((Path(workdir) / ".snakemake" / "locks").glob("*.lock")):
-            print(
-                f"inferbench: processes {sorted(busy)} of another run still work in {Path(workdir).resolve()} "
-                "(jobs of a killed run go on until they end): wait for them, or stop them, before re-running",
-                file=sys.stderr,
-            )
-        elif not isinstance(error, BlockingIOError):
+    except OSError as error:  # busy, or a filesystem without flock (ENOLCK)
+        if not isinstance(error, BlockingIOError):
+            os.close(fd)
             print(f"inferbench: cannot lock {path} ({error}); stale Snakemake locks stay", file=sys.stderr)
-        return []
+            return []
+        if not _wait_for_orphaned_jobs(workdir, path, fd):
+            os.close(fd)
+            return []  # a live run works here: Snakemake reports its lock
     removed = []
     for lock in sorted((Path(workdir) / ".snakemake" / "locks").glob("*.lock")):
         lock.unlink(missing_ok=True)
         removed.append(lock)
     fcntl.flock(fd, fcntl.LOCK_SH)  # from here on this run shares the lock with its jobs
+    (Path(workdir) / RUN_OWNER).write_text(f"{os.getpid()}\n")
     _held[path] = fd
     return removed
+
+
+def _wait_for_orphaned_jobs(workdir: str | Path, path: Path, fd: int) -> bool:
+    """The run lock is busy. If the run that owns the directory still holds it, return False at
+    once; if only jobs of a killed run do, wait (blocking) until they end and the lock is this
+    run's, and return True."""
+    holders = {pid for pid in lock_holders(path) if pid != os.getpid()}
+    owner = _run_owner(workdir)
+    if owner in holders or not holders:  # a live run, or holders this process cannot see: not ours to wait on
+        return False
+    print(
+        f"inferbench: waiting for {len(holders)} job(s) of a killed run still working in "
+        f"{Path(workdir).resolve()} to end: {describe_holders(holders)} (stop them to go on at once)",
+        file=sys.stderr,
+        flush=True,
+    )
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return True
+
+
+def _run_owner(workdir: str | Path) -> int | None:
+    try:
+        return int((Path(workdir) / RUN_OWNER).read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def join_run(workdir: str | Path = ".") -> bool:
