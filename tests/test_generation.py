@@ -3,6 +3,7 @@ generation scenario's arithmetic and its token parity gate, and a cell through t
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from dataclasses import asdict
@@ -207,3 +208,113 @@ def test_onnx_runtime_genai_exports_once_and_generates_fp32_eager_s_tokens(qwen2
     second = _run(tmp_path / "b", qwen2, qwen2["reference"], engine="ort_genai")
     assert second.status == "ok" and second.cold_start_s["export"] < first.cold_start_s["export"]  # reused
     assert len(list((tmp_path / "results" / "engines" / "ort_genai").iterdir())) == 1
+
+
+class FakeVllmEngine:
+    """vLLM's LLMEngine as the driver uses it: ``step`` is one scheduler iteration, in which a new request's
+    prefill advances by one chunk (its first token after ``prefill_chunks`` steps) and every request past
+    its prefill makes one token; outputs are cumulative, as vLLM's are by default."""
+
+    def __init__(self, prefill_chunks: int = 1, stuck: bool = False) -> None:
+        self.prefill_chunks, self.stuck = prefill_chunks, stuck
+        self.requests: dict[str, dict] = {}
+        self.steps = 0
+        self.aborted: list[str] = []
+
+    def add_request(self, request_id, prompt, params):
+        assert set(prompt) == {"prompt_token_ids"}
+        self.requests[request_id] = {"chunks": 0, "tokens": [], "max": params["max_tokens"]}
+
+    def has_unfinished_requests(self):
+        return bool(self.requests)
+
+    def abort_request(self, ids):
+        self.aborted += ids
+        for request_id in ids:
+            del self.requests[request_id]
+
+    def step(self):
+        from types import SimpleNamespace
+
+        self.steps += 1
+        if self.stuck:
+            return []
+        outputs = []
+        for request_id, state in list(self.requests.items()):
+            if state["chunks"] < self.prefill_chunks:
+                state["chunks"] += 1
+                if state["chunks"] < self.prefill_chunks:
+                    continue  # a chunk of the prefill: no token yet
+            state["tokens"].append(100 + len(state["tokens"]))
+            finished = len(state["tokens"]) == state["max"]
+            outputs.append(SimpleNamespace(request_id=request_id, finished=finished,
+                                           outputs=[SimpleNamespace(token_ids=list(state["tokens"]))]))  # fmt: skip
+            if finished:
+                del self.requests[request_id]
+        return outputs
+
+
+def test_the_vllm_driver_makes_one_token_per_step_for_every_row_and_waits_out_a_chunked_prefill():
+    from inferbench.engines.generation.vllm_engine import MAX_STEPS_PER_TOKEN, StepDriver
+
+    engine = FakeVllmEngine(prefill_chunks=3)
+    driver = StepDriver(engine)
+    request = driver.add([[1, 2, 3], [4, 5, 6]], {"max_tokens": 4})
+    assert request.prompt == 3 and len(request.ids) == 2
+    driver.until(request, 1)  # the first token: the prefill's three chunks
+    assert engine.steps == 3 and request.made() == 1
+    for made in (2, 3, 4):
+        driver.until(request, made)
+        assert request.made() == made and engine.steps == made + 2  # one scheduler step per decode token
+    assert request.tokens == {i: [100, 101, 102, 103] for i in request.ids}
+    assert not engine.requests  # finished with their last token
+    # a request left half-way (a warm-up cut short) is aborted before the next one starts
+    left = driver.add([[7]], {"max_tokens": 4})
+    driver.until(left, 1)
+    driver.add([[8]], {"max_tokens": 4})
+    assert engine.aborted == left.ids
+    # an engine that makes no token is named, not waited on forever
+    stuck = StepDriver(FakeVllmEngine(stuck=True))
+    with pytest.raises(RuntimeError, match=f"no token in {MAX_STEPS_PER_TOKEN} scheduler steps"):
+        stuck.until(stuck.add([[1]], {"max_tokens": 2}), 1)
+
+
+def test_an_engine_that_returns_log_probabilities_is_held_to_the_logits(qwen2):
+    from scipy.special import log_softmax
+
+    from inferbench.engines.base import Engine
+    from inferbench.models.parity import load_reference
+    from inferbench.scenarios.prepare import check_parity
+
+    class LogProbabilities(Engine):  # the reference's logits less their log-sum-exp, as vLLM returns them
+        impl = "log_probabilities"
+        run_gives_log_probabilities = True
+
+        def prepare(self, artifact, inputs, example):
+            pass
+
+        def stage(self, batch):
+            return batch
+
+        def run(self, staged):
+            _, logits = load_reference(qwen2["reference"], 2)
+            return log_softmax(logits, axis=1)
+
+        def to_numpy(self, output):
+            return output
+
+    key = CellKey("llm:qwen2", "log_probabilities", "fp32", "cpu", 2, 8, 1)
+    request = CellRequest(key, {"engine": "log_probabilities"}, CellInputs(qwen2["meta"], qwen2["checkpoint"],
+                          qwen2["reference"]), FAST, {"max_rel_l2": 1e-4})  # fmt: skip
+    metrics, problems = check_parity(LogProbabilities("cpu", "fp32", 1, {}), request)
+    assert problems == [] and metrics["rel_l2"] < 1e-5
+    LogProbabilities.run_gives_log_probabilities = False  # the same numbers taken for logits: off by a constant
+    _, problems = check_parity(LogProbabilities("cpu", "fp32", 1, {}), request)
+    assert problems and "relative L2 error" in problems[0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_a_vllm_cell_where_vllm_is_not_installed_is_unavailable_with_the_reason(qwen2, tmp_path):
+    record = _run(tmp_path, qwen2, qwen2["reference"], engine="vllm", precision="fp16")
+    assert record.status == "unavailable"
+    assert "vLLM is not installed here" in record.reason

@@ -23,6 +23,7 @@ LIBRARIES = (
     "onnxruntime",
     "onnxruntime-gpu",
     "openvino",
+    "vllm",
     "numpy",
     "snakemake",
 )

@@ -33,6 +33,9 @@ class Engine(ABC):
     graph: ClassVar[str] = "none"
     #: False for engines that return a constant: no output parity check applies
     computes: ClassVar[bool] = True
+    #: whether ``run`` returns log-probabilities (the logits up to a constant per row, as a serving engine
+    #: hands them out) rather than logits: the parity check then compares both centred
+    run_gives_log_probabilities: ClassVar[bool] = False
     #: what one ``run()`` does, in words (the record's boundary descriptions quote it)
     run_description: str = "one forward pass on the staged inputs; the output stays where it was computed"
 

@@ -49,9 +49,10 @@ class Option:
     default: Any
     help: str
     choices: tuple[Any, ...] | None = None
-    #: numbers: the smallest value allowed, and whether it is allowed itself
+    #: numbers: the smallest value allowed, and whether it is allowed itself; the largest allowed
     minimum: float | None = None
     exclusive: bool = False
+    maximum: float | None = None
     #: strings: a path relative to the working directory that stays inside it (what the job creates
     #: and writes there must not land anywhere a config string points)
     inside_workdir: bool = False
@@ -75,6 +76,8 @@ class Option:
             return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
         if self.minimum is not None and (value < self.minimum or (self.exclusive and value == self.minimum)):
             return f"{value!r} must be {'>' if self.exclusive else '>='} {self.minimum}"
+        if self.maximum is not None and value > self.maximum:
+            return f"{value!r} must be <= {self.maximum}"
         return None
 
 

@@ -89,6 +89,13 @@ def compare(actual: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
     return metrics
 
 
+def centred(values: np.ndarray) -> np.ndarray:
+    """Each row less its mean: logits and their log-probabilities (logits less a constant per row, the
+    log-sum-exp) become equal, so an engine that returns log-probabilities is held to the logits."""
+    values = values.astype(np.float64)
+    return values - values.mean(axis=-1, keepdims=True)
+
+
 def violations(metrics: dict[str, Any], tolerance: dict[str, float]) -> list[str]:
     """What is out of tolerance (empty when the output is acceptable)."""
     problems = []

@@ -19,7 +19,7 @@ from inferbench.engines.base import Engine
 from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.engines.spec import EngineInfo
 from inferbench.launch.lock import MachineLock
-from inferbench.models.parity import compare, load_reference, violations
+from inferbench.models.parity import centred, compare, load_reference, violations
 from inferbench.models.registry import InputSpec, input_specs, make_inputs
 from inferbench.scenarios import scenario_info
 
@@ -176,5 +176,8 @@ def check_parity(engine: Engine, request: CellRequest) -> tuple[dict[str, Any] |
     ref_inputs, ref_output = load_reference(request.inputs.reference, request.key.batch_size)
     output = engine.run(engine.stage(ref_inputs))
     engine.synchronize()
-    metrics = compare(engine.to_numpy(output), ref_output)
+    output = engine.to_numpy(output)
+    if engine.run_gives_log_probabilities:  # the logits up to a constant per row: both compared centred
+        output, ref_output = centred(output), centred(ref_output)
+    metrics = compare(output, ref_output)
     return metrics | {"tolerance": request.tolerance}, violations(metrics, request.tolerance)

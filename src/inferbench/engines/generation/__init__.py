@@ -61,4 +61,31 @@ ENGINES = {
             ),
         },
     ),
+    "vllm": EngineInfo(
+        "inferbench.engines.generation.vllm_engine:Vllm",
+        ("cpu", "cuda"),
+        ("fp16", "bf16"),
+        "checkpoint",
+        "vLLM: the checkpoint loaded by vllm.LLM (its model code, paged KV cache, CUDA graphs for decode), "
+        "requests stepped through its engine one scheduler iteration at a time (greedy)",
+        mode="generate",
+        workload_kinds=("decoder",),
+        # not vllm itself: its engine core must be told to stay in-process before vLLM is imported
+        libraries=("torch", "transformers"),
+        options={
+            "new_tokens": _GENERATION["new_tokens"],
+            "gpu_memory_utilization": Option(
+                float,
+                0.5,
+                "the share of the GPU's memory vLLM takes for weights and its KV-cache pool",
+                minimum=0,
+                exclusive=True,
+                maximum=1,
+            ),
+            "enforce_eager": Option(bool, False, "no CUDA graphs: every decode step launched kernel by kernel"),
+            "model_dir": Option(
+                str, "results/engines/vllm", "where the checkpoint is saved for vLLM to load", inside_workdir=True
+            ),
+        },
+    ),
 }

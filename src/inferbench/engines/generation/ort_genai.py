@@ -9,13 +9,10 @@ once per checkpoint, precision and device, under ``model_dir``, and reused by th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from inferbench.engines.base import Engine
-from inferbench.engines.generation.transformers import decode_read_bytes, weight_bytes
+from inferbench.engines.generation.exports import checkpoint_digest, made_once
+from inferbench.engines.generation.transformers import decode_read_bytes, kv_bytes_per_position, weight_bytes
 from inferbench.models.registry import InputSpec, load_checkpoint
 
 #: the builder's precision for each of ours, and the bytes of one weight
@@ -66,10 +64,7 @@ class OrtGenAI(Engine):
         lm = spec.module.model
         _, size = BUILDER_PRECISION[self.precision]
         self._weights, self._read = weight_bytes(lm, size), decode_read_bytes(lm, size)
-        config = lm.config
-        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        self._kv_bytes_per_position = 2 * config.num_hidden_layers * heads * head_dim * size
+        self._kv_bytes_per_position = kv_bytes_per_position(lm.config, size)
         with self.cold_start("export"):
             folder = self._export(artifact, lm)
         genai_config = og.Config(str(folder))
@@ -83,30 +78,21 @@ class OrtGenAI(Engine):
 
     def _export(self, artifact: Path | None, lm: Any) -> Path:
         """The builder's export of this checkpoint at this precision and device (made once, then reused)."""
-        if artifact is None:
-            raise ValueError("ort_genai is prepared from the workload's checkpoint")
-        digest = hashlib.sha256(Path(artifact).read_bytes()).hexdigest()[:16]
         precision, _ = BUILDER_PRECISION[self.precision]
-        folder = Path(self.options["model_dir"]) / f"{digest}-{precision}-{self.device}"
-        if (folder / "genai_config.json").exists():
-            return folder
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=folder.parent) as scratch:
-            weights, built = Path(scratch) / "hf", Path(scratch) / "onnx"
+        folder = Path(self.options["model_dir"]) / f"{checkpoint_digest(artifact, self.impl)}-{precision}-{self.device}"
+
+        def build(scratch: Path) -> Path:
+            weights, built = scratch / "hf", scratch / "onnx"
             lm.save_pretrained(weights)
             _stand_in_tokenizer(lm.config.vocab_size).save_pretrained(weights)
             command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(weights), "-o", str(built),
-                       "-p", precision, "-e", self.device, "-c", str(Path(scratch) / "cache")]  # fmt: skip
+                       "-p", precision, "-e", self.device, "-c", str(scratch / "cache")]  # fmt: skip
             done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
             if done.returncode != 0 or not (built / "genai_config.json").exists():
                 raise RuntimeError(f"onnxruntime-genai's model builder failed: {done.stderr.strip()[-800:]}")
-            try:
-                os.replace(built, folder)  # whole or not at all: another process may look meanwhile
-            except OSError:
-                if not (folder / "genai_config.json").exists():
-                    raise
-            shutil.rmtree(weights, ignore_errors=True)
-        return folder
+            return built
+
+        return made_once(folder, "genai_config.json", build)
 
     def stage(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         return np.ascontiguousarray(batch["input_ids"], dtype=np.int32)  # the generator takes host ids

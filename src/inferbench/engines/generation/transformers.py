@@ -109,6 +109,13 @@ def decode_read_bytes(lm: torch.nn.Module, element_size: int | None = None) -> i
     return total - embedding.numel() * (element_size or embedding.element_size())
 
 
+def kv_bytes_per_position(config: Any, element_size: int) -> int:
+    """The KV cache's bytes for one position of one sequence: keys and values of every layer's KV heads."""
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return 2 * config.num_hidden_layers * heads * head_dim * element_size
+
+
 def _tensors(cache: Any) -> list[torch.Tensor]:
     """The key and value tensors of a transformers cache, whatever its version lays them out as."""
     layers = getattr(cache, "layers", None)
