@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's install on the lent GPU machine, which has no network: `python -m pip install -e .`,
-# with pip finding what pyproject.toml declares among carried wheels (PIP_NO_INDEX / PIP_FIND_LINKS):
+# with pip finding what pyproject.toml declares among carried wheels (PIP_NO_INDEX / PIP_FIND_LINKS);
+# benchmarks/prepare_gpu_carry.sh fills every folder below in one command:
 #   .devw/        snakemake and its dependencies, onnxsim (../shared/gpu/build-wheelhouse.sh)
 #   .gpuwheels/   kaggle and its dependencies, six, nvidia-ml-py, setuptools, onnxruntime-genai-cuda
 #                 (pip download, see README)
