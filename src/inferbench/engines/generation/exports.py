@@ -1,5 +1,6 @@
-"""A decoder's checkpoint turned into another runtime's files once, then reused by every process of a
-cell and every later cell of the same checkpoint, precision and device."""
+"""Decoders handed to another runtime (ONNX Runtime GenAI, vLLM): the checkpoint loaded on the host for
+the byte counts the roofline needs, and turned into the runtime's files once, then reused by every
+process of a cell and every later cell of the same checkpoint, precision and device."""
 
 from __future__ import annotations
 
@@ -8,6 +9,37 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inferbench.engines.base import Engine
+from inferbench.engines.generation.transformers import decode_read_bytes, kv_bytes_per_position, weight_bytes
+from inferbench.models.registry import load_checkpoint
+
+
+class ExportedDecoder(Engine):
+    """A generation engine whose runtime holds the weights at ``element_size`` bytes each: ``load_decoder``
+    reads the checkpoint and counts the bytes a step reads and a position of KV cache takes."""
+
+    def load_decoder(self, artifact: Path | None, element_size: int) -> Any:
+        """The checkpoint's decoder (a transformers causal LM, on the host), its byte counts kept."""
+        self.new_tokens = int(self.options["new_tokens"])
+        with self.cold_start("load_model"):
+            spec, _ = load_checkpoint(artifact, "cpu")
+        lm = spec.module.model
+        self._weights, self._read = weight_bytes(lm, element_size), decode_read_bytes(lm, element_size)
+        self._kv_bytes_per_position = kv_bytes_per_position(lm.config, element_size)
+        return lm
+
+    def to_numpy(self, output: np.ndarray) -> np.ndarray:
+        return output
+
+    def weight_bytes(self) -> int:
+        return self._weights
+
+    def decode_read_bytes(self) -> int:
+        return self._read
 
 
 def checkpoint_digest(artifact: Path | None, engine: str) -> str:

@@ -19,10 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.engines.base import Engine
-from inferbench.engines.generation.exports import checkpoint_digest, made_once
-from inferbench.engines.generation.transformers import decode_read_bytes, kv_bytes_per_position, weight_bytes
-from inferbench.models.registry import InputSpec, load_checkpoint
+from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_digest, made_once
+from inferbench.models.registry import InputSpec
 
 #: the builder's precision for each of ours, and the bytes of one weight
 BUILDER_PRECISION = {"fp32": ("fp32", 4), "fp16": ("fp16", 2), "bf16": ("bf16", 2)}
@@ -34,7 +32,7 @@ class GenAIRequest:
     prompt: int
 
 
-class OrtGenAI(Engine):
+class OrtGenAI(ExportedDecoder):
     impl = "ort_genai"
     graph = "onnx"
     run_description = "the prefill through ONNX Runtime GenAI: the prompt appended, the last position's logits"
@@ -58,13 +56,8 @@ class OrtGenAI(Engine):
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         import onnxruntime_genai as og
 
-        self.new_tokens = int(self.options["new_tokens"])
-        with self.cold_start("load_model"):
-            spec, _ = load_checkpoint(artifact, "cpu")
-        lm = spec.module.model
         _, size = BUILDER_PRECISION[self.precision]
-        self._weights, self._read = weight_bytes(lm, size), decode_read_bytes(lm, size)
-        self._kv_bytes_per_position = kv_bytes_per_position(lm.config, size)
+        lm = self.load_decoder(artifact, size)
         with self.cold_start("export"):
             folder = self._export(artifact, lm)
         genai_config = og.Config(str(folder))
@@ -109,9 +102,6 @@ class OrtGenAI(Engine):
     def run(self, staged: np.ndarray) -> np.ndarray:
         return self._generator(staged).get_logits()[:, -1, :].astype(np.float32)
 
-    def to_numpy(self, output: np.ndarray) -> np.ndarray:
-        return output
-
     def start(self, staged: np.ndarray) -> GenAIRequest:
         request = GenAIRequest(self._generator(staged), staged.shape[1])
         return self.step(request)  # the first token is picked from the prefill's logits
@@ -130,12 +120,6 @@ class OrtGenAI(Engine):
         """The KV cache GenAI allocates: every position up to the request's longest, for each row."""
         rows = request.generator.get_next_tokens().shape[0]
         return rows * (request.prompt + self.new_tokens) * self._kv_bytes_per_position
-
-    def weight_bytes(self) -> int:
-        return self._weights
-
-    def decode_read_bytes(self) -> int:
-        return self._read
 
 
 def _stand_in_tokenizer(vocab_size: int) -> Any:

@@ -28,10 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.engines.base import Engine, cuda_unavailable_reason
-from inferbench.engines.generation.exports import checkpoint_digest, made_once
-from inferbench.engines.generation.transformers import decode_read_bytes, kv_bytes_per_position, weight_bytes
-from inferbench.models.registry import InputSpec, load_checkpoint
+from inferbench.engines.base import cuda_unavailable_reason
+from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_digest, made_once
+from inferbench.models.registry import InputSpec
 
 #: vLLM's dtype for each of our precisions, and the bytes of one weight
 VLLM_DTYPE = {"fp32": ("float32", 4), "fp16": ("float16", 2), "bf16": ("bfloat16", 2)}
@@ -90,7 +89,7 @@ class StepDriver:
         return outputs
 
 
-class Vllm(Engine):
+class Vllm(ExportedDecoder):
     impl = "vllm"
     graph = "vllm"
     run_description = (
@@ -113,15 +112,11 @@ class Vllm(Engine):
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         # the engine core in this process: one step() is one scheduler iteration (see the module's docstring)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        from vllm import LLM, SamplingParams
+        with self.cold_start("import_vllm"):  # here, not with the cell's libraries: after the line above
+            from vllm import LLM, SamplingParams
 
-        self.new_tokens = int(self.options["new_tokens"])
-        with self.cold_start("load_model"):
-            spec, _ = load_checkpoint(artifact, "cpu")
-        lm = spec.module.model
         dtype, size = VLLM_DTYPE[self.precision]
-        self._weights, self._read = weight_bytes(lm, size), decode_read_bytes(lm, size)
-        self._kv_bytes_per_position = kv_bytes_per_position(lm.config, size)
+        lm = self.load_decoder(artifact, size)
         self.vocab_size = int(lm.config.vocab_size)
         with self.cold_start("export"):
             folder = self._saved(artifact, lm)
@@ -182,9 +177,6 @@ class Vllm(Engine):
             raise RuntimeError(f"vLLM returned {got} log-probabilities of a {self.vocab_size}-token vocabulary")
         return row
 
-    def to_numpy(self, output: np.ndarray) -> np.ndarray:
-        return output
-
     def start(self, staged: list[list[int]]) -> VllmRequest:
         request = self.driver.add(staged, self.generate_params)
         self.driver.until(request, 1)
@@ -202,12 +194,6 @@ class Vllm(Engine):
         ``gpu_memory_utilization`` of the GPU, and hands blocks of ``block_size`` positions out of it)."""
         blocks = math.ceil((request.prompt + self.new_tokens) / self.block_size)
         return len(request.ids) * blocks * self.block_size * self._kv_bytes_per_position
-
-    def weight_bytes(self) -> int:
-        return self._weights
-
-    def decode_read_bytes(self) -> int:
-        return self._read
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         eager = bool(self.options["enforce_eager"])
