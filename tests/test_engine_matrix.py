@@ -266,3 +266,35 @@ def test_host_inputs_in_the_models_dtype_are_made_once_and_compute_the_same(tmp_
     assert pinned.computation("tabular")["host_input"] == "pinned"
     with pytest.raises(ValueError, match="pinned is for copies to a GPU"):
         pinned.host_batches(batches)
+    # overlapping copies with compute needs page-locked memory on a GPU: asked for otherwise, it says so
+    overlapped, _ = _outputs("torch_eager", tmp_path / "mlp.pt", spec, batches[0], host_overlap=True)
+    assert overlapped.overlaps_copies and overlapped.computation("tabular")["host_input"] == "overlapped"
+    with pytest.raises(ValueError, match="give the variant host_memory: pinned, and run it on cuda"):
+        overlapped.host_batches(batches)
+
+
+def test_a_pipelined_end_to_end_call_runs_what_the_call_before_staged_and_stages_the_next_during_compute():
+    """A server's pipelined loop (``host_overlap``): the next batch is staged after this one's run is queued
+    and before its output is waited for, so the copy in overlaps the compute; every output is its own batch's."""
+    from inferbench.scenarios.single import pipelined
+
+    events: list[str] = []
+    batches = iter(range(100))
+
+    def stage_next():
+        batch = next(batches)
+        events.append(f"stage {batch}")
+        return batch
+
+    def run(batch):
+        events.append(f"run {batch}")
+        return batch * 10
+
+    def to_numpy(output):
+        events.append(f"back {output // 10}")
+        return output
+
+    call = pipelined(run, stage_next, to_numpy)
+    assert events == ["stage 0"]  # the first batch, before any timed call
+    assert [call() for _ in range(3)] == [0, 10, 20]
+    assert events[1:] == ["run 0", "stage 1", "back 0", "run 1", "stage 2", "back 1", "run 2", "stage 3", "back 2"]

@@ -88,6 +88,7 @@ def test_engines_carry_their_effective_options_defaults_included():
         "optimize": True,
         "host_memory": "pageable",  # the host input a caller hands over, by default as the data loader makes it
         "host_dtype": "fp32",
+        "host_overlap": False,
     }
     assert script.computation("vision")["precision_mode"] == "cast"
     assert set(ENGINES["torch_train_epoch"].options) > set(ENGINES["torch_train"].options)

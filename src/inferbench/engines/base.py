@@ -67,6 +67,13 @@ class Engine(ABC):
         return False
 
     @property
+    def overlaps_copies(self) -> bool:
+        """Whether end-to-end calls run as a server's pipelined loop: the next batch staged on a CUDA stream
+        of its own while this one computes, in the same thread (inferbench.scenarios.single). An option
+        of the engines that take it (``host_overlap``)."""
+        return False
+
+    @property
     def staged_on_device(self) -> bool:
         """Whether ``stage`` leaves the inputs on a device apart from the host, where ``run`` computes: then
         a call is timed at two boundaries, the device's compute and end to end (inferbench.scenarios.single).

@@ -105,6 +105,13 @@ HOST_INPUT = {
         "halving the bytes copied in, as a server that receives or decodes into that dtype",
         ("fp32", "model"),
     ),
+    "host_overlap": Option(
+        bool,
+        False,
+        "end to end, the next batch's copy in on a CUDA stream of its own while this batch computes, as a "
+        "server's pipelined loop does (needs host_memory: pinned, on a GPU): the end-to-end figure is then the "
+        "time per call of that loop, not one request's latency",
+    ),
 }
 
 

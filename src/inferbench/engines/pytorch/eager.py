@@ -105,15 +105,25 @@ class TorchEngine(Engine):
 
     def _host_input(self) -> str | None:
         """How the host holds the inputs, where not as drawn (pageable fp32): ``pinned``, ``fp16``,
-        ``pinned fp16``; None for the plain way."""
+        ``pinned fp16``, ``pinned fp16 overlapped``; None for the plain way."""
         pinned, model_dtype = self._host_held()
-        return " ".join(word for word, on in (("pinned", pinned), (self.precision, model_dtype)) if on) or None
+        words = (("pinned", pinned), (self.precision, model_dtype), ("overlapped", self.overlaps_copies))
+        return " ".join(word for word, on in words if on) or None
+
+    @property
+    def overlaps_copies(self) -> bool:
+        return bool(self.options.get("host_overlap", False))
 
     def host_batches(self, batches: list[dict[str, np.ndarray]]) -> list[dict[str, Any]]:
         """The host inputs as this variant's server would hold them (``host_memory``, ``host_dtype``), made
         once before any timed call: float inputs in the model's dtype where its weights are cast, in
         page-locked memory (a GPU copies from it directly, without the driver's bounce buffer)."""
         pinned, model_dtype = self._host_held()
+        if self.overlaps_copies and not (pinned and self.device == "cuda"):
+            raise ValueError(
+                "host_overlap: true overlaps copies to a GPU with its compute, which only page-locked memory "
+                "allows: give the variant host_memory: pinned, and run it on cuda"
+            )
         if not (pinned or model_dtype):
             return batches
         if pinned and self.device != "cuda":
