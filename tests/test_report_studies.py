@@ -258,3 +258,19 @@ def test_rows_split_by_scenario_even_when_a_part_is_empty(tmp_path):
     frames = split_scenarios(summary)
     assert len(frames.serving) == 2 and frames.single.empty and frames.training.empty
     assert measured(frames.single).empty and measured(summary).empty
+
+
+def test_a_latency_budget_is_never_answered_by_a_pipelined_loop_s_time_per_call():
+    """With host_overlap the end-to-end figure is the loop's time per call, shorter than any request's
+    latency: the budgets table leaves such cells out."""
+    from inferbench.report.headline import latency_budgets
+
+    same = {"precision": "fp16", "device": "cuda", "threads": 0, "batch_size": 256, "latency_p50_ms": 10.6}
+    cells = pd.DataFrame([
+        cell(**same, engine="staged", host_input="pinned fp16", e2e_latency_p50_ms=13.0, e2e_latency_p99_ms=14.0),
+        cell(**same, engine="overlapped", host_input="pinned fp16 overlapped", e2e_latency_p50_ms=10.8,
+             e2e_latency_p99_ms=11.0),
+    ])  # fmt: skip
+    answers = latency_budgets(cells)
+    assert not answers.empty and not answers["cell"].str.contains("overlapped").any()
+    assert answers["cell"].str.contains("staged").all()
