@@ -176,6 +176,21 @@ def test_a_cell_whose_end_to_end_p50_is_below_its_device_p50_is_listed_and_judge
     assert "b4 s0" not in section and "b8 s0" not in section, "only the cells beyond the intervals are listed"
 
 
+def test_a_summary_older_than_the_interval_columns_still_lists_its_inverted_cells():
+    """Committed summaries written before the end-to-end intervals existed (docs/results/h100/measurement)
+    are re-rendered: their inverted cells are listed with no intervals, not dropped."""
+    summary = pd.DataFrame([
+        cell(latency_p50_ms=6.8, e2e_latency_p50_ms=4.9, **GPU),
+        cell(batch_size=8, latency_p50_ms=6.0, e2e_latency_p50_ms=6.5, **GPU),
+    ]).assign(scenario="single")  # fmt: skip
+    assert "e2e_latency_p50_ci95_high_ms" not in summary and "latency_p50_ci95_low_ms" in summary
+    inverted = inverted_boundaries(summary)
+    assert list(inverted["batch_size"]) == [1] and list(inverted["beyond_intervals"]) == [None]
+    assert "| resnet50 torch_eager fp32 cuda b1 s0 t0 | – | 6.80 ms | 4.90 ms | 0.721 | no intervals |" in build_report(
+        summary
+    )
+
+
 def test_a_report_whose_boundaries_agree_has_no_such_section():
     summary = pd.DataFrame([cell(latency_p50_ms=5.0, e2e_latency_p50_ms=6.0, **GPU)]).assign(scenario="single")
     assert "faster end to end than on the device" not in build_report(summary)

@@ -160,19 +160,25 @@ def compare(faster: Any, slower: Any, boundary: str | None = None, floors: Sprea
     return ratio(spread_a, spread_b, p50_b / p50_a)
 
 
+def _numbers(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A summary column as numbers (missing, or an older summary without it: NaN)."""
+    return pd.to_numeric(frame.get(name, pd.Series(index=frame.index)), errors="coerce")
+
+
 def inverted_boundaries(summary: pd.DataFrame) -> pd.DataFrame:
     """The ok cells timed at the device boundary whose end-to-end p50 is below their device p50. One cell
     cannot return host arrays sooner than it computes on inputs already staged, so there its two
     boundaries disagree: the host moved between the two loops (before they alternated in rounds), or the
     two loops cost the host differently. Columns added: ``e2e_over_device``, and ``beyond_intervals``:
     True where the two p50s' 95% intervals do not overlap, False where they do (the order is noise), None
-    where a record has no intervals."""
-    columns = ("latency_p50_ms", "e2e_latency_p50_ms", "latency_p50_ci95_low_ms", "e2e_latency_p50_ci95_high_ms")
+    where a record (or a summary older than its interval columns) has no intervals."""
+    columns = ("status", "timing", "latency_p50_ms", "e2e_latency_p50_ms")
     if summary.empty or any(c not in summary for c in columns):
         return summary.iloc[0:0]
     device = summary[(summary["status"] == "ok") & (summary["timing"] == "device")]
-    inverted = device[device["e2e_latency_p50_ms"] < device["latency_p50_ms"]]
-    e2e_high, device_low = inverted["e2e_latency_p50_ci95_high_ms"], inverted["latency_p50_ci95_low_ms"]
+    inverted = device[_numbers(device, "e2e_latency_p50_ms") < _numbers(device, "latency_p50_ms")]
+    e2e_high = _numbers(inverted, "e2e_latency_p50_ci95_high_ms")
+    device_low = _numbers(inverted, "latency_p50_ci95_low_ms")
     known = e2e_high.notna() & device_low.notna()
     return inverted.assign(
         e2e_over_device=inverted["e2e_latency_p50_ms"] / inverted["latency_p50_ms"],
