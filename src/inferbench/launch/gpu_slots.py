@@ -34,17 +34,23 @@ def gpu_pool() -> list[str]:
         value = os.environ.get(variable)
         if value is not None and value.strip():
             return [d.strip() for d in value.split(",") if d.strip()]
+    # no driver: no GPU to hand out (cuda cells record why they cannot run)
+    return [index for index, *_ in query_gpus("index")]
+
+
+def query_gpus(*fields: str) -> list[list[str]]:
+    """``nvidia-smi --query-gpu`` of ``fields``, a row per GPU; empty where the driver does not answer."""
     try:
         listed = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=20,
             check=True,
         )
     except (OSError, subprocess.SubprocessError):
-        return []  # no driver: no GPU to hand out (cuda cells record why they cannot run)
-    return [line.strip() for line in listed.stdout.splitlines() if line.strip()]
+        return []
+    return [[part.strip() for part in line.split(",")] for line in listed.stdout.splitlines() if line.strip()]
 
 
 class GpuSlot:

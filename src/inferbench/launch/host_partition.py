@@ -26,14 +26,13 @@ import fcntl
 import json
 import logging
 import os
-import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferbench.launch.gpu_slots import CLAIMED_ENV, gpu_pool
+from inferbench.launch.gpu_slots import CLAIMED_ENV, gpu_pool, query_gpus
 from inferbench.launch.lock import MachineLock, open_lock_file
 
 PARTITION_ENV = "INFERBENCH_HOST_PARTITION"
@@ -82,19 +81,8 @@ def plan_partition(
 def numa_local_cpus(devices: Sequence[str]) -> dict[str, set[int]]:
     """The CPUs local to each device (its PCI device's ``local_cpulist``), where the driver says; empty
     where ``nvidia-smi`` or sysfs does not answer."""
-    try:
-        listed = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return {}
     local = {}
-    for line in listed.stdout.splitlines():
-        index, _, bus = (part.strip() for part in line.partition(","))
+    for index, bus in query_gpus("index", "pci.bus_id"):
         # nvidia-smi spells the domain with 8 digits, sysfs with 4: 00000000:1B:00.0 -> 0000:1b:00.0
         path = Path("/sys/bus/pci/devices") / bus.lower()[-12:] / "local_cpulist"
         if index in devices and path.exists():
