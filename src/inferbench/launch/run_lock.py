@@ -43,9 +43,9 @@ def _open(workdir: str | Path, create: bool) -> tuple[Path, int] | None:
 
 def clear_stale_locks(workdir: str | Path) -> list[Path]:
     """Start a run in ``workdir``: if no other run of this workflow, and no job of one, is active
-    there (the run lock can be had exclusively), remove the Snakemake locks a killed run left, then
-    hold the run lock shared for the rest of this process, as its jobs do (``join_run``). Returns
-    the files removed."""
+    there (the run lock can be had exclusively, at once or once the jobs a killed run left have
+    ended), remove the Snakemake locks a killed run left, then hold the run lock shared for the rest
+    of this process, as its jobs do (``join_run``), and own the directory. Returns the files removed."""
     opened = _open(workdir, create=True)
     if opened is None:
         return []

@@ -59,7 +59,9 @@ PIPELINED_END_TO_END = (
 )
 
 
-def pipelined(run: Callable[[Any], Any], stage_next: Callable[[], Any], to_numpy: Callable[[Any], Any]) -> Callable:
+def pipelined(
+    run: Callable[[Any], Any], stage_next: Callable[[], Any], to_numpy: Callable[[Any], Any]
+) -> Callable[[], Any]:
     """End-to-end calls as a server's pipelined loop: a call runs what the call before staged, then stages
     the next batch (``stage_next``: on a stream of its own, so the copy in overlaps the compute just
     queued), then brings its output back. The first batch is staged here, before any timed call."""

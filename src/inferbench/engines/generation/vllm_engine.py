@@ -33,7 +33,7 @@ from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_di
 from inferbench.models.registry import InputSpec
 
 #: vLLM's dtype for each of our precisions, and the bytes of one weight
-VLLM_DTYPE = {"fp32": ("float32", 4), "fp16": ("float16", 2), "bf16": ("bfloat16", 2)}
+VLLM_DTYPE = {"fp16": ("float16", 2), "bf16": ("bfloat16", 2)}
 #: scheduler steps a request may take to make one token before the engine is called stuck: a prefill
 #: split into chunks takes several, a decode token one
 MAX_STEPS_PER_TOKEN = 64
