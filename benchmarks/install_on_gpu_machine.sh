@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # The README's install on the lent GPU machine, which has no network: `python -m pip install -e .`,
-# with pip finding what pyproject.toml declares among carried wheels (PIP_NO_INDEX / PIP_FIND_LINKS);
-# benchmarks/prepare_gpu_carry.sh fills every folder below in one command:
-#   .devw/        snakemake and its dependencies, onnxsim (../shared/gpu/build-wheelhouse.sh)
-#   .gpuwheels/   kaggle and its dependencies, six, nvidia-ml-py, setuptools, onnxruntime-genai-cuda
-#                 (pip download, see README)
-#   /tmp/ortp/    the onnxruntime-gpu wheel in five pieces, copied there by the five calls before this one
-#   /tmp/ovp/     the openvino wheel (59 MB, too large to travel with .devw): a sixth call carries .ovwheel/
-#                 and runs `mkdir -p /tmp/ovp && cp .ovwheel/*.whl /tmp/ovp/`; fill .ovwheel/ here with
-#                 `python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
-#                 --platform manylinux_2_28_x86_64 -d .ovwheel openvino openvino-telemetry`
+# with pip finding what pyproject.toml declares among carried wheels (PIP_NO_INDEX / PIP_FIND_LINKS).
+# benchmarks/prepare_gpu_carry.sh packs every wheel it needs (snakemake & co., onnxsim, LoadGen,
+# onnxruntime-gpu, onnxruntime-genai-cuda, openvino, kaggle & co.) into one tar in pieces .carry/NN: the
+# calls before this one each copied a piece to /tmp/carry, the call that sources this carries the last.
 # The machine comes with the CPU package onnxruntime preinstalled: it is removed first, as the README
 # says for an environment that already has it. Sourced by the scripts that run the workflow there;
 # writes gpu.csv, install.log and the first lines of timing.txt to $out.
-mkdir -p "$out" /tmp/wheels
-cp .devw/*.whl .gpuwheels/*.whl /tmp/wheels/
-[ -d /tmp/ortp ] && cat /tmp/ortp/part* > /tmp/wheels/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl
-[ -d /tmp/ovp ] && cp /tmp/ovp/*.whl /tmp/wheels/
-ls /tmp/wheels/openvino-*.whl > /dev/null 2>&1 || echo "no openvino wheel in /tmp/wheels: the install will stop at it (see the top of this script)" >&2
+mkdir -p "$out" /tmp/wheels /tmp/carry
+cp .carry/*/* /tmp/carry/ 2>/dev/null
+if [ -f /tmp/carry/pieces ]; then
+  have=$(ls /tmp/carry/part* 2>/dev/null | wc -l)
+  if [ "$have" != "$(cat /tmp/carry/pieces)" ]; then
+    echo "only $have of $(cat /tmp/carry/pieces) pieces of the wheel bundle are here: carry each .carry/NN" \
+      "in its own call first (benchmarks/prepare_gpu_carry.sh prints the calls)" >&2
+  elif [ "$(cat /tmp/carry/part* | sha256sum | cut -d' ' -f1)" != "$(cat /tmp/carry/wheels.tar.sha256)" ]; then
+    echo "the joined wheel bundle's SHA-256 differs from .carry's: make the pieces again and carry them all" >&2
+  else
+    cat /tmp/carry/part* | tar -x -C /tmp/wheels
+  fi
+else
+  echo "no wheel bundle carried (.carry/NN/pieces): run benchmarks/prepare_gpu_carry.sh here first" >&2
+fi
 nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.max.sm,power.limit --format=csv > "$out/gpu.csv"
 python -m pip uninstall -y -q onnxruntime > /dev/null 2>&1
 export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/wheels PYTHONUNBUFFERED=1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # timm's own benchmark.py and the workflow's peak study in one GPU lease, then the ratios (issue 17).
 #   bash benchmarks/peak_side_by_side.sh [limit_s of this call, default 570]
-# Installs as the README says (benchmarks/install_on_gpu_machine.sh: carried wheels in `.devw`,
-# `.gpuwheels`, the onnxruntime-gpu pieces already copied to /tmp/ortp) and needs
+# Installs as the README says (benchmarks/install_on_gpu_machine.sh: the wheel bundle's last piece
+# carried, the others copied to /tmp/carry by the calls before, see prepare_gpu_carry.sh) and needs
 # `.anchors/timm_benchmark.py` (a copy of ../shared/anchors/timm_benchmark.py) carried with the command;
 # results go to $OUT, in at most 8 files (what the lent machine brings back): timing.txt, ratios.md,
 # ratios.json, snakemake.log and peak.tgz (summary, report, roofline, plots, records, profiles, logs,

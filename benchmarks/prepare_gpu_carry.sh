@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Fills, here (with network), every git-ignored folder that benchmarks/install_on_gpu_machine.sh reads on
-# the lent GPU machine (no network, 64 MiB carried per call), in one command:
-#   .devw/, .ortgpu/00..04/, .gpuwheels/   ../shared/gpu/build-wheelhouse.sh (snakemake, onnxsim, LoadGen,
-#                                          onnxruntime-gpu in five pieces, kaggle & co.)
-#   .gpuwheels/ + onnxruntime-genai-cuda   (16 MB: the ort_genai engine on CUDA)
-#   .ovwheel/                              openvino and openvino-telemetry (59 MB: a call of its own)
-# Then, on the GPU machine, back to back (it goes after 30 s idle, /tmp with it): five calls carrying
-# .ortgpu/NN (`mkdir -p /tmp/ortp && cp .ortgpu/NN/* /tmp/ortp/`), one carrying .ovwheel
-# (`mkdir -p /tmp/ovp && cp .ovwheel/*.whl /tmp/ovp/`), then the working call carrying .devw and .gpuwheels
-# (e.g. benchmarks/readme_run_on_gpu_machine.sh). vLLM is not among them: its wheel alone is larger than
-# a call may carry, so the vllm engine's cells are recorded `unavailable` there.
+# Fills, here (with network), what benchmarks/install_on_gpu_machine.sh reads on the lent GPU machine
+# (no network; each call carries the working tree plus at most 64 MiB together), in one command:
+#   .devw/, .ortgpu/, .gpuwheels/   ../shared/gpu/build-wheelhouse.sh (snakemake, onnxsim, LoadGen,
+#                                   onnxruntime-gpu in pieces, kaggle & co.)
+#   .gpuwheels/ + onnxruntime-genai-cuda   (17 MB: the ort_genai engine on CUDA)
+#   .ovwheel/                              openvino and openvino-telemetry (59 MB)
+# and then packs every wheel once into one tar split into as few pieces as the call limit allows
+# (64 MiB less the working tree that travels with every call): .carry/00, .carry/01, ...
+# On the GPU machine, back to back (it goes back after 30 s idle, /tmp with it): one call per piece but
+# the last, carrying .carry/NN and running `mkdir -p /tmp/carry && cp .carry/NN/* /tmp/carry/`; then
+# the working call carrying the last piece (e.g. benchmarks/readme_run_on_gpu_machine.sh), whose install
+# joins the pieces, checks the bundle's SHA-256 and unpacks the wheels. vLLM is not among them: its wheel
+# alone is larger than a call may carry, so the vllm engine's cells are recorded `unavailable` there.
 #
 #   usage: bash benchmarks/prepare_gpu_carry.sh     (from the project root; ../shared/gpu must exist)
 set -euo pipefail
@@ -20,4 +22,33 @@ plat=(--only-binary=:all: --python-version 3.12 --implementation cp --platform m
 python3 -m pip download -q --no-deps "${plat[@]}" -d .gpuwheels onnxruntime-genai-cuda
 rm -rf .ovwheel && mkdir -p .ovwheel
 python3 -m pip download -q --no-deps "${plat[@]}" -d .ovwheel openvino openvino-telemetry
-du -sh .devw .gpuwheels .ovwheel .ortgpu/*
+
+# one folder of wheels, each once (.devw and .gpuwheels share a few), the onnxruntime-gpu wheel rejoined
+bundle=$(mktemp -d)
+trap 'rm -rf "$bundle"' EXIT
+mkdir "$bundle/wheels"
+cp -n .devw/*.whl .gpuwheels/*.whl .ovwheel/*.whl "$bundle/wheels/"
+cat .ortgpu/0*/part* > "$bundle/wheels/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+echo "$(cat .ortgpu/SHA256)  $bundle/wheels/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl" | sha256sum -c --quiet
+tar -cf "$bundle/wheels.tar" -C "$bundle/wheels" .
+
+# what travels with every call besides the piece: tracked and untracked-not-ignored files
+tree_bytes=$( (git ls-files -z; git ls-files -z -o --exclude-standard) | du -cb --files0-from=- | tail -1 | cut -f1)
+capacity=$(( 64 * 1024 * 1024 - tree_bytes - 256 * 1024 ))
+total=$(stat -c %s "$bundle/wheels.tar")
+pieces=$(( (total + capacity - 1) / capacity ))
+piece_bytes=$(( (total + pieces - 1) / pieces ))
+rm -rf .carry && mkdir -p .carry
+split -b "$piece_bytes" -d -a 2 "$bundle/wheels.tar" "$bundle/part"
+for part in "$bundle"/part*; do
+  n=${part##*/part}
+  mkdir -p ".carry/$n" && mv "$part" ".carry/$n/"
+done
+last=$(printf '%02d' $(( pieces - 1 )))
+sha256sum < "$bundle/wheels.tar" | cut -d' ' -f1 > ".carry/$last/wheels.tar.sha256"
+echo "$pieces" > ".carry/$last/pieces"
+echo "wheels.tar: $total bytes in $pieces pieces of <= $piece_bytes (working tree $tree_bytes bytes)"
+for n in $(seq -f '%02g' 0 $(( pieces - 2 ))); do
+  echo "call: carry .carry/$n; run: mkdir -p /tmp/carry && cp .carry/$n/* /tmp/carry/"
+done
+echo "working call: carry .carry/$last (install_on_gpu_machine.sh joins the pieces)"
