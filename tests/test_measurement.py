@@ -440,6 +440,7 @@ def test_profile_cell_writes_a_trace_and_top_operators(heart, tmp_path, lock, im
     result = profile_cell(request, out, lock, n_calls=5)
     assert result["status"] == "ok", result.get("reason")
     assert result["tool"] == tool and (out.parent / result["trace"]).exists()
+    assert result["measuring"]["lock"] == "machine"  # one GPU or none: profiled alone, as a cell measures
     names = " ".join(op["name"] for op in result["top_ops"]).lower()
     assert ("linear" in names or "addmm" in names) if impl == "torch_eager" else "gemm" in names
     assert sum(op["share"] for op in result["top_ops"]) <= 1.0 + 1e-9

@@ -1,6 +1,9 @@
 """Profiling a cell's engine in a job of its own (config ``profile.cells``), never inside a timed loop:
 after the same preparation and a warm-up, ``n_calls`` calls under the engine's profiler (torch.profiler,
-or ONNX Runtime's own), a trace written beside the table of the top operators."""
+or ONNX Runtime's own), a trace written beside the table of the top operators. The profiled calls hold
+what a cell's timed loop holds (inferbench.launch.host_partition.measuring): on a partitioned machine a
+GPU profile runs on its GPU's cores under its GPU's measuring lock, so the other GPUs keep measuring;
+elsewhere the machine lock exclusively."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Any
 
 from inferbench.core.errors import failure_reason
 from inferbench.core.fsutil import write_json
+from inferbench.launch.host_partition import keep_to_gpu_slot, measuring
 from inferbench.launch.lock import MachineLock
 from inferbench.scenarios.prepare import CellRequest, prepare_engine, unavailable
 
@@ -34,8 +38,10 @@ def profile_cell(
             for _ in range(3):
                 engine.run(staged)
             engine.synchronize()
-            with lock.exclusively():
-                result |= {"status": "ok", **engine.profile(batches[0], n_calls, out_dir, top)}
+            if key.device == "cuda":
+                keep_to_gpu_slot()  # the profiler's host threads too: off the cores the other GPUs measure on
+            with measuring(lock, key.device) as held:
+                result |= {"status": "ok", **engine.profile(batches[0], n_calls, out_dir, top), "measuring": held}
     except Exception as error:
         result |= {"status": "failed", "reason": failure_reason(error)}
     write_json(out, result)
