@@ -123,17 +123,23 @@ def test_one_gpu_measures_once_at_a_time_and_a_cpu_cell_alone(tmp_path):
 
 
 @pytest.mark.skipif(not LINUX, reason="CPU affinity is Linux's")
-def test_a_gpu_cells_process_runs_on_its_slot_and_every_other_job_on_the_shared_cores():
+def test_a_gpu_cell_times_its_calls_on_its_slot_and_sets_up_on_the_shared_cores(tmp_path):
     script = (
-        "import os\n"
-        "from inferbench.launch.host_partition import keep_to_gpu_slot, keep_to_shared_cores\n"
+        "import os, sys\n"
+        "from inferbench.launch.host_partition import keep_to_shared_cores, measuring\n"
+        "from pathlib import Path\nfrom inferbench.launch.lock import MachineLock\n"
         "print(keep_to_shared_cores(), sorted(os.sched_getaffinity(0)))\n"
-        "print(keep_to_gpu_slot(), sorted(os.sched_getaffinity(0)))\n"
+        "with measuring(MachineLock(Path(sys.argv[1])), 'cuda') as held:\n"
+        "    print(held['lock'], held['cpus'], sorted(os.sched_getaffinity(0)))\n"
+        "print(sorted(os.sched_getaffinity(0)))\n"
     )
+    lock = str(tmp_path / "measure.lock")
     env = {**os.environ, PARTITION_ENV: HostPartition({"0": (1,), "1": (0,)}, (0,)).to_json(), CLAIMED_ENV: "0"}
-    lines = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-    assert lines.stdout.splitlines() == ["(0,) [0]", "(1,) [1]"]
-    # not partitioned: nothing moves
+    run = subprocess.run([sys.executable, "-c", script, lock], env=env, capture_output=True, text=True, check=True)
+    # set-up on the shared cores, the timed loop on GPU 0's slot, back to the shared cores after
+    assert run.stdout.splitlines() == ["(0,) [0]", "gpu 0 [1] [1]", "[0]"]
+    # not partitioned: nothing moves, and the machine lock is held exclusively
     env[PARTITION_ENV] = "off"
-    lines = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-    assert [line.split(" [")[0] for line in lines.stdout.splitlines()] == ["None", "None"]
+    run = subprocess.run([sys.executable, "-c", script, lock], env=env, capture_output=True, text=True, check=True)
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("None ") and lines[1].startswith("machine ")

@@ -10,10 +10,13 @@ multi-GPU runs measure every GPU at once, each GPU's host work on its own cores;
   which CPUs are local to it, the highest-numbered first (the first cores take the system's
   interrupts); the cores left over are shared by everything else. Too few cores for a slot per GPU and
   as many again for the rest: no partition, measurements stay exclusive machine-wide.
-- a GPU cell's measuring process measures on its GPU's slot, holding that GPU's measuring lock
-  exclusively and the machine lock shared: GPUs measure at once, one measurement per GPU;
-- every other job process (preparation, compiling, the GPU cells' own set-up) runs on the shared cores,
-  away from the slots, and a CPU cell still measures alone, with the machine lock exclusive;
+- a GPU cell's measuring process times its calls (warm-up included) on its GPU's slot, holding that
+  GPU's measuring lock exclusively and the machine lock shared: GPUs measure at once, one measurement
+  per GPU;
+- everything else runs on the shared cores, away from the slots: every other job process (preparation,
+  compiling) and the GPU cells' own set-up (loading, torch.compile's workers, capturing), which on a
+  4-core slot took a compiled ResNet-50 training step 59 s a process on 2 x H200; a CPU cell still
+  measures alone, with the machine lock exclusive;
 - the partition travels to a job's processes in ``INFERBENCH_HOST_PARTITION`` (JSON; ``off`` turns it
   off), so that every process of a run reads the same one.
 
@@ -154,31 +157,24 @@ def gpu_slot() -> tuple[str, tuple[int, ...]] | None:
     return device, partition.slots[device]
 
 
-def keep_to_gpu_slot() -> tuple[int, ...] | None:
-    """A GPU cell's measuring process onto its GPU's slot, for its whole life (its set-up too: it disturbs
-    no other GPU's measurement there); return the cores (None: not partitioned, nothing changed)."""
-    slot = gpu_slot()
-    if slot is None or not hasattr(os, "sched_setaffinity"):
-        return None
-    pin_process(slot[1])
-    return slot[1]
-
-
 @contextmanager
 def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
     """Hold what a timed loop needs for ``device``: on a partitioned machine a GPU cell holds its GPU's
     measuring lock exclusively and keeps the machine lock shared (the other GPUs measure meanwhile, on
-    their own cores; a CPU cell waits for all of them); otherwise the machine lock exclusively. Yields
-    what was held, for the record: ``lock`` (``machine`` or ``gpu <device>``) and the process's ``cpus``."""
+    their own cores, where this process runs for the block; a CPU cell waits for all of them); otherwise
+    the machine lock exclusively. Yields what was held, for the record: ``lock`` (``machine`` or
+    ``gpu <device>``) and the process's ``cpus`` meanwhile."""
     slot = gpu_slot() if device == "cuda" else None
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    if slot is None:
+    if slot is None or cpus is None:
         with lock.exclusively():
             yield {"lock": "machine", "cpus": cpus}
         return
     fd = open_lock_file(lock.path.parent / f"inferbench-measure-gpu-{slot[0]}.lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield {"lock": f"gpu {slot[0]}", "cpus": cpus}
+        pin_process(slot[1])  # the timed loop on this GPU's cores; the set-up before ran on the shared ones
+        yield {"lock": f"gpu {slot[0]}", "cpus": sorted(slot[1])}
     finally:
+        pin_process(cpus)
         os.close(fd)  # closing drops the lock

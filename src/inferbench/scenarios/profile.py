@@ -12,7 +12,7 @@ from typing import Any
 
 from inferbench.core.errors import failure_reason
 from inferbench.core.fsutil import write_json
-from inferbench.launch.host_partition import keep_to_gpu_slot, measuring
+from inferbench.launch.host_partition import measuring
 from inferbench.launch.lock import MachineLock
 from inferbench.scenarios.prepare import CellRequest, prepare_engine, unavailable
 
@@ -38,8 +38,6 @@ def profile_cell(
             for _ in range(3):
                 engine.run(staged)
             engine.synchronize()
-            if key.device == "cuda":
-                keep_to_gpu_slot()  # the profiler's host threads too: off the cores the other GPUs measure on
             with measuring(lock, key.device) as held:
                 result |= {"status": "ok", **engine.profile(batches[0], n_calls, out_dir, top), "measuring": held}
     except Exception as error:

@@ -22,7 +22,6 @@ from inferbench.core.targets import load_target
 from inferbench.core.workloads import workload_info
 from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.engines.spec import EngineInfo
-from inferbench.launch.host_partition import keep_to_gpu_slot
 from inferbench.launch.lock import MachineLock
 from inferbench.launch.watchdog import beat
 from inferbench.scenarios import scenario_info
@@ -46,8 +45,6 @@ def run_cell(
     samples: dict[str, np.ndarray] = {}
     try:
         pin_cpus(request.settings.cpu_affinity, key.threads)
-        if request.settings.cpu_affinity is None and key.device == "cuda":
-            keep_to_gpu_slot()  # several GPUs measuring at once: this GPU's own cores, from set-up to record
         record, samples = _measure(request, info, lock, base, serving_logs)
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed", base)
