@@ -215,6 +215,18 @@ def test_a_ladder_of_batch_sizes_and_the_rung_a_batch_is_padded_to():
         padded_size(9, [1, 2, 4, 8])
 
 
+def test_engines_slower_at_other_shapes_serve_from_the_ladder_and_the_others_as_they_are():
+    from inferbench.engines.registry import load_engine_class
+
+    def takes_any_batch(impl: str, device: str, **options: object) -> bool:
+        return load_engine_class(impl)(device, "fp32", 0, {"engine": impl, **options}).takes_any_batch
+
+    assert takes_any_batch("ort_cpu", "cpu") and takes_any_batch("torch_eager", "cuda")
+    # ONNX Runtime's CUDA provider sets cuDNN's convolutions up again at each new shape: one session per rung
+    assert not takes_any_batch("ort_cuda", "cuda") and not takes_any_batch("ort_cuda", "cuda", cuda_graph=True)
+    assert not takes_any_batch("torch_cudagraph", "cuda")
+
+
 @pytest.mark.parametrize("rungs", [None, [1, 2, 4, 8]])
 def test_a_batch_runs_as_it_is_or_padded_to_its_rung_never_to_the_largest(tmp_path, rungs):
     """Low load, largest batch 8: a query that finds the engine idle runs alone. Without rungs (an engine
