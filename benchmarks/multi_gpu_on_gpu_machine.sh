@@ -40,16 +40,8 @@ case "$phase" in
       setsid nohup bash -c "snakemake --cores 32 --resources gpu=$n > $run/snakemake.log 2>&1; echo \$? > $run/rc" \
         < /dev/null > /dev/null 2>&1 &
     fi
-    deadline=$(( $(date +%s) + limit ))
-    while [ ! -f "$run/rc" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 5; done
-    cp "$run/snakemake.log" "$out/snakemake.log"
-    progress=$(grep -E "steps \(" "$run/snakemake.log" | tail -1)
-    if [ ! -f "$run/rc" ]; then
-      echo "workflow gpu=$n still running after $(( $(date +%s) - $(cat "$run/start") )) s: $progress" | tee -a "$out/timing.txt"
-      exit 0
-    fi
-    echo "workflow gpu=$n rc=$(cat "$run/rc") wall_s=$(( $(stat -c %Y "$run/rc") - $(cat "$run/start") )) $progress" \
-      | tee -a "$out/timing.txt"
+    source benchmarks/wait_for_detached_run.sh
+    wait_for_detached_run "workflow gpu=$n"
     start=$(date +%s%N)
     snakemake --cores 32 --resources gpu="$n" -n > "$out/rerun.log" 2>&1
     echo "dry re-run rc=$? wall_ms=$(( ($(date +%s%N) - start) / 1000000 ))" | tee -a "$out/timing.txt"

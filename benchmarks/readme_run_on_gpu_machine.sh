@@ -45,15 +45,8 @@ if [ "${BACKGROUND:-0}" = 1 ]; then
     setsid nohup bash -c 'snakemake --cores 8 --resources gpu=1 "$@" > '"$run"'/snakemake.log 2>&1; echo $? > '"$run"'/rc' \
       _ "${preset[@]}" < /dev/null > /dev/null 2>&1 &
   fi
-  deadline=$(( $(date +%s) + limit ))
-  while [ ! -f "$run/rc" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 5; done
-  cp "$run/snakemake.log" "$out/snakemake.log"
-  progress=$(grep -E "steps \(" "$run/snakemake.log" | tail -1)
-  if [ ! -f "$run/rc" ]; then
-    echo "workflow still running after $(( $(date +%s) - $(cat "$run/start") )) s: $progress" | tee -a "$out/timing.txt"
-    exit 0
-  fi
-  echo "workflow rc=$(cat "$run/rc") wall_s=$(( $(stat -c %Y "$run/rc") - $(cat "$run/start") )) $progress" | tee -a "$out/timing.txt"
+  source benchmarks/wait_for_detached_run.sh
+  wait_for_detached_run "workflow"
 else
   start=$(date +%s)
   timeout -k 15 "$limit" snakemake --cores 8 --resources gpu=1 "${preset[@]}" > "$out/snakemake.log" 2>&1
