@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The workflow on the lent GPU machine, timed, then re-run as a dry run; results go to $OUT.
-# Needs the wheels of ../shared/gpu/README.md: `.devw` carried with the command, and the onnxruntime-gpu
-# pieces already copied to /tmp/ortp by the five commands before this one.
+# Installs as the README says (benchmarks/install_on_gpu_machine.sh: the wheel bundle's last piece
+# carried with the command, the others copied to /tmp/carry by the calls before; prepare_gpu_carry.sh).
 #
 #   bash benchmarks/run_on_gpu_machine.sh [seconds allowed, default 540] [snakemake arguments...]
 #   REMEASURE=1 bash benchmarks/run_on_gpu_machine.sh ...   # a second run: every cell again, in fresh
@@ -14,15 +14,11 @@ out=${OUT:-/tmp/inferbench-out}
 mkdir -p "$out"
 limit=${1:-540}
 shift || true
-[ -d /tmp/site/snakemake ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devw/*.whl || exit 1
-if [ -d /tmp/ortp ] && [ ! -d /tmp/ortgpu ]; then
-  cat /tmp/ortp/part* > /tmp/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl
-  python3 -m pip install -q --no-index --no-deps --target /tmp/ortgpu /tmp/onnxruntime_gpu-*.whl || exit 1
+if [ -f /tmp/inferbench-installed ]; then   # a later call on the same machine: installed already
+  export PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
+else
+  source benchmarks/install_on_gpu_machine.sh; touch /tmp/inferbench-installed
 fi
-export PYTHONPATH=/tmp/ortgpu:/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . || exit 1
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > "$out/gpu.csv"
-
 # a call cut off by its time limit leaves snakemake's directory lock behind; nothing else runs here
 snakemake --unlock "$@" > /dev/null 2>&1
 if [ "${REMEASURE:-0}" = 1 ]; then
