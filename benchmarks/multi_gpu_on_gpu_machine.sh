@@ -20,7 +20,7 @@ phase=${1:?phase: gpu2, gpu1 or kill}
 limit=${2:-570}
 mkdir -p "$out"
 if [ "$phase" = gpu2 ] && [ ! -f /tmp/inferbench-multi-gpu2/start ]; then
-  source benchmarks/install_on_gpu_machine.sh   # once: a later call waits for the same run
+  source benchmarks/install_on_gpu_machine.sh || exit 1   # once: a later call waits for the same run
 else
   export PYTHONUNBUFFERED=1
 fi
@@ -33,6 +33,10 @@ case "$phase" in
     run=/tmp/inferbench-multi-$phase   # the detached run's log, start time and exit status, kept between calls
     if [ ! -f "$run/start" ]; then
       if [ "$phase" = gpu1 ]; then
+        if [ -f /tmp/inferbench-multi-gpu2/start ] && [ ! -f /tmp/inferbench-multi-gpu2/rc ]; then
+          echo "the gpu=2 run is still going: wait for it with the gpu2 phase first" >&2
+          exit 1
+        fi
         rm -rf /tmp/run_gpu2 && mkdir -p /tmp/run_gpu2 && mv results data logs .snakemake /tmp/run_gpu2/
       fi
       snakemake --unlock > /dev/null 2>&1

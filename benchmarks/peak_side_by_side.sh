@@ -20,7 +20,7 @@ mkdir -p "$out"
 if [ "${CONTINUE:-0}" = 1 ]; then
   export PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
 else
-  source benchmarks/install_on_gpu_machine.sh
+  source benchmarks/install_on_gpu_machine.sh || exit 1
   mkdir -p /tmp/peak_timm
   for run in resnet50:256 resnet50:1024 vit_base_patch16_224:256; do
     model=${run%%:*} batch=${run##*:}

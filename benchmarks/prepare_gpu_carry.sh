@@ -27,13 +27,15 @@ python3 -m pip download -q --no-deps "${plat[@]}" -d .ovwheel openvino openvino-
 bundle=$(mktemp -d)
 trap 'rm -rf "$bundle"' EXIT
 mkdir "$bundle/wheels"
-cp -n .devw/*.whl .gpuwheels/*.whl .ovwheel/*.whl "$bundle/wheels/"
+for wheel in .devw/*.whl .gpuwheels/*.whl .ovwheel/*.whl; do
+  [ -e "$bundle/wheels/${wheel##*/}" ] || cp "$wheel" "$bundle/wheels/"
+done
 cat .ortgpu/0*/part* > "$bundle/wheels/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl"
 echo "$(cat .ortgpu/SHA256)  $bundle/wheels/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl" | sha256sum -c --quiet
 tar -cf "$bundle/wheels.tar" -C "$bundle/wheels" .
 
 # what travels with every call besides the piece: tracked and untracked-not-ignored files
-tree_bytes=$( (git ls-files -z; git ls-files -z -o --exclude-standard) | du -cb --files0-from=- | tail -1 | cut -f1)
+tree_bytes=$( (git ls-files -z; git ls-files -z -o --exclude-standard) | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1 || true)
 capacity=$(( 64 * 1024 * 1024 - tree_bytes - 256 * 1024 ))
 total=$(stat -c %s "$bundle/wheels.tar")
 pieces=$(( (total + capacity - 1) / capacity ))

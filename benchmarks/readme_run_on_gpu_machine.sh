@@ -27,7 +27,7 @@ if [ "${CONTINUE:-0}" = 1 ]; then
   mkdir -p "$out"
   export PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
 else
-  source benchmarks/install_on_gpu_machine.sh
+  source benchmarks/install_on_gpu_machine.sh || exit 1
 fi
 
 if [ "${BACKGROUND:-0}" = 1 ]; then

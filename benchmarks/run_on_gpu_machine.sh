@@ -17,7 +17,8 @@ shift || true
 if [ -f /tmp/inferbench-installed ]; then   # a later call on the same machine: installed already
   export PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
 else
-  source benchmarks/install_on_gpu_machine.sh; touch /tmp/inferbench-installed
+  source benchmarks/install_on_gpu_machine.sh || exit 1
+  touch /tmp/inferbench-installed
 fi
 # a call cut off by its time limit leaves snakemake's directory lock behind; nothing else runs here
 snakemake --unlock "$@" > /dev/null 2>&1

@@ -138,6 +138,10 @@ def test_a_gpu_cell_times_its_calls_on_its_slot_and_sets_up_on_the_shared_cores(
     run = subprocess.run([sys.executable, "-c", script, lock], env=env, capture_output=True, text=True, check=True)
     # set-up on the shared cores, the timed loop on GPU 0's slot, back to the shared cores after
     assert run.stdout.splitlines() == ["(0,) [0]", "gpu 0 [1] [1]", "[0]"]
+    # a process pinned elsewhere (measure.cpu_affinity), not on the shared cores, stays where it was put
+    elsewhere = script.replace("print(keep_to_shared_cores(), ", "print(os.sched_setaffinity(0, {0, 1}), ")
+    run = subprocess.run([sys.executable, "-c", elsewhere, lock], env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.splitlines()[1:] == ["gpu 0 [0, 1] [0, 1]", "[0, 1]"]
     # not partitioned: nothing moves, and the machine lock is held exclusively
     env[PARTITION_ENV] = "off"
     run = subprocess.run([sys.executable, "-c", script, lock], env=env, capture_output=True, text=True, check=True)

@@ -170,11 +170,19 @@ def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
         with lock.exclusively():
             yield {"lock": "machine", "cpus": cpus}
         return
+    # the partition placed this process on the shared cores; one pinned elsewhere (measure.cpu_affinity)
+    # stays where it was put
+    partition = current_partition()
+    move = partition is not None and set(cpus) == set(partition.shared)
     fd = open_lock_file(lock.path.parent / f"inferbench-measure-gpu-{slot[0]}.lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        pin_process(slot[1])  # the timed loop on this GPU's cores; the set-up before ran on the shared ones
-        yield {"lock": f"gpu {slot[0]}", "cpus": sorted(slot[1])}
+        if move:
+            pin_process(slot[1])  # the timed loop on this GPU's cores; the set-up before ran on the shared ones
+        try:
+            yield {"lock": f"gpu {slot[0]}", "cpus": sorted(slot[1]) if move else cpus}
+        finally:
+            if move:
+                pin_process(cpus)
     finally:
-        pin_process(cpus)
         os.close(fd)  # closing drops the lock

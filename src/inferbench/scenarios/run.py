@@ -109,6 +109,10 @@ def _measure(
     fields = dict(measured.fields)
     scenario_memory, scenario_environment = fields.pop("memory_mb", {}), fields.pop("environment", {})
     invalid = f"output differs from FP32 eager: {'; '.join(problems)}" if problems else measured.invalid
+    environment = fingerprint(include_gpu=key.device == "cuda") | scenario_environment
+    measured_on = (fields.get("measuring") or {}).get("cpus")
+    if measured_on:  # the cores the timed calls ran on (a GPU's slot), not those the set-up ran on
+        environment |= {"affinity": measured_on, "affinity_cpus": len(measured_on)}
     record = CellRecord(
         **base,
         **fields,
@@ -124,7 +128,7 @@ def _measure(
             **scenario_memory,
         },
         engine=engine.describe() | {"attention": attention},
-        environment=fingerprint(include_gpu=key.device == "cuda") | scenario_environment,
+        environment=environment,
     )
     return record, measured.samples
 
