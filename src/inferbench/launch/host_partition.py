@@ -148,15 +148,6 @@ def keep_to_shared_cores() -> tuple[int, ...] | None:
     return partition.shared
 
 
-def gpu_slot() -> tuple[str, tuple[int, ...]] | None:
-    """This process's GPU (as its job claimed it) and that GPU's cores, where the run is partitioned."""
-    partition = current_partition()
-    device = os.environ.get(CLAIMED_ENV)
-    if partition is None or device not in partition.slots:
-        return None
-    return device, partition.slots[device]
-
-
 @contextmanager
 def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
     """Hold what a timed loop needs for ``device``: on a partitioned machine a GPU cell holds its GPU's
@@ -164,7 +155,9 @@ def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
     their own cores, where this process runs for the block; a CPU cell waits for all of them); otherwise
     the machine lock exclusively. Yields what was held, for the record: ``lock`` (``machine`` or
     ``gpu <device>``) and the process's ``cpus`` meanwhile."""
-    slot = gpu_slot() if device == "cuda" else None
+    partition = current_partition() if device == "cuda" else None
+    gpu = os.environ.get(CLAIMED_ENV)  # this process's GPU, as its job claimed it
+    slot = partition.slots.get(gpu) if partition is not None and gpu is not None else None
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     if slot is None or cpus is None:
         with lock.exclusively():
@@ -172,15 +165,14 @@ def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
         return
     # the partition placed this process on the shared cores; one pinned elsewhere (measure.cpu_affinity)
     # stays where it was put
-    partition = current_partition()
-    move = partition is not None and set(cpus) == set(partition.shared)
-    fd = open_lock_file(lock.path.parent / f"inferbench-measure-gpu-{slot[0]}.lock")
+    move = set(cpus) == set(partition.shared)
+    fd = open_lock_file(lock.path.parent / f"inferbench-measure-gpu-{gpu}.lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         if move:
-            pin_process(slot[1])  # the timed loop on this GPU's cores; the set-up before ran on the shared ones
+            pin_process(slot)  # the timed loop on this GPU's cores; the set-up before ran on the shared ones
         try:
-            yield {"lock": f"gpu {slot[0]}", "cpus": sorted(slot[1]) if move else cpus}
+            yield {"lock": f"gpu {gpu}", "cpus": sorted(slot) if move else cpus}
         finally:
             if move:
                 pin_process(cpus)

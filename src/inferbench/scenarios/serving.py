@@ -13,7 +13,7 @@ do; more: Triton's dynamic batcher, which waits even with the engine idle), gath
 the query sample library (the workload's seeded inputs), runs them end to end (host arrays in, host
 array out) and completes the queries. An engine that takes any batch runs the batch as it is; one fixed
 to its prepared shapes, or slower at others (a CUDA graph, a compiled or built engine, ONNX Runtime's
-CUDA provider, 80-140 ms a batch of 1-8 on the H100 against 2.5 ms for 8s: ``Engine.takes_any_batch``) is
+CUDA provider: ``Engine.takes_any_batch`` says which, and why) is
 prepared at a ladder of batch sizes (1, 2, 4, ... and the largest, as TensorRT's optimisation profiles
 and vLLM's captured graph sizes) and the batch is padded to the next rung, not to the largest. On a GPU
 the batch is gathered into pinned (page-locked) host buffers, so that its copy in is a direct DMA; and
