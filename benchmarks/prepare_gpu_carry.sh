@@ -14,8 +14,17 @@
 # alone is larger than a call may carry, so the vllm engine's cells are recorded `unavailable` there.
 #
 #   usage: bash benchmarks/prepare_gpu_carry.sh     (from the project root; ../shared/gpu must exist)
+#          bash benchmarks/prepare_gpu_carry.sh --resplit   (no network: the bundle in .carry split again,
+#                                                            e.g. after the working tree has grown)
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
+bundle=$(mktemp -d)
+trap 'rm -rf "$bundle"' EXIT
+if [ "${1:-}" = --resplit ]; then
+  last=$(ls -d .carry/[0-9][0-9] | tail -1)
+  cat .carry/[0-9][0-9]/part* > "$bundle/wheels.tar"
+  echo "$(cat "$last/wheels.tar.sha256")  $bundle/wheels.tar" | sha256sum -c --quiet
+else
 bash ../shared/gpu/build-wheelhouse.sh
 plat=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
@@ -24,8 +33,6 @@ rm -rf .ovwheel && mkdir -p .ovwheel
 python3 -m pip download -q --no-deps "${plat[@]}" -d .ovwheel openvino openvino-telemetry
 
 # one folder of wheels, each once (.devw and .gpuwheels share a few), the onnxruntime-gpu wheel rejoined
-bundle=$(mktemp -d)
-trap 'rm -rf "$bundle"' EXIT
 mkdir "$bundle/wheels"
 for wheel in .devw/*.whl .gpuwheels/*.whl .ovwheel/*.whl; do
   [ -e "$bundle/wheels/${wheel##*/}" ] || cp "$wheel" "$bundle/wheels/"
@@ -33,10 +40,14 @@ done
 cat .ortgpu/0*/part* > "$bundle/wheels/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl"
 echo "$(cat .ortgpu/SHA256)  $bundle/wheels/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl" | sha256sum -c --quiet
 tar -cf "$bundle/wheels.tar" -C "$bundle/wheels" .
+fi
 
-# what travels with every call besides the piece: tracked and untracked-not-ignored files
-tree_bytes=$( (git ls-files -z; git ls-files -z -o --exclude-standard) | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1 || true)
-capacity=$(( 64 * 1024 * 1024 - tree_bytes - 256 * 1024 ))
+# what travels with every call besides the piece: tracked and untracked-not-ignored files, counted as
+# an archive holds them (a 512-byte header per file, contents padded to 512 bytes: 737 files add
+# ~0.6 MB, which the plain sum missed and a call refused), with 1 MiB to spare for the tree growing
+tree_bytes=$( (git ls-files -z; git ls-files -z -o --exclude-standard) | xargs -0 stat -c %s 2>/dev/null |
+  awk '{ total += 512 + int(($1 + 511) / 512) * 512 } END { print total + 0 }')
+capacity=$(( 64 * 1024 * 1024 - tree_bytes - 1024 * 1024 ))
 total=$(stat -c %s "$bundle/wheels.tar")
 pieces=$(( (total + capacity - 1) / capacity ))
 piece_bytes=$(( (total + pieces - 1) / pieces ))
