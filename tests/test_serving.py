@@ -204,6 +204,34 @@ def test_the_search_stops_once_its_bracket_is_within_the_resolution(tmp_path, mo
     assert not (lows and highs and min(highs) / max(lows) <= serving.BRACKET_RESOLUTION), "no run after the bracket"
 
 
+def test_the_search_goes_no_lower_than_its_share_of_the_capacity(tmp_path, monkeypatch):
+    """An engine whose p99 misses the bound at every load (a tail, not queueing): the search steps down
+    from half the capacity and stops before a target below min_load_share of it, saying why; each run
+    there would last minutes (2,000 queries at 15 QPS: 135 s in an H100 lease)."""
+    from inferbench.scenarios import serving
+
+    targets: list[float] = []
+
+    def fake_loadgen(scenario, batcher_factory, sample_count, settings, log_dir, target_qps):
+        targets.append(target_qps)
+        result = {"valid": False, "completed_qps": target_qps, "target_qps": target_qps,
+                  "latency_ms": {"p99": 16.0}, "conditions": {"latency_within_bound": False},
+                  "validity": "INVALID"}  # fmt: skip
+        return result, {"mean_size": 1.0}
+
+    monkeypatch.setattr(serving, "capacity_qps", lambda *args: 480.0)
+    monkeypatch.setattr(serving, "run_loadgen", fake_loadgen)
+    settings = ServingSettings(latency_bound_ms=10, search_runs=6, min_load_share=1 / 16)
+    result = measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "logs")
+    assert targets == [240.0, 60.0], "the next step, 15 QPS, is below 480 / 16 = 30 QPS"
+    assert "no lower than 0.0625 of the capacity (30 QPS)" in result["stopped"]
+    assert result["qps_at_bound"] is None and result["lowest_invalid_qps"] == 60.0
+    targets.clear()
+    unbounded = ServingSettings(latency_bound_ms=10, search_runs=6, min_load_share=0, max_duration_s=300)
+    measure_serving("server", fake_engine(), 1, 64, unbounded, tmp_path / "logs2")
+    assert targets == [240.0, 60.0, 15.0], "without the share, only a run's longest duration stops it"
+
+
 def test_a_ladder_of_batch_sizes_and_the_rung_a_batch_is_padded_to():
     assert batch_ladder(1) == [1]
     assert batch_ladder(8) == [1, 2, 4, 8]
@@ -260,6 +288,9 @@ def test_the_harness_floor_is_the_no_op_engine_through_the_same_path_at_the_answ
     assert harness["query_count"] >= 200 and set(harness_calls) <= {1, 2, 4}, "the same batcher, the same padding"
     assert harness["latency_ms"]["p50"] < result["result"]["latency_ms"]["p50"], "no engine: only the harness"
     assert (tmp_path / "logs" / "harness" / "mlperf_log_detail.txt").exists()
+    # what the host did during each LoadGen run, beside its latencies: a tail's cause may be the host's
+    for run in (harness, result["result"]):
+        assert run["host"]["involuntary_switches"] >= 0 and run["host"]["process_cpu_s"] > 0
 
 
 def test_a_spinning_batcher_serves_as_the_blocking_one_and_the_record_says_which(tmp_path):

@@ -58,6 +58,7 @@ from inferbench.launch.host_partition import measuring
 from inferbench.launch.watchdog import beat
 from inferbench.models.registry import make_inputs
 from inferbench.scenarios.prepare import Measured, PreparedCell, prepare_engine
+from inferbench.trackers.host_telemetry import HostWindow
 
 #: a server run's latency percentile that the bound applies to (MLPerf's default for most models)
 BOUND_PERCENTILE = 0.99
@@ -360,7 +361,8 @@ def run_loadgen(
     target_qps: float,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One LoadGen run of ``scenario`` (``server`` at ``target_qps``, or ``offline`` expecting it),
-    logs into ``log_dir``; returns LoadGen's result and the batcher's batches."""
+    logs into ``log_dir``; returns LoadGen's result, with ``host`` (what the host did meanwhile: steal and
+    busy shares of its CPU time, this process's context switches), and the batcher's batches."""
     import mlperf_loadgen as lg
 
     def complete(query_ids: list[int]) -> None:
@@ -391,8 +393,10 @@ def run_loadgen(
     # the run; vLLM freezes after start-up for the same reason. New garbage is still collected
     gc.collect()
     gc.freeze()
+    host = HostWindow()
     try:
-        lg.StartTestWithLogSettings(sut, qsl, test, log)
+        with host:
+            lg.StartTestWithLogSettings(sut, qsl, test, log)
     finally:
         gc.unfreeze()
         sys.setswitchinterval(switch_interval)
@@ -404,7 +408,7 @@ def run_loadgen(
             extra.unlink()
     if batcher.error is not None:
         raise batcher.error
-    return read_loadgen_log(log_dir), batcher.batch_summary()
+    return read_loadgen_log(log_dir) | {"host": host.summary}, batcher.batch_summary()
 
 
 def capacity_qps(
@@ -481,7 +485,7 @@ def measure_serving(
         if harness_batch is None:
             return None
         alone, _ = run_loadgen(scenario, batcher_of(harness_batch), sample_count, settings, log_dir / "harness", target)
-        kept = ("target_qps", "completed_qps", "valid", "query_count", "latency_ms")
+        kept = ("target_qps", "completed_qps", "valid", "query_count", "latency_ms", "host")
         return {key: alone[key] for key in kept} | {"logs": f"{log_dir.name}/harness"}
 
     if scenario == "offline":
@@ -500,8 +504,11 @@ def measure_serving(
     # a fixed target, or a search on a log scale (the QPS within a bound can be far below the capacity):
     # from half the capacity down by BRACKET_STEP until a run is valid, then geometric bisection between
     # the highest valid and the lowest invalid target, until the two are within BRACKET_RESOLUTION; it
-    # stops where a run could not issue its minimum query count within the longest duration
+    # stops where a run could not issue its minimum query count within the longest duration, and below
+    # min_load_share of the capacity: a bound missed at so light a load is a tail of the engine's or the
+    # host's, not queueing, and each run there lasts minutes (2,000 queries at 15 QPS: 135 s)
     slowest = settings.min_query_count / settings.max_duration_s
+    lightest = settings.min_load_share * capacity
     low: float | None = None
     high: float | None = None
     search: list[dict[str, Any]] = []
@@ -511,10 +518,13 @@ def measure_serving(
         if low is not None and high is not None and high / low <= BRACKET_RESOLUTION:
             break
         target = settings.target_qps if settings.target_qps is not None else next_target(capacity, low, high)
-        if settings.target_qps is None and target < slowest:
+        if settings.target_qps is None and target < max(slowest, lightest):
             out["stopped"] = (
                 f"below {slowest:.3g} QPS a run cannot issue {settings.min_query_count} queries within "
                 f"{settings.max_duration_s:g} s"
+                if slowest >= lightest
+                else f"the search goes no lower than {settings.min_load_share:g} of the capacity "
+                f"({lightest:.3g} QPS): a bound missed at so light a load is not queueing"
             )
             break
         result, batches = run_loadgen("server", batcher, sample_count, settings, log_dir / f"server-{step}", target)
@@ -527,6 +537,7 @@ def measure_serving(
                 "valid": result["valid"],
                 "why_invalid": None if result["valid"] else why_invalid(result),
                 "mean_batch": batches["mean_size"],
+                "host": result.get("host"),
                 "logs": f"{log_dir.name}/server-{step}",
             }
         )
