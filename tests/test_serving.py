@@ -232,6 +232,29 @@ def test_the_search_goes_no_lower_than_its_share_of_the_capacity(tmp_path, monke
     assert targets == [240.0, 60.0, 15.0], "without the share, only a run's longest duration stops it"
 
 
+def test_each_batch_s_phases_say_where_a_slow_query_s_time_went(tmp_path):
+    """An engine that takes 2 ms, and 40 ms once every 50 calls (a tail of the engine's own), at a light
+    load: the run phase's p50 is the 2 ms, and the slowest batches spent their time running, not waiting
+    or completing."""
+    count = [0]
+
+    def sometimes_slow(indices: np.ndarray) -> None:
+        count[0] += 1
+        time.sleep(0.04 if count[0] % 50 == 0 else 0.002)
+
+    settings = ServingSettings(latency_bound_ms=200, min_duration_s=0.5, min_query_count=300, target_qps=50)
+    result = measure_serving("server", sometimes_slow, 1, 64, settings, tmp_path / "logs")
+    batches = result["batches"]
+    assert set(batches["phases_ms"]) == {"wait", "stage", "run", "complete"}
+    assert 1.5 < batches["phases_ms"]["run"]["p50"] < 20
+    slowest = batches["slowest"]
+    assert slowest["batches"] >= 3
+    # among the slowest: the slow calls themselves, and queries queued behind one (their time is `wait`)
+    assert slowest["run_ms"] > 5 * batches["phases_ms"]["run"]["p50"], "the slowest batches ran long"
+    assert slowest["run_ms"] + slowest["wait_ms"] > 0.8 * slowest["total_ms"]
+    assert result["search"] is None or all("slowest" in run for run in result["search"])
+
+
 def test_a_ladder_of_batch_sizes_and_the_rung_a_batch_is_padded_to():
     assert batch_ladder(1) == [1]
     assert batch_ladder(8) == [1, 2, 4, 8]

@@ -210,6 +210,8 @@ class DynamicBatcher:
         self.waiting: queue.SimpleQueue[tuple[int, int, float] | None] = queue.SimpleQueue()
         self.batch_sizes: list[int] = []  # queries per batch
         self.run_sizes: list[int] = []  # rows per batch run, padding included
+        # per batch, seconds: where a slow query's time went (BATCH_PHASES)
+        self.phases: list[tuple[float, ...]] = []
         self.error: BaseException | None = None
         self.forming, self.running = threading.Lock(), threading.Lock()
         self.stopping = False  # the stop sentinel was taken: the other thread ends too
@@ -279,16 +281,21 @@ class DynamicBatcher:
                 batch = self._form()
                 if batch is None:
                     return
+                formed = time.perf_counter()
                 rows = np.resize(np.array([index for _, index, _ in batch]), padded_size(len(batch), self.rungs))
                 self.batch_sizes.append(len(batch))
                 self.run_sizes.append(len(rows))
                 staged = self._served(self.path.stage, rows)  # padded with the batch's own rows
                 self.running.acquire()  # before forming is let go: batches run in the order they were formed
+            started = time.perf_counter()
             try:
                 self._served(self.path.run, staged)
             finally:
                 self.running.release()
+            ran = time.perf_counter()
             self.complete([query_id for query_id, _, _ in batch])
+            done = time.perf_counter()
+            self.phases.append((formed - batch[0][2], started - formed, ran - started, done - ran))
             beat()
 
     def batch_summary(self) -> dict[str, Any]:
@@ -301,7 +308,36 @@ class DynamicBatcher:
             "rungs": None if self.rungs is None else list(self.rungs),
             "mean_run_size": float(run.mean()),
             "padded_share": float(1 - sizes.sum() / run.sum()) if run.sum() else 0.0,
+            **phase_summary(self.phases),
         }
+
+
+#: a batch's phases, from its first query's arrival to its completion with LoadGen: ``wait``, its first
+#: query in the queue until the batch is formed (queueing behind other batches, the queue delay, and the
+#: server thread's wake-up); ``stage``, gathering and copying in (and, overlapped, waiting to run);
+#: ``run``, the engine's call and the output brought back to the host; ``complete``, LoadGen's callback
+BATCH_PHASES = ("wait", "stage", "run", "complete")
+#: the share of batches, slowest first by their first query's time, whose phases ``slowest`` averages
+SLOWEST_SHARE = 0.01
+
+
+def phase_summary(phases: Sequence[tuple[float, ...]]) -> dict[str, Any]:
+    """Each phase's p50 and p99 over the batches (ms), and ``slowest``: the mean of each phase over the
+    slowest 1% of batches (at least one) by their first query's time, which says where a tail's time went."""
+    if not phases:
+        return {"phases_ms": None, "slowest": None}
+    times = np.asarray(phases) * 1e3
+    totals = times.sum(axis=1)
+    count = max(1, int(len(times) * SLOWEST_SHARE))
+    slowest = times[np.argsort(totals)[-count:]]
+    return {
+        "phases_ms": {
+            name: {"p50": float(np.percentile(times[:, i], 50)), "p99": float(np.percentile(times[:, i], 99))}
+            for i, name in enumerate(BATCH_PHASES)
+        },
+        "slowest": {"batches": count, "total_ms": float(slowest.sum(axis=1).mean())}
+        | {f"{name}_ms": float(slowest[:, i].mean()) for i, name in enumerate(BATCH_PHASES)},
+    }
 
 
 def read_loadgen_log(log_dir: Path) -> dict[str, Any]:
@@ -537,6 +573,7 @@ def measure_serving(
                 "valid": result["valid"],
                 "why_invalid": None if result["valid"] else why_invalid(result),
                 "mean_batch": batches["mean_size"],
+                "slowest": batches.get("slowest"),
                 "host": result.get("host"),
                 "logs": f"{log_dir.name}/server-{step}",
             }
