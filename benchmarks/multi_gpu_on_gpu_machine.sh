@@ -18,6 +18,7 @@ set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 phase=${1:?phase: gpu2, gpu1 or kill}
 limit=${2:-570}
+call_started=$(date +%s)   # the detached run's wait ends limit s after this, the install included
 mkdir -p "$out"
 if [ "$phase" = gpu2 ] && [ ! -f /tmp/inferbench-multi-gpu2/start ]; then
   source benchmarks/install_on_gpu_machine.sh || exit 1   # once: a later call waits for the same run

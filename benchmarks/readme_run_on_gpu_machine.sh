@@ -16,6 +16,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 limit=${1:-540}
+call_started=$(date +%s)   # the detached run's wait ends limit s after this, the install included
 preset=()
 [ -n "${PRESET:-}" ] && preset=(--configfile "config/studies/$PRESET.yaml")
 overrides=()

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Sourced by the scripts that run the workflow detached on the GPU machine (readme_run_on_gpu_machine.sh,
-# multi_gpu_on_gpu_machine.sh): waits up to $limit seconds for the run in $run (start, snakemake.log,
+# multi_gpu_on_gpu_machine.sh): waits until $limit seconds after $call_started (when the calling script
+# began, so that the install counts: the call's own limit is what a command may run) for the run in $run (start, snakemake.log,
 # rc), copies its log to $out and writes one line to $out/timing.txt, labelled $1. Ends the calling
 # script (exit 0) while the run goes on: the next call waits for the same run.
 wait_for_detached_run() {
   local label=$1 deadline progress
-  deadline=$(( $(date +%s) + limit ))
+  deadline=$(( ${call_started:-$(date +%s)} + limit ))
   while [ ! -f "$run/rc" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 5; done
   cp "$run/snakemake.log" "$out/snakemake.log"
   progress=$(grep -E "steps \(" "$run/snakemake.log" | tail -1)
   if [ ! -f "$run/rc" ]; then
     echo "$label still running after $(( $(date +%s) - $(cat "$run/start") )) s: $progress" | tee -a "$out/timing.txt"
+    # the records made so far come back with every call: the machine goes back after 30 minutes held,
+    # run finished or not (a serving preset's second lease lost its archive so)
+    [ -d results/cells ] && (cd results/cells && find . -name '*.json' | tar czf "$out/records_so_far.tgz" -T -)
     exit 0
   fi
   echo "$label rc=$(cat "$run/rc") wall_s=$(( $(stat -c %Y "$run/rc") - $(cat "$run/start") )) $progress" \
