@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import json
 import queue
 import shutil
@@ -99,16 +100,21 @@ def padded_size(queries: int, rungs: Sequence[int] | None) -> int:
 
 @dataclass(frozen=True)
 class BatchPath:
-    """How a batch of sample rows is served: ``stage(rows)`` (gather and copy in) then ``run(staged)``
-    (compute, copy out). ``overlapped``: the batcher stages the next batch on a second thread while this
-    one runs; called directly, a path does the two in series."""
+    """How a batch of sample rows is served: ``stage(rows)`` (gather and copy in), ``run(staged)`` (the
+    engine's call: queueing the work on the device, or all of it for an engine that waits) and
+    ``fetch(ran)`` (the output to the host, waiting for the device; None: ``run`` does it), timed apart
+    so that a slow batch says which of the two it was. ``overlapped``: the batcher stages the next batch
+    on a second thread while this one runs; called directly, a path does it all in series."""
 
     stage: Callable[[np.ndarray], Any]
-    run: Callable[[Any], None]
+    run: Callable[[Any], Any]
     overlapped: bool = False
+    fetch: Callable[[Any], None] | None = None
 
     def __call__(self, rows: np.ndarray) -> None:
-        self.run(self.stage(rows))
+        ran = self.run(self.stage(rows))
+        if self.fetch is not None:
+            self.fetch(ran)
 
     @classmethod
     def serial(cls, run_batch: Callable[[np.ndarray], None]) -> BatchPath:
@@ -163,11 +169,15 @@ def engine_path(pick: Callable[[int], Any], library: dict[str, np.ndarray], devi
         with torch.cuda.stream(copy_stream) if copy_stream is not None else contextlib.nullcontext():
             return chosen, chosen.stage(gather(rows))
 
-    def run(staged: tuple[Any, Any]) -> None:
+    def run(staged: tuple[Any, Any]) -> tuple[Any, Any]:
         chosen, inputs = staged
-        chosen.to_numpy(chosen.run(inputs))
+        return chosen, chosen.run(inputs)
 
-    return BatchPath(stage, run, overlapped)
+    def fetch(ran: tuple[Any, Any]) -> None:
+        chosen, output = ran
+        chosen.to_numpy(output)
+
+    return BatchPath(stage, run, overlapped, fetch)
 
 
 def noop_engine(device: str, specs: Sequence[Any], example: dict[str, np.ndarray]) -> Any:
@@ -287,15 +297,19 @@ class DynamicBatcher:
                 self.run_sizes.append(len(rows))
                 staged = self._served(self.path.stage, rows)  # padded with the batch's own rows
                 self.running.acquire()  # before forming is let go: batches run in the order they were formed
-            started = time.perf_counter()
+            started = called = time.perf_counter()
             try:
-                self._served(self.path.run, staged)
+                output = self._served(self.path.run, staged)
+                called = time.perf_counter()
+                if self.path.fetch is not None:
+                    self._served(self.path.fetch, output)
             finally:
                 self.running.release()
-            ran = time.perf_counter()
+            fetched = time.perf_counter()
             self.complete([query_id for query_id, _, _ in batch])
             done = time.perf_counter()
-            self.phases.append((formed - batch[0][2], started - formed, ran - started, done - ran))
+            moments = (batch[0][2], formed, started, called, fetched, done)  # BATCH_PHASES lie between these
+            self.phases.append(tuple(end - begin for begin, end in itertools.pairwise(moments)))
             beat()
 
     def batch_summary(self) -> dict[str, Any]:
@@ -315,8 +329,10 @@ class DynamicBatcher:
 #: a batch's phases, from its first query's arrival to its completion with LoadGen: ``wait``, its first
 #: query in the queue until the batch is formed (queueing behind other batches, the queue delay, and the
 #: server thread's wake-up); ``stage``, gathering and copying in (and, overlapped, waiting to run);
-#: ``run``, the engine's call and the output brought back to the host; ``complete``, LoadGen's callback
-BATCH_PHASES = ("wait", "stage", "run", "complete")
+#: ``call``, the engine's call (queueing work on the GPU for a CUDA graph or eager PyTorch; all of it for
+#: ONNX Runtime, which waits); ``fetch``, the output to the host, waiting for the device; ``complete``,
+#: LoadGen's callback
+BATCH_PHASES = ("wait", "stage", "call", "fetch", "complete")
 #: the share of batches, slowest first by their first query's time, whose phases ``slowest`` averages
 SLOWEST_SHARE = 0.01
 
