@@ -24,6 +24,7 @@ from inferbench.launch.lock import MachineLock
 from inferbench.models import create_model
 from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.serving import (
+    BATCH_PHASES,
     BatchPath,
     DynamicBatcher,
     Gather,
@@ -206,8 +207,8 @@ def test_the_search_stops_once_its_bracket_is_within_the_resolution(tmp_path, mo
 
 def test_the_search_goes_no_lower_than_its_share_of_the_capacity(tmp_path, monkeypatch):
     """An engine whose p99 misses the bound at every load (a tail, not queueing): the search steps down
-    from half the capacity and stops before a target below min_load_share of it, saying why; each run
-    there would last minutes (2,000 queries at 15 QPS: 135 s in an H100 lease)."""
+    from half the capacity and stops before a target below min_load_share of it whose run would last
+    over 30 s, saying why (2,000 queries at 15 QPS: 135 s a run in an H100 lease)."""
     from inferbench.scenarios import serving
 
     targets: list[float] = []
@@ -223,13 +224,18 @@ def test_the_search_goes_no_lower_than_its_share_of_the_capacity(tmp_path, monke
     monkeypatch.setattr(serving, "run_loadgen", fake_loadgen)
     settings = ServingSettings(latency_bound_ms=10, search_runs=6, min_load_share=1 / 16)
     result = measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "logs")
-    assert targets == [240.0, 60.0], "the next step, 15 QPS, is below 480 / 16 = 30 QPS"
-    assert "no lower than 0.0625 of the capacity (30 QPS)" in result["stopped"]
+    assert targets == [240.0, 60.0], "the next step, 15 QPS, is below 480 / 16 = 30 QPS, and 133 s long"
+    assert "no lower than 0.0625 of the capacity in runs over 30 s (30 QPS)" in result["stopped"]
     assert result["qps_at_bound"] is None and result["lowest_invalid_qps"] == 60.0
     targets.clear()
     unbounded = ServingSettings(latency_bound_ms=10, search_runs=6, min_load_share=0, max_duration_s=300)
     measure_serving("server", fake_engine(), 1, 64, unbounded, tmp_path / "logs2")
     assert targets == [240.0, 60.0, 15.0], "without the share, only a run's longest duration stops it"
+    # a cell held by the harness, far below its engine's rate: short runs go on below the share
+    targets.clear()
+    monkeypatch.setattr(serving, "capacity_qps", lambda *args: 1_000_000.0)
+    measure_serving("server", fake_engine(), 1, 64, settings, tmp_path / "logs3")
+    assert len(targets) == 6 and min(targets) < 1_000_000 / 16
 
 
 def test_each_batch_s_phases_say_where_a_slow_query_s_time_went(tmp_path):
@@ -421,8 +427,15 @@ def test_an_engine_fixed_to_its_shapes_serves_from_a_ladder_of_prepared_engines(
     assert record.serving["batches"]["rungs"] == [1, 2, 4, 8]
     batches = record.serving["batches"]
     assert batches["mean_size"] <= batches["mean_run_size"] < 8, "padded to rungs, not to the largest batch"
-    assert record.flatten()["serving_padded_share"] >= 0
-    assert record.flatten()["serving_overlapped"] is False  # a CPU cell: nothing to overlap
+    row = record.flatten()
+    assert row["serving_padded_share"] >= 0
+    assert row["serving_overlapped"] is False  # a CPU cell: nothing to overlap
+    # the summary says where the slowest batches' time went, and the report's serving table shows it
+    assert row["serving_slowest_phase"] in BATCH_PHASES
+    assert 0 < row["serving_slowest_phase_ms"] <= row["serving_slowest_ms"]
+    from inferbench.report.serving import slowest_phase
+
+    assert slowest_phase(pd.Series(row)).startswith(f"{row['serving_slowest_phase']} ")
 
 
 def test_a_misspelled_serving_setting_is_named():

@@ -303,6 +303,10 @@ class CellRecord:
         result = serving.get("result") or {}
         latency = result.get("latency_ms") or {}
         harness_latency = (serving.get("harness") or {}).get("latency_ms") or {}
+        # the answering run's slowest 1% of batches: the phase that took most of their time
+        slowest = (serving.get("batches") or {}).get("slowest") or {}
+        phases = {k.removesuffix("_ms"): v for k, v in slowest.items() if k.endswith("_ms") and k != "total_ms"}
+        longest = max(phases, key=phases.__getitem__) if phases else None
         return {
             "serving_qps": result.get("completed_qps"),
             "serving_target_qps": result.get("target_qps"),
@@ -321,4 +325,9 @@ class CellRecord:
             "serving_lowest_invalid_qps": serving.get("lowest_invalid_qps"),
             # the no-op engine through the same path at the answer's target: the harness's own latency
             **{f"serving_harness_{k}_ms": harness_latency.get(k) for k in ("p50", "p99")},
+            "serving_slowest_ms": slowest.get("total_ms"),
+            "serving_slowest_phase": longest,
+            "serving_slowest_phase_ms": phases.get(longest) if longest else None,
+            # the hypervisor's share of the machine's CPU time during the answering run
+            "serving_steal_pct": (result.get("host") or {}).get("steal_pct"),
         }

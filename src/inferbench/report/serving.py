@@ -28,6 +28,7 @@ SERVING_COLUMNS = [
     ("server_mean_batch", "mean batch"),
     ("server_padded_share", "padded rows"),
     ("server_lowest_invalid_qps", "lowest invalid QPS"),
+    ("server_slowest", "slowest 1% of batches: longest phase"),
     ("offline_qps", "offline QPS"),
     ("capacity_qps", "back-to-back QPS"),
     ("server_verdict", "server run"),
@@ -50,6 +51,7 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
         for column in ("harness_p99_ms", "padded_share", "lowest_invalid_qps"):
             table[f"server_{column}"] = server.get(f"serving_{column}", pd.Series(index=server.index, dtype=float))
         table["server_harness_share"] = table["server_harness_p99_ms"] / table["server_p99_ms"]
+        table["server_slowest"] = [slowest_phase(row) for _, row in server.iterrows()]
         table["latency_bound_ms"] = server["serving_latency_bound_ms"]
         table["server_verdict"] = server["status"].map({"ok": "valid"}).fillna(server["status"])
     if not offline.empty:
@@ -59,6 +61,15 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
     table["serving_max_queue_delay_ms"] = first["serving_max_queue_delay_ms"]
     table["capacity_qps"] = first["serving_capacity_qps"]
     return table.reset_index()
+
+
+def slowest_phase(row: pd.Series) -> str | None:
+    """Where the answering run's slowest 1% of batches spent their time, e.g. "fetch 11.2 of 12.0 ms"
+    (valid or not: a tail is placed either way); None where the record has no batch phases."""
+    phase, phase_ms, total_ms = (row.get(f"serving_slowest{k}") for k in ("_phase", "_phase_ms", "_ms"))
+    if not isinstance(phase, str) or pd.isna(phase_ms) or pd.isna(total_ms):
+        return None
+    return f"{phase} {phase_ms:.3g} of {total_ms:.3g} ms"
 
 
 def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
@@ -97,7 +108,11 @@ def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = Non
         "pads a batch to the next of these (padded rows: their share of the rows run). Harness p99: the "
         "no-op engine served through the same path (batcher, padding, gathering the samples, LoadGen's "
         "callbacks) at the answer's target; its share of the engine's p99 is what the harness, not the "
-        "engine, costs. LoadGen's logs are beside each record (`<cell>.loadgen/`).",
+        "engine, costs. Slowest 1% of batches: of the answering run's batches, the slowest by their first "
+        "query's time, and the phase that took most of it: `wait` (in the queue, or the server thread waking), "
+        "`stage` (gathering, copying in), `call` (the engine's call), `fetch` (the output to the host, waiting "
+        "for the GPU) or `complete` (LoadGen's callback). "
+        "LoadGen's logs are beside each record (`<cell>.loadgen/`).",
         "",
     ]
     return out
