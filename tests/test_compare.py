@@ -164,8 +164,15 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
         frame = pd.DataFrame(
             [
                 dict(zip(keys, key, strict=True))
-                | {"status": status, "serving_qps": qps, "engine_impl": key[1], "latency_p50_ms": None, "bound": None}
-                for key, status, qps in rows
+                | {
+                    "status": status,
+                    "serving_qps": qps,
+                    "engine_impl": key[1],
+                    "latency_p50_ms": None,
+                    "bound": None,
+                    "serving_harness_p99_ms": harness,
+                }
+                for key, status, qps, harness in rows
             ]
         )
         path = tmp_path / f"summary{len(list(tmp_path.iterdir()))}.csv"
@@ -175,15 +182,23 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
     steady = ("mlp_heart", "ort_cpu", "fp32", "cpu", 1, 0, 2, "server")
     moved = ("mlp_heart", "ort_cpu", "fp32", "cpu", 8, 0, 2, "server")
     flipped = ("resnet50", "torch_cudagraph", "fp16", "cuda", 1, 0, 0, "server")
-    a = summary([(steady, "ok", 1000.0), (moved, "ok", 1000.0), (flipped, "ok", 500.0)])
-    b = summary([(steady, "ok", 1100.0), (moved, "ok", 1300.0), (flipped, "invalid", None)])
+    offline = ("mlp_heart", "ort_cpu", "fp32", "cpu", 8, 0, 2, "offline")
+    a = summary([(steady, "ok", 1000.0, 0.3), (moved, "ok", 1000.0, 0.4), (flipped, "ok", 500.0, 0.4),
+                 (offline, "ok", 5000.0, 20.0)])  # fmt: skip
+    b = summary([(steady, "ok", 1100.0, 0.5), (moved, "ok", 1300.0, 2.0), (flipped, "invalid", None, 0.5),
+                 (offline, "ok", 5100.0, 40.0)])  # fmt: skip
     cells, _, text, _ = compare_runs(a, b)
     assert cells.empty, "serving cells have no single-call p50 to compare"
-    assert "3 serving cells in both runs: 1 change their verdict, 1 their QPS beyond the tolerance" in text
+    assert "4 serving cells in both runs: 1 change their verdict, 1 their QPS beyond the tolerance" in text
+    assert "By scenario: offline 0 of 1 beyond the tolerance, 0 verdicts changed; server 1 of 3" in text
+    # the harness floor: 0.4 -> 2.0 ms moved (5x, 1.6 ms); 0.3 -> 0.5 ms did not (under 0.5 ms apart)
+    assert "Harness moved: in 1 of 3 server cells" in text
     from inferbench.analysis.compare_runs import Run, compare_serving
 
     table = compare_serving(Run.load(a), Run.load(b)).set_index(["workload", "batch_size"])
     assert table.loc[("mlp_heart", 1), "qps_ratio"] == pytest.approx(1.1)
     assert not table.loc[("mlp_heart", 1), "beyond_tolerance"]
-    assert table.loc[("mlp_heart", 8), "beyond_tolerance"], "30% on the CPU is beyond its 20%"
+    server = table[table["scenario"] == "server"]
+    assert server.loc[("mlp_heart", 8), "beyond_tolerance"], "30% on the CPU is beyond its 20%"
     assert table.loc[("resnet50", 1), "verdict_changed"]
+    assert server.loc[("mlp_heart", 8), "harness_moved"] and not server.loc[("mlp_heart", 1), "harness_moved"]
