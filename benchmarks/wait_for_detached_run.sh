@@ -14,7 +14,7 @@ wait_for_detached_run() {
     echo "$label still running after $(( $(date +%s) - $(cat "$run/start") )) s: $progress" | tee -a "$out/timing.txt"
     # the records made so far come back with every call: the machine goes back after 30 minutes held,
     # run finished or not (a serving preset's second lease lost its archive so)
-    [ -d results/cells ] && (cd results/cells && find . -name '*.json' | tar czf "$out/records_so_far.tgz" -T -)
+    [ -d results/cells ] && (find results/cells -name '*.json' | tar czf "$out/records_so_far.tgz" -T -)
     exit 0
   fi
   echo "$label rc=$(cat "$run/rc") wall_s=$(( $(stat -c %Y "$run/rc") - $(cat "$run/start") )) $progress" \

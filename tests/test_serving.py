@@ -682,3 +682,24 @@ def test_what_is_alive_before_a_loadgen_run_is_frozen_out_of_the_collector_durin
     # the capacity's calls come before any run; the run's calls see the frozen heap; afterwards it is thawed
     assert max(frozen_while_serving) > 1000 and frozen_while_serving[-1] > 1000
     assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_the_serving_table_puts_each_slowest_phase_on_its_own_row():
+    """Server cells in another order than the union of keys, and a configuration with an offline cell
+    and no server cell (a run cut off): each row shows its own server cell's slowest phase."""
+    from inferbench.report.serving import side_by_side
+
+    def cell(engine: str, scenario: str, phase: str | None) -> dict:
+        return {"workload": "w", "engine": engine, "precision": "fp16", "device": "cuda", "seq_len": 0,
+                "threads": 0, "batch_size": 1, "scenario": scenario, "status": "ok", "serving_qps": 100.0,
+                "serving_p99_ms": 5.0, "serving_p50_ms": 1.0, "serving_mean_batch": 1.0,
+                "serving_latency_bound_ms": 10.0, "serving_max_queue_delay_ms": 0.0, "serving_capacity_qps": 900.0,
+                "serving_slowest_phase": phase, "serving_slowest_phase_ms": 4.0 if phase else None,
+                "serving_slowest_ms": 5.0 if phase else None}  # fmt: skip
+
+    cells = pd.DataFrame([cell("b", "server", "call"), cell("a", "server", "wait"), cell("a", "offline", None),
+                          cell("c", "offline", None)])  # fmt: skip
+    table = side_by_side(cells).set_index("engine")
+    assert table.loc["a", "server_slowest"] == "wait 4 of 5 ms"
+    assert table.loc["b", "server_slowest"] == "call 4 of 5 ms"
+    assert pd.isna(table.loc["c", "server_slowest"]), "no server cell: nothing to say"

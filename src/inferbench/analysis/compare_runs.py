@@ -595,10 +595,17 @@ def serving_markdown(serving: pd.DataFrame) -> list[str]:
         "the tolerance (15% on a GPU, 20% on the CPU; a server cell's QPS is the highest valid target of its "
         "search, known to within its 1.25x bracket). By scenario: " + "; ".join(by_scenario) + ".",
         "",
-        f"Harness moved: in {moved} of {len(server)} server cells the no-op engine's p99 through the same path "
-        f"differs more than {HARNESS_MOVED_RATIO:g}x and by over {HARNESS_MOVED_MS:g} ms between the runs: there "
-        "the host's share of the tail changed too, not only the engine's (each at its own run's answer).",
-        "",
+        *(
+            [
+                f"Harness moved: in {moved} of {len(server)} server cells the no-op engine's p99 through the same "
+                f"path differs more than {HARNESS_MOVED_RATIO:g}x and by over {HARNESS_MOVED_MS:g} ms between the "
+                "runs: there the host's share of the tail changed too, not only the engine's (each at its own "
+                "run's answer).",
+                "",
+            ]
+            if len(server)
+            else []
+        ),
         markdown_table(serving.sort_values(KEY_COLUMNS), columns),
         "",
     ]

@@ -51,7 +51,8 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
         for column in ("harness_p99_ms", "padded_share", "lowest_invalid_qps"):
             table[f"server_{column}"] = server.get(f"serving_{column}", pd.Series(index=server.index, dtype=float))
         table["server_harness_share"] = table["server_harness_p99_ms"] / table["server_p99_ms"]
-        table["server_slowest"] = [slowest_phase(row) for _, row in server.iterrows()]
+        # by index, as every other column: a configuration may have an offline cell and no server cell
+        table["server_slowest"] = pd.Series([slowest_phase(row) for _, row in server.iterrows()], index=server.index)
         table["latency_bound_ms"] = server["serving_latency_bound_ms"]
         table["server_verdict"] = server["status"].map({"ok": "valid"}).fillna(server["status"])
     if not offline.empty:
@@ -64,7 +65,7 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def slowest_phase(row: pd.Series) -> str | None:
-    """Where the answering run's slowest 1% of batches spent their time, e.g. "fetch 11.2 of 12.0 ms"
+    """Where the answering run's slowest 1% of batches spent their time, e.g. "fetch 11.2 of 12.5 ms"
     (valid or not: a tail is placed either way); None where the record has no batch phases."""
     phase, phase_ms, total_ms = (row.get(f"serving_slowest{k}") for k in ("_phase", "_phase_ms", "_ms"))
     if not isinstance(phase, str) or pd.isna(phase_ms) or pd.isna(total_ms):
@@ -109,7 +110,9 @@ def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = Non
         "no-op engine served through the same path (batcher, padding, gathering the samples, LoadGen's "
         "callbacks) at the answer's target; its share of the engine's p99 is what the harness, not the "
         "engine, costs. Slowest 1% of batches: of the answering run's batches, the slowest by their first "
-        "query's time, and the phase that took most of it: `wait` (in the queue, or the server thread waking), "
+        "query's time, and the phase that took most of it: `wait` (from the batcher's issue callback: in "
+        "the queue, or the server thread waking; a late LoadGen issue thread counts in the p99 but in no "
+        "phase), "
         "`stage` (gathering, copying in), `call` (the engine's call), `fetch` (the output to the host, waiting "
         "for the GPU) or `complete` (LoadGen's callback). "
         "LoadGen's logs are beside each record (`<cell>.loadgen/`).",
