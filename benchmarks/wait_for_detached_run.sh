@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sourced by the scripts that run the workflow detached on the GPU machine (readme_run_on_gpu_machine.sh,
-# multi_gpu_on_gpu_machine.sh): waits until $limit seconds after $call_started (when the calling script
-# began, so that the install counts: the call's own limit is what a command may run) for the run in $run (start, snakemake.log,
-# rc), copies its log to $out and writes one line to $out/timing.txt, labelled $1. Ends the calling
+# multi_gpu_on_gpu_machine.sh): waits for the run in $run (start, snakemake.log, rc) until $limit seconds
+# after $call_started (when the calling script began: the install counts, as the call's own limit
+# does), copies its log to $out and writes one line to $out/timing.txt, labelled $1. Ends the calling
 # script (exit 0) while the run goes on: the next call waits for the same run.
 wait_for_detached_run() {
   local label=$1 deadline progress

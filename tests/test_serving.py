@@ -259,6 +259,12 @@ def test_each_batch_s_phases_say_where_a_slow_query_s_time_went(tmp_path):
     # among the slowest: the slow calls themselves, and queries queued behind one (their time is `wait`)
     assert slowest["call_ms"] > 5 * batches["phases_ms"]["call"]["p50"], "the slowest batches ran long"
     assert slowest["call_ms"] + slowest["wait_ms"] > 0.8 * slowest["total_ms"]
+    assert slowest["longest"] in ("call", "wait")
+    # a phase's p99 from fewer batches than a latency p99 needs is not reported (core.percentiles)
+    from inferbench.scenarios.serving import phase_summary
+
+    few = phase_summary([(0.001, 0.0, 0.002, 0.0, 0.0)] * 50)["phases_ms"]["call"]
+    assert few["p50"] == pytest.approx(2.0) and few["p99"] is None
 
     # a path whose call queues the work and whose fetch waits for it: the time lands in `fetch`
     path = BatchPath(lambda rows: rows, lambda rows: rows, fetch=lambda ran: time.sleep(0.002))

@@ -305,8 +305,7 @@ class CellRecord:
         harness_latency = (serving.get("harness") or {}).get("latency_ms") or {}
         # the answering run's slowest 1% of batches: the phase that took most of their time
         slowest = (serving.get("batches") or {}).get("slowest") or {}
-        phases = {k.removesuffix("_ms"): v for k, v in slowest.items() if k.endswith("_ms") and k != "total_ms"}
-        longest = max(phases, key=phases.__getitem__) if phases else None
+        longest = slowest.get("longest")
         return {
             "serving_qps": result.get("completed_qps"),
             "serving_target_qps": result.get("target_qps"),
@@ -327,7 +326,7 @@ class CellRecord:
             **{f"serving_harness_{k}_ms": harness_latency.get(k) for k in ("p50", "p99")},
             "serving_slowest_ms": slowest.get("total_ms"),
             "serving_slowest_phase": longest,
-            "serving_slowest_phase_ms": phases.get(longest) if longest else None,
+            "serving_slowest_phase_ms": slowest.get(f"{longest}_ms") if longest else None,
             # the hypervisor's share of the machine's CPU time during the answering run
             "serving_steal_pct": (result.get("host") or {}).get("steal_pct"),
         }

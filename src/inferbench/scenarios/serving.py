@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from inferbench.core.percentiles import MIN_SAMPLES, PERCENTILES
 from inferbench.core.settings import ServingSettings
 from inferbench.engines.registry import load_engine_class
 from inferbench.launch.host_partition import measuring
@@ -340,21 +341,25 @@ SLOWEST_SHARE = 0.01
 
 
 def phase_summary(phases: Sequence[tuple[float, ...]]) -> dict[str, Any]:
-    """Each phase's p50 and p99 over the batches (ms), and ``slowest``: the mean of each phase over the
-    slowest 1% of batches (at least one) by their first query's time, which says where a tail's time went."""
+    """Each phase's p50 and p99 over the batches (ms; a percentile from as many batches as the latency
+    percentiles need, else None), and ``slowest``: the mean of each phase over the slowest 1% of batches
+    (at least one) by their first query's time, and the ``longest`` of them: where a tail's time went."""
     if not phases:
         return {"phases_ms": None, "slowest": None}
     times = np.asarray(phases) * 1e3
     totals = times.sum(axis=1)
     count = max(1, int(len(times) * SLOWEST_SHARE))
-    slowest = times[np.argsort(totals)[-count:]]
+    slowest = times[np.argsort(totals)[-count:]].mean(axis=0)
     return {
         "phases_ms": {
-            name: {"p50": float(np.percentile(times[:, i], 50)), "p99": float(np.percentile(times[:, i], 99))}
+            name: {
+                p: float(np.percentile(times[:, i], PERCENTILES[p])) if len(times) >= MIN_SAMPLES[p] else None
+                for p in ("p50", "p99")
+            }
             for i, name in enumerate(BATCH_PHASES)
         },
-        "slowest": {"batches": count, "total_ms": float(slowest.sum(axis=1).mean())}
-        | {f"{name}_ms": float(slowest[:, i].mean()) for i, name in enumerate(BATCH_PHASES)},
+        "slowest": {"batches": count, "total_ms": float(slowest.sum()), "longest": BATCH_PHASES[int(slowest.argmax())]}
+        | {f"{name}_ms": float(slowest[i]) for i, name in enumerate(BATCH_PHASES)},
     }
 
 
