@@ -260,6 +260,11 @@ def test_each_batch_s_phases_say_where_a_slow_query_s_time_went(tmp_path):
     assert slowest["call_ms"] > 5 * batches["phases_ms"]["call"]["p50"], "the slowest batches ran long"
     assert slowest["call_ms"] + slowest["wait_ms"] > 0.8 * slowest["total_ms"]
     assert slowest["longest"] in ("call", "wait")
+    # each query timed from the issue callback too: at least the call, within LoadGen's own latency
+    queries = batches["query_ms"]
+    assert 1.5 < queries["p50"] <= result["result"]["latency_ms"]["p50"] + 0.05
+    assert queries["p99"] <= result["result"]["latency_ms"]["p99"] + 0.05
+    assert queries["max"] >= 40, "the 40-ms calls are among them"
     # a phase's p99 from fewer batches than a latency p99 needs is not reported (core.percentiles)
     from inferbench.scenarios.serving import phase_summary
 
@@ -439,6 +444,7 @@ def test_an_engine_fixed_to_its_shapes_serves_from_a_ladder_of_prepared_engines(
     # the summary says where the slowest batches' time went, and the report's serving table shows it
     assert row["serving_slowest_phase"] in BATCH_PHASES
     assert 0 < row["serving_slowest_phase_ms"] <= row["serving_slowest_ms"]
+    assert 0 < row["serving_batcher_p99_ms"] <= row["serving_p99_ms"] + 0.05
     from inferbench.report.serving import slowest_phase
 
     assert slowest_phase(pd.Series(row)).startswith(f"{row['serving_slowest_phase']} ")

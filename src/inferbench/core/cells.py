@@ -324,6 +324,9 @@ class CellRecord:
             "serving_lowest_invalid_qps": serving.get("lowest_invalid_qps"),
             # the no-op engine through the same path at the answer's target: the harness's own latency
             **{f"serving_harness_{k}_ms": harness_latency.get(k) for k in ("p50", "p99")},
+            # the p99 from the batcher's issue callback to completion: below serving_p99_ms by what
+            # LoadGen's issuing thread lost before the callback ran
+            "serving_batcher_p99_ms": ((serving.get("batches") or {}).get("query_ms") or {}).get("p99"),
             "serving_slowest_ms": slowest.get("total_ms"),
             "serving_slowest_phase": longest,
             "serving_slowest_phase_ms": slowest.get(f"{longest}_ms") if longest else None,

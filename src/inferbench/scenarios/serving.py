@@ -225,6 +225,9 @@ class DynamicBatcher:
         self.run_sizes: list[int] = []  # rows per batch run, padding included
         # per batch, seconds: where a slow query's time went (BATCH_PHASES)
         self.phases: list[tuple[float, ...]] = []
+        # per query, seconds from the issue callback's arrival to its completion: LoadGen's latency less
+        # what LoadGen's issuing thread lost before the callback ran (e.g. waiting for the GIL)
+        self.query_latencies: list[float] = []
         self.error: BaseException | None = None
         self.forming, self.running = threading.Lock(), threading.Lock()
         self.stopping = False  # the stop sentinel was taken: the other thread ends too
@@ -311,6 +314,7 @@ class DynamicBatcher:
             fetched = time.perf_counter()
             self.complete([query_id for query_id, _, _ in batch])
             done = time.perf_counter()
+            self.query_latencies.extend(done - arrived for _, _, arrived in batch)
             moments = (batch[0][2], formed, started, called, fetched, done)  # BATCH_PHASES lie between these
             self.phases.append(tuple(end - begin for begin, end in itertools.pairwise(moments)))
             beat()
@@ -326,6 +330,7 @@ class DynamicBatcher:
             "mean_run_size": float(run.mean()),
             "padded_share": float(1 - sizes.sum() / run.sum()) if run.sum() else 0.0,
             **phase_summary(self.phases),
+            "query_ms": latency_summary(self.query_latencies),
         }
 
 
@@ -351,16 +356,24 @@ def phase_summary(phases: Sequence[tuple[float, ...]]) -> dict[str, Any]:
     count = max(1, int(len(times) * SLOWEST_SHARE))
     slowest = times[np.argsort(totals)[-count:]].mean(axis=0)
     return {
-        "phases_ms": {
-            name: {
-                p: float(np.percentile(times[:, i], PERCENTILES[p])) if len(times) >= MIN_SAMPLES[p] else None
-                for p in ("p50", "p99")
-            }
-            for i, name in enumerate(BATCH_PHASES)
-        },
+        "phases_ms": {name: _p50_p99(times[:, i]) for i, name in enumerate(BATCH_PHASES)},
         "slowest": {"batches": count, "total_ms": float(slowest.sum()), "longest": BATCH_PHASES[int(slowest.argmax())]}
         | {f"{name}_ms": float(slowest[i]) for i, name in enumerate(BATCH_PHASES)},
     }
+
+
+def latency_summary(latencies_s: Sequence[float]) -> dict[str, float | None] | None:
+    """p50, p99 and max of ``latencies_s`` in ms (a percentile only from as many samples as it needs)."""
+    if not latencies_s:
+        return None
+    times = np.asarray(latencies_s) * 1e3
+    return _p50_p99(times) | {"max": float(times.max())}
+
+
+def _p50_p99(values: np.ndarray) -> dict[str, float | None]:
+    """p50 and p99 of ``values``, each only from as many samples as the latency percentiles need."""
+    enough = {p: len(values) >= MIN_SAMPLES[p] for p in ("p50", "p99")}
+    return {p: float(np.percentile(values, PERCENTILES[p])) if enough[p] else None for p in enough}
 
 
 def read_loadgen_log(log_dir: Path) -> dict[str, Any]:
@@ -595,6 +608,7 @@ def measure_serving(
                 "target_qps": target,
                 "completed_qps": result["completed_qps"],
                 "p99_ms": result["latency_ms"].get("p99"),
+                "batcher_p99_ms": (batches.get("query_ms") or {}).get("p99"),
                 "valid": result["valid"],
                 "why_invalid": None if result["valid"] else why_invalid(result),
                 "mean_batch": batches["mean_size"],
