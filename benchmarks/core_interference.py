@@ -42,15 +42,18 @@ def parse_list(text: str) -> list[int]:
     return out
 
 
-def spin(cpu: int, stop: mp.Event) -> None:
+def spin(cpu: int, stop: mp.Event, ready: mp.Event) -> None:
     os.sched_setaffinity(0, {cpu})
+    ready.set()
     x = 0
     while not stop.is_set():
         for _ in range(10_000):
             x += 1
 
 
-def launch_loop(cpu: int, device: int, seconds: float, stop: mp.Event | None = None) -> float:
+def launch_loop(
+    cpu: int, device: int, seconds: float, stop: mp.Event | None = None, ready: mp.Event | None = None
+) -> float:
     """The median time (µs) of one synchronised call of a small eager MLP at batch 1 on ``device``."""
     import torch
 
@@ -62,6 +65,8 @@ def launch_loop(cpu: int, device: int, seconds: float, stop: mp.Event | None = N
     with torch.inference_mode():
         for _ in range(200):
             model(x).cpu()
+        if ready is not None:
+            ready.set()  # warm: the loop runs from here
         end = time.perf_counter() + seconds
         while time.perf_counter() < end and (stop is None or not stop.is_set()):
             start = time.perf_counter()
@@ -71,14 +76,15 @@ def launch_loop(cpu: int, device: int, seconds: float, stop: mp.Event | None = N
     return times[len(times) // 2] * 1e6
 
 
-def _second_gpu(cpu: int, stop: mp.Event) -> None:
-    launch_loop(cpu, 1, 3600, stop)
+def _second_gpu(cpu: int, stop: mp.Event, ready: mp.Event) -> None:
+    launch_loop(cpu, 1, 3600, stop, ready)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu", type=int, default=os.cpu_count() - 4, help="the measuring core (a slot's first)")
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=2, help="every condition this many times, in turn")
     args = parser.parse_args()
     topo = topology()
     cpu = args.cpu
@@ -93,27 +99,34 @@ def main() -> None:
         "spin on one shared core": (shared[:1], spin),
         "spin on eight shared cores": (shared[:8], spin),
         "launch loop on GPU 1 from the other slot": (other_slot[:1], _second_gpu),
+        "launch loops on GPU 1 from two cores": (other_slot[:2], _second_gpu),
         "alone, again": ([], spin),  # the drift over the probe
     }
     ctx = mp.get_context("spawn")
-    results = {}
-    for name, (cores, target) in conditions.items():
-        if name == "spin on its SMT sibling" and not sibling:
-            results[name] = None
-            continue
-        stop = ctx.Event()
-        workers = [ctx.Process(target=target, args=(c, stop), daemon=True) for c in cores]
-        for w in workers:
-            w.start()
-        time.sleep(2.0 if target is _second_gpu else 0.3)
-        results[name] = {"cores": cores, "p50_us": launch_loop(cpu, 0, args.seconds)}
-        stop.set()
-        for w in workers:
-            w.join(timeout=10)
-    alone = results["alone"]["p50_us"]
+    results: dict[str, dict[str, object] | None] = {}
+    for _ in range(args.rounds):
+        for name, (cores, target) in conditions.items():
+            if name == "spin on its SMT sibling" and not sibling:
+                results[name] = None
+                continue
+            stop = ctx.Event()
+            readies = [ctx.Event() for _ in cores]
+            workers = [
+                ctx.Process(target=target, args=(c, stop, r), daemon=True) for c, r in zip(cores, readies, strict=True)
+            ]
+            for w in workers:
+                w.start()
+            for ready in readies:  # every busy loop running (the second GPU's warm) before the timing starts
+                ready.wait(timeout=120)
+            entry = results.setdefault(name, {"cores": cores, "p50_us": []})
+            entry["p50_us"].append(launch_loop(cpu, 0, args.seconds))
+            stop.set()
+            for w in workers:
+                w.join(timeout=10)
+    alone = min(results["alone"]["p50_us"])
     for value in results.values():
         if value:
-            value["ratio"] = value["p50_us"] / alone
+            value["ratio"] = [t / alone for t in value["p50_us"]]
     print(json.dumps({"cpu": cpu, "sibling": sibling, "topology": topo, "conditions": results}, indent=1))
 
 
