@@ -171,8 +171,9 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
                     "latency_p50_ms": None,
                     "bound": None,
                     "serving_harness_p99_ms": harness,
+                    "serving_lowest_invalid_qps": invalid,
                 }
-                for key, status, qps, harness in rows
+                for key, status, qps, harness, invalid in rows
             ]
         )
         path = tmp_path / f"summary{len(list(tmp_path.iterdir()))}.csv"
@@ -183,10 +184,10 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
     moved = ("mlp_heart", "ort_cpu", "fp32", "cpu", 8, 0, 2, "server")
     flipped = ("resnet50", "torch_cudagraph", "fp16", "cuda", 1, 0, 0, "server")
     offline = ("mlp_heart", "ort_cpu", "fp32", "cpu", 8, 0, 2, "offline")
-    a = summary([(steady, "ok", 1000.0, 0.3), (moved, "ok", 1000.0, 0.4), (flipped, "ok", 500.0, 0.4),
-                 (offline, "ok", 5000.0, 20.0)])  # fmt: skip
-    b = summary([(steady, "ok", 1100.0, 0.5), (moved, "ok", 1300.0, 2.0), (flipped, "invalid", None, 0.5),
-                 (offline, "ok", 5100.0, 40.0)])  # fmt: skip
+    a = summary([(steady, "ok", 1000.0, 0.3, 1250.0), (moved, "ok", 1000.0, 0.4, 1250.0),
+                 (flipped, "ok", 500.0, 0.4, None), (offline, "ok", 5000.0, 20.0, None)])  # fmt: skip
+    b = summary([(steady, "ok", 1100.0, 0.5, 1375.0), (moved, "ok", 1300.0, 2.0, 1600.0),
+                 (flipped, "invalid", None, 0.5, 400.0), (offline, "ok", 5100.0, 40.0, None)])  # fmt: skip
     cells, _, text, _ = compare_runs(a, b)
     assert cells.empty, "serving cells have no single-call p50 to compare"
     assert "4 serving cells in both runs: 1 change their verdict, 1 their QPS beyond the tolerance" in text
@@ -202,3 +203,9 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
     assert server.loc[("mlp_heart", 8), "beyond_tolerance"], "30% on the CPU is beyond its 20%"
     assert table.loc[("resnet50", 1), "verdict_changed"]
     assert server.loc[("mlp_heart", 8), "harness_moved"] and not server.loc[("mlp_heart", 1), "harness_moved"]
+    # brackets: [1000, 1250) and [1100, 1375) meet; [1000, 1250) and [1300, 1600) do not; [500, inf) and
+    # the invalid run's [0, 400) do not; an offline cell has none
+    assert server.loc[("mlp_heart", 1), "brackets_overlap"] and not server.loc[("mlp_heart", 8), "brackets_overlap"]
+    assert not table.loc[("resnet50", 1), "brackets_overlap"]
+    assert pd.isna(table[table["scenario"] == "offline"]["brackets_overlap"]).all()
+    assert "Brackets: in 1 of 3 server cells the two searches' brackets" in text

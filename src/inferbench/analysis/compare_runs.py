@@ -351,7 +351,8 @@ def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
 def compare_serving(run_a: Run, run_b: Run) -> pd.DataFrame:
     """One row per serving cell in both runs: each run's verdict and QPS (within the bound for a server
     cell: the highest valid target, beside the lowest invalid one), the ratio B / A, whether the verdict
-    changed and whether the QPS moved beyond ``SERVING_TOLERANCE``."""
+    changed, whether the QPS moved beyond ``SERVING_TOLERANCE`` and, for a server cell, whether the two
+    searches' brackets overlap (None where a run knows neither end)."""
     columns = ["status", "serving_qps", "serving_lowest_invalid_qps", "serving_p99_ms", "serving_harness_p99_ms"]
     # reindex: a summary from before a column existed gets it empty
     a, b = (run.summary[run.summary["scenario"] != "single"] for run in (run_a, run_b))
@@ -363,6 +364,12 @@ def compare_serving(run_a: Run, run_b: Run) -> pd.DataFrame:
     tolerance = both["device"].map(SERVING_TOLERANCE).fillna(SERVING_TOLERANCE["cpu"])
     harness_a, harness_b = both["serving_harness_p99_ms_a"], both["serving_harness_p99_ms_b"]
     harness_ratio = harness_b / harness_a
+    # a server search places the QPS within the bound between its highest valid target (none: 0) and its
+    # lowest invalid one (none: unbounded); two runs agree as far as the searches resolve where these meet
+    server = both["scenario"] == "server"
+    low_a, low_b = (both[f"serving_qps_{s}"].where(both[f"status_{s}"] == "ok").fillna(0.0) for s in "ab")
+    high_a, high_b = (both[f"serving_lowest_invalid_qps_{s}"].fillna(np.inf) for s in "ab")
+    known = server & ~((low_a == 0) & np.isinf(high_a)) & ~((low_b == 0) & np.isinf(high_b))
     return both.assign(
         qps_ratio=ratio_b_a,
         verdict_changed=both["status_a"] != both["status_b"],
@@ -373,6 +380,7 @@ def compare_serving(run_a: Run, run_b: Run) -> pd.DataFrame:
             (np.log(harness_ratio).abs() > np.log(HARNESS_MOVED_RATIO))
             & ((harness_b - harness_a).abs() > HARNESS_MOVED_MS)
         ).where(harness_ratio.notna()),
+        brackets_overlap=(np.maximum(low_a, low_b) < np.minimum(high_a, high_b)).where(known),
     )
 
 
@@ -580,6 +588,7 @@ def serving_markdown(serving: pd.DataFrame) -> list[str]:
     ]
     server = serving[serving["scenario"] == "server"]
     moved = int(server["harness_moved"].fillna(False).astype(bool).sum())
+    bracketed = server["brackets_overlap"].dropna().astype(bool)
     columns = [("workload", "workload"), ("engine", "engine"), ("precision", "precision"), ("device", "device"),
                ("batch_size", "max batch"), ("seq_len", "seq"), ("scenario", "scenario"), ("status_a", "A"),
                ("status_b", "B"), ("serving_qps_a", "QPS A"), ("serving_qps_b", "QPS B"), ("qps_ratio", "B / A"),
@@ -587,7 +596,7 @@ def serving_markdown(serving: pd.DataFrame) -> list[str]:
                ("serving_lowest_invalid_qps_b", "lowest invalid B"),
                ("serving_harness_p99_ms_a", "harness p99 A"), ("serving_harness_p99_ms_b", "harness p99 B"),
                ("harness_moved", "harness moved"), ("verdict_changed", "verdict changed"),
-               ("beyond_tolerance", "beyond tolerance")]  # fmt: skip
+               ("beyond_tolerance", "beyond tolerance"), ("brackets_overlap", "brackets overlap")]  # fmt: skip
     return [
         "## Serving cells",
         "",
@@ -601,6 +610,10 @@ def serving_markdown(serving: pd.DataFrame) -> list[str]:
                 f"path differs more than {HARNESS_MOVED_RATIO:g}x and by over {HARNESS_MOVED_MS:g} ms between the "
                 "runs: there the host's share of the tail changed too, not only the engine's (each at its own "
                 "run's answer).",
+                "",
+                f"Brackets: in {int(bracketed.sum())} of {len(bracketed)} server cells the two searches' brackets "
+                "(highest valid to lowest invalid target; none valid: from 0) overlap: there the runs agree as far "
+                "as their searches resolve, whatever the QPS ratio.",
                 "",
             ]
             if len(server)
