@@ -265,6 +265,10 @@ def test_each_batch_s_phases_say_where_a_slow_query_s_time_went(tmp_path):
     assert 1.5 < queries["p50"] <= result["result"]["latency_ms"]["p50"] + 0.05
     assert queries["p99"] <= result["result"]["latency_ms"]["p99"] + 0.05
     assert queries["max"] >= 40, "the 40-ms calls are among them"
+    # at largest batch 1, what queueing alone allows with the run's own median service (~2 ms)
+    queueing = result["queueing"]
+    assert 1.5 < queueing["service_ms"] < 20
+    assert 0 < queueing["md1_qps"] < 1e3 / queueing["service_ms"]
     # a phase's p99 from fewer batches than a latency p99 needs is not reported (core.percentiles)
     from inferbench.scenarios.serving import phase_summary
 
@@ -445,6 +449,7 @@ def test_an_engine_fixed_to_its_shapes_serves_from_a_ladder_of_prepared_engines(
     assert row["serving_slowest_phase"] in BATCH_PHASES
     assert 0 < row["serving_slowest_phase_ms"] <= row["serving_slowest_ms"]
     assert 0 < row["serving_batcher_p99_ms"] <= row["serving_p99_ms"] + 0.05
+    assert record.serving["queueing"] is None and pd.isna(row["serving_md1_qps"]), "batching: no M/D/1 yardstick"
     from inferbench.report.serving import slowest_phase
 
     assert slowest_phase(pd.Series(row)).startswith(f"{row['serving_slowest_phase']} ")

@@ -327,6 +327,9 @@ class CellRecord:
             # the p99 from the batcher's issue callback to completion: below serving_p99_ms by what
             # LoadGen's issuing thread lost before the callback ran
             "serving_batcher_p99_ms": ((serving.get("batches") or {}).get("query_ms") or {}).get("p99"),
+            # at largest batch 1: the QPS within the bound that queueing alone allows (an M/D/1 queue with
+            # the run's median service through the serving path): near it, the tail is queueing
+            "serving_md1_qps": (serving.get("queueing") or {}).get("md1_qps"),
             "serving_slowest_ms": slowest.get("total_ms"),
             "serving_slowest_phase": longest,
             "serving_slowest_phase_ms": slowest.get(f"{longest}_ms") if longest else None,

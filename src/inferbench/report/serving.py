@@ -28,6 +28,7 @@ SERVING_COLUMNS = [
     ("server_mean_batch", "mean batch"),
     ("server_padded_share", "padded rows"),
     ("server_lowest_invalid_qps", "lowest invalid QPS"),
+    ("server_md1_qps", "queueing limit (M/D/1)"),
     ("server_batcher_p99_ms", "p99 from issue callback"),
     ("server_slowest", "slowest 1% of batches: longest phase"),
     ("offline_qps", "offline QPS"),
@@ -49,7 +50,7 @@ def side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
         table["server_p99_ms"] = server["serving_p99_ms"].where(ok)
         table["server_p50_ms"] = server["serving_p50_ms"].where(ok)
         table["server_mean_batch"] = server["serving_mean_batch"].where(ok)
-        for column in ("harness_p99_ms", "padded_share", "lowest_invalid_qps", "batcher_p99_ms"):
+        for column in ("harness_p99_ms", "padded_share", "lowest_invalid_qps", "batcher_p99_ms", "md1_qps"):
             table[f"server_{column}"] = server.get(f"serving_{column}", pd.Series(index=server.index, dtype=float))
         table["server_harness_share"] = table["server_harness_p99_ms"] / table["server_p99_ms"]
         # by index, as every other column: a configuration may have an offline cell and no server cell
@@ -117,7 +118,10 @@ def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = Non
         "`stage` (gathering, copying in), `call` (the engine's call), `fetch` (the output to the host, waiting "
         "for the GPU) or `complete` (LoadGen's callback). p99 from issue callback: the same queries timed "
         "from the batcher's issue callback to their completion; what lies between it and LoadGen's p99 is "
-        "LoadGen's issuing thread running late (e.g. waiting for Python's GIL). "
+        "LoadGen's issuing thread running late (e.g. waiting for Python's GIL). Queueing limit (largest batch "
+        "1): the QPS within the bound of an ideal server of one query at a time with Poisson arrivals (an "
+        "M/D/1 queue) whose constant service is the run's median batch through the serving path; a QPS near "
+        "it is set by queueing, one far below it by stalls. "
         "LoadGen's logs are beside each record (`<cell>.loadgen/`).",
         "",
     ]

@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from inferbench.analysis.queueing import md1_rate_within
 from inferbench.core.percentiles import MIN_SAMPLES, PERCENTILES
 from inferbench.core.settings import ServingSettings
 from inferbench.engines.registry import load_engine_class
@@ -630,7 +631,20 @@ def measure_serving(
         # the bracket the answer rests on: the true QPS within the bound lies between the two
         "lowest_invalid_qps": high,
         "harness": harness(result["target_qps"]) if result else None,
+        "queueing": queueing_limit(batches, max_batch, settings.latency_bound_ms),
     }
+
+
+def queueing_limit(batches: dict[str, Any] | None, max_batch: int, bound_ms: float) -> dict[str, float] | None:
+    """At largest batch 1, what queueing alone allows (inferbench.analysis.queueing): the QPS within the
+    bound of an M/D/1 queue whose constant service is this run's median batch through the serving path
+    (staged, run, fetched, completed), beside that service time; None at larger batches (batching changes
+    the service with the load) or without batch phases."""
+    phases = (batches or {}).get("phases_ms")
+    if max_batch != 1 or not phases:
+        return None
+    service_ms = sum(phases[name]["p50"] for name in BATCH_PHASES if name != "wait")
+    return {"service_ms": service_ms, "md1_qps": md1_rate_within(service_ms, bound_ms, BOUND_PERCENTILE)}
 
 
 #: what a serving cell's latencies time
