@@ -106,9 +106,11 @@ def generation_stats(ttft_s: np.ndarray, tpot_s: np.ndarray, batch: int) -> dict
 
 
 def decode_roofline(read_bytes: int, copy_bytes_per_s: float, tpot_p50_ms: float) -> dict[str, float]:
-    """A decode step reads ``read_bytes`` of weights at least: its floor is them over the copy bandwidth
-    (read + write bytes per second, of which a step needs the read half)."""
-    read_bytes_per_s = copy_bytes_per_s / 2
+    """A decode step reads ``read_bytes`` of weights at least: its floor is them over the memory's
+    bandwidth, as a copy measures it (bytes read + written per second: reads and writes share the one
+    bus, and a step that only reads can have all of it; counting half, as an earlier version did, put the
+    floor twice too high)."""
+    read_bytes_per_s = copy_bytes_per_s
     floor_ms = read_bytes / read_bytes_per_s * 1e3
     return {
         "decode_floor_ms": floor_ms,
