@@ -88,10 +88,13 @@ def main() -> None:
     args = parser.parse_args()
     topo = topology()
     cpu = args.cpu
+    allowed = os.sched_getaffinity(0)
+    if not {cpu, cpu + 3, cpu - 4} <= allowed:
+        parser.error(f"--cpu {cpu}: this probe needs cores {cpu - 4} to {cpu + 3}, of {sorted(allowed)}")
     sibling = [c for c in parse_list(topo["siblings"][cpu]) if c != cpu]
     slot = list(range(cpu, cpu + 4))
     other_slot = [c - 4 for c in slot]
-    shared = [c for c in range(os.cpu_count()) if c not in slot + other_slot and c not in sibling]
+    shared = [c for c in sorted(allowed) if c not in slot + other_slot and c not in sibling]
     conditions: dict[str, tuple[list[int], object]] = {
         "alone": ([], spin),
         "spin on its SMT sibling": (sibling[:1], spin),
@@ -116,17 +119,18 @@ def main() -> None:
             ]
             for w in workers:
                 w.start()
-            for ready in readies:  # every busy loop running (the second GPU's warm) before the timing starts
-                ready.wait(timeout=120)
+            # every busy loop running (the second GPU's warm) before the timing starts; one that never
+            # started (no second GPU, a core outside this process's set) leaves the condition unmeasured
+            running = all(ready.wait(timeout=120) for ready in readies)
             entry = results.setdefault(name, {"cores": cores, "p50_us": []})
-            entry["p50_us"].append(launch_loop(cpu, 0, args.seconds))
+            entry["p50_us"].append(launch_loop(cpu, 0, args.seconds) if running else None)
             stop.set()
             for w in workers:
                 w.join(timeout=10)
     alone = min(results["alone"]["p50_us"])
     for value in results.values():
         if value:
-            value["ratio"] = [t / alone for t in value["p50_us"]]
+            value["ratio"] = [None if t is None else t / alone for t in value["p50_us"]]
     print(json.dumps({"cpu": cpu, "sibling": sibling, "topology": topo, "conditions": results}, indent=1))
 
 

@@ -208,4 +208,15 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
     assert server.loc[("mlp_heart", 1), "brackets_overlap"] and not server.loc[("mlp_heart", 8), "brackets_overlap"]
     assert not table.loc[("resnet50", 1), "brackets_overlap"]
     assert pd.isna(table[table["scenario"] == "offline"]["brackets_overlap"]).all()
-    assert "Brackets: in 1 of 3 server cells the two searches' brackets" in text
+    assert "Brackets: in 1 of the 3 server cells with one in both runs" in text
+    # the low end is the highest valid target, not its completed QPS (~1% below it): a run valid at the
+    # target the other found invalid does not overlap it
+    targets = pd.read_csv(a).assign(serving_target_qps=lambda f: f["serving_qps"] * 1.01)
+    targets.loc[targets["batch_size"] == 1, ["serving_qps", "serving_target_qps"]] = [1365.0, 1375.0]
+    targets.to_csv(a, index=False)
+    table = compare_serving(Run.load(a), Run.load(b)).set_index(["workload", "batch_size", "scenario"])
+    assert not table.loc[("mlp_heart", 1, "server"), "brackets_overlap"], "[1375, 1250) is empty"
+    targets.loc[targets["batch_size"] == 1, "serving_target_qps"] = 1100.0
+    targets.assign(serving_lowest_invalid_qps=1500.0).to_csv(a, index=False)
+    table = compare_serving(Run.load(a), Run.load(b)).set_index(["workload", "batch_size", "scenario"])
+    assert table.loc[("mlp_heart", 1, "server"), "brackets_overlap"], "[1100, 1500) meets [1100, 1375)"

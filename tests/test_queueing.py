@@ -31,3 +31,17 @@ def test_the_rate_within_a_bound_is_the_highest_that_keeps_it():
     assert md1_rate_within(12.0, bound_ms) == 0.0
     with pytest.raises(ValueError, match="positive rate and service time"):
         md1_latency_quantile(0.0, 1.0, 0.99)
+
+
+def test_a_serving_run_s_queueing_limit_takes_the_phases_one_batch_at_a_time_holds():
+    from inferbench.scenarios.serving import queueing_limit
+
+    phases = {name: {"p50": ms, "p99": None} for name, ms in
+              {"wait": 5.0, "stage": 0.3, "call": 0.1, "fetch": 0.8, "complete": 0.05}.items()}  # fmt: skip
+    serial = queueing_limit({"phases_ms": phases}, 1, 10.0)
+    assert serial["service_ms"] == pytest.approx(1.25), "everything but the queue"
+    overlapped = queueing_limit({"phases_ms": phases}, 1, 10.0, overlapped=True)
+    assert overlapped["service_ms"] == pytest.approx(0.9), "staging runs beside the other thread's batch"
+    assert overlapped["md1_qps"] > serial["md1_qps"]
+    assert queueing_limit({"phases_ms": phases}, 8, 10.0) is None, "batching: no M/D/1"
+    assert queueing_limit(None, 1, 10.0) is None

@@ -5,7 +5,9 @@ each in a constant service time ``S`` (an engine at largest batch 1), is an M/D/
 stall anywhere, queries that arrive in a burst wait behind each other, and the p99 latency grows with
 the load. The highest arrival rate whose p99 stays within a bound is then the ceiling of any
 batcher-of-one on that engine, a yardstick for the QPS a serving search found: near it, the tail is
-queueing; far below it, something stalled (the host, the engine's own tail).
+queueing; far below it, something stalled (the host, the engine's own tail). It is the steady state's:
+a LoadGen run of 2,000 queries starts from an empty queue, so where the bound is many service times
+long (50 ms against 1 ms) a run can pass a little above it; at 10 ms against 1-3 ms the two agree.
 
 The latencies are computed rather than approximated: Lindley's recursion over a fixed, seeded stream of
 arrivals, W(n+1) = max(0, W(n) + S - A(n+1)), vectorised as a random walk reflected at zero.

@@ -16,9 +16,10 @@ server's decode loop), so an idle gap while the host issues a step counts in tha
 waits per token. On the CPU every step is timed on the host clock. From these: decode tokens per second
 per sequence (1 / TPOT p50) and in aggregate (the batch's rows), the KV cache's and the weights' bytes,
 and a roofline for decode: at batch 1 a step reads every weight once, so its floor is the weights' bytes
-(but the input embedding table's, of which it reads a row per token) over the read bandwidth of a copy
-measured here (inferbench.trackers.roofline.copy_bandwidth), and ``decode_floor_share`` is that floor
-over the TPOT p50 (1: at the memory bound; above 1 on a CPU whose caches hold the weights).
+(but the input embedding table's, of which it reads a row per token) over the memory bandwidth a copy
+reaches here, bytes read + written per second (inferbench.trackers.roofline.copy_bandwidth), and
+``decode_floor_share`` is that floor over the TPOT p50 (1: at the memory bound; above 1 on a CPU whose
+caches hold the weights).
 """
 
 from __future__ import annotations
