@@ -1,6 +1,6 @@
 """What slows a launch-bound GPU loop on its own core (issue 36; a probe, not a test).
 
-    python benchmarks/core_interference.py [--cpu 28] [--seconds 3] > interference.json
+    python benchmarks/core_interference.py [--cpu 28] [--seconds 3] > interference.json   # after the README install
 
 A host-bound GPU cell (eager PyTorch at batch 1: the GPU waits for the thread launching its kernels)
 measured on its GPU's slot ran 10-19% slower in a gpu=2 run than in a gpu=1 run on the same 2 x H200
@@ -21,6 +21,8 @@ import os
 import time
 from pathlib import Path
 
+from inferbench.launch.host_partition import parse_cpulist
+
 
 def topology() -> dict[str, object]:
     """Each CPU's SMT siblings and package, as /sys reports them."""
@@ -32,14 +34,6 @@ def topology() -> dict[str, object]:
         packages[cpu] = (base / "physical_package_id").read_text().strip()
     nodes = {p.name: (p / "cpulist").read_text().strip() for p in Path("/sys/devices/system/node").glob("node[0-9]*")}
     return {"siblings": siblings, "packages": packages, "numa_nodes": nodes}
-
-
-def parse_list(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        out += range(int(low), int(high or low) + 1)
-    return out
 
 
 def spin(cpu: int, stop: mp.Event, ready: mp.Event) -> None:
@@ -91,7 +85,7 @@ def main() -> None:
     allowed = os.sched_getaffinity(0)
     if not {cpu, cpu + 3, cpu - 4} <= allowed:
         parser.error(f"--cpu {cpu}: this probe needs cores {cpu - 4} to {cpu + 3}, of {sorted(allowed)}")
-    sibling = [c for c in parse_list(topo["siblings"][cpu]) if c != cpu]
+    sibling = sorted(parse_cpulist(topo["siblings"][cpu]) - {cpu})
     slot = list(range(cpu, cpu + 4))
     other_slot = [c - 4 for c in slot]
     shared = [c for c in sorted(allowed) if c not in slot + other_slot and c not in sibling]

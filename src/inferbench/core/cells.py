@@ -303,8 +303,9 @@ class CellRecord:
         result = serving.get("result") or {}
         latency = result.get("latency_ms") or {}
         harness_latency = (serving.get("harness") or {}).get("latency_ms") or {}
+        batches = serving.get("batches") or {}
         # the answering run's slowest 1% of batches: the phase that took most of their time
-        slowest = (serving.get("batches") or {}).get("slowest") or {}
+        slowest = batches.get("slowest") or {}
         longest = slowest.get("longest")
         return {
             "serving_qps": result.get("completed_qps"),
@@ -315,8 +316,8 @@ class CellRecord:
             "serving_early_stopping_met": result.get("early_stopping_met"),
             "serving_queries": result.get("query_count"),
             "serving_max_queue_delay_ms": serving.get("max_queue_delay_ms"),
-            "serving_mean_batch": (serving.get("batches") or {}).get("mean_size"),
-            "serving_padded_share": (serving.get("batches") or {}).get("padded_share"),
+            "serving_mean_batch": batches.get("mean_size"),
+            "serving_padded_share": batches.get("padded_share"),
             # the next batch's copy in overlapped with this one's compute (serving.overlap_copies)
             "serving_overlapped": serving.get("overlapped"),
             "serving_capacity_qps": serving.get("capacity_qps"),
@@ -326,7 +327,7 @@ class CellRecord:
             **{f"serving_harness_{k}_ms": harness_latency.get(k) for k in ("p50", "p99")},
             # the p99 from the batcher's issue callback to completion: below serving_p99_ms by what
             # LoadGen's issuing thread lost before the callback ran
-            "serving_batcher_p99_ms": ((serving.get("batches") or {}).get("query_ms") or {}).get("p99"),
+            "serving_batcher_p99_ms": (batches.get("query_ms") or {}).get("p99"),
             # at largest batch 1: the QPS within the bound that queueing alone allows (an M/D/1 queue with
             # the run's median service through the serving path): near it, the tail is queueing
             "serving_md1_qps": (serving.get("queueing") or {}).get("md1_qps"),

@@ -10,6 +10,7 @@ calls were.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -65,16 +66,19 @@ def _order_statistic_ci(samples: np.ndarray, quantile: float, confidence: float)
     return float(ordered[low_rank]), float(ordered[high_rank])
 
 
+def reported_percentiles(values: np.ndarray, names: Iterable[str] = PERCENTILES) -> dict[str, float | None]:
+    """Each of the percentiles ``names`` of ``values``, None where there are fewer values than it needs."""
+    return {name: float(np.percentile(values, PERCENTILES[name])) if values.size >= MIN_SAMPLES[name] else None
+            for name in names}  # fmt: skip
+
+
 def latency_stats(samples_s: np.ndarray, batch_size: int) -> dict[str, Any]:
     """Percentiles, mean, std, min, max in milliseconds, and throughput in items per second."""
     samples = np.asarray(samples_s, dtype=np.float64)
     if samples.size == 0 or not np.all(np.isfinite(samples)) or np.any(samples < 0):
         raise ValueError("latency samples must be a non-empty array of finite, non-negative seconds")
     ms = samples * 1e3
-    latency: dict[str, float | None] = {
-        name: float(np.percentile(ms, q)) if ms.size >= MIN_SAMPLES[name] else None for name, q in PERCENTILES.items()
-    }
-    latency |= {
+    latency = reported_percentiles(ms) | {
         "mean": float(ms.mean()),
         "std": float(ms.std(ddof=1)) if ms.size > 1 else 0.0,
         "min": float(ms.min()),

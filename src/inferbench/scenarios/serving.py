@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 
 from inferbench.analysis.queueing import md1_rate_within
-from inferbench.core.percentiles import MIN_SAMPLES, PERCENTILES
 from inferbench.core.settings import ServingSettings
+from inferbench.core.stats import reported_percentiles
 from inferbench.engines.registry import load_engine_class
 from inferbench.launch.host_partition import measuring
 from inferbench.launch.watchdog import beat
@@ -358,7 +358,7 @@ def phase_summary(phases: Sequence[tuple[float, ...]]) -> dict[str, Any]:
     count = max(1, int(len(times) * SLOWEST_SHARE))
     slowest = times[np.argsort(totals)[-count:]].mean(axis=0)
     return {
-        "phases_ms": {name: _p50_p99(times[:, i]) for i, name in enumerate(BATCH_PHASES)},
+        "phases_ms": {name: reported_percentiles(times[:, i], ("p50", "p99")) for i, name in enumerate(BATCH_PHASES)},
         "slowest": {"batches": count, "total_ms": float(slowest.sum()), "longest": BATCH_PHASES[int(slowest.argmax())]}
         | {f"{name}_ms": float(slowest[i]) for i, name in enumerate(BATCH_PHASES)},
     }
@@ -369,13 +369,7 @@ def latency_summary(latencies_s: Sequence[float]) -> dict[str, float | None] | N
     if not latencies_s:
         return None
     times = np.asarray(latencies_s) * 1e3
-    return _p50_p99(times) | {"max": float(times.max())}
-
-
-def _p50_p99(values: np.ndarray) -> dict[str, float | None]:
-    """p50 and p99 of ``values``, each only from as many samples as the latency percentiles need."""
-    enough = {p: len(values) >= MIN_SAMPLES[p] for p in ("p50", "p99")}
-    return {p: float(np.percentile(values, PERCENTILES[p])) if enough[p] else None for p in enough}
+    return reported_percentiles(times, ("p50", "p99")) | {"max": float(times.max())}
 
 
 def read_loadgen_log(log_dir: Path) -> dict[str, Any]:
