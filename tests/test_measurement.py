@@ -30,7 +30,7 @@ from inferbench.engines.spec import EngineInfo
 from inferbench.launch import cell_job
 from inferbench.launch.cell_job import measure_cell
 from inferbench.launch.lock import MachineLock
-from inferbench.launch.processes import merge_repeats, spread_pct
+from inferbench.launch.processes import cold_start_total_s, merge_repeats, spread_pct
 from inferbench.models import create_model
 from inferbench.models.registry import save_checkpoint
 from inferbench.report.markdown import profile_section
@@ -254,6 +254,15 @@ def test_merge_repeats_pools_samples_and_reports_the_spread_of_medians():
     assert merged.repeats["p50_spread_pct"] == pytest.approx(100 * 1.0 / 10.5)
     assert merged.memory_mb["host_peak_rss"] == 150.0  # the largest peak
     assert merged.flatten()["repeat_p50_spread_pct"] == pytest.approx(9.5238, rel=1e-3)
+
+
+def test_a_process_cold_start_counts_the_engine_steps_inside_its_preparation_once():
+    first, second = _record(np.full(5, 0.01)), _record(np.full(5, 0.01))
+    # load_model and compile are parts of prepare (Engine.cold_start inside Engine.prepare)
+    second[0].cold_start_s = {"import": 6.0, "prepare": 36.0, "first_call": 0.1, "load_model": 9.0, "compile": 26.0}
+    merged, _ = merge_repeats([first[0], second[0]], [first[1], second[1]])
+    assert [r["cold_start_s"] for r in merged.repeats["per_repeat"]] == pytest.approx([1.0, 42.1])
+    assert cold_start_total_s({}) is None
 
 
 def test_merge_repeats_keeps_a_failed_repeat_visible():

@@ -20,6 +20,9 @@ from inferbench.scenarios import SCENARIOS
 SCHEMA_VERSION = 1
 Status = Literal["ok", "unavailable", "oom", "invalid", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "unavailable", "oom", "invalid", "failed")
+#: a process's start-up steps, one after another (``CellRecord.cold_start_s``): the library imports, the
+#: engine's preparation (its own named steps inside it), the first call
+COLD_START_STEPS: tuple[str, ...] = ("import", "prepare", "first_call")
 
 CELL_PATTERN = "{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}{scenario_suffix}.json"
 #: the scenario named by a path's suffix
@@ -139,6 +142,9 @@ class CellRecord:
     #: server and offline cells: LoadGen's result (inferbench.scenarios.serving.measure_serving), the search for
     #: the highest QPS within the latency bound, the batcher's settings and batches, the logs' folder
     serving: dict[str, Any] | None = None
+    #: seconds before the first timed call, by step: ``import``, ``prepare`` and ``first_call`` follow
+    #: each other (``COLD_START_STEPS``); the engine's own steps (``load_model``, ``compile``...) are parts of
+    #: ``prepare``
     cold_start_s: dict[str, float] = field(default_factory=dict)
     #: a generation cell's (inferbench.scenarios.generation): time to first token, time per output token,
     #: tokens per second, KV cache and weights, the decode roofline, token parity, and every TTFT/TPOT sample

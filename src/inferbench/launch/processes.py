@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.core.cells import CellRecord
+from inferbench.core.cells import COLD_START_STEPS, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import latency_stats
 from inferbench.core.storage import BOUNDARIES, load_samples, save_cell
@@ -96,7 +96,7 @@ def merge_repeats(
             "e2e_p50_ci95_ms": _p50_ci(r, "end_to_end"),
             "n_iters": r.n_iters,
             "bound": (r.bound or {}).get("class"),
-            "cold_start_s": sum(r.cold_start_s.values()) if r.cold_start_s else None,
+            "cold_start_s": cold_start_total_s(r.cold_start_s),
             "hostname": r.environment.get("hostname"),
             "pid": r.environment.get("pid"),
             "gpu_uuid": r.environment.get("gpu_uuid"),
@@ -216,6 +216,13 @@ def _child(
     note_process_start()  # the memory it shares with its parent, kept beside its peak
     use_own_compiler_caches(caches)
     measure_one(out)
+
+
+def cold_start_total_s(cold_start_s: dict[str, float]) -> float | None:
+    """A process's seconds before its first timed call: the steps that follow each other, not the engine's
+    own steps as well (they are parts of ``prepare``: counting both counted a compile twice)."""
+    steps = [cold_start_s[step] for step in COLD_START_STEPS if step in cold_start_s]
+    return sum(steps) if steps else None
 
 
 def run_in_fresh_processes(

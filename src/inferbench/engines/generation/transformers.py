@@ -27,6 +27,9 @@ class Request:
     tokens: list[torch.Tensor] = field(default_factory=list)
     #: the next position to write in a static cache
     position: int = 0
+    #: the same on the device (a static cache's decode step reads it there): advanced in place, since a
+    #: new tensor from the host would be a pageable copy, which waits for the GPU to finish the step before
+    position_on_device: Any = None
 
 
 class HfGenerate(TorchEngine):
@@ -170,6 +173,7 @@ class HfGenerateStatic(HfGenerate):
             self.static_cache.reset()  # its tensors were made in inference mode
             logits = self.lm(input_ids=ids, past_key_values=self.static_cache, cache_position=positions).logits
         request.tokens.append(logits[:, -1, :].argmax(-1, keepdim=True))
+        request.position_on_device = positions[-1:] + 1  # made on the device: nothing waits for the GPU
         return request
 
     def _decode_step(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
@@ -177,11 +181,11 @@ class HfGenerateStatic(HfGenerate):
         return logits[:, -1, :].argmax(-1, keepdim=True)
 
     def step(self, request: Request) -> Request:
-        position = torch.tensor([request.position], device=self.device)
         if self.device == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the previous replay's output has been consumed
         with torch.inference_mode(), self._autocast():
-            token = self.decode(request.tokens[-1], position)
+            token = self.decode(request.tokens[-1], request.position_on_device)
         request.tokens.append(token.clone())  # the graph's output buffer is overwritten by the next replay
+        request.position_on_device.add_(1)  # queued after the replay, which copied it into its own input
         request.position += 1
         return request
