@@ -319,3 +319,22 @@ def test_a_vllm_cell_where_vllm_is_not_installed_is_unavailable_with_the_reason(
     record = _run(tmp_path, qwen2, qwen2["reference"], engine="vllm", precision="fp16")
     assert record.status == "unavailable"
     assert "vLLM is not installed here" in record.reason
+
+
+def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes_at_batch_1():
+    import pandas as pd
+
+    from inferbench.report.generation import generation_section
+
+    def row(engine: str, batch: int, tpot: float, floor: float = 0.7) -> dict:
+        return {"workload": "llm:llama", "engine": engine, "engine_impl": engine, "precision": "fp16",
+                "device": "cuda", "batch_size": batch, "seq_len": 128, "threads": 0, "status": "ok",
+                "mode": "generate", "gen_tpot_p50_ms": tpot, "gen_ttft_p50_ms": 10.0 + tpot,
+                "gen_decode_floor_ms": floor, "gen_decode_floor_share": floor / tpot,
+                "gen_decode_tokens_per_s": 1e3 / tpot * batch}  # fmt: skip
+
+    cells = pd.DataFrame([row("hf_eager", 1, 14.0), row("hf_static", 1, 1.75), row("hf_static", 16, 2.1)])
+    text = "\n".join(generation_section(cells, {}))
+    assert "1.75 ms (hf_static fp16 cuda b1 prompt 128), 2.50× its memory-bandwidth floor" in text
+    assert "batch 1, prompt 128: time per output token over its floor, hf_static 2.50×, hf_eager 20.0×" in text
+    assert "batch 16 decodes 13.3× the tokens/s of batch 1" in text

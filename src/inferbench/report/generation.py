@@ -64,9 +64,10 @@ def generation_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = 
         best = frame.loc[frame["gen_tpot_p50_ms"].idxmin()]
         out.append(
             f"- **{name}**: the shortest time per output token is {fmt(best['gen_tpot_p50_ms'])} ms "
-            f"({escape_markdown(_cell(best))}), {fmt(best['gen_decode_floor_share'])} of its memory-bandwidth "
+            f"({escape_markdown(_cell(best))}), {fmt(1 / best['gen_decode_floor_share'])}× its memory-bandwidth "
             f"floor ({fmt(best['gen_decode_floor_ms'])} ms)."
         )
+        out += _from_the_floor(name, frame)
         first = frame.loc[frame["gen_ttft_p50_ms"].idxmin()]
         out.append(f"- **{name}**: the shortest time to first token is {fmt(first['gen_ttft_p50_ms'])} ms "
                    f"({escape_markdown(_cell(first))}).")  # fmt: skip
@@ -80,6 +81,25 @@ def generation_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = 
 
 def _cell(row: pd.Series) -> str:
     return f"{row['engine']} {row['precision']} {row['device']} b{row['batch_size']} prompt {row['seq_len']}"
+
+
+def _from_the_floor(name: str, frame: pd.DataFrame) -> list[str]:
+    """How far each engine's decode step is from its memory-bandwidth floor, at the smallest batch (where a
+    step reads every weight for one token each: the floor's own case), per precision, device and prompt."""
+    smallest = frame[frame["batch_size"] == frame["batch_size"].min()]
+    out = []
+    for (precision, device, batch, prompt), series in smallest.groupby(
+        ["precision", "device", "batch_size", "seq_len"], sort=True
+    ):
+        ratios = ", ".join(
+            f"{escape_markdown(row['engine'])} {fmt(1 / row['gen_decode_floor_share'])}×"
+            for _, row in series.sort_values("gen_tpot_p50_ms").iterrows()
+        )
+        out.append(
+            f"- **{name}** {precision} {device} batch {batch}, prompt {prompt}: time per output token over its "
+            f"floor, {ratios}."
+        )
+    return out
 
 
 def _batching(name: str, frame: pd.DataFrame) -> list[str]:

@@ -33,8 +33,16 @@ SERVING_MEASURED = (
     "Serving cells (`server`, `offline`; their own study sections) are MLPerf LoadGen runs through a "
     "dynamic batcher in front of the engine, in one fresh process under the machine-wide lock, after the "
     "same preparation and parity check: each query is timed by LoadGen from its issue to its completion "
-    "(queueing, batching padded to the largest batch, host-to-host copies, compute); a server cell's QPS "
-    "is the highest target whose run LoadGen judged valid with p99 within the study's bound."
+    "(queueing, a batch run as soon as the engine is free, padded only to the next prepared size where the "
+    "engine's shapes are fixed, host-to-host copies, compute); a server cell's QPS is the highest target whose "
+    "run LoadGen judged valid with p99 within the study's bound, with the lowest invalid one beside it."
+)
+GENERATION_MEASURED = (
+    "Generation cells (a decoder answering requests token by token; their own study sections) are measured "
+    "in fresh processes like every cell (`processes`, more for GPU cells found host-bound) under the "
+    "machine-wide lock: each process warms up with whole requests, then times requests one after another "
+    "until both the minimum time and its share of the minimum number of requests are reached; the time to "
+    "first token and each further token are pooled over the processes."
 )
 TABLE_COLUMNS = [
     ("engine", "engine"),
@@ -328,7 +336,11 @@ def build_report(
     # serving cells (LoadGen) have their own sections: their latency includes queueing
     frames = split_scenarios(everything)
     # generation cells (a request, token by token) have theirs: their study section (report.generation)
-    summary, serving = pd.concat([frames.single, frames.training], ignore_index=True), frames.serving
+    summary, serving, generation = (
+        pd.concat([frames.single, frames.training], ignore_index=True),
+        frames.serving,
+        frames.generation,
+    )
     counts = everything["status"].value_counts().to_dict()
     measured = summary[summary["status"].isin(["ok", "invalid"])]
     basis = ClaimBasis.of(summary, leases)
@@ -340,7 +352,8 @@ def build_report(
         + ".",
         "",
         *headline_section(summary, basis),
-        *(decisions_section(summary, basis) if not summary.empty or serving.empty else []),
+        # (serving and generation cells answer in their studies' sections, with yardsticks of their own)
+        *(decisions_section(summary, basis) if not summary.empty or (serving.empty and generation.empty) else []),
     ]
     plot_paths = [Path(p) for p in plots]
     for name, study in (studies or {}).items():
@@ -373,9 +386,10 @@ def build_report(
         ]
     if not serving.empty:
         what += [SERVING_MEASURED]
+    if not generation.empty:
+        what += [GENERATION_MEASURED]
     out += [
-        "## What was measured",
-        "",
+        *(["## What was measured", ""] if what else []),
         *(line for text in what for line in (text, "")),
         "## Environment",
         "",
