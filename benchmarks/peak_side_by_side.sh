@@ -10,8 +10,17 @@
 # a run cut off there finishes with CONTINUE=1 in the next call on the same machine.
 # timm runs first, with its best flags for these models (fp16 weights, channels-last, torch.compile),
 # each model and batch in a fresh process; then `snakemake --configfile config/studies/peak.yaml`.
+# STUDIES=a,b runs those studies of the preset only and STUDY_OVERRIDES='peak_vision: {workloads: [resnet50],
+# batch_sizes: [256]}' narrows them (a lease too short for the whole preset); TIMM_RUNS='resnet50:256' the
+# model:batch runs of timm's side.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
+preset=(--configfile config/studies/peak.yaml)
+if [ -n "${STUDY_OVERRIDES:-}" ]; then   # a config file, not --config: that one reads numbers as strings
+  printf 'studies: {%s}\n' "$STUDY_OVERRIDES" > /tmp/peak_overrides.yaml
+  preset+=(/tmp/peak_overrides.yaml)
+fi
+[ -n "${STUDIES:-}" ] && preset+=(--config "run=[$STUDIES]")
 deadline=$(( $(date +%s) + ${1:-570} ))
 mkdir -p "$out"
 
@@ -22,7 +31,7 @@ if [ "${CONTINUE:-0}" = 1 ]; then
 else
   source benchmarks/install_on_gpu_machine.sh || exit 1
   mkdir -p /tmp/peak_timm
-  for run in resnet50:256 resnet50:1024 vit_base_patch16_224:256; do
+  for run in ${TIMM_RUNS:-resnet50:256 resnet50:1024 vit_base_patch16_224:256}; do
     model=${run%%:*} batch=${run##*:}
     start=$(date +%s)
     python3 .anchors/timm_benchmark.py --bench inference --no-retry -m "$model" --img-size 224 -b "$batch" \
@@ -33,12 +42,12 @@ else
   done
 fi
 cat /tmp/peak_timm/timing.txt >> "$out/timing.txt"
-snakemake --unlock --configfile config/studies/peak.yaml > /dev/null 2>&1
+snakemake --unlock "${preset[@]}" > /dev/null 2>&1
 
 # the README's command for the preset (the issue's done-when), cut off 40 s before the deadline
 start=$(date +%s)
 timeout -k 15 $(( deadline - start - 40 )) \
-  snakemake --cores 8 --resources gpu=1 --configfile config/studies/peak.yaml >> /tmp/peak_snakemake.log 2>&1
+  snakemake --cores 8 --resources gpu=1 "${preset[@]}" >> /tmp/peak_snakemake.log 2>&1
 echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a /tmp/peak_timm/workflow_timing.txt "$out/timing.txt"
 cp /tmp/peak_snakemake.log "$out/snakemake.log"
 python3 benchmarks/peak_ratios.py --summary results/summary.csv /tmp/peak_timm/timm_*.json --out-json "$out/ratios.json" \
