@@ -6,8 +6,11 @@
 # `.anchors/timm_benchmark.py` (a copy of ../shared/anchors/timm_benchmark.py) carried with the command;
 # results go to $OUT, in at most 8 files (what the lent machine brings back): timing.txt, ratios.md,
 # ratios.json, snakemake.log and peak.tgz (summary, report, roofline, plots, records, profiles, logs,
-# timm's JSON and logs). The workflow gets what is left of limit_s after the install and timm's runs;
-# a run cut off there finishes with CONTINUE=1 in the next call on the same machine.
+# timm's JSON and logs). The workflow runs detached from the call (setsid, as readme_run_on_gpu_machine.sh's
+# BACKGROUND=1): the call waits for it until limit_s after its start and returns, the run goes on, and
+# the next call (CONTINUE=1) waits for that same run; a cell longer than one call (freezing with
+# max-autotune: ~16 minutes of autotuning) is never killed by a call's limit. Ratios and peak.tgz come
+# with the call that sees the run finish; every call brings the records made so far.
 # timm runs first, with its best flags for these models (fp16 weights, channels-last, torch.compile),
 # each model and batch in a fresh process; then `snakemake --configfile config/studies/peak.yaml`.
 # STUDIES=a,b runs those studies of the preset only and STUDY_OVERRIDES='peak_vision: {workloads: [resnet50],
@@ -15,17 +18,18 @@
 # model:batch runs of timm's side.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
+call_started=$(date +%s)   # wait_for_detached_run's deadline counts from here, the install included
+limit=$(( ${1:-570} - 20 ))
 preset=(--configfile config/studies/peak.yaml)
 if [ -n "${STUDY_OVERRIDES:-}" ]; then   # a config file, not --config: that one reads numbers as strings
   printf 'studies: {%s}\n' "$STUDY_OVERRIDES" > /tmp/peak_overrides.yaml
   preset+=(/tmp/peak_overrides.yaml)
 fi
 [ -n "${STUDIES:-}" ] && preset+=(--config "run=[$STUDIES]")
-deadline=$(( $(date +%s) + ${1:-570} ))
 mkdir -p "$out"
 
-# CONTINUE=1: a second call on the same machine finishes a workflow run cut off by the time limit
-# (the install and timm's results kept in /tmp)
+# CONTINUE=1: a later call on the same machine waits for the run the first one started (the install and
+# timm's results kept in /tmp)
 if [ "${CONTINUE:-0}" = 1 ]; then
   export PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
 else
@@ -42,17 +46,21 @@ else
   done
 fi
 cat /tmp/peak_timm/timing.txt >> "$out/timing.txt"
-snakemake --unlock "${preset[@]}" > /dev/null 2>&1
-
-# the README's command for the preset (the issue's done-when), cut off 40 s before the deadline
-start=$(date +%s)
-timeout -k 15 $(( deadline - start - 40 )) \
-  snakemake --cores 8 --resources gpu=1 "${preset[@]}" >> /tmp/peak_snakemake.log 2>&1
-echo "workflow rc=$? wall_s=$(( $(date +%s) - start ))" | tee -a /tmp/peak_timm/workflow_timing.txt "$out/timing.txt"
-cp /tmp/peak_snakemake.log "$out/snakemake.log"
+# the README's command for the preset (the issue's done-when), detached: started by the first call, waited
+# for by the next ones
+run=/tmp/inferbench-run
+if [ ! -f "$run/start" ]; then
+  snakemake --unlock "${preset[@]}" > /dev/null 2>&1   # a run killed with an earlier machine's call
+  mkdir -p "$run" && date +%s > "$run/start" && printf '%s' "${preset[*]}" > "$run/args"
+  setsid nohup bash -c 'snakemake --cores 8 --resources gpu=1 "$@" > '"$run"'/snakemake.log 2>&1; echo $? > '"$run"'/rc' \
+    _ "${preset[@]}" < /dev/null > /dev/null 2>&1 &
+fi
+source benchmarks/wait_for_detached_run.sh
+wait_for_detached_run "workflow"   # returns once the run has finished; else ends this call, the run going on
 python3 benchmarks/peak_ratios.py --summary results/summary.csv /tmp/peak_timm/timm_*.json --out-json "$out/ratios.json" \
   > "$out/ratios.md"
-tar czf "$out/peak.tgz" results/summary.csv results/report.md results/roofline.csv results/plots results/cells \
+# not the scratch of a killed job (its compiler caches: 355 MB for one max-autotune cell)
+tar czf "$out/peak.tgz" --exclude='repeats-*' results/summary.csv results/report.md results/roofline.csv results/plots results/cells \
   results/profiles results/cost results/machine results/onnx/*.json results/models/*.json logs \
   -C /tmp peak_timm 2>/dev/null
 tail -40 "$out/ratios.md"
