@@ -32,6 +32,7 @@ case "$phase" in
   gpu2 | gpu1)
     n=${phase#gpu}
     run=/tmp/inferbench-multi-$phase   # the detached run's log, start time and exit status, kept between calls
+    source benchmarks/wait_for_detached_run.sh
     if [ ! -f "$run/start" ]; then
       if [ "$phase" = gpu1 ]; then
         if [ -f /tmp/inferbench-multi-gpu2/start ] && [ ! -f /tmp/inferbench-multi-gpu2/rc ]; then
@@ -41,11 +42,8 @@ case "$phase" in
         rm -rf /tmp/run_gpu2 && mkdir -p /tmp/run_gpu2 && mv results data logs .snakemake /tmp/run_gpu2/
       fi
       snakemake --unlock > /dev/null 2>&1
-      mkdir -p "$run" && date +%s > "$run/start"
-      setsid nohup bash -c "snakemake --cores 32 --resources gpu=$n > $run/snakemake.log 2>&1; echo \$? > $run/rc" \
-        < /dev/null > /dev/null 2>&1 &
+      start_detached_run --cores 32 --resources gpu="$n"
     fi
-    source benchmarks/wait_for_detached_run.sh
     wait_for_detached_run "workflow gpu=$n"
     start=$(date +%s%N)
     snakemake --cores 32 --resources gpu="$n" -n > "$out/rerun.log" 2>&1

@@ -48,14 +48,12 @@ fi
 cat /tmp/peak_timm/timing.txt >> "$out/timing.txt"
 # the README's command for the preset (the done-when), detached: started by the first call, waited
 # for by the next ones
-run=/tmp/inferbench-run
+run=/tmp/inferbench-peak-run   # not readme_run_on_gpu_machine.sh's: a call of that one must not wait for this run
+source benchmarks/wait_for_detached_run.sh
 if [ ! -f "$run/start" ]; then
   snakemake --unlock "${preset[@]}" > /dev/null 2>&1   # a run killed with an earlier machine's call
-  mkdir -p "$run" && date +%s > "$run/start" && printf '%s' "${preset[*]}" > "$run/args"
-  setsid nohup bash -c 'snakemake --cores 8 --resources gpu=1 "$@" > '"$run"'/snakemake.log 2>&1; echo $? > '"$run"'/rc' \
-    _ "${preset[@]}" < /dev/null > /dev/null 2>&1 &
+  start_detached_run --cores 8 --resources gpu=1 "${preset[@]}"
 fi
-source benchmarks/wait_for_detached_run.sh
 wait_for_detached_run "workflow"   # returns once the run has finished; else ends this call, the run going on
 python3 benchmarks/peak_ratios.py --summary results/summary.csv /tmp/peak_timm/timm_*.json --out-json "$out/ratios.json" \
   > "$out/ratios.md"

@@ -41,12 +41,11 @@ if [ "${BACKGROUND:-0}" = 1 ]; then
     fi
     rm -rf "$run"   # the run before has finished: this call starts another (e.g. the next study)
   fi
-  if [ ! -f "$run/start" ]; then
-    mkdir -p "$run" && date +%s > "$run/start" && printf '%s' "$this_run" > "$run/args"
-    setsid nohup bash -c 'snakemake --cores 8 --resources gpu=1 "$@" > '"$run"'/snakemake.log 2>&1; echo $? > '"$run"'/rc' \
-      _ "${preset[@]}" < /dev/null > /dev/null 2>&1 &
-  fi
   source benchmarks/wait_for_detached_run.sh
+  if [ ! -f "$run/start" ]; then
+    start_detached_run --cores 8 --resources gpu=1 "${preset[@]}"
+    printf '%s' "$this_run" > "$run/args"
+  fi
   wait_for_detached_run "workflow"
 else
   start=$(date +%s)
