@@ -25,11 +25,10 @@ class Request:
     cache: Any
     mask: torch.Tensor
     tokens: list[torch.Tensor] = field(default_factory=list)
-    #: the next position to write in a static cache
-    position: int = 0
-    #: the same on the device (a static cache's decode step reads it there): advanced in place, since a
-    #: new tensor from the host would be a pageable copy, which waits for the GPU to finish the step before
-    position_on_device: Any = None
+    #: a static cache's next position to write, on the device where its decode step reads it: advanced in
+    #: place, since a new tensor from the host would be a pageable copy, which waits for the GPU to finish
+    #: the step before
+    position: torch.Tensor | None = None
 
 
 class HfGenerate(TorchEngine):
@@ -63,7 +62,7 @@ class HfGenerate(TorchEngine):
     def start(self, staged: dict[str, torch.Tensor]) -> Request:
         """The prefill: the prompt through the model, its KV cache filled, the first token picked."""
         ids, mask = staged["input_ids"], staged["attention_mask"]
-        request = Request(self._new_cache(), mask, position=ids.shape[1])
+        request = Request(self._new_cache(), mask)
         request.tokens.append(self._forward(ids, mask, request.cache))
         return request
 
@@ -72,7 +71,6 @@ class HfGenerate(TorchEngine):
         request.mask = torch.cat([request.mask, request.mask.new_ones(request.mask.shape[0], 1)], dim=1)
         token = self._forward(request.tokens[-1], request.mask, request.cache)
         request.tokens.append(token)
-        request.position += 1
         return request
 
     def generated(self, request: Request) -> np.ndarray:
@@ -167,13 +165,13 @@ class HfGenerateStatic(HfGenerate):
 
     def start(self, staged: dict[str, torch.Tensor]) -> Request:
         ids = staged["input_ids"]
-        request = Request(self.static_cache, staged["attention_mask"], position=ids.shape[1])
+        request = Request(self.static_cache, staged["attention_mask"])
         positions = torch.arange(ids.shape[1], device=ids.device)
         with torch.inference_mode(), self._autocast():
             self.static_cache.reset()  # its tensors were made in inference mode
             logits = self.lm(input_ids=ids, past_key_values=self.static_cache, cache_position=positions).logits
         request.tokens.append(logits[:, -1, :].argmax(-1, keepdim=True))
-        request.position_on_device = positions[-1:] + 1  # made on the device: nothing waits for the GPU
+        request.position = positions[-1:] + 1  # made on the device: nothing waits for the GPU
         return request
 
     def _decode_step(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
@@ -184,8 +182,7 @@ class HfGenerateStatic(HfGenerate):
         if self.device == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the previous replay's output has been consumed
         with torch.inference_mode(), self._autocast():
-            token = self.decode(request.tokens[-1], request.position_on_device)
+            token = self.decode(request.tokens[-1], request.position)
         request.tokens.append(token.clone())  # the graph's output buffer is overwritten by the next replay
-        request.position_on_device.add_(1)  # queued after the replay, which copied it into its own input
-        request.position += 1
+        request.position.add_(1)  # queued after the replay, which copied it into its own input
         return request
