@@ -88,6 +88,9 @@ def profiled_steps(engine, batch: dict, device: str) -> dict:
 def probe(mode: str, args: argparse.Namespace, batch: dict, specs) -> dict:
     import torch
 
+    # Dynamo keeps what it compiled per code object, and every engine's decode step is the same method: without
+    # a reset a later mode (or Inductor setting) reuses the earlier one's graph (a 0.3-s "compile")
+    torch._dynamo.reset()
     engine = load_engine_class("hf_generate_static")(
         args.device, args.precision, 0, {"engine": "hf_generate_static", "mode": mode, "new_tokens": args.new_tokens}
     )
