@@ -136,6 +136,52 @@ def test_a_cuda_graph_session_is_profiled_without_its_capture():
     assert uncaptured["prefer_nhwc"] == engine.provider_options()["prefer_nhwc"], "otherwise the same session"
 
 
+def test_an_ort_gpu_profile_lists_the_kernels_of_the_measured_calls_beside_the_graph_nodes(monkeypatch, tmp_path):
+    """On a GPU the profile's kernels are those of the measured session's calls (a CUDA graph's replay
+    included: CUPTI sees every library's kernels); ONNX Runtime's node table goes beside them, and stands
+    alone, saying why, where the kernel profile fails."""
+    import inferbench.trackers.profiling as profiling
+    from inferbench.report.markdown import profile_section
+
+    engine = load_engine_class("ort_cuda")("cuda", "fp16", 0, {"engine": "ort_cuda", "cuda_graph": True})
+    nodes = {"tool": "onnxruntime", "top_ops": [{"name": "Attention", "calls_per_run": 12, "ms_per_run": 1.0,
+             "share": 0.3}], "per_call": {"unit": "nodes", "count": 88, "ms": 3.6, "mean_us": 41.0}}  # fmt: skip
+    monkeypatch.setattr(engine, "_node_profile", lambda *args: dict(nodes))
+    monkeypatch.setattr(engine, "stage", lambda batch: batch)
+    monkeypatch.setattr(engine, "run", lambda staged: None)
+    kernels = {"tool": "torch.profiler", "top_ops": [{"name": "nvjet_gemm", "calls_per_run": 36, "ms_per_run": 0.2,
+               "share": 0.5}], "per_call": {"unit": "kernels", "count": 150, "ms": 0.45, "mean_us": 3.0}}  # fmt: skip
+    monkeypatch.setattr(profiling, "torch_profile", lambda *args: dict(kernels))
+    result = engine.profile({}, 10, tmp_path, 12)
+    assert result["per_call"]["unit"] == "kernels" and result["nodes"]["per_call"]["count"] == 88
+    text = "\n".join(profile_section([{"cell_id": "c", "status": "ok", "n_calls": 10, **result}]))
+    assert "150 kernels per call" in text and "88.0 nodes per call" in text
+    assert text.index("`nvjet_gemm`") < text.index("`Attention`"), "kernels first, then the nodes"
+
+    def broken(*args):
+        raise RuntimeError("CUPTI unavailable")
+
+    monkeypatch.setattr(profiling, "torch_profile", broken)
+    alone = engine.profile({}, 10, tmp_path, 12)
+    assert alone["per_call"]["unit"] == "nodes" and "no kernel profile: CUPTI unavailable" in alone["note"]
+
+
+def test_a_compiled_model_in_a_cuda_graph_of_its_own_needs_a_gpu_and_a_mode_without_graphs(fused_bert):
+    """``cuda_graph: true`` captures Inductor's kernels in one graph of the engine's own; Inductor's own
+    graphs (reduce-overhead, max-autotune) would be a graph inside a graph, and the CPU has none."""
+    options = {"engine": "torch_compile", "freezing": True, "cuda_graph": True}
+    gpu = load_engine_class("torch_compile")("cuda", "fp16", 0, options)
+    computation = gpu.computation("text")
+    assert computation["cuda_graph"] is True and computation["compile_mode"] == "default + freezing"
+    assert "replay()" in gpu.run_description
+    cpu = load_engine_class("torch_compile")("cpu", "fp32", 1, options)
+    feed = make_inputs(fused_bert["spec"].inputs, 1, 12, 0)
+    with pytest.raises(ValueError, match="needs a cuda cell and a mode without Inductor's graphs"):
+        cpu.prepare(fused_bert["root"] / "bert_base.pt", fused_bert["spec"].inputs, feed)
+    plain = load_engine_class("torch_compile")("cpu", "fp32", 1, {"engine": "torch_compile"})
+    assert "replay()" not in plain.run_description
+
+
 def test_roofline_study_places_its_cells_and_fp8_is_recorded_unavailable_on_the_cpu(tmp_path):
     import copy
 

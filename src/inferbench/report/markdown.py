@@ -107,21 +107,27 @@ def profile_section(profiles: Sequence[dict[str, Any]]) -> list[str]:
             status, reason = escape_markdown(profile.get("status")), escape_markdown(profile.get("reason"))
             out += [f"Not profiled ({status}): {reason}", ""]
             continue
-        out += [
-            f"{escape_markdown(profile['tool'])}, {profile['n_calls']} calls; "
-            f"time = {escape_markdown(profile.get('time', '?'))}; trace {inline_code(profile.get('trace'))}."
-            + (f" {escape_markdown(profile['note'])}." if profile.get("note") else "")
-            + _per_call_line(profile.get("per_call")),
-            "",
-            "| operator | calls per run | ms per run | share |",
-            "|---|---|---|---|",
-        ]
-        for op in profile["top_ops"]:
-            name = str(op["name"]).replace("|", "/")[:90]
-            share = f"{op['share']:.1%}" if op.get("share") is not None else "–"
-            out.append(f"| `{name}` | {fmt(float(op['calls_per_run']))} | {fmt(float(op['ms_per_run']))} | {share} |")
-        out.append("")
+        out += _ops_table(profile, profile["n_calls"])
+        if profile.get("nodes"):  # ONNX Runtime on a GPU: the graph's nodes beside the kernels
+            out += _ops_table(profile["nodes"], profile["n_calls"])
     return out
+
+
+def _ops_table(profile: dict[str, Any], n_calls: int) -> list[str]:
+    out = [
+        f"{escape_markdown(profile['tool'])}, {n_calls} calls; "
+        f"time = {escape_markdown(profile.get('time', '?'))}; trace {inline_code(profile.get('trace'))}."
+        + (f" {escape_markdown(profile['note'])}." if profile.get("note") else "")
+        + _per_call_line(profile.get("per_call")),
+        "",
+        "| operator | calls per run | ms per run | share |",
+        "|---|---|---|---|",
+    ]
+    for op in profile["top_ops"]:
+        name = str(op["name"]).replace("|", "/")[:90]
+        share = f"{op['share']:.1%}" if op.get("share") is not None else "–"
+        out.append(f"| `{name}` | {fmt(float(op['calls_per_run']))} | {fmt(float(op['ms_per_run']))} | {share} |")
+    return [*out, ""]
 
 
 def _per_call_line(counts: dict[str, Any] | None) -> str:

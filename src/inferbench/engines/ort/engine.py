@@ -137,6 +137,22 @@ class OrtEngine(Engine):
         return np.asarray(output[0], dtype=np.float32)
 
     def profile(self, batch: dict[str, np.ndarray], n_calls: int, out_dir: Path, top: int) -> dict[str, Any]:
+        """On a GPU, the kernels of the measured session's own calls (a CUDA graph's replay included) under
+        torch.profiler, whose CUPTI tracing sees every library's kernels; beside them (``nodes``, and alone on
+        the CPU) the graph's nodes from ONNX Runtime's own profiler."""
+        nodes = self._node_profile(batch, n_calls, out_dir, top)
+        if self.device == "cpu":
+            return nodes
+        from inferbench.trackers.profiling import torch_profile
+
+        staged = self.stage(batch)
+        try:
+            kernels = torch_profile(lambda: self.run(staged), self.synchronize, n_calls, out_dir, self.device, top)
+        except Exception as error:  # the node table stands alone, saying why
+            return nodes | {"note": f"{nodes.get('note', '')} no kernel profile: {error}".strip()}
+        return kernels | {"note": "the measured session's calls; its graph's nodes below", "nodes": nodes}
+
+    def _node_profile(self, batch: dict[str, np.ndarray], n_calls: int, out_dir: Path, top: int) -> dict[str, Any]:
         """ONNX Runtime's own profiler: a second session with profiling on (the measured one has it
         off), host arrays in and out, three warm-up runs left out of the operator table. The session
         runs the same graph without a CUDA-graph capture: ONNX Runtime's profiler records no node

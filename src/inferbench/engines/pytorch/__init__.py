@@ -58,6 +58,12 @@ ENGINES = {
                 "Inductor's freezing: weights become constants of the graph, so that BatchNorm folds into the "
                 "convolution before it and constant subgraphs are computed once (inference only)",
             ),
+            "cuda_graph": Option(
+                bool,
+                False,
+                "capture the compiled model in one CUDA graph of the engine's own and replay it (cuda, static "
+                "shapes; modes without Inductor's graphs): no per-call checks of Inductor's CUDA graph trees",
+            ),
             "fp8_scaling": Option(
                 str,
                 "rowwise",

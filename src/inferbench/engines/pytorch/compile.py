@@ -1,4 +1,11 @@
-"""torch.compile (Inductor); the compile happens in prepare, on the cell's shapes, and is timed."""
+"""torch.compile (Inductor); the compile happens in prepare, on the cell's shapes, and is timed.
+
+Two ways to replay the compiled kernels from CUDA graphs: Inductor's own (modes ``reduce-overhead`` and
+``max-autotune``: CUDA graph trees, which check on every call that the inputs and the recorded graph
+still match), or with ``cuda_graph: true`` one graph of this engine's own around the compiled model (as
+``torch_cudagraph`` captures the eager kernels): a call is one input copy and one replay, nothing
+checked, which is what a launch-bound call such as BERT-base at batch 1 needs.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ import numpy as np
 import torch
 import torch._inductor.config
 
+from inferbench.engines.pytorch.cudagraph import REPLAY_DESCRIPTION, CapturedGraph
 from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
@@ -22,6 +30,7 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 class TorchCompile(TorchEngine):
     impl = "torch_compile"
     graph = "inductor"
+    captured: CapturedGraph | None = None  # with cuda_graph: true, once compiled
 
     @property
     def takes_any_batch(self) -> bool:
@@ -36,12 +45,22 @@ class TorchCompile(TorchEngine):
         return super().computation(workload_kind) | {
             # the mode names the graph's compilation; freezing is part of it (the graph's weights become constants)
             "compile_mode": f"{mode} + freezing" if self.options["freezing"] else mode,
-            "cuda_graph": self.device == "cuda" and mode in CUDA_GRAPH_MODES,
+            "cuda_graph": self.device == "cuda" and (mode in CUDA_GRAPH_MODES or self.options["cuda_graph"]),
         }
+
+    @property
+    def run_description(self) -> str:  # type: ignore[override]
+        return REPLAY_DESCRIPTION if self.options["cuda_graph"] else super().run_description
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         module = self._load(artifact, inputs)
         self.mode = self.options["mode"]
+        if self.options["cuda_graph"] and (self.device != "cuda" or self.mode in CUDA_GRAPH_MODES):
+            raise ValueError(
+                f"cuda_graph: true captures the compiled model in a CUDA graph of its own: it needs a cuda cell "
+                f"and a mode without Inductor's graphs (default or max-autotune-no-cudagraphs), not {self.mode!r} "
+                f"on {self.device}"
+            )
         # read when the first call compiles; a cell's processes each compile once, for themselves
         torch._inductor.config.freezing = self.options["freezing"]
         self.module = torch.compile(module, mode=self.mode, fullgraph=self.options["fullgraph"], dynamic=False)
@@ -52,10 +71,23 @@ class TorchCompile(TorchEngine):
                 self.run(staged)
             self.synchronize()
         log.info("compiled in %.1f s", self.cold_start_s["compile"])
+        if self.options["cuda_graph"]:
+            with self.cold_start("capture"):
+                self.captured = CapturedGraph(self._call, staged)
 
-    def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _call(self, **staged: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode(), self._autocast():
             return self.module(**staged)
 
+    def stage(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        staged = super().stage(batch)
+        if self.captured is not None:
+            self.captured.check_shapes(staged)
+        return staged
+
+    def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.captured.replay(staged) if self.captured is not None else self._call(**staged)
+
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "mode": self.mode, "freezing": torch._inductor.config.freezing}
+        info = {**super().describe(), "mode": self.mode, "freezing": torch._inductor.config.freezing}
+        return info | ({"graph": "compiled, captured once, replayed"} if self.captured is not None else {})
