@@ -14,15 +14,17 @@
 # timm runs first, with its best flags for these models (fp16 weights, channels-last, torch.compile),
 # each model and batch in a fresh process; then `snakemake --configfile config/studies/peak.yaml`.
 # STUDIES=a,b runs those studies of the preset only and STUDY_OVERRIDES='peak_vision: {workloads: [resnet50],
-# batch_sizes: [256]}' narrows them (a lease too short for the whole preset); TIMM_RUNS='resnet50:256' the
-# model:batch runs of timm's side.
+# batch_sizes: [256]}' narrows them (a lease too short for the whole preset), PROFILE_CELLS='a/b/c, d/e/f' the
+# profiled cells; TIMM_RUNS='resnet50:256' the model:batch runs of timm's side.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 call_started=$(date +%s)   # wait_for_detached_run's deadline counts from here, the install included
 limit=$(( ${1:-570} - 20 ))
 preset=(--configfile config/studies/peak.yaml)
-if [ -n "${STUDY_OVERRIDES:-}" ]; then   # a config file, not --config: that one reads numbers as strings
-  printf 'studies: {%s}\n' "$STUDY_OVERRIDES" > /tmp/peak_overrides.yaml
+if [ -n "${STUDY_OVERRIDES:-}${PROFILE_CELLS:-}" ]; then   # a config file, not --config: that one reads numbers as strings
+  : > /tmp/peak_overrides.yaml
+  [ -n "${STUDY_OVERRIDES:-}" ] && printf 'studies: {%s}\n' "$STUDY_OVERRIDES" >> /tmp/peak_overrides.yaml
+  [ -n "${PROFILE_CELLS:-}" ] && printf 'profile: {cells: [%s]}\n' "$PROFILE_CELLS" >> /tmp/peak_overrides.yaml
   preset+=(/tmp/peak_overrides.yaml)
 fi
 [ -n "${STUDIES:-}" ] && preset+=(--config "run=[$STUDIES]")
