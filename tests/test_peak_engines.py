@@ -163,7 +163,7 @@ def test_an_ort_gpu_profile_lists_the_kernels_of_the_measured_calls_beside_the_g
 
     monkeypatch.setattr(profiling, "torch_profile", broken)
     alone = engine.profile({}, 10, tmp_path, 12)
-    assert alone["per_call"]["unit"] == "nodes" and "no kernel profile: CUPTI unavailable" in alone["note"]
+    assert alone["per_call"]["unit"] == "nodes" and "No kernel profile: CUPTI unavailable" in alone["note"]
 
 
 def test_a_compiled_model_in_a_cuda_graph_of_its_own_needs_a_gpu_and_a_mode_without_graphs(fused_bert):

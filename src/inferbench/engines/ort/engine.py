@@ -149,8 +149,9 @@ class OrtEngine(Engine):
         try:
             kernels = torch_profile(lambda: self.run(staged), self.synchronize, n_calls, out_dir, self.device, top)
         except Exception as error:  # the node table stands alone, saying why
-            return nodes | {"note": f"{nodes.get('note', '')} no kernel profile: {error}".strip()}
-        return kernels | {"note": "the measured session's calls; its graph's nodes below", "nodes": nodes}
+            return nodes | {"note": f"{nodes.get('note', '')}. No kernel profile: {error}".lstrip(". ")}
+        note = "The measured session's calls; the graph's nodes (ONNX Runtime's profiler) below"
+        return kernels | {"note": note, "nodes": nodes}
 
     def _node_profile(self, batch: dict[str, np.ndarray], n_calls: int, out_dir: Path, top: int) -> dict[str, Any]:
         """ONNX Runtime's own profiler: a second session with profiling on (the measured one has it
@@ -165,7 +166,7 @@ class OrtEngine(Engine):
             session.run(self.output_names, feeds)
         result = ort_top_ops(Path(session.end_profiling()), n_calls, top)
         if self.options.get("cuda_graph"):
-            result["note"] = "the same graph run without its CUDA-graph capture (no node events during a replay)"
+            result["note"] = "The same graph run without its CUDA-graph capture (no node events during a replay)"
         return result
 
     def describe(self) -> dict[str, Any]:
