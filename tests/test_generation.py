@@ -338,3 +338,23 @@ def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes
     assert "1.75 ms (hf_static fp16 cuda b1 prompt 128), 2.50× its memory-bandwidth floor" in text
     assert "batch 1, prompt 128: time per output token over its floor, hf_static 2.50×, hf_eager 20.0×" in text
     assert "batch 16 decodes 13.3× the tokens/s of batch 1" in text
+
+
+def test_the_generation_plot_draws_each_engine_and_prompt_against_the_batch(tmp_path):
+    import pandas as pd
+    from matplotlib.image import imread
+
+    from inferbench.report.plots import plot_generation
+
+    def row(engine: str, batch: int, prompt: int, status: str = "ok") -> dict:
+        return {"workload": "llm:llama", "engine": engine, "engine_impl": engine, "precision": "fp16",
+                "device": "cuda", "batch_size": batch, "seq_len": prompt, "threads": 0, "status": status,
+                "mode": "generate", "gen_tpot_p50_ms": 2.0 * batch**0.2, "gen_ttft_p50_ms": 10.0 * batch}  # fmt: skip
+
+    rows = [row(e, b, p) for e in ("hf_static", "ort_genai") for b in (1, 16) for p in (128, 512)]
+    rows.append(row("vllm", 1, 128, status="unavailable"))  # no line for a cell that did not run
+    out = plot_generation(pd.DataFrame(rows), "llm:llama", tmp_path / "generation.png", ["hf_static", "ort_genai"])
+    assert imread(out).shape[1] > imread(out).shape[0] > 300  # two panels side by side
+    # a workload without ok generation cells still gets its file, saying so
+    empty = plot_generation(pd.DataFrame(rows[-1:]), "llm:llama", tmp_path / "empty.png")
+    assert empty.stat().st_size > 0

@@ -223,6 +223,9 @@ def test_llm_preset_gives_first_token_and_per_token_times_for_every_engine_on_th
     assert "**llama_mini**: the shortest time per output token is" in text
     assert "decodes" in text and "the tokens/s of batch 1" in text  # where batching pays
     assert "| ort_genai | fp32 | cpu | 4 | 256 |" in text
+    # the generation plot of the decoder, shown in its study's section
+    assert "![llama_mini generation](plots/llama_mini/generation.png)" in text
+    assert (workdir / "results" / "plots" / "llama_mini" / "generation.png").stat().st_size > 10_000
     assert "No cell of this study ran on this machine (it needs a GPU)." in section(report, "llm_gpu")
     # no single-call decisions where every cell generates (the section once said "No cell was measured")
     assert "## Decisions" not in report and "Generation cells (a decoder answering requests" in report

@@ -33,7 +33,7 @@ from inferbench.plan.grid import (
     run_has_cuda,
     study_cells,
 )
-from inferbench.report.layouts import SERVING_PLOT
+from inferbench.report.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.report.plots import plot_names
 from inferbench.scenarios import SCENARIOS, scenario_info
 

@@ -78,6 +78,31 @@ rule plot_seq_sweep:
         " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
 
 
+# The generation plot of a decoder workload: time per output token and to the first against the batch.
+rule plot_generation:
+    input:
+        lambda wc: workload_records(wc.workload),
+    output:
+        report(
+            f"results/plots/{{workload}}/{GENERATION_PLOT}",
+            caption="../report/generation.rst",
+            category="Generation",
+            subcategory="{workload}",
+        ),
+    wildcard_constraints:
+        workload=workload_regex(kind="decoder"),
+    params:
+        code=verb_code("plot"),
+        engines=list(config["engines"]),
+    conda:
+        "../../envs/report.yaml"
+    log:
+        "logs/plot/{workload}.generation.log",
+    shell:
+        "python -m inferbench plot --kind generation --workload {wildcards.workload:q} --out-dir \"$(dirname {output:q})\""
+        " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
+
+
 # The serving plot of a workload with server cells: p99 against QPS over every LoadGen run of their search.
 rule plot_serving:
     input:

@@ -28,7 +28,8 @@ def aggregate(args: argparse.Namespace) -> None:
 def _plot_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--workload", required=True)
-    p.add_argument("--kind", choices=["batch", "seq", "serving"], default="batch", help="which sweep to plot")
+    kinds = ["batch", "seq", "serving", "generation"]
+    p.add_argument("--kind", choices=kinds, default="batch", help="which sweep (or scenario's plot) to plot")
     p.add_argument("--engines", nargs="*", default=[], help="the config's engine variants, in order: their colours")
     p.add_argument("--out-dir", type=Path, required=True)
 
@@ -36,11 +37,14 @@ def _plot_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_plot_arguments)
 def plot(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import load_records, summary_frame
-    from inferbench.report.layouts import SERVING_PLOT
-    from inferbench.report.plots import plot_serving, plot_workload
+    from inferbench.report.layouts import GENERATION_PLOT, SERVING_PLOT
+    from inferbench.report.plots import plot_generation, plot_serving, plot_workload
 
     if args.kind == "serving":  # every LoadGen run of the search is in the records, not the summary
         plot_serving(load_records(args.records), args.workload, args.out_dir / SERVING_PLOT, args.engines)
+        return
+    if args.kind == "generation":
+        plot_generation(summary_frame(args.records), args.workload, args.out_dir / GENERATION_PLOT, args.engines)
         return
     plot_workload(summary_frame(args.records), args.workload, args.out_dir, args.kind, args.engines)
 

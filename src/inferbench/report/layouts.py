@@ -13,6 +13,8 @@ from inferbench.core.targets import load_target
 
 #: the serving plot of a workload (inferbench.report.plots.plot_serving)
 SERVING_PLOT = "serving.png"
+#: the generation plot of a decoder workload (inferbench.report.plots.plot_generation)
+GENERATION_PLOT = "generation.png"
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ LAYOUTS: dict[str, Layout] = {
     "generation": Layout(
         "inferbench.report.generation:generation_section",
         ("p50",),  # of requests; TTFT and TPOT show p50 and p99 of their own samples
-        (),
+        (GENERATION_PLOT,),
     ),
     "serving": Layout(
         "inferbench.report.serving:serving_section",

@@ -24,12 +24,13 @@ from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.core.cells import CellRecord
 from inferbench.core.fsutil import atomic_path
 from inferbench.core.workloads import ordered, workload_info
+from inferbench.report.layouts import GENERATION_PLOT
 
 PLOTS_BY_KIND = {
     "tabular": ["latency_per_item", "throughput"],
     "vision": ["latency_per_item", "throughput"],
     "text": ["latency_per_item", "throughput", "latency_vs_seq"],
-    "decoder": [],  # a generation section shows tables (inferbench.report.generation)
+    "decoder": ["generation"],  # plot_generation: per output token and to the first, against the batch
 }
 _PALETTE = plt.get_cmap("tab20").colors
 _STYLES = {"cpu": "-", "cuda": "--"}
@@ -150,14 +151,51 @@ def plot_workload(
     return written
 
 
+def plot_generation(summary: pd.DataFrame, workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
+    """A decoder's generation cells against the batch size: time per output token (p50, the decode step a
+    user waits for) on the left, time to first token (p50, the prefill) on the right; colour: the engine
+    variant, as in every plot; marker and line: the prompt length."""
+    frame = split_scenarios(summary).generation
+    frame = frame[(frame["workload"] == workload) & (frame["status"] == "ok")]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    prompts = sorted(frame["seq_len"].unique()) if not frame.empty else []
+    prompt_style = {
+        n: (_BATCH_MARKERS[i % len(_BATCH_MARKERS)], ["--", "-", ":", "-."][i % 4]) for i, n in enumerate(prompts)
+    }
+    for ax, column, what in (
+        (axes[0], "gen_tpot_p50_ms", "time per output token, p50 (ms)"),
+        (axes[1], "gen_ttft_p50_ms", "time to first token, p50 (ms)"),
+    ):
+        rows = frame.dropna(subset=[column]) if column in frame else frame.iloc[0:0]
+        for (engine, precision, device, prompt), group in rows.groupby(["engine", "precision", "device", "seq_len"]):
+            marker, line = prompt_style[prompt]
+            group = group.sort_values("batch_size")
+            ax.plot(group["batch_size"], group[column], color=engine_colour(engine, variants), marker=marker,
+                    linestyle=line, label=f"{engine} {precision} {device}, prompt {int(prompt)}")  # fmt: skip
+        if ax.lines:
+            _log_axes(ax, list(rows["batch_size"]))
+            ax.grid(True, which="both", alpha=0.3)
+        else:
+            _empty(ax, "no ok generation cells")
+        ax.set(xlabel="batch size (sequences decoded together)", ylabel=what)
+    if axes[0].lines:
+        axes[0].legend(fontsize=7)
+    fig.suptitle(f"{workload}: generation against the batch size")
+    out = Path(out)
+    _save(fig, out)
+    return out
+
+
 def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Sequence[str] = ()) -> list[Path]:
     """Every sweep's plots of every workload in ``summary``, under ``out_dir/<workload>/`` (what the
     workflow's plot rules make one job per workload and sweep)."""
     written: list[Path] = []
-    single = split_scenarios(summary).single  # serving cells: plot_serving, from their records
-    for workload in ordered(single["workload"]):
+    scenarios = split_scenarios(summary)  # serving cells: plot_serving, from their records
+    for workload in ordered(scenarios.single["workload"]):
         for kind in ["batch", "seq"] if workload_info(workload).has_seq_len else ["batch"]:
             written += plot_workload(summary, workload, Path(out_dir) / workload, kind, variants)
+    for workload in ordered(scenarios.generation["workload"]):
+        written.append(plot_generation(summary, workload, Path(out_dir) / workload / GENERATION_PLOT, variants))
     return written
 
 
