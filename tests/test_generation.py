@@ -340,21 +340,30 @@ def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes
     assert "batch 16 decodes 13.3× the tokens/s of batch 1" in text
 
 
-def test_the_generation_plot_draws_each_engine_and_prompt_against_the_batch(tmp_path):
+def test_the_generation_plot_draws_each_engine_and_prompt_against_the_batch(tmp_path, monkeypatch):
     import pandas as pd
-    from matplotlib.image import imread
 
-    from inferbench.report.plots import plot_generation
+    import inferbench.report.plots as plots
 
-    def row(engine: str, batch: int, prompt: int, status: str = "ok") -> dict:
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: (drawn.append(fig), path.write_bytes(b"png")))
+
+    def row(engine: str, batch: int, prompt: int, status: str = "ok", threads: int = 0) -> dict:
         return {"workload": "llm:llama", "engine": engine, "engine_impl": engine, "precision": "fp16",
-                "device": "cuda", "batch_size": batch, "seq_len": prompt, "threads": 0, "status": status,
+                "device": "cuda", "batch_size": batch, "seq_len": prompt, "threads": threads, "status": status,
                 "mode": "generate", "gen_tpot_p50_ms": 2.0 * batch**0.2, "gen_ttft_p50_ms": 10.0 * batch}  # fmt: skip
 
     rows = [row(e, b, p) for e in ("hf_static", "ort_genai") for b in (1, 16) for p in (128, 512)]
     rows.append(row("vllm", 1, 128, status="unavailable"))  # no line for a cell that did not run
-    out = plot_generation(pd.DataFrame(rows), "llm:llama", tmp_path / "generation.png", ["hf_static", "ort_genai"])
-    assert imread(out).shape[1] > imread(out).shape[0] > 300  # two panels side by side
+    rows += [row("ort_cpu_genai", b, 128, threads=t) for b in (1, 4) for t in (1, 4)]  # a line per thread count
+    plots.plot_generation(pd.DataFrame(rows), "llm:llama", tmp_path / "generation.png", ["hf_static", "ort_genai"])
+    tpot, ttft = drawn[0].axes
+    labels = [line.get_label() for line in tpot.lines]
+    assert len(tpot.lines) == len(ttft.lines) == 6  # 2 engines x 2 prompts, and one engine at 2 thread counts
+    assert "hf_static fp16 cuda, prompt 512" in labels and "ort_cpu_genai fp16 cuda 4t, prompt 128" in labels
+    assert not any(label.startswith("vllm") for label in labels)
+    assert all(list(line.get_xdata()) == sorted(line.get_xdata()) for line in tpot.lines)  # along the batch
     # a workload without ok generation cells still gets its file, saying so
-    empty = plot_generation(pd.DataFrame(rows[-1:]), "llm:llama", tmp_path / "empty.png")
-    assert empty.stat().st_size > 0
+    not_run = [r for r in rows if r["status"] != "ok"]
+    plots.plot_generation(pd.DataFrame(not_run), "llm:llama", tmp_path / "empty.png")
+    assert not drawn[1].axes[0].lines and (tmp_path / "empty.png").exists()

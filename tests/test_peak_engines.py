@@ -174,10 +174,13 @@ def test_a_compiled_model_in_a_cuda_graph_of_its_own_needs_a_gpu_and_a_mode_with
     computation = gpu.computation("text")
     assert computation["cuda_graph"] is True and computation["compile_mode"] == "default + freezing"
     assert "replay()" in gpu.run_description
-    cpu = load_engine_class("torch_compile")("cpu", "fp32", 1, options)
     feed = make_inputs(fused_bert["spec"].inputs, 1, 12, 0)
-    with pytest.raises(ValueError, match="needs a cuda cell and a mode without Inductor's graphs"):
-        cpu.prepare(fused_bert["root"] / "bert_base.pt", fused_bert["spec"].inputs, feed)
+    reduce_overhead = load_engine_class("torch_compile")("cuda", "fp16", 0, options | {"mode": "reduce-overhead"})
+    cpu = load_engine_class("torch_compile")("cpu", "fp32", 1, options)
+    for wrong, where in ((cpu, "on cpu"), (reduce_overhead, "not 'reduce-overhead' on cuda")):
+        # refused before anything is loaded, so on a machine without a GPU too
+        with pytest.raises(ValueError, match=f"needs a cuda cell and a mode without Inductor's graphs.*{where}"):
+            wrong.prepare(fused_bert["root"] / "bert_base.pt", fused_bert["spec"].inputs, feed)
     plain = load_engine_class("torch_compile")("cpu", "fp32", 1, {"engine": "torch_compile"})
     assert "replay()" not in plain.run_description
 

@@ -6,6 +6,7 @@ localrules:
     roofline,
     plot_batch_sweep,
     plot_seq_sweep,
+    plot_generation,
     report,
     export_mlflow,
 

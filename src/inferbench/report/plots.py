@@ -167,11 +167,13 @@ def plot_generation(summary: pd.DataFrame, workload: str, out: str | Path, varia
         (axes[1], "gen_ttft_p50_ms", "time to first token, p50 (ms)"),
     ):
         rows = frame.dropna(subset=[column]) if column in frame else frame.iloc[0:0]
-        for (engine, precision, device, prompt), group in rows.groupby(["engine", "precision", "device", "seq_len"]):
+        by = ["engine", "precision", "device", "threads", "seq_len"]
+        for (engine, precision, device, threads, prompt), group in rows.groupby(by):
             marker, line = prompt_style[prompt]
             group = group.sort_values("batch_size")
+            label = f"{engine} {precision} {device}" + (f" {threads}t" if threads else "") + f", prompt {int(prompt)}"
             ax.plot(group["batch_size"], group[column], color=engine_colour(engine, variants), marker=marker,
-                    linestyle=line, label=f"{engine} {precision} {device}, prompt {int(prompt)}")  # fmt: skip
+                    linestyle=line, label=label)  # fmt: skip
         if ax.lines:
             _log_axes(ax, list(rows["batch_size"]))
             ax.grid(True, which="both", alpha=0.3)

@@ -8,6 +8,8 @@ from inferbench.engines.spec import ALL_PRECISIONS, CHANNELS_LAST, HOST_INPUT, T
 
 #: torch.compile's modes
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+#: torch.compile modes that record and replay CUDA graphs (on CUDA)
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 _TORCH = {"channels_last": CHANNELS_LAST, "tf32": TF32}
 _TRAIN = {
     **_TORCH,

@@ -17,14 +17,12 @@ import numpy as np
 import torch
 import torch._inductor.config
 
+from inferbench.engines.pytorch import CUDA_GRAPH_MODES
 from inferbench.engines.pytorch.cudagraph import REPLAY_DESCRIPTION, CapturedGraph
 from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
 log = logging.getLogger(__name__)
-
-#: torch.compile modes that record and replay CUDA graphs (on CUDA)
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 class TorchCompile(TorchEngine):
@@ -53,14 +51,14 @@ class TorchCompile(TorchEngine):
         return REPLAY_DESCRIPTION if self.options["cuda_graph"] else super().run_description
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
-        module = self._load(artifact, inputs)
         self.mode = self.options["mode"]
         if self.options["cuda_graph"] and (self.device != "cuda" or self.mode in CUDA_GRAPH_MODES):
-            raise ValueError(
+            raise ValueError(  # before loading anything: the variant is wrong, not this machine
                 f"cuda_graph: true captures the compiled model in a CUDA graph of its own: it needs a cuda cell "
                 f"and a mode without Inductor's graphs (default or max-autotune-no-cudagraphs), not {self.mode!r} "
                 f"on {self.device}"
             )
+        module = self._load(artifact, inputs)
         # read when the first call compiles; a cell's processes each compile once, for themselves
         torch._inductor.config.freezing = self.options["freezing"]
         self.module = torch.compile(module, mode=self.mode, fullgraph=self.options["fullgraph"], dynamic=False)

@@ -82,8 +82,9 @@ class TorchCudaGraph(TorchEngine):
             with torch.inference_mode(), self._autocast():
                 return self.module(**staged)
 
+        static_inputs = super().stage(example)  # staging is not capturing: outside its cold-start step
         with self.cold_start("capture"):
-            self.captured = CapturedGraph(forward, super().stage(example))
+            self.captured = CapturedGraph(forward, static_inputs)
 
     run_description = REPLAY_DESCRIPTION
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from inferbench.engines.pytorch.compile import CUDA_GRAPH_MODES
+from inferbench.engines.pytorch import CUDA_GRAPH_MODES
 from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
