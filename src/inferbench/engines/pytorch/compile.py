@@ -71,11 +71,7 @@ class TorchCompile(TorchEngine):
         log.info("compiled in %.1f s", self.cold_start_s["compile"])
         if self.options["cuda_graph"]:
             with self.cold_start("capture"):
-                self.captured = CapturedGraph(self._call, staged)
-
-    def _call(self, **staged: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode(), self._autocast():
-            return self.module(**staged)
+                self.captured = CapturedGraph(self.forward, staged)
 
     def stage(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         staged = super().stage(batch)
@@ -84,7 +80,7 @@ class TorchCompile(TorchEngine):
         return staged
 
     def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.captured.replay(staged) if self.captured is not None else self._call(**staged)
+        return self.captured.replay(staged) if self.captured is not None else self.forward(staged)
 
     def describe(self) -> dict[str, Any]:
         info = {**super().describe(), "mode": self.mode, "freezing": torch._inductor.config.freezing}

@@ -32,17 +32,19 @@ class CapturedGraph:
     """``forward`` captured in one CUDA graph on ``static_inputs`` (after warm-up calls on a side stream, as
     capture requires); ``replay`` copies a staged batch of the same shapes into them and replays."""
 
-    def __init__(self, forward: Callable[..., torch.Tensor], static_inputs: dict[str, torch.Tensor]) -> None:
+    def __init__(
+        self, forward: Callable[[dict[str, torch.Tensor]], torch.Tensor], static_inputs: dict[str, torch.Tensor]
+    ) -> None:
         self.static_inputs = static_inputs
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(3):
-                forward(**static_inputs)
+                forward(static_inputs)
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.static_output = forward(**static_inputs)
+            self.static_output = forward(static_inputs)
         torch.cuda.synchronize()
 
     def check_shapes(self, staged: dict[str, torch.Tensor]) -> None:
@@ -77,14 +79,9 @@ class TorchCudaGraph(TorchEngine):
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         self.module = self._load(artifact, inputs)
-
-        def forward(**staged: torch.Tensor) -> torch.Tensor:
-            with torch.inference_mode(), self._autocast():
-                return self.module(**staged)
-
         static_inputs = super().stage(example)  # staging is not capturing: outside its cold-start step
         with self.cold_start("capture"):
-            self.captured = CapturedGraph(forward, static_inputs)
+            self.captured = CapturedGraph(self.forward, static_inputs)
 
     run_description = REPLAY_DESCRIPTION
 

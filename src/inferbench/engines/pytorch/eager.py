@@ -81,8 +81,7 @@ class TorchEngine(Engine):
             return {"kernel": kernel, "source": "profiled call"}
 
         def eager_call() -> torch.Tensor:
-            with torch.inference_mode(), self._autocast():
-                return self.eager_module(**staged)
+            return self.forward(staged, self.eager_module)
 
         return {"kernel": profiled_attention(eager_call, self.synchronize), "source": "eager module (graph replayed)"}
 
@@ -138,6 +137,12 @@ class TorchEngine(Engine):
                 tensors[name] = tensor.pin_memory() if pinned else tensor
             held.append(tensors)
         return held
+
+    def forward(self, staged: dict[str, torch.Tensor], module: Any = None) -> torch.Tensor:
+        """One inference call of ``module`` (the engine's own by default) on staged inputs, as every PyTorch
+        engine makes it: no autograd, under the precision's autocast where it has one."""
+        with torch.inference_mode(), self._autocast():
+            return (self.module if module is None else module)(**staged)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         enabled = self.low_dtype is not None and self.precision_mode == "autocast"
@@ -221,5 +226,4 @@ class TorchEager(TorchEngine):
         self.module = self._load(artifact, inputs)
 
     def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
-        with torch.inference_mode(), self._autocast():
-            return self.module(**staged)
+        return self.forward(staged)

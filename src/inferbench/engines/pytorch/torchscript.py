@@ -30,8 +30,7 @@ class TorchScript(TorchEngine):
             self.synchronize()
 
     def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
-        with torch.inference_mode(), self._autocast():
-            return self.module(**staged)
+        return self.forward(staged)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "optimize_for_inference": self.options["optimize"]}
