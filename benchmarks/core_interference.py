@@ -1,15 +1,19 @@
 """What slows a launch-bound GPU loop on its own core (issue 36; a probe, not a test).
 
-    python benchmarks/core_interference.py [--cpu 28] [--seconds 3] > interference.json   # after the README install
+    python benchmarks/core_interference.py [--cpu 28] [--seconds 3] [--rounds 3] > interference.json
 
 A host-bound GPU cell (eager PyTorch at batch 1: the GPU waits for the thread launching its kernels)
 measured on its GPU's slot ran 10-19% slower in a gpu=2 run than in a gpu=1 run on the same 2 x H200
-machine, including cells whose measurement overlapped no other measurement. This times such a loop
-(a 3-layer MLP, batch 1, eager, synchronised each call) pinned to one core, alone and beside a busy
-loop: on its SMT sibling (another hardware thread of the same physical core), on another core of the
-slot, on a core of the shared pool, on eight shared cores, and beside the same launch-bound loop on the
-second GPU (as a gpu=2 run measures). Prints the CPU topology the kernel reports and, per condition, the
-loop's median call (µs) and its ratio to alone.
+machine, including cells whose measurement overlapped no other measurement, only the other GPU's
+set-up. This times such a loop (a 3-layer MLP, batch 1, eager, synchronised each call) pinned to one
+core, alone and beside each kind of work a gpu=2 run does meanwhile, in turn, every round: plain CPU
+work and memory copies on the shared cores, the same launch-bound loop on the second GPU (a measurement
+beside), and the second GPU's set-up, repeated: CUDA contexts made and torn down (a job's start),
+torch.compile (Inductor's compile workers), host-to-device copies (loading weights), ``nvidia-smi``
+(which every job process ran at its start). Before each loop a pure-Python loop on the same core
+times the core itself (its clock: a frequency drop shows there, a driver or PCIe effect does not).
+Prints, per condition and round, the launch loop's median call (µs), the CPU loop's time (ms), and
+their ratios to the median of ``alone``.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import statistics
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-
-from inferbench.launch.host_partition import parse_cpulist
 
 
 def topology() -> dict[str, object]:
@@ -36,13 +41,87 @@ def topology() -> dict[str, object]:
     return {"siblings": siblings, "packages": packages, "numa_nodes": nodes}
 
 
-def spin(cpu: int, stop: mp.Event, ready: mp.Event) -> None:
-    os.sched_setaffinity(0, {cpu})
+# --- the work beside: each runs on ``cores`` until ``stop``, setting ``ready`` once it is running ---
+
+
+def spin(cores: list[int], stop: mp.Event, ready: mp.Event) -> None:
+    os.sched_setaffinity(0, set(cores))
     ready.set()
     x = 0
     while not stop.is_set():
         for _ in range(10_000):
             x += 1
+
+
+def memory_copies(cores: list[int], stop: mp.Event, ready: mp.Event) -> None:
+    import numpy as np
+
+    os.sched_setaffinity(0, set(cores))
+    source, target = np.ones(2**26), np.empty(2**26)  # 512 MB each: far past any cache
+    ready.set()
+    while not stop.is_set():
+        np.copyto(target, source)
+
+
+def second_gpu_launch_loop(cores: list[int], stop: mp.Event, ready: mp.Event) -> None:
+    launch_loop(cores[0], 1, 3600, stop, ready)
+
+
+def _cuda_start_on_gpu1() -> None:
+    """What a job's process does first on its GPU: a context, memory, cuBLAS loaded; then it exits."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+    import torch
+
+    a = torch.randn(2048, 2048, device="cuda")
+    buffer = torch.empty(2**28, device="cuda")  # 1 GiB
+    (a @ a).sum().item()
+    del buffer
+
+
+def cuda_setups(cores: list[int], stop: mp.Event, ready: mp.Event) -> None:
+    import torch  # noqa: F401  (imported once; each forked child makes a context of its own)
+
+    os.sched_setaffinity(0, set(cores))
+    fork = mp.get_context("fork")
+    while not stop.is_set():
+        child = fork.Process(target=_cuda_start_on_gpu1)
+        child.start()
+        child.join()
+        ready.set()
+
+
+def compiles(cores: list[int], stop: mp.Event, ready: mp.Event) -> None:
+    os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"  # every compile from scratch, as a fresh process's
+    os.sched_setaffinity(0, set(cores))
+    import torch
+
+    model = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(6)]).to("cuda:1")
+    x = torch.randn(8, 512, device="cuda:1")
+    while not stop.is_set():
+        torch._dynamo.reset()
+        torch.compile(model)(x).sum().item()
+        ready.set()
+
+
+def host_to_gpu_copies(cores: list[int], stop: mp.Event, ready: mp.Event) -> None:
+    os.sched_setaffinity(0, set(cores))
+    import torch
+
+    weights = torch.randn(2**26)  # 256 MB, pageable, as a loaded checkpoint's
+    while not stop.is_set():
+        weights.to("cuda:1")
+        torch.cuda.synchronize(1)
+        ready.set()
+
+
+def nvidia_smi(cores: list[int], stop: mp.Event, ready: mp.Event) -> None:
+    os.sched_setaffinity(0, set(cores))
+    while not stop.is_set():
+        subprocess.run(["nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"], capture_output=True)
+        ready.set()
+
+
+# --- what is timed ---
 
 
 def launch_loop(
@@ -70,62 +149,71 @@ def launch_loop(
     return times[len(times) // 2] * 1e6
 
 
-def _second_gpu(cpu: int, stop: mp.Event, ready: mp.Event) -> None:
-    launch_loop(cpu, 1, 3600, stop, ready)
+def cpu_loop_ms(cpu: int, iterations: int = 2_000_000) -> float:
+    """The best of three runs of a pure-Python loop on ``cpu`` (ms): the core's own speed."""
+    os.sched_setaffinity(0, {cpu})
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        x = 0
+        for i in range(iterations):
+            x += i
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu", type=int, default=os.cpu_count() - 4, help="the measuring core (a slot's first)")
     parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--rounds", type=int, default=2, help="every condition this many times, in turn")
+    parser.add_argument("--rounds", type=int, default=3, help="every condition this many times, in turn")
     args = parser.parse_args()
-    topo = topology()
     cpu = args.cpu
-    allowed = os.sched_getaffinity(0)
-    if not {cpu, cpu + 3, cpu - 4} <= allowed:
-        parser.error(f"--cpu {cpu}: this probe needs cores {cpu - 4} to {cpu + 3}, of {sorted(allowed)}")
-    sibling = sorted(parse_cpulist(topo["siblings"][cpu]) - {cpu})
-    slot = list(range(cpu, cpu + 4))
-    other_slot = [c - 4 for c in slot]
-    shared = [c for c in sorted(allowed) if c not in slot + other_slot and c not in sibling]
-    conditions: dict[str, tuple[list[int], object]] = {
-        "alone": ([], spin),
-        "spin on its SMT sibling": (sibling[:1], spin),
-        "spin on another core of the slot": ([slot[1]] if slot[1] not in sibling else [slot[2]], spin),
-        "spin on one shared core": (shared[:1], spin),
-        "spin on eight shared cores": (shared[:8], spin),
-        "launch loop on GPU 1 from the other slot": (other_slot[:1], _second_gpu),
-        "launch loops on GPU 1 from two cores": (other_slot[:2], _second_gpu),
-        "alone, again": ([], spin),  # the drift over the probe
+    allowed = sorted(os.sched_getaffinity(0))
+    slot, other_slot = list(range(cpu, cpu + 4)), list(range(cpu - 4, cpu))
+    shared = [c for c in allowed if c not in slot + other_slot]
+    if not set(slot + other_slot) <= set(allowed) or len(shared) < 8:
+        parser.error(f"--cpu {cpu}: this probe needs cores {cpu - 4} to {cpu + 3} and 8 more, of {allowed}")
+    # each condition: the core sets of its workers and what each runs
+    Work = Callable[[list[int], mp.Event, mp.Event], None]
+    conditions: dict[str, tuple[list[list[int]], Work | None]] = {
+        "alone": ([], None),
+        "spin on eight shared cores": ([[c] for c in shared[:8]], spin),
+        "memory copies on eight shared cores": ([[c] for c in shared[:8]], memory_copies),
+        "launch loop on GPU 1 from the other slot": ([other_slot[:1]], second_gpu_launch_loop),
+        "CUDA contexts made on GPU 1, repeated": ([shared[:8]], cuda_setups),
+        "torch.compile on GPU 1, repeated": ([shared], compiles),
+        "host-to-GPU 1 copies": ([shared[:1]], host_to_gpu_copies),
+        "nvidia-smi, repeated": ([shared[:1]], nvidia_smi),
     }
     ctx = mp.get_context("spawn")
-    results: dict[str, dict[str, object] | None] = {}
+    results: dict[str, dict[str, object]] = {}
     for _ in range(args.rounds):
-        for name, (cores, target) in conditions.items():
-            if name == "spin on its SMT sibling" and not sibling:
-                results[name] = None
-                continue
+        for name, (core_sets, target) in conditions.items():
             stop = ctx.Event()
-            readies = [ctx.Event() for _ in cores]
-            workers = [
-                ctx.Process(target=target, args=(c, stop, r), daemon=True) for c, r in zip(cores, readies, strict=True)
-            ]
+            readies = [ctx.Event() for _ in core_sets]
+            # not daemons: a daemon may not start processes (the CUDA contexts' children, Inductor's workers)
+            workers = [ctx.Process(target=target, args=(c, stop, r)) for c, r in zip(core_sets, readies, strict=True)]
             for w in workers:
                 w.start()
-            # every busy loop running (the second GPU's warm) before the timing starts; one that never
-            # started (no second GPU, a core outside this process's set) leaves the condition unmeasured
-            running = all(ready.wait(timeout=120) for ready in readies)
-            entry = results.setdefault(name, {"cores": cores, "p50_us": []})
-            entry["p50_us"].append(launch_loop(cpu, 0, args.seconds) if running else None)
+            # every worker running (a compile done, the second GPU's loop warm) before the timing starts;
+            # one that never started leaves the condition unmeasured this round
+            running = all(ready.wait(timeout=180) for ready in readies)
+            entry = results.setdefault(name, {"cores": core_sets, "launch_p50_us": [], "cpu_loop_ms": []})
+            entry["cpu_loop_ms"].append(cpu_loop_ms(cpu) if running else None)
+            entry["launch_p50_us"].append(launch_loop(cpu, 0, args.seconds) if running else None)
             stop.set()
             for w in workers:
-                w.join(timeout=10)
-    alone = min(results["alone"]["p50_us"])
-    for value in results.values():
-        if value:
-            value["ratio"] = [None if t is None else t / alone for t in value["p50_us"]]
-    print(json.dumps({"cpu": cpu, "sibling": sibling, "topology": topo, "conditions": results}, indent=1))
+                w.join(timeout=30)
+                if w.is_alive():
+                    w.kill()
+    alone = {k: statistics.median(results["alone"][k]) for k in ("launch_p50_us", "cpu_loop_ms")}
+    for entry in results.values():
+        for key, base in alone.items():
+            entry[key.replace("_us", "").replace("_ms", "") + "_ratio"] = [
+                None if t is None else round(t / base, 4) for t in entry[key]
+            ]
+    print(json.dumps({"cpu": cpu, "topology": topology(), "conditions": results}, indent=1))
 
 
 if __name__ == "__main__":
