@@ -6,6 +6,8 @@
 #                                                              # checkout with --cores 32 --resources gpu=2
 #   bash benchmarks/multi_gpu_on_gpu_machine.sh gpu1 [limit_s]  # the same from clean with gpu=1 (run 1 kept
 #                                                              # in /tmp/run_gpu2)
+#   bash benchmarks/multi_gpu_on_gpu_machine.sh gpu2again [limit_s]  # gpu=2 once more, from clean (gpu=2,
+#                                                              # gpu=1, gpu=2: drift over the lease shows)
 #   bash benchmarks/multi_gpu_on_gpu_machine.sh kill            # a GPU cell SIGKILLed mid-run (gpu_kill_test.py)
 #
 # The workflow runs detached from the call (setsid): a call waits up to limit_s for it and returns; the
@@ -16,7 +18,7 @@
 # and that no two measuring windows overlapped against the rule.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
-phase=${1:?phase: gpu2, gpu1 or kill}
+phase=${1:?phase: gpu2, gpu1, gpu2again or kill}
 limit=${2:-570}
 call_started=$(date +%s)   # the detached run's wait ends limit s after this, the install included
 mkdir -p "$out"
@@ -29,17 +31,18 @@ gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 echo "phase $phase on $gpus GPUs, $(nproc) CPUs" | tee -a "$out/timing.txt"
 
 case "$phase" in
-  gpu2 | gpu1)
-    n=${phase#gpu}
+  gpu2 | gpu1 | gpu2again)
+    n=${phase#gpu}; n=${n%again}
+    previous=$(case "$phase" in gpu1) echo gpu2 ;; gpu2again) echo gpu1 ;; esac)
     run=/tmp/inferbench-multi-$phase   # the detached run's log, start time and exit status, kept between calls
     source benchmarks/wait_for_detached_run.sh
     if [ ! -f "$run/start" ]; then
-      if [ "$phase" = gpu1 ]; then
-        if [ -f /tmp/inferbench-multi-gpu2/start ] && [ ! -f /tmp/inferbench-multi-gpu2/rc ]; then
-          echo "the gpu=2 run is still going: wait for it with the gpu2 phase first" >&2
+      if [ -n "$previous" ]; then
+        if [ -f "/tmp/inferbench-multi-$previous/start" ] && [ ! -f "/tmp/inferbench-multi-$previous/rc" ]; then
+          echo "the $previous run is still going: wait for it with the $previous phase first" >&2
           exit 1
         fi
-        rm -rf /tmp/run_gpu2 && mkdir -p /tmp/run_gpu2 && mv results data logs .snakemake /tmp/run_gpu2/
+        rm -rf "/tmp/run_$previous" && mkdir -p "/tmp/run_$previous" && mv results data logs .snakemake "/tmp/run_$previous/"
       fi
       snakemake --unlock > /dev/null 2>&1
       start_detached_run --cores 32 --resources gpu="$n"

@@ -14,6 +14,7 @@ import pytest
 from inferbench.launch import host_partition
 from inferbench.launch.gpu_slots import CLAIMED_ENV, POOL_ENV
 from inferbench.launch.host_partition import (
+    AT_ONCE_ENV,
     PARTITION_ENV,
     SLOT_CPUS_ENV,
     HostPartition,
@@ -92,14 +93,19 @@ print(json.dumps({"together": together, **held}))
 """
 
 
-def _hold_both(tmp_path, first: tuple[str, str], second: tuple[str, str], wait_s: float) -> list[dict]:
+def _hold_both(
+    tmp_path, first: tuple[str, str], second: tuple[str, str], wait_s: float, at_once: bool = False
+) -> list[dict]:
     """Two processes (device, claimed GPU or '') measuring at once, each waiting up to ``wait_s`` for the
-    other to hold too."""
+    other to hold too; ``at_once``: each GPU under a measuring lock of its own."""
     partition = HostPartition({"0": (0,), "1": (1,)}, (0, 1))
     processes = []
     for index, (device, gpu) in enumerate((first, second)):
         env = {**os.environ, PARTITION_ENV: partition.to_json()}
         env.pop(CLAIMED_ENV, None)
+        env.pop(AT_ONCE_ENV, None)
+        if at_once:
+            env[AT_ONCE_ENV] = "1"
         if gpu:
             env[CLAIMED_ENV] = gpu
         me, other = tmp_path / f"held{index}", tmp_path / f"held{1 - index}"
@@ -108,18 +114,25 @@ def _hold_both(tmp_path, first: tuple[str, str], second: tuple[str, str], wait_s
     return [json.loads(p.communicate(timeout=120)[0]) for p in processes]
 
 
-def test_two_gpus_measure_at_once_each_under_its_own_lock(tmp_path):
-    done = _hold_both(tmp_path, ("cuda", "0"), ("cuda", "1"), wait_s=60)
+def test_two_gpus_time_their_calls_one_at_a_time_by_default(tmp_path):
+    done = _hold_both(tmp_path, ("cuda", "0"), ("cuda", "1"), wait_s=1.5)
+    assert [d["together"] for d in done] == [False, False]
+    assert [d["lock"] for d in done] == ["gpus", "gpus"]
+
+
+def test_two_gpus_measure_at_once_each_under_its_own_lock_when_asked(tmp_path):
+    done = _hold_both(tmp_path, ("cuda", "0"), ("cuda", "1"), wait_s=60, at_once=True)
     assert [d["together"] for d in done] == [True, True]
     assert [d["lock"] for d in done] == ["gpu 0", "gpu 1"]
 
 
-def test_one_gpu_measures_once_at_a_time_and_a_cpu_cell_alone(tmp_path):
-    same_gpu = _hold_both(tmp_path, ("cuda", "0"), ("cuda", "0"), wait_s=1.5)
+@pytest.mark.parametrize("at_once", [False, True])
+def test_one_gpu_measures_once_at_a_time_and_a_cpu_cell_alone(tmp_path, at_once):
+    same_gpu = _hold_both(tmp_path, ("cuda", "0"), ("cuda", "0"), wait_s=1.5, at_once=at_once)
     assert [d["together"] for d in same_gpu] == [False, False]
-    beside_cpu = _hold_both(tmp_path, ("cuda", "1"), ("cpu", ""), wait_s=1.5)
+    beside_cpu = _hold_both(tmp_path, ("cuda", "1"), ("cpu", ""), wait_s=1.5, at_once=at_once)
     assert [d["together"] for d in beside_cpu] == [False, False]
-    assert sorted(d["lock"] for d in beside_cpu) == ["gpu 1", "machine"]
+    assert sorted(d["lock"] for d in beside_cpu) == ["gpu 1" if at_once else "gpus", "machine"]
 
 
 @pytest.mark.skipif(not LINUX, reason="CPU affinity is Linux's")
@@ -137,11 +150,11 @@ def test_a_gpu_cell_times_its_calls_on_its_slot_and_sets_up_on_the_shared_cores(
     env = {**os.environ, PARTITION_ENV: HostPartition({"0": (1,), "1": (0,)}, (0,)).to_json(), CLAIMED_ENV: "0"}
     run = subprocess.run([sys.executable, "-c", script, lock], env=env, capture_output=True, text=True, check=True)
     # set-up on the shared cores, the timed loop on GPU 0's slot, back to the shared cores after
-    assert run.stdout.splitlines() == ["(0,) [0]", "gpu 0 [1] [1]", "[0]"]
+    assert run.stdout.splitlines() == ["(0,) [0]", "gpus [1] [1]", "[0]"]
     # a process pinned elsewhere (measure.cpu_affinity), not on the shared cores, stays where it was put
     elsewhere = script.replace("print(keep_to_shared_cores(), ", "print(os.sched_setaffinity(0, {0, 1}), ")
     run = subprocess.run([sys.executable, "-c", elsewhere, lock], env=env, capture_output=True, text=True, check=True)
-    assert run.stdout.splitlines()[1:] == ["gpu 0 [0, 1] [0, 1]", "[0, 1]"]
+    assert run.stdout.splitlines()[1:] == ["gpus [0, 1] [0, 1]", "[0, 1]"]
     # not partitioned: nothing moves, and the machine lock is held exclusively
     env[PARTITION_ENV] = "off"
     run = subprocess.run([sys.executable, "-c", script, lock], env=env, capture_output=True, text=True, check=True)

@@ -1,18 +1,25 @@
-"""Several GPUs measuring at once, each on CPU cores of its own.
+"""Several GPUs working at once, each measuring on CPU cores of its own.
 
 On a machine with one GPU (or none) every measurement holds the machine lock exclusively: nothing else
-of the workflow runs meanwhile (inferbench.launch.lock). With two GPUs or more that serialises the GPUs:
-a second GPU only overlaps preparation (docs/results/h200x2/multi-gpu: 353 against 373 s). MLPerf's
-multi-GPU runs measure every GPU at once, each GPU's host work on its own cores; so does inferbench:
+of the workflow runs meanwhile (inferbench.launch.lock). With two GPUs or more that serialises the GPUs'
+jobs: a second GPU only overlapped the few seconds nobody held the lock (docs/results/h200x2/multi-gpu:
+353 against 373 s). So with several GPUs the host is partitioned, and a GPU's timed loop no longer
+waits for the other GPUs' preparation:
 
 - the host is partitioned once per run: each GPU of the pool (inferbench.launch.gpu_slots) gets a slot of
   ``INFERBENCH_GPU_SLOT_CPUS`` cores (4: a GPU cell's threads), from its NUMA node where the driver says
   which CPUs are local to it, the highest-numbered first (the first cores take the system's
   interrupts); the cores left over are shared by everything else. Too few cores for a slot per GPU and
   as many again for the rest: no partition, measurements stay exclusive machine-wide.
-- a GPU cell's measuring process times its calls (warm-up included) on its GPU's slot, holding that
-  GPU's measuring lock exclusively and the machine lock shared: GPUs measure at once, one measurement
-  per GPU;
+- a GPU cell's measuring process times its calls (warm-up included) on its GPU's slot, holding the GPUs'
+  measuring lock exclusively and the machine lock shared: one GPU's timed loop at a time, while the
+  other GPUs' jobs set up beside it on the shared cores. The timed loops are a quarter of a GPU job's
+  time; the rest overlaps. With ``INFERBENCH_GPUS_MEASURE_AT_ONCE=1`` each GPU has a measuring lock of
+  its own and the GPUs time their calls at the same moment. Not by default: on lent 2 x H200 VMs a
+  launch-bound loop on one GPU ran 7-9% (one VM) and 12-42% (another) slower while the same loop ran
+  on the other GPU from the other slot, where a busy loop on other cores cost it nothing beyond the
+  drift and the measuring core's own speed did not change: something the guest's cores do not divide
+  (docs/results/h200x2/multi-gpu-partitioned);
 - everything else runs on the shared cores, away from the slots: every other job process (preparation,
   compiling) and the GPU cells' own set-up (loading, torch.compile's workers, capturing), which on a
   4-core slot took a compiled ResNet-50 training step 59 s a process on 2 x H200; a CPU cell still
@@ -40,6 +47,8 @@ from inferbench.launch.lock import MachineLock, open_lock_file
 
 PARTITION_ENV = "INFERBENCH_HOST_PARTITION"
 SLOT_CPUS_ENV = "INFERBENCH_GPU_SLOT_CPUS"
+#: ``1``: every GPU times its calls under a lock of its own, at the same moment as the others
+AT_ONCE_ENV = "INFERBENCH_GPUS_MEASURE_AT_ONCE"
 #: cores per GPU slot: a GPU cell's threads (the rules give GPU cells 4)
 DEFAULT_SLOT_CPUS = 4
 
@@ -150,11 +159,12 @@ def keep_to_shared_cores() -> tuple[int, ...] | None:
 
 @contextmanager
 def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
-    """Hold what a timed loop needs for ``device``: on a partitioned machine a GPU cell holds its GPU's
-    measuring lock exclusively and keeps the machine lock shared (the other GPUs measure meanwhile, on
-    their own cores, where this process runs for the block; a CPU cell waits for all of them); otherwise
-    the machine lock exclusively. Yields what was held, for the record: ``lock`` (``machine`` or
-    ``gpu <device>``) and the process's ``cpus`` meanwhile."""
+    """Hold what a timed loop needs for ``device``: on a partitioned machine a GPU cell holds the GPUs'
+    measuring lock (its own GPU's with ``INFERBENCH_GPUS_MEASURE_AT_ONCE=1``) exclusively and keeps the
+    machine lock shared (the other GPUs' jobs set up meanwhile on the shared cores, and this process
+    runs on its slot for the block; a CPU cell waits for all of them); otherwise the machine lock
+    exclusively. Yields what was held, for the record: ``lock`` (``machine``, ``gpus``: one GPU at a
+    time, or ``gpu <device>``) and the process's ``cpus`` meanwhile."""
     partition = current_partition() if device == "cuda" else None
     gpu = os.environ.get(CLAIMED_ENV)  # this process's GPU, as its job claimed it
     slot = partition.slots.get(gpu) if partition is not None and gpu is not None else None
@@ -166,13 +176,15 @@ def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
     # the partition placed this process on the shared cores; one pinned elsewhere (measure.cpu_affinity)
     # stays where it was put
     move = set(cpus) == set(partition.shared)
-    fd = open_lock_file(lock.path.parent / f"inferbench-measure-gpu-{gpu}.lock")
+    at_once = os.environ.get(AT_ONCE_ENV) == "1"
+    held = f"gpu {gpu}" if at_once else "gpus"
+    fd = open_lock_file(lock.path.parent / f"inferbench-measure-{held.replace(' ', '-')}.lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         if move:
             pin_process(slot)  # the timed loop on this GPU's cores; the set-up before ran on the shared ones
         try:
-            yield {"lock": f"gpu {gpu}", "cpus": sorted(slot) if move else cpus}
+            yield {"lock": held, "cpus": sorted(slot) if move else cpus}
         finally:
             if move:
                 pin_process(cpus)
