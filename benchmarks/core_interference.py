@@ -12,8 +12,10 @@ beside), and the second GPU's set-up, repeated: CUDA contexts made and torn down
 torch.compile (Inductor's compile workers), host-to-device copies (loading weights), ``nvidia-smi``
 (which every job process ran at its start). Before each loop a pure-Python loop on the same core
 times the core itself (its clock: a frequency drop shows there, a driver or PCIe effect does not).
-Prints, per condition and round, the launch loop's median call (µs), the CPU loop's time (ms), and
-their ratios to the median of ``alone``.
+Each condition is paired with a loop alone just before it (the VM's own speed moves by tens of percent
+within a minute: a lent 2 x H200 VM's pure-Python loop took 66-139 ms over three minutes). Prints,
+per condition and round, the launch loop's median call (µs) beside and just before (alone), the CPU
+loop's time (ms), and ``paired_ratio``: beside / alone just before.
 """
 
 from __future__ import annotations
@@ -190,6 +192,7 @@ def main() -> None:
     results: dict[str, dict[str, object]] = {}
     for _ in range(args.rounds):
         for name, (core_sets, target) in conditions.items():
+            alone_before = launch_loop(cpu, 0, args.seconds)  # the pair's first half: nothing beside
             stop = ctx.Event()
             readies = [ctx.Event() for _ in core_sets]
             # not daemons: a daemon may not start processes (the CUDA contexts' children, Inductor's workers)
@@ -199,7 +202,10 @@ def main() -> None:
             # every worker running (a compile done, the second GPU's loop warm) before the timing starts;
             # one that never started leaves the condition unmeasured this round
             running = all(ready.wait(timeout=180) for ready in readies)
-            entry = results.setdefault(name, {"cores": core_sets, "launch_p50_us": [], "cpu_loop_ms": []})
+            entry = results.setdefault(
+                name, {"cores": core_sets, "launch_p50_us": [], "cpu_loop_ms": [], "alone_before_us": []}
+            )
+            entry["alone_before_us"].append(alone_before)
             entry["cpu_loop_ms"].append(cpu_loop_ms(cpu) if running else None)
             entry["launch_p50_us"].append(launch_loop(cpu, 0, args.seconds) if running else None)
             stop.set()
@@ -209,6 +215,10 @@ def main() -> None:
                     w.kill()
     alone = {k: statistics.median(results["alone"][k]) for k in ("launch_p50_us", "cpu_loop_ms")}
     for entry in results.values():
+        entry["paired_ratio"] = [
+            None if t is None else round(t / a, 4)
+            for t, a in zip(entry["launch_p50_us"], entry["alone_before_us"], strict=True)
+        ]
         for key, base in alone.items():
             entry[key.replace("_us", "").replace("_ms", "") + "_ratio"] = [
                 None if t is None else round(t / base, 4) for t in entry[key]
