@@ -19,7 +19,9 @@
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 phase=${1:?phase: gpu2, gpu1, gpu2again or kill}
-limit=${2:-570}
+# 540: a call that waited 585 s (589.8 s with the collection) found the machine gone at the next call
+# (2026-11-26, lease 4), its run lost with it; leave the call room
+limit=${2:-540}
 call_started=$(date +%s)   # the detached run's wait ends limit s after this, the install included
 mkdir -p "$out"
 if [ "$phase" = gpu2 ] && [ ! -f /tmp/inferbench-multi-gpu2/start ]; then

@@ -7,6 +7,9 @@ processes. Otherwise it comes from the saved per-call samples (a bootstrap of th
 and says so: it then covers only the noise within each process. A change is flagged when its
 interval excludes 1.
 
+Then, per class of cells (device-bound GPU, host-bound GPU, CPU), whether the class moved as a whole
+(inferbench.analysis.class_shift): a shift every host-bound cell shares hides in their wide intervals.
+
 Then the claims: every claim either run's report makes (the fastest cell per workload, batch and
 sequence length against its runner-up, speed-ups over FP32 eager, single-option steps), judged in both
 runs by the one verdict rule, with whether its winner changed or its margin moved beyond the noise.
@@ -34,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis import decisions
+from inferbench.analysis.class_shift import ClassShift, class_shifts, shifts_markdown
 from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
 from inferbench.analysis.decisions import CELL, SHAPE
 from inferbench.analysis.leases import LeaseSpread
@@ -537,6 +541,7 @@ def compare_markdown(
     names: tuple[str, str],
     leases: LeaseSpread | None = None,
     serving: pd.DataFrame | None = None,
+    shifts: list[ClassShift] | None = None,
 ) -> str:
     from inferbench.report.tables import intervals, markdown_table
 
@@ -554,6 +559,7 @@ def compare_markdown(
     ]
     table = cells.assign(interval=intervals(cells, "ratio_low", "ratio_high")).sort_values(KEY_COLUMNS)
     out += [markdown_table(table, [c for c in CELL_COLUMNS if c[0] in table or c[0] == "interval"]), ""]
+    out += shifts_markdown(shifts or [])
     if leases is not None:
         out += [f"Between the two runs, each class of cells moved by (one standard deviation) {leases.describe()}; "
                 "every claim's interval below counts it.", ""]  # fmt: skip
@@ -645,5 +651,6 @@ def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, 
     leases = leases if leases.sd_log else None
     agreement = claim_agreement(run_a, run_b, between=leases)
     serving = compare_serving(run_a, run_b)
-    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, serving)
+    shifts = class_shifts(cells, run_a.summary, run_b.summary)
+    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, serving, shifts)
     return cells, agreement, text, leases

@@ -123,8 +123,9 @@ class CellRecord:
     #: when each process held the machine lock exclusively to measure: [start, end] in Unix seconds,
     #: one pair per process; no other cell's window on this machine overlaps them (inferbench.launch.lock)
     measured_windows_unix: list[list[float]] | None = None
-    #: what the timed loop held (inferbench.launch.host_partition.measuring): ``lock`` (``machine``, or
-    #: ``gpu <device>`` where GPUs measure at once) and the ``cpus`` the process ran on
+    #: what the timed loop held (inferbench.launch.host_partition.measuring): ``lock`` (``machine``; ``gpus``
+    #: on a partitioned host, one GPU timing at a time; ``gpu <device>`` where GPUs time at once) and the
+    #: ``cpus`` the process ran on
     measuring: dict[str, Any] | None = None
     parity: dict[str, Any] | None = None
     memory_mb: dict[str, float | None] = field(default_factory=dict)

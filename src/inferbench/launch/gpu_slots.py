@@ -6,9 +6,10 @@ device is released when the process ends, however it ends (success, exception, k
 The pool: ``$INFERBENCH_GPUS`` ("0,1"), else the CUDA_VISIBLE_DEVICES the job was started with (a
 SLURM job's allocation), else the GPUs ``nvidia-smi`` lists. With ``--resources gpu=N`` and N GPUs,
 every running GPU job gets a device of its own; with more jobs than devices, a job waits for one.
-With two GPUs or more and cores enough, the GPUs measure at once, each on cores of its own
-(inferbench.launch.host_partition); otherwise measuring stays exclusive machine-wide
-(inferbench.launch.lock) and GPU jobs overlap only in what they do before and after measuring.
+With two GPUs or more and cores enough, each GPU measures on cores of its own and its timed loop
+overlaps the other GPUs' set-up (inferbench.launch.host_partition); otherwise measuring stays exclusive
+machine-wide (inferbench.launch.lock) and GPU jobs overlap only in what they do before and after
+measuring.
 Only the standard library is imported here.
 """
 

@@ -16,10 +16,10 @@ waits for the other GPUs' preparation:
   other GPUs' jobs set up beside it on the shared cores. The timed loops are a quarter of a GPU job's
   time; the rest overlaps. With ``INFERBENCH_GPUS_MEASURE_AT_ONCE=1`` each GPU has a measuring lock of
   its own and the GPUs time their calls at the same moment. Not by default: on lent 2 x H200 VMs a
-  launch-bound loop on one GPU ran 7-9% (one VM) and 12-42% (another) slower while the same loop ran
-  on the other GPU from the other slot, where a busy loop on other cores cost it nothing beyond the
-  drift and the measuring core's own speed did not change: something the guest's cores do not divide
-  (docs/results/h200x2/multi-gpu-partitioned);
+  launch-bound loop on one GPU ran up to 1.6x slower (7-9% on one VM, 11-58% in most rounds on two
+  others) while the same loop ran on the other GPU from the other slot, the measuring core's own speed
+  unchanged where that was checked: something the guest's cores do not divide; and a gpu=2 run's
+  host-bound cells read 1.086x gpu=1's as a class (docs/results/h200x2/multi-gpu-partitioned);
 - everything else runs on the shared cores, away from the slots: every other job process (preparation,
   compiling) and the GPU cells' own set-up (loading, torch.compile's workers, capturing), which on a
   4-core slot took a compiled ResNet-50 training step 59 s a process on 2 x H200; a CPU cell still

@@ -100,7 +100,7 @@ def merge_repeats(
             "hostname": r.environment.get("hostname"),
             "pid": r.environment.get("pid"),
             "gpu_uuid": r.environment.get("gpu_uuid"),
-            # what its timed loop held, and on which cores it ran (several GPUs measure at once)
+            # what its timed loop held, and on which cores it ran (several GPUs, each on cores of its own)
             "measuring_lock": (r.measuring or {}).get("lock"),
             "cpus": (r.measuring or {}).get("cpus"),
             # what may explain a spread: the host's steal and busy shares, the GPU's clock
