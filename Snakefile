@@ -23,7 +23,8 @@ include: "workflow/rules/report.smk"
 # saved per job, most of a GPU run's wall time; `warm_start: false` turns it off.
 onstart:
     if workflow.local_exec:
-        # several GPUs measuring at once: the host's partition planned once, here, and inherited by every job
+        # several GPUs, each measuring on cores of its own: the host's partition planned once, here,
+        # and inherited by every job
         from inferbench.launch.host_partition import current_partition
 
         current_partition()

@@ -9,13 +9,15 @@ set-up. This times such a loop (a 3-layer MLP, batch 1, eager, synchronised each
 core, alone and beside each kind of work a gpu=2 run does meanwhile, in turn, every round: plain CPU
 work and memory copies on the shared cores, the same launch-bound loop on the second GPU (a measurement
 beside), and the second GPU's set-up, repeated: CUDA contexts made and torn down (a job's start),
-torch.compile (Inductor's compile workers), host-to-device copies (loading weights), ``nvidia-smi``
-(which every job process ran at its start). Before each loop a pure-Python loop on the same core
-times the core itself (its clock: a frequency drop shows there, a driver or PCIe effect does not).
-Each condition is paired with a loop alone just before it (the VM's own speed moves by tens of percent
-within a minute: a lent 2 x H200 VM's pure-Python loop took 66-139 ms over three minutes). Prints,
-per condition and round, the launch loop's median call (µs) beside and just before (alone), the CPU
-loop's time (ms), and ``paired_ratio``: beside / alone just before.
+torch.compile (Inductor's compile workers), host-to-device copies (loading weights), ``nvidia-smi``.
+Beside each condition, before the launch loop, a pure-Python loop on the same core times the core
+itself (its clock: a frequency drop shows there, a driver or PCIe effect does not).
+Each condition is paired with the loop alone just before and just after it (the VM's own speed moves
+by tens of percent within a minute: a lent 2 x H200 VM's pure-Python loop took 64-139 ms over three
+minutes). Prints, per condition and round, the launch loop's median call (µs) beside, just before and
+just after (alone), the core's own loop (ms, timed beside the condition, before the launch loop), and
+``paired_ratio``: beside / the mean of before and after. (Lease 4's VM 4 ran the version of 718bf8e:
+paired with the loop just before only.)
 """
 
 from __future__ import annotations
@@ -164,6 +166,52 @@ def cpu_loop_ms(cpu: int, iterations: int = 2_000_000) -> float:
     return best * 1e3
 
 
+def on_core(allowed: list[int], timed: Callable[..., float], *args: object) -> float:
+    """``timed(*args)`` (which pins this process to its core), then this process back on ``allowed``: the
+    workers it starts next must not begin on the measuring core."""
+    try:
+        return timed(*args)
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def beside(
+    ctx: mp.context.BaseContext,
+    core_sets: list[list[int]],
+    target: Callable[[list[int], mp.Event, mp.Event], None] | None,
+    cpu: int,
+    seconds: float,
+    allowed: list[int],
+) -> tuple[float | None, float | None]:
+    """The launch loop's median call (µs) and the core's own loop (ms) with ``target`` running on each of
+    ``core_sets``; (None, None) where a worker never got going. The workers are stopped and gone before
+    this returns, whatever happens."""
+    stop = ctx.Event()
+    readies = [ctx.Event() for _ in core_sets]
+    # not daemons: a daemon may not start processes (the CUDA contexts' children, Inductor's workers)
+    workers = [ctx.Process(target=target, args=(c, stop, r)) for c, r in zip(core_sets, readies, strict=True)]
+    try:
+        for w in workers:
+            w.start()
+        # every worker running (a compile done, the second GPU's loop warm) before the timing starts;
+        # one that died or never got going leaves the condition unmeasured this round
+        deadline = time.monotonic() + 180
+        while not all(r.is_set() for r in readies) and all(w.is_alive() for w in workers):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if not all(r.is_set() for r in readies):
+            return None, None
+        return on_core(allowed, cpu_loop_ms, cpu), on_core(allowed, launch_loop, cpu, 0, seconds)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=30)
+            if w.is_alive():
+                w.kill()
+                w.join()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu", type=int, default=os.cpu_count() - 4, help="the measuring core (a slot's first)")
@@ -192,32 +240,27 @@ def main() -> None:
     results: dict[str, dict[str, object]] = {}
     for _ in range(args.rounds):
         for name, (core_sets, target) in conditions.items():
-            alone_before = launch_loop(cpu, 0, args.seconds)  # the pair's first half: nothing beside
-            stop = ctx.Event()
-            readies = [ctx.Event() for _ in core_sets]
-            # not daemons: a daemon may not start processes (the CUDA contexts' children, Inductor's workers)
-            workers = [ctx.Process(target=target, args=(c, stop, r)) for c, r in zip(core_sets, readies, strict=True)]
-            for w in workers:
-                w.start()
-            # every worker running (a compile done, the second GPU's loop warm) before the timing starts;
-            # one that never started leaves the condition unmeasured this round
-            running = all(ready.wait(timeout=180) for ready in readies)
             entry = results.setdefault(
-                name, {"cores": core_sets, "launch_p50_us": [], "cpu_loop_ms": [], "alone_before_us": []}
+                name,
+                {
+                    "cores": core_sets,
+                    "launch_p50_us": [],
+                    "cpu_loop_ms": [],
+                    "alone_before_us": [],
+                    "alone_after_us": [],
+                },
             )
-            entry["alone_before_us"].append(alone_before)
-            entry["cpu_loop_ms"].append(cpu_loop_ms(cpu) if running else None)
-            entry["launch_p50_us"].append(launch_loop(cpu, 0, args.seconds) if running else None)
-            stop.set()
-            for w in workers:
-                w.join(timeout=30)
-                if w.is_alive():
-                    w.kill()
+            # the pair's halves around the condition: nothing beside
+            entry["alone_before_us"].append(on_core(allowed, launch_loop, cpu, 0, args.seconds))
+            launch_us, cpu_ms = beside(ctx, core_sets, target, cpu, args.seconds, allowed)
+            entry["cpu_loop_ms"].append(cpu_ms)
+            entry["launch_p50_us"].append(launch_us)
+            entry["alone_after_us"].append(on_core(allowed, launch_loop, cpu, 0, args.seconds))
     alone = {k: statistics.median(results["alone"][k]) for k in ("launch_p50_us", "cpu_loop_ms")}
     for entry in results.values():
         entry["paired_ratio"] = [
-            None if t is None else round(t / a, 4)
-            for t, a in zip(entry["launch_p50_us"], entry["alone_before_us"], strict=True)
+            None if t is None else round(2 * t / (a + z), 4)
+            for t, a, z in zip(entry["launch_p50_us"], entry["alone_before_us"], entry["alone_after_us"], strict=True)
         ]
         for key, base in alone.items():
             entry[key.replace("_us", "").replace("_ms", "") + "_ratio"] = [

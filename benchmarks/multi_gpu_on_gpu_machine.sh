@@ -40,8 +40,9 @@ case "$phase" in
     source benchmarks/wait_for_detached_run.sh
     if [ ! -f "$run/start" ]; then
       if [ -n "$previous" ]; then
-        if [ -f "/tmp/inferbench-multi-$previous/start" ] && [ ! -f "/tmp/inferbench-multi-$previous/rc" ]; then
-          echo "the $previous run is still going: wait for it with the $previous phase first" >&2
+        if [ ! -f "/tmp/inferbench-multi-$previous/rc" ]; then
+          # still going, or never run on this machine (a fresh one: nothing installed, no run to set aside)
+          echo "no finished $previous run here: run (or wait for) the $previous phase first" >&2
           exit 1
         fi
         rm -rf "/tmp/run_$previous" && mkdir -p "/tmp/run_$previous" && mv results data logs .snakemake "/tmp/run_$previous/"

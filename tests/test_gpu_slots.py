@@ -146,6 +146,14 @@ def test_two_gpus_may_measure_at_once_under_their_own_locks_and_nothing_else_may
     machine = measured_under(_gpu_record("d", [[2.8, 3.5]], ["GPU-1"]), ["machine"])
     found = {(x.cell_id[0], y.cell_id[0]) for x, y, _ in conflicts(measured_windows([a, b, same, machine]))}
     assert found == {("a", "c"), ("b", "d")}  # one GPU twice at once; a machine-wide measurement beside one
+    # the GPUs' one lock (the default): one GPU's timed loop at a time, so any overlap is against the rule
+    one_at_a_time = [
+        measured_under(_gpu_record("g", [[0.0, 2.0]], ["GPU-0"]), ["gpus"]),
+        measured_under(_gpu_record("h", [[1.0, 3.0]], ["GPU-1"]), ["gpus"]),
+        measured_under(_gpu_record("i", [[2.5, 3.5]], ["GPU-0"]), ["gpu 0"]),
+    ]
+    found = {(x.cell_id[0], y.cell_id[0]) for x, y, _ in conflicts(measured_windows(one_at_a_time))}
+    assert found == {("g", "h"), ("h", "i")}
     # records made before the lock was recorded measured machine-wide: any overlap is against the rule
     assert (
         len(conflicts(measured_windows([_gpu_record("e", [[0.0, 2.0]], ["x"]), _gpu_record("f", [[1.0, 3.0]], ["y"])])))

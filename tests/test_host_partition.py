@@ -1,5 +1,6 @@
-"""Several GPUs measuring at once (inferbench.launch.host_partition): the host's cores split into a slot
-per GPU and the rest, a measuring lock per GPU. Tested with fake GPUs: the pool comes from
+"""Several GPUs, each measuring on cores of its own (inferbench.launch.host_partition): the host's cores
+split into a slot per GPU and the rest; one GPU's timed loop at a time, or each GPU under a measuring lock
+of its own where asked. Tested with fake GPUs: the pool comes from
 INFERBENCH_GPUS, a process's GPU from its claim, and the lock files, not CUDA, do the work."""
 
 from __future__ import annotations

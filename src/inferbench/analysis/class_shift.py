@@ -5,9 +5,9 @@ by 10-75% on shared VMs), so a shift that every host-bound cell shares, set by t
 (another GPU measuring beside it, a slower host) and not by any engine, hides in them, or shows as a
 few cells flagged one way: 2 x H200, gpu=2 against gpu=1, 7 of 27 host-bound cells flagged slower and
 none faster. Per class (inferbench.analysis.comparison.spread_class): the median of its cells' B / A
-ratios, a 95% interval from resampling the cells, how many cells read slower and faster, and for scale
-the class's median spread between processes in each run. A class whose interval excludes 1 moved as
-a whole.
+ratios, a distribution-free 95% interval of that median, how many cells read slower and faster, and
+for scale the class's median spread between processes in each run. A class whose interval excludes 1 moved as
+a whole. A cell counts in a class only where both runs put it there.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from inferbench.analysis.comparison import SPREAD_CLASSES, spread_class
 from inferbench.analysis.leases import MIN_CELLS
 from inferbench.analysis.summary import KEY_COLUMNS
 
-RESAMPLES = 2000
+#: the order-statistic interval of a median has at least this coverage
+CONFIDENCE = 0.95
 #: the column of a summary with each cell's spread between its processes ((max - min) / median, %)
 SPREAD_COLUMN = "repeat_p50_spread_pct"
 
@@ -34,63 +35,85 @@ class ClassShift:
     name: str
     cells: int
     median_ratio: float
-    low: float
-    high: float
+    #: the median's 95% interval; None with fewer than six cells (no order-statistic interval reaches 95%)
+    low: float | None
+    high: float | None
     slower: int
     faster: int
     #: the class's median spread between processes in run A and in run B (%), None where unknown
     spread_a_pct: float | None
     spread_b_pct: float | None
+    #: cells of this class in one run and of another in the other, left out (a host slow enough makes a
+    #: device-bound cell host-bound: the class would follow the very shift it measures)
+    changed_class: int = 0
 
     @property
     def moved(self) -> bool:
-        return self.low > 1 or self.high < 1
+        return self.low is not None and self.high is not None and (self.low > 1 or self.high < 1)
 
 
-def class_shifts(
-    cells: pd.DataFrame, summary_a: pd.DataFrame, summary_b: pd.DataFrame, seed: int = 0
-) -> list[ClassShift]:
-    """Per class with at least ``MIN_CELLS`` cells in ``cells`` (compare_cells' rows: the key columns,
-    ``bound`` and ``ratio``), in SPREAD_CLASSES' order."""
+def median_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """A distribution-free interval of the median of ``values``: the k-th smallest and k-th largest, k
+    the largest for which the binomial chance that the median lies between them is at least
+    ``confidence`` (no bootstrap: with few cells its percentiles cover less than they claim). None
+    where even the smallest and largest cover less (fewer than six values at 95%)."""
+    ordered = np.sort(values)
+    n = ordered.size
+    best = None
+    for k in range(1, n // 2 + 1):
+        outside = 2 * sum(math.comb(n, i) for i in range(k)) / 2**n  # median below x_(k) or above x_(n+1-k)
+        if 1 - outside < confidence:
+            break
+        best = (float(ordered[k - 1]), float(ordered[n - k]))
+    return best
+
+
+def class_shifts(cells: pd.DataFrame, summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> list[ClassShift]:
+    """Per class with at least ``MIN_CELLS`` cells in ``cells`` (compare_cells' rows: the key columns
+    and ``ratio``) of that class in both runs, in SPREAD_CLASSES' order."""
     if cells.empty or "ratio" not in cells:
         return []
-    rng = np.random.default_rng(seed)
-    spreads = [_spreads(summary, cells) for summary in (summary_a, summary_b)]
-    classes = cells.apply(spread_class, axis=1)
+    classes = [_aligned(summary, cells, "bound").to_frame("bound").assign(device=cells["device"]) for summary in
+               (summary_a, summary_b)]  # fmt: skip
+    class_a, class_b = (c.apply(spread_class, axis=1) for c in classes)
+    spreads = [pd.to_numeric(_aligned(s, cells, SPREAD_COLUMN), errors="coerce") for s in (summary_a, summary_b)]
+    ratios = pd.to_numeric(cells["ratio"], errors="coerce")
     shifts = []
     for name in SPREAD_CLASSES:
-        members = cells[(classes == name) & (cells["ratio"] > 0)]
-        if len(members) < MIN_CELLS:
+        members = (class_a == name) & (class_b == name) & (ratios > 0)
+        if members.sum() < MIN_CELLS:
             continue
-        logs = np.log(members["ratio"].to_numpy(dtype=float))
-        resampled = np.median(logs[rng.integers(0, len(logs), size=(RESAMPLES, len(logs)))], axis=1)
-        low, high = np.percentile(resampled, [2.5, 97.5])
-        spread_a, spread_b = (_median(s[classes == name]) for s in spreads)
+        logs = np.log(ratios[members].to_numpy(dtype=float))
+        interval = median_interval(logs)
+        spread_a, spread_b = (_median(spread[members]) for spread in spreads)
         shifts.append(
             ClassShift(
                 name=name,
-                cells=len(members),
+                cells=int(members.sum()),
                 median_ratio=math.exp(float(np.median(logs))),
-                low=math.exp(float(low)),
-                high=math.exp(float(high)),
+                low=None if interval is None else math.exp(interval[0]),
+                high=None if interval is None else math.exp(interval[1]),
                 slower=int((logs > 0).sum()),
                 faster=int((logs < 0).sum()),
                 spread_a_pct=spread_a,
                 spread_b_pct=spread_b,
+                changed_class=int(((class_a == name) ^ (class_b == name)).sum()),
             )
         )
     return shifts
 
 
-def _spreads(summary: pd.DataFrame, cells: pd.DataFrame) -> pd.Series:
-    """Each of ``cells``' spread between processes in ``summary`` (NaN where it has none), aligned."""
-    if SPREAD_COLUMN not in summary:
-        return pd.Series(np.nan, index=cells.index)
+def _aligned(summary: pd.DataFrame, cells: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` of ``summary``'s row of each of ``cells`` (its ok rows, by the key columns both have),
+    on ``cells``' index; NaN where the summary has no such row or column."""
     key = [c for c in KEY_COLUMNS if c in summary and c in cells]
+    if column not in summary or not key:
+        return pd.Series(np.nan, index=cells.index, dtype=object)
     ok = summary[summary["status"] == "ok"] if "status" in summary else summary
-    spread = ok[[*key, SPREAD_COLUMN]].drop_duplicates(key)
-    merged = cells[key].merge(spread, on=key, how="left")
-    return pd.Series(pd.to_numeric(merged[SPREAD_COLUMN], errors="coerce").to_numpy(), index=cells.index)
+    # keys compared as text: a column read as numbers in one table and as text in the other still matches
+    right = ok[[*key, column]].astype({c: str for c in key}).drop_duplicates(key)
+    merged = cells[key].astype(str).merge(right, on=key, how="left")
+    return pd.Series(merged[column].to_numpy(), index=cells.index)
 
 
 def _median(values: pd.Series) -> float | None:
@@ -107,17 +130,19 @@ def shifts_markdown(shifts: list[ClassShift]) -> list[str]:
         return "–" if value is None else f"{value:.0f}%"
 
     lines = [
-        "Per class, the median B / A over its cells (95% interval from resampling the cells): a class whose "
-        "interval excludes 1 moved as a whole, whatever each cell's own interval says.",
+        "Per class, the median B / A over its cells and the median's 95% interval (order statistics: none "
+        "below six cells): a class whose interval excludes 1 moved as a whole, whatever each cell's own "
+        "interval says. A cell of one class in one run and another in the other is left out.",
         "",
         "| class | cells | median B / A | 95% interval | slower / faster | spread between processes, A / B "
-        "(median) | moved as a whole |",
-        "| --- | ---: | ---: | --- | ---: | ---: | --- |",
+        "(median) | left out (class changed) | moved as a whole |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- |",
     ]
     for s in shifts:
+        interval = "–" if s.low is None or s.high is None else f"{s.low:.3f}–{s.high:.3f}"
+        moved = "yes" if s.moved else ("too few cells to tell" if s.low is None else "no")
         lines.append(
-            f"| {SPREAD_CLASSES[s.name]} | {s.cells} | {s.median_ratio:.3f} | {s.low:.3f}–{s.high:.3f} | "
-            f"{s.slower} / {s.faster} | {pct(s.spread_a_pct)} / {pct(s.spread_b_pct)} | "
-            f"{'yes' if s.moved else 'no'} |"
+            f"| {SPREAD_CLASSES[s.name]} | {s.cells} | {s.median_ratio:.3f} | {interval} | {s.slower} / {s.faster} "
+            f"| {pct(s.spread_a_pct)} / {pct(s.spread_b_pct)} | {s.changed_class} | {moved} |"
         )
     return [*lines, ""]

@@ -20,8 +20,8 @@ from inferbench.core.cells import CellRecord
 
 @dataclass(frozen=True)
 class Window:
-    """One process's measuring window, and the lock it held (``machine``, ``gpu <id>``; None in records
-    made before the lock was recorded: machine-wide)."""
+    """One process's measuring window, and the lock it held (``machine``; ``gpus``: the GPUs' one;
+    ``gpu <id>``: its GPU's own; None in records made before the lock was recorded: machine-wide)."""
 
     cell_id: str
     gpu_uuid: str | None

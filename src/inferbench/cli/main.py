@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.lock.shared()
         from inferbench.launch.host_partition import keep_to_shared_cores
 
-        keep_to_shared_cores()  # several GPUs measuring at once: this job keeps off their cores
+        keep_to_shared_cores()  # several GPUs, each measuring on cores of its own: this job keeps off them
     try:
         verb_function(verb)(args)
     except (UserError, ValueError, FileNotFoundError) as error:

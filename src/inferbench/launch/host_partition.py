@@ -2,9 +2,9 @@
 
 On a machine with one GPU (or none) every measurement holds the machine lock exclusively: nothing else
 of the workflow runs meanwhile (inferbench.launch.lock). With two GPUs or more that serialises the GPUs'
-jobs: a second GPU only overlapped the few seconds nobody held the lock (docs/results/h200x2/multi-gpu:
-353 against 373 s). So with several GPUs the host is partitioned, and a GPU's timed loop no longer
-waits for the other GPUs' preparation:
+jobs: a second GPU only overlapped preparation (docs/results/h200x2/multi-gpu: 353 against 373 s). So
+with several GPUs the host is partitioned, and a GPU's timed loop no longer waits for the other GPUs'
+preparation:
 
 - the host is partitioned once per run: each GPU of the pool (inferbench.launch.gpu_slots) gets a slot of
   ``INFERBENCH_GPU_SLOT_CPUS`` cores (4: a GPU cell's threads), from its NUMA node where the driver says
@@ -13,13 +13,16 @@ waits for the other GPUs' preparation:
   as many again for the rest: no partition, measurements stay exclusive machine-wide.
 - a GPU cell's measuring process times its calls (warm-up included) on its GPU's slot, holding the GPUs'
   measuring lock exclusively and the machine lock shared: one GPU's timed loop at a time, while the
-  other GPUs' jobs set up beside it on the shared cores. The timed loops are a quarter of a GPU job's
-  time; the rest overlaps. With ``INFERBENCH_GPUS_MEASURE_AT_ONCE=1`` each GPU has a measuring lock of
-  its own and the GPUs time their calls at the same moment. Not by default: on lent 2 x H200 VMs a
-  launch-bound loop on one GPU ran up to 1.6x slower (7-9% on one VM, 11-58% in most rounds on two
-  others) while the same loop ran on the other GPU from the other slot, the measuring core's own speed
-  unchanged where that was checked: something the guest's cores do not divide; and a gpu=2 run's
-  host-bound cells read 1.086x gpu=1's as a class (docs/results/h200x2/multi-gpu-partitioned);
+  other GPUs' jobs set up beside it on the shared cores. The timed loops are about a quarter of the
+  work (the GPU default with gpu=1 on 2 x H200: 118 of 464 s); the rest overlaps. With
+  ``INFERBENCH_GPUS_MEASURE_AT_ONCE=1`` each GPU has a measuring lock of its own and the GPUs time their
+  calls at the same moment. Not by default: on lent 2 x H200 VMs a launch-bound loop on one GPU ran up
+  to 1.6x slower (1.07-1.09 against alone's 1.00-1.06 on one VM, 1.11-1.58 in five of six rounds on two
+  others) while the same loop ran on the other GPU from the other slot, on one VM with the measuring
+  core's own speed unchanged: something the guest's cores do not divide; and a gpu=2 run's host-bound
+  cells read 1.086x gpu=1's as a class (docs/results/h200x2/multi-gpu-partitioned). Memory copies and
+  compiles on the shared cores cost it 1.05-1.7x too (every round of both probes), which timing one GPU
+  at a time does not prevent;
 - everything else runs on the shared cores, away from the slots: every other job process (preparation,
   compiling) and the GPU cells' own set-up (loading, torch.compile's workers, capturing), which on a
   4-core slot took a compiled ResNet-50 training step 59 s a process on 2 x H200; a CPU cell still

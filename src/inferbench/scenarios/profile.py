@@ -2,8 +2,8 @@
 after the same preparation and a warm-up, ``n_calls`` calls under the engine's profiler (torch.profiler,
 or ONNX Runtime's own), a trace written beside the table of the top operators. The profiled calls hold
 what a cell's timed loop holds (inferbench.launch.host_partition.measuring): on a partitioned machine a
-GPU profile runs on its GPU's cores under its GPU's measuring lock, so the other GPUs keep measuring;
-elsewhere the machine lock exclusively."""
+GPU profile runs on its GPU's cores under the GPUs' measuring lock (its own GPU's where the GPUs time at
+once), the other GPUs' jobs setting up meanwhile; elsewhere the machine lock exclusively."""
 
 from __future__ import annotations
 
