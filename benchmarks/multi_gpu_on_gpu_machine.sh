@@ -58,6 +58,14 @@ case "$phase" in
     python benchmarks/multi_gpu_check.py results/cells --expect-gpus "$n" > "$out/multi_gpu_check.md"
     echo "multi_gpu_check rc=$?" | tee -a "$out/timing.txt"
     head -5 "$out/multi_gpu_check.md"; tail -3 "$out/multi_gpu_check.md"
+    # how noisy this VM's host is: where host-bound cells move 30-40% between processes (lease 4), no
+    # comparison of two runs can show a shift of 5-10%; lease 3's VM: 4-5%
+    python - <<'PY' | tee -a "$out/timing.txt"
+import pandas as pd
+s = pd.read_csv("results/summary.csv")
+host = s[(s.status == "ok") & (s.device == "cuda") & (s.bound == "host")]
+print(f"host-bound GPU cells: {len(host)}, median spread between processes {host.repeat_p50_spread_pct.median():.1f}%")
+PY
     ;;
   kill)
     targets=$(ls results/cells/{bert_base,distilbert}/torch_eager-fp32/cuda/*.json | head -6)
