@@ -73,10 +73,11 @@ def class_shifts(cells: pd.DataFrame, summary_a: pd.DataFrame, summary_b: pd.Dat
     and ``ratio``) of that class in both runs, in SPREAD_CLASSES' order."""
     if cells.empty or "ratio" not in cells:
         return []
-    classes = [_aligned(summary, cells, "bound").to_frame("bound").assign(device=cells["device"]) for summary in
-               (summary_a, summary_b)]  # fmt: skip
-    class_a, class_b = (c.apply(spread_class, axis=1) for c in classes)
-    spreads = [pd.to_numeric(_aligned(s, cells, SPREAD_COLUMN), errors="coerce") for s in (summary_a, summary_b)]
+    # each run's own view of every cell: its class and its spread between processes
+    runs = [_aligned(summary, cells, ["bound", SPREAD_COLUMN]).assign(device=cells["device"]) for summary in
+            (summary_a, summary_b)]  # fmt: skip
+    class_a, class_b = (run.apply(spread_class, axis=1) for run in runs)
+    spreads = [pd.to_numeric(run[SPREAD_COLUMN], errors="coerce") for run in runs]
     ratios = pd.to_numeric(cells["ratio"], errors="coerce")
     shifts = []
     for name in SPREAD_CLASSES:
@@ -103,17 +104,21 @@ def class_shifts(cells: pd.DataFrame, summary_a: pd.DataFrame, summary_b: pd.Dat
     return shifts
 
 
-def _aligned(summary: pd.DataFrame, cells: pd.DataFrame, column: str) -> pd.Series:
-    """``column`` of ``summary``'s row of each of ``cells`` (its ok rows, by the key columns both have),
-    on ``cells``' index; NaN where the summary has no such row or column."""
+def _aligned(summary: pd.DataFrame, cells: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``columns`` of ``summary``'s row of each of ``cells`` (its ok rows, by the key columns both have),
+    on ``cells``' index, one merge for all of them; NaN where the summary has no such row or column."""
     key = [c for c in KEY_COLUMNS if c in summary and c in cells]
-    if column not in summary or not key:
-        return pd.Series(np.nan, index=cells.index, dtype=object)
+    present = [c for c in columns if c in summary]
+    aligned = pd.DataFrame(np.nan, index=cells.index, columns=columns, dtype=object)
+    if not key or not present:
+        return aligned
     ok = summary[summary["status"] == "ok"] if "status" in summary else summary
     # keys compared as text: a column read as numbers in one table and as text in the other still matches
-    right = ok[[*key, column]].astype({c: str for c in key}).drop_duplicates(key)
+    right = ok[[*key, *present]].astype({c: str for c in key}).drop_duplicates(key)
     merged = cells[key].astype(str).merge(right, on=key, how="left")
-    return pd.Series(merged[column].to_numpy(), index=cells.index)
+    for column in present:
+        aligned[column] = merged[column].to_numpy()
+    return aligned
 
 
 def _median(values: pd.Series) -> float | None:
