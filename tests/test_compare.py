@@ -78,6 +78,10 @@ def test_compare_flags_the_known_change_and_only_it(tmp_path):
     # calls, and says it cannot see between processes
     assert by_engine.loc["ort_cpu", "change"] == "slower"
     assert by_engine.loc["ort_cpu", "interval_from"].startswith("calls within one process")
+    # far beyond its processes' 1%: it holds over the whole comparison too; the calls' interval has no
+    # p-value to judge it over all cells by
+    assert by_engine.loc["torch_eager", "holds_over_all_cells"] is True
+    assert by_engine.loc["ort_cpu", "holds_over_all_cells"] is None
     assert "3 cells ok in both runs: 1 faster" not in text and "2 slower, 1 within noise" in text
     # the CUDA graph is fastest at resnet50 b32 in both runs, significantly; its margin grew by the 20% eager
     # lost, beyond the processes' 1%, and with too few cells per class to measure how far the runs' cells
@@ -220,3 +224,52 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
     targets.assign(serving_lowest_invalid_qps=1500.0).to_csv(a, index=False)
     table = compare_serving(Run.load(a), Run.load(b)).set_index(["workload", "batch_size", "scenario"])
     assert table.loc[("mlp_heart", 1, "server"), "brackets_overlap"], "[1100, 1500) meets [1100, 1375)"
+
+
+def test_a_ratios_p_value_is_below_five_percent_exactly_where_its_95_interval_excludes_one():
+    from inferbench.analysis.uncertainty import CellSpread, ratio
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        a = CellSpread.from_processes(list(rng.lognormal(0, 0.1, rng.integers(2, 6))))
+        b = CellSpread.from_processes(list(rng.lognormal(rng.normal(0, 0.15), 0.1, rng.integers(2, 6))))
+        result = ratio(a, b)
+        assert 0 <= result.p_value <= 1
+        assert (result.p_value < 0.05) == result.significant
+    assert ratio(CellSpread.from_processes([1.0]), CellSpread.from_processes([2.0])).p_value is None
+
+
+def test_holm_keeps_only_the_changes_beyond_what_many_cells_give_by_chance():
+    from inferbench.analysis.compare_runs import holm
+
+    p_values = pd.Series([0.04, 0.0001, None, 0.5, 0.03, 0.001], index=list("abcdef"))
+    holds = holm(p_values)
+    # five cells judged: 0.0001 <= 0.05/5 and 0.001 <= 0.05/4 hold; 0.03 > 0.05/3 stops the rest
+    assert holds.to_dict() == {"a": False, "b": True, "c": None, "d": False, "e": False, "f": True}
+    assert all(p < 0.05 for p, held in zip(p_values, holds, strict=True) if held)
+
+
+def test_many_cells_that_did_not_change_hold_no_flag_over_the_whole_comparison(tmp_path):
+    """Forty host-bound cells measured twice with nothing changed (10% between processes) and one that
+    doubled: each cell's 95% interval may flag a few of the forty, the comparison as a whole keeps only
+    the one that doubled, and says how many flags the noise alone gives."""
+    rng = np.random.default_rng(3)
+    paths = []
+    for run in ("a", "b"):
+        rows = []
+        for batch in range(1, 42):
+            centre = 2.0 if (run == "b" and batch == 41) else 1.0
+            p50s = rng.lognormal(math.log(centre), 0.1, 3)
+            rows.append({"workload": "mlp_heart", "engine": "torch_eager", "precision": "fp32", "device": "cuda",
+                         "batch_size": batch, "seq_len": 0, "threads": 0, "status": "ok", "bound": "host",
+                         "timing": "device", "latency_p50_ms": float(np.median(p50s)),
+                         "p50_by_process_ms": ";".join(f"{p:.5f}" for p in p50s)})  # fmt: skip
+        paths.append(tmp_path / f"{run}.csv")
+        pd.DataFrame(rows).to_csv(paths[-1], index=False)
+    cells, _, text, _ = compare_runs(*paths)
+    holding = cells[cells["holds_over_all_cells"].astype(bool)]
+    assert holding["batch_size"].tolist() == [41]
+    flagged = int(cells["change"].isin(["faster", "slower"]).sum())
+    chance = f"about {0.05 * 41:.1f} of these 41 cells' intervals would exclude 1 by chance"
+    assert f"{chance}: of the {flagged} flagged" in text
+    assert "**1 hold over all 41 cells**" in text and "b41-s0-t0 (2." in text

@@ -5,7 +5,9 @@ with a 95% interval. Where both runs measured the cell in several fresh processe
 Welch's on the processes' log p50s (inferbench.analysis.uncertainty): it includes the spread between
 processes. Otherwise it comes from the saved per-call samples (a bootstrap of the ratio of medians)
 and says so: it then covers only the noise within each process. A change is flagged when its
-interval excludes 1.
+interval excludes 1. Over many cells that rule flags about one in twenty with nothing changed, so the
+comparison also says which flags hold over all its cells at once (``holm``: a 5% chance that any cell is
+flagged with nothing changed), the question "did anything change?" asks.
 
 Then, per class of cells (device-bound GPU, host-bound GPU, CPU), whether the class moved as a whole
 (inferbench.analysis.class_shift): a shift every host-bound cell shares hides in their wide intervals.
@@ -327,11 +329,11 @@ def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
             p50_a, p50_b = row_a.get(p50_col), row_b.get(p50_col)
             if p50_a is None or p50_b is None or pd.isna(p50_a) or pd.isna(p50_b) or p50_a <= 0:
                 continue
-            value, low, high, source = p50_b / p50_a, None, None, "none"
+            value, low, high, p_value, source = p50_b / p50_a, None, None, None, "none"
             spread_a, spread_b = spread_at(row_a, boundary, floors_a), spread_at(row_b, boundary, floors_b)
             if spread_a and spread_b and spread_a.known and spread_b.known:
                 result = ratio(spread_a, spread_b, value)
-                low, high = result.low, result.high
+                low, high, p_value = result.low, result.high, result.p_value
                 source = f"processes ({spread_a.n} / {spread_b.n})"
                 if spread_a.df is not None or spread_b.df is not None:
                     source += ", at least the pooled spread of their class"
@@ -346,11 +348,28 @@ def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
                 f"{prefix}ratio": value,
                 f"{prefix}ratio_low": low,
                 f"{prefix}ratio_high": high,
+                f"{prefix}p_value": p_value,
                 f"{prefix}interval_from": source,
                 f"{prefix}change": _change(low, high),
             }
         rows.append(out)
-    return pd.DataFrame(rows)
+    cells = pd.DataFrame(rows)
+    if not cells.empty and "p_value" in cells:
+        cells["holds_over_all_cells"] = holm(cells["p_value"])
+    return cells
+
+
+def holm(p_values: pd.Series, alpha: float = 0.05) -> pd.Series:
+    """Which changes hold with a chance of ``alpha`` that *any* is flagged where nothing changed (Holm's
+    step-down over the cells with a p-value; None for the others). Each cell's own 95% interval excludes
+    1 in about one cell of twenty with nothing changed: over 40 cells, two such flags are the noise."""
+    known = p_values.dropna().sort_values()
+    holds = pd.Series([None] * len(p_values), index=p_values.index, dtype=object)
+    still = True
+    for rank, (index, p) in enumerate(known.items()):
+        still = still and p <= alpha / (len(known) - rank)  # once one fails, every larger p fails too
+        holds[index] = still
+    return holds
 
 
 def compare_serving(run_a: Run, run_b: Run) -> pd.DataFrame:
@@ -556,6 +575,7 @@ def compare_markdown(
         + ", ".join(f"{counts.get(k, 0)} {k}" for k in ("faster", "slower", "within noise", "unknown"))
         + " (p50 at each cell's own boundary; a change is flagged when its 95% interval excludes 1).",
         "",
+        *_over_all_cells(cells),
     ]
     table = cells.assign(interval=intervals(cells, "ratio_low", "ratio_high")).sort_values(KEY_COLUMNS)
     out += [markdown_table(table, [c for c in CELL_COLUMNS if c[0] in table or c[0] == "interval"]), ""]
@@ -584,6 +604,23 @@ def compare_markdown(
         out += [markdown_table(shown, columns) if not shown.empty else "Every claim holds: no winner changes, "
                 "no margin moves beyond the noise.", ""]  # fmt: skip
     return "\n".join(out)
+
+
+def _over_all_cells(cells: pd.DataFrame) -> list[str]:
+    """How many flags the noise alone would give over this many cells, and which flags hold beyond it."""
+    if "holds_over_all_cells" not in cells:
+        return []
+    judged = cells[cells["holds_over_all_cells"].notna()]
+    flagged = judged[judged["change"].isin(["faster", "slower"])]
+    holding = flagged[flagged["holds_over_all_cells"].astype(bool)]
+    names = ", ".join(f"{_cell_name(row)} ({row['ratio']:.2f}x)" for _, row in holding.iterrows())
+    return [
+        f"With nothing changed, about {0.05 * len(judged):.1f} of these {len(judged)} cells' intervals would "
+        f"exclude 1 by chance: of the {len(flagged)} flagged, **{len(holding)} hold over all {len(judged)} cells** "
+        "(a 5% chance that any is flagged with nothing changed: Holm's step-down over their p-values)"
+        + (f": {names}." if names else "."),
+        "",
+    ]
 
 
 def serving_markdown(serving: pd.DataFrame) -> list[str]:

@@ -124,6 +124,8 @@ class Ratio:
     processes: tuple[int, int] = (1, 1)
     #: the standard error of log ``value`` the interval was made from (None where it is unknown)
     log_se: float | None = None
+    #: its degrees of freedom (Welch-Satterthwaite; None where the spread is unknown)
+    df: float | None = None
 
     @property
     def known(self) -> bool:
@@ -133,6 +135,16 @@ class Ratio:
     def significant(self) -> bool:
         """The interval excludes 1: the difference holds beyond the spread between processes."""
         return self.known and (self.low > 1 or self.high < 1)  # type: ignore[operator]
+
+    @property
+    def p_value(self) -> float | None:
+        """Two-sided: how often a ratio this far from 1 comes from the spread alone (below 0.05 exactly
+        where the 95% interval excludes 1); None where the spread is unknown."""
+        if self.log_se is None or self.df is None or self.value <= 0:
+            return None
+        if self.log_se == 0:
+            return 1.0 if self.value == 1 else 0.0
+        return float(2 * stats.t.sf(abs(math.log(self.value)) / self.log_se, self.df))
 
 
 def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: float = 0.95) -> Ratio:
@@ -145,7 +157,7 @@ def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: 
     va, vb = a.variance_of_mean(), b.variance_of_mean()
     se = math.sqrt(va + vb)
     if se == 0:
-        return Ratio(math.exp(centre), math.exp(centre), math.exp(centre), processes, 0.0)
+        return Ratio(math.exp(centre), math.exp(centre), math.exp(centre), processes, 0.0, math.inf)
     df = (va + vb) ** 2 / (va**2 / a.degrees() + vb**2 / b.degrees())
     half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
-    return Ratio(math.exp(centre), math.exp(centre - half), math.exp(centre + half), processes, se)
+    return Ratio(math.exp(centre), math.exp(centre - half), math.exp(centre + half), processes, se, df)
