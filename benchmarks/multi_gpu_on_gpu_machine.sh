@@ -6,8 +6,8 @@
 #                                                              # checkout with --cores 32 --resources gpu=2
 #   bash benchmarks/multi_gpu_on_gpu_machine.sh gpu1 [limit_s]  # the same from clean with gpu=1 (run 1 kept
 #                                                              # in /tmp/run_gpu2)
-#   bash benchmarks/multi_gpu_on_gpu_machine.sh gpu2again [limit_s]  # gpu=2 once more, from clean (gpu=2,
-#                                                              # gpu=1, gpu=2: drift over the lease shows)
+#   bash benchmarks/multi_gpu_on_gpu_machine.sh gpu2again [limit_s]  # gpu=2 once more, from clean, after
+#                                                              # gpu1 or straight after gpu2 (an A/A pair)
 #   bash benchmarks/multi_gpu_on_gpu_machine.sh kill            # a GPU cell SIGKILLed mid-run (gpu_kill_test.py)
 #
 # The workflow runs detached from the call (setsid): a call waits up to limit_s for it and returns; the
@@ -35,7 +35,13 @@ echo "phase $phase on $gpus GPUs, $(nproc) CPUs" | tee -a "$out/timing.txt"
 case "$phase" in
   gpu2 | gpu1 | gpu2again)
     n=${phase#gpu}; n=${n%again}
-    previous=$(case "$phase" in gpu1) echo gpu2 ;; gpu2again) echo gpu1 ;; esac)
+    # gpu2again after gpu1 (gpu=2, gpu=1, gpu=2: drift over the lease) or straight after gpu2 (the same
+    # configuration twice, ~370 s each: how far two runs move with nothing changed; lease 5's machine
+    # went back after 1,190 s held, between gpu1 and a third run, and lease 4's during gpu1)
+    previous=$(case "$phase" in
+      gpu1) echo gpu2 ;;
+      gpu2again) if [ -f /tmp/inferbench-multi-gpu1/start ]; then echo gpu1; else echo gpu2; fi ;;
+    esac)
     run=/tmp/inferbench-multi-$phase   # the detached run's log, start time and exit status, kept between calls
     source benchmarks/wait_for_detached_run.sh
     if [ ! -f "$run/start" ]; then
