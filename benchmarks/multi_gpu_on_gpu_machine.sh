@@ -7,7 +7,8 @@
 #   bash benchmarks/multi_gpu_on_gpu_machine.sh gpu1 [limit_s]  # the same from clean with gpu=1 (run 1 kept
 #                                                              # in /tmp/run_gpu2)
 #   bash benchmarks/multi_gpu_on_gpu_machine.sh gpu2again [limit_s]  # gpu=2 once more, from clean, after
-#                                                              # gpu1 or straight after gpu2 (an A/A pair)
+#                                                              # gpu1 or straight after gpu2 (an A/A pair;
+#                                                              # a gpu1 after that replaces /tmp/run_gpu2)
 #   bash benchmarks/multi_gpu_on_gpu_machine.sh kill            # a GPU cell SIGKILLed mid-run (gpu_kill_test.py)
 #
 # The workflow runs detached from the call (setsid): a call waits up to limit_s for it and returns; the

@@ -63,7 +63,10 @@ def main() -> None:
         }
         for k in rounds[0]
     }
-    topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
+    try:
+        topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
+    except OSError as error:  # the rounds are measured: print them whatever the topology's fate
+        topo = f"nvidia-smi topo -m failed: {error}"
     print(
         json.dumps(
             {"baseline": base, "ratios": ratios, "rounds": rounds, "topology": topology(), "nvidia_smi_topo": topo},

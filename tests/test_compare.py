@@ -227,13 +227,16 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
 
 
 def test_a_ratios_p_value_is_below_five_percent_exactly_where_its_95_interval_excludes_one():
-    from inferbench.analysis.uncertainty import CellSpread, ratio
+    from inferbench.analysis.uncertainty import CellSpread, SpreadFloor, ratio
 
     rng = np.random.default_rng(7)
-    for _ in range(200):
+    for i in range(200):
         a = CellSpread.from_processes(list(rng.lognormal(0, 0.1, rng.integers(2, 6))))
         b = CellSpread.from_processes(list(rng.lognormal(rng.normal(0, 0.15), 0.1, rng.integers(2, 6))))
-        result = ratio(a, b)
+        if i % 2:  # as compare does: centred on the pooled p50s' ratio, spreads at least a class's
+            a, b = a.with_lease(0.05), b.with_floor(SpreadFloor(0.2, 12.0, 6))
+        value = math.exp(b.mean_log - a.mean_log + rng.normal(0, 0.02)) if i % 2 else None
+        result = ratio(a, b, value)
         assert 0 <= result.p_value <= 1
         assert (result.p_value < 0.05) == result.significant
     assert ratio(CellSpread.from_processes([1.0]), CellSpread.from_processes([2.0])).p_value is None
@@ -247,6 +250,11 @@ def test_holm_keeps_only_the_changes_beyond_what_many_cells_give_by_chance():
     # five cells judged: 0.0001 <= 0.05/5 and 0.001 <= 0.05/4 hold; 0.03 > 0.05/3 stops the rest
     assert holds.to_dict() == {"a": False, "b": True, "c": None, "d": False, "e": False, "f": True}
     assert all(p < 0.05 for p, held in zip(p_values, holds, strict=True) if held)
+    # step-down, not Bonferroni: 0.013 > 0.05/4 holds once the smallest has (0.013 < 0.05/3)
+    assert holm(pd.Series([0.001, 0.013, 0.02, 0.04])).tolist() == [True, True, True, True]
+    # and it stops at the first that fails: 0.04 < 0.05/1 would hold alone, not after 0.02 > 0.05/3 failed
+    assert holm(pd.Series([0.001, 0.02, 0.03, 0.04])).tolist() == [True, False, False, False]
+    assert holm(pd.Series([None, None], dtype=object)).tolist() == [None, None]
 
 
 def test_many_cells_that_did_not_change_hold_no_flag_over_the_whole_comparison(tmp_path):
@@ -258,8 +266,8 @@ def test_many_cells_that_did_not_change_hold_no_flag_over_the_whole_comparison(t
     for run in ("a", "b"):
         rows = []
         for batch in range(1, 42):
-            centre = 2.0 if (run == "b" and batch == 41) else 1.0
-            p50s = rng.lognormal(math.log(centre), 0.1, 3)
+            centre = 3.0 if (run == "b" and batch == 41) else 1.0
+            p50s = rng.lognormal(math.log(centre), 0.1, 5)
             rows.append({"workload": "mlp_heart", "engine": "torch_eager", "precision": "fp32", "device": "cuda",
                          "batch_size": batch, "seq_len": 0, "threads": 0, "status": "ok", "bound": "host",
                          "timing": "device", "latency_p50_ms": float(np.median(p50s)),
@@ -270,6 +278,7 @@ def test_many_cells_that_did_not_change_hold_no_flag_over_the_whole_comparison(t
     holding = cells[cells["holds_over_all_cells"].astype(bool)]
     assert holding["batch_size"].tolist() == [41]
     flagged = int(cells["change"].isin(["faster", "slower"]).sum())
-    chance = f"about {0.05 * 41:.1f} of these 41 cells' intervals would exclude 1 by chance"
-    assert f"{chance}: of the {flagged} flagged" in text
-    assert "**1 hold over all 41 cells**" in text and "b41-s0-t0 (2." in text
+    assert flagged >= 2, "some unchanged cell flagged on its own interval: what the whole comparison removes"
+    chance = f"about {0.05 * 41:.1f} would be flagged by chance with nothing changed"
+    assert f"Of the 41 cells with an interval across processes, {chance}: of the {flagged} flagged" in text
+    assert "**1 holds over all 41 cells at once**" in text and "b41-s0-t0 (3." in text

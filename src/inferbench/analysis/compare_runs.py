@@ -6,8 +6,9 @@ Welch's on the processes' log p50s (inferbench.analysis.uncertainty): it include
 processes. Otherwise it comes from the saved per-call samples (a bootstrap of the ratio of medians)
 and says so: it then covers only the noise within each process. A change is flagged when its
 interval excludes 1. Over many cells that rule flags about one in twenty with nothing changed, so the
-comparison also says which flags hold over all its cells at once (``holm``: a 5% chance that any cell is
-flagged with nothing changed), the question "did anything change?" asks.
+comparison also says which flags hold over all its cells at once (``holm``, over the cells with an
+interval across processes, at their own boundary: at most a 5% chance that any unchanged cell is among
+those that hold), the question "did anything change?" asks.
 
 Then, per class of cells (device-bound GPU, host-bound GPU, CPU), whether the class moved as a whole
 (inferbench.analysis.class_shift): a shift every host-bound cell shares hides in their wide intervals.
@@ -360,14 +361,15 @@ def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
 
 
 def holm(p_values: pd.Series, alpha: float = 0.05) -> pd.Series:
-    """Which changes hold with a chance of ``alpha`` that *any* is flagged where nothing changed (Holm's
-    step-down over the cells with a p-value; None for the others). Each cell's own 95% interval excludes
-    1 in about one cell of twenty with nothing changed: over 40 cells, two such flags are the noise."""
+    """Which changes hold over all the cells at once: at most a chance of ``alpha`` that any unchanged
+    cell is among them (Holm's step-down over the cells with a p-value; None for the others). Each cell's
+    own 95% interval excludes 1 in about one cell of twenty with nothing changed: over 40 cells, two such
+    flags are the noise."""
     known = p_values.dropna().sort_values()
     holds = pd.Series([None] * len(p_values), index=p_values.index, dtype=object)
     still = True
     for rank, (index, p) in enumerate(known.items()):
-        still = still and p <= alpha / (len(known) - rank)  # once one fails, every larger p fails too
+        still = still and p < alpha / (len(known) - rank)  # once one fails, every larger p fails too
         holds[index] = still
     return holds
 
@@ -607,17 +609,22 @@ def compare_markdown(
 
 
 def _over_all_cells(cells: pd.DataFrame) -> list[str]:
-    """How many flags the noise alone would give over this many cells, and which flags hold beyond it."""
+    """How many flags the noise alone would give over the cells with an interval across processes (at
+    each cell's own boundary), and which of their flags hold over all of them at once."""
     if "holds_over_all_cells" not in cells:
         return []
     judged = cells[cells["holds_over_all_cells"].notna()]
+    if judged.empty:
+        return []  # no cell has an interval across processes: nothing to judge over all cells
     flagged = judged[judged["change"].isin(["faster", "slower"])]
     holding = flagged[flagged["holds_over_all_cells"].astype(bool)]
     names = ", ".join(f"{_cell_name(row)} ({row['ratio']:.2f}x)" for _, row in holding.iterrows())
+    n = len(judged)
     return [
-        f"With nothing changed, about {0.05 * len(judged):.1f} of these {len(judged)} cells' intervals would "
-        f"exclude 1 by chance: of the {len(flagged)} flagged, **{len(holding)} hold over all {len(judged)} cells** "
-        "(a 5% chance that any is flagged with nothing changed: Holm's step-down over their p-values)"
+        f"Of the {n} cells with an interval across processes, about {0.05 * n:.1f} would be flagged by chance with "
+        f"nothing changed: of the {len(flagged)} flagged, **{len(holding)} "
+        f"{'holds' if len(holding) == 1 else 'hold'} over all {n} cells at once** (Holm's step-down over their "
+        "p-values: at most a 5% chance that any unchanged cell is among those that hold)"
         + (f": {names}." if names else "."),
         "",
     ]
