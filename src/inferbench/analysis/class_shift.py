@@ -21,6 +21,7 @@ import pandas as pd
 from inferbench.analysis.comparison import SPREAD_CLASSES, spread_class
 from inferbench.analysis.leases import MIN_CELLS
 from inferbench.analysis.summary import KEY_COLUMNS
+from inferbench.core.stats import order_statistic_ranks
 
 #: the order-statistic interval of a median has at least this coverage
 CONFIDENCE = 0.95
@@ -53,19 +54,15 @@ class ClassShift:
 
 
 def median_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
-    """A distribution-free interval of the median of ``values``: the k-th smallest and k-th largest, k
-    the largest for which the binomial chance that the median lies between them is at least
-    ``confidence`` (no bootstrap: with few cells its percentiles cover less than they claim). None
-    where even the smallest and largest cover less (fewer than six values at 95%)."""
+    """A distribution-free interval of the median of ``values``: the order statistics that bound it with
+    at least ``confidence`` (no bootstrap: with few cells its percentiles cover less than they claim).
+    None where even the smallest and largest cover less (fewer than six values at 95%)."""
+    n = values.size
+    low_rank, high_rank = order_statistic_ranks(n, 0.5, confidence)
+    if low_rank < 0 or high_rank > n - 1:
+        return None
     ordered = np.sort(values)
-    n = ordered.size
-    best = None
-    for k in range(1, n // 2 + 1):
-        outside = 2 * sum(math.comb(n, i) for i in range(k)) / 2**n  # median below x_(k) or above x_(n+1-k)
-        if 1 - outside < confidence:
-            break
-        best = (float(ordered[k - 1]), float(ordered[n - k]))
-    return best
+    return float(ordered[low_rank]), float(ordered[high_rank])
 
 
 def class_shifts(cells: pd.DataFrame, summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> list[ClassShift]:

@@ -53,15 +53,22 @@ def percentile_ci(
     return {name: (float(lo), float(hi)) for name, lo, hi in zip(names, low, high, strict=True)}
 
 
-def _order_statistic_ci(samples: np.ndarray, quantile: float, confidence: float) -> tuple[float, float]:
-    """The k-th smallest sample exceeds the true quantile with a Binomial(n, quantile) probability,
-    so ranks at that distribution's tails bound the quantile with at least ``confidence``."""
-    from scipy import stats as scipy_stats
+def order_statistic_ranks(n: int, quantile: float, confidence: float) -> tuple[int, int]:
+    """The 0-based ranks of ``n`` sorted samples that bound ``quantile`` with at least ``confidence``:
+    the k-th smallest sample exceeds the true quantile with a Binomial(n, quantile) probability, so
+    ranks at that distribution's tails. Below 0 or above n - 1 where ``n`` samples are too few for it
+    (at 95%: fewer than six for the median)."""
+    from scipy import stats as scipy_stats  # seconds to import: only where intervals are computed
 
-    n = samples.size
     tail = (1 - confidence) / 2
-    low_rank = int(max(scipy_stats.binom.ppf(tail, n, quantile) - 1, 0))
-    high_rank = int(min(scipy_stats.binom.ppf(1 - tail, n, quantile), n - 1))
+    return int(scipy_stats.binom.ppf(tail, n, quantile)) - 1, int(scipy_stats.binom.ppf(1 - tail, n, quantile))
+
+
+def _order_statistic_ci(samples: np.ndarray, quantile: float, confidence: float) -> tuple[float, float]:
+    """The order-statistic interval of ``quantile``, its ranks kept within the samples."""
+    n = samples.size
+    low_rank, high_rank = order_statistic_ranks(n, quantile, confidence)
+    low_rank, high_rank = max(low_rank, 0), min(high_rank, n - 1)
     ordered = np.partition(samples, [low_rank, high_rank])
     return float(ordered[low_rank]), float(ordered[high_rank])
 
