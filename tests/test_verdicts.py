@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 
 import pandas as pd
 import pytest
@@ -189,6 +190,22 @@ def test_a_summary_older_than_the_interval_columns_still_lists_its_inverted_cell
     assert "| resnet50 torch_eager fp32 cuda b1 s0 t0 | – | 6.80 ms | 4.90 ms | 0.721 | no intervals |" in build_report(
         summary
     )
+
+
+def test_a_summary_as_wide_as_a_real_one_lists_its_inverted_cells_without_a_pandas_warning(tmp_path):
+    """A real summary has ~200 columns, which read_csv can leave one block each: adding columns to a slice
+    of it warned (PerformanceWarning) on every report and compare of a lent machine's run."""
+    wide = pd.DataFrame([cell(latency_p50_ms=6.8, e2e_latency_p50_ms=4.9, **GPU)]).assign(scenario="single")
+    wide = pd.concat([wide, pd.DataFrame({f"extra_{i}": ["x"] for i in range(150)})], axis=1)
+    wide.to_csv(tmp_path / "summary.csv", index=False)
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    with warnings.catch_warnings():  # fragmenting it on purpose, as a summary's readers do
+        warnings.simplefilter("ignore", pd.errors.PerformanceWarning)
+        summary = summary.assign(**{f"more_{i}": 1.0 for i in range(120)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inverted = inverted_boundaries(summary)
+    assert list(inverted["batch_size"]) == [1]
 
 
 def test_a_report_whose_boundaries_agree_has_no_such_section():

@@ -176,7 +176,8 @@ def inverted_boundaries(summary: pd.DataFrame) -> pd.DataFrame:
     if summary.empty or any(c not in summary for c in columns):
         return summary.iloc[0:0]
     device = summary[(summary["status"] == "ok") & (summary["timing"] == "device")]
-    inverted = device[_numbers(device, "e2e_latency_p50_ms") < _numbers(device, "latency_p50_ms")]
+    # a copy: one block per column (as read_csv leaves a wide summary) warns on every column added
+    inverted = device[_numbers(device, "e2e_latency_p50_ms") < _numbers(device, "latency_p50_ms")].copy()
     e2e_high = _numbers(inverted, "e2e_latency_p50_ci95_high_ms")
     device_low = _numbers(inverted, "latency_p50_ci95_low_ms")
     known = e2e_high.notna() & device_low.notna()
