@@ -1,15 +1,17 @@
-"""Where each run's host-bound GPU processes sit against the same cells' processes in every run, and
-whether a busier machine made them slower (not a test).
+"""Where each run's host-bound GPU processes sit against the same cells' processes in the other runs,
+and whether a busier machine made them slower (not a test).
 
-    python benchmarks/process_shift.py gpu2=RUN_A/results/cells gpu1=RUN_B/results/cells [...]
+    python benchmarks/process_shift.py gpu2=RUN_A/results/cells gpu1=RUN_B/results/cells [...] [--save processes.csv]
+    python benchmarks/process_shift.py --processes processes.csv     # the same table from the saved processes
 
 A cell's median over runs hides what a single process saw; this looks at the processes. For each GPU
-cell host-bound in every process of every run, each process's p50 is divided by the median of that
-cell's processes over all the runs given. Per run (and per set of cores it measured on) it prints the
-median of those ratios beside the class's spread between processes: a run whose processes sit within
-that spread measured like the others. The machine's busy share during each process's timed calls
-(``host_busy_pct``, /proc/stat over the window) against its ratio says whether work elsewhere on the
-host (preparation, the other GPU's slot) slowed the timed loop: Spearman's rho within each run.
+cell host-bound in every run (the record's class, as `inferbench compare` classes cells), each process's
+p50 is set against the same cell's processes in the *other* runs: its ratio to their median, and whether
+it falls within their range. Where all runs measure alike, a process falls within the range of n others
+with probability (n - 1) / (n + 1) (5/7 for 6 others); a run whose processes fall within it less often
+measured otherwise. The machine's busy share during each process's timed calls (``host_busy_pct``,
+/proc/stat over the window) against its ratio says whether work elsewhere on the host (preparation, the
+other GPU's slot) went with a slower timed loop: Spearman's rho within each run.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from inferbench.core.cells import CellRecord
 
 
 def processes(named_dirs: dict[str, Path]) -> pd.DataFrame:
-    """One row per measuring process of every ok GPU cell: run, cell, p50, bound, cores, machine busy %."""
+    """One row per measuring process of every ok GPU cell: run, cell, the cell's class, p50, cores, machine
+    busy %."""
     rows = []
     for run, cells_dir in named_dirs.items():
         for path in sorted(cells_dir.rglob("*.json")):
@@ -39,8 +42,8 @@ def processes(named_dirs: dict[str, Path]) -> pd.DataFrame:
                     {
                         "run": run,
                         "cell": record.key.cell_id,
+                        "bound": (record.bound or {}).get("class"),
                         "p50_ms": process["p50_ms"],
-                        "bound": process.get("bound"),
                         "cpus": str(process.get("cpus")),
                         "busy_pct": process.get("host_busy_pct"),
                     }
@@ -49,32 +52,31 @@ def processes(named_dirs: dict[str, Path]) -> pd.DataFrame:
 
 
 def host_bound_shifts(frame: pd.DataFrame) -> pd.DataFrame:
-    """The processes of cells host-bound in every process of every run, each with ``log_ratio``: its p50
-    against the median of the cell's processes over all runs (log scale)."""
-    always_host = frame.groupby("cell")["bound"].agg(lambda b: (b == "host").all())
-    runs_per_cell = frame.groupby("cell")["run"].nunique()
-    keep = always_host[always_host].index.intersection(runs_per_cell[runs_per_cell == frame.run.nunique()].index)
+    """The processes of cells host-bound in every run, each against the cell's processes in the other runs:
+    ``ratio`` (its p50 over their median), ``within`` (inside their range) and ``within_expected``
+    ((n - 1) / (n + 1) for n others: the chance of falling inside where every run measures alike)."""
+    runs = frame.run.nunique()
+    per_cell = frame.groupby("cell").agg(runs=("run", "nunique"), host=("bound", lambda b: (b == "host").all()))
+    keep = per_cell[(per_cell.runs == runs) & per_cell.host].index
     host = frame[frame.cell.isin(keep)].copy()
-    log_p50 = np.log(host.p50_ms)
-    host["log_ratio"] = log_p50 - log_p50.groupby(host.cell).transform("median")
+    for index, row in host.iterrows():
+        others = host.p50_ms[(host.cell == row.cell) & (host.run != row.run)]
+        host.loc[index, "ratio"] = row.p50_ms / others.median()
+        host.loc[index, "within"] = others.min() <= row.p50_ms <= others.max()
+        host.loc[index, "within_expected"] = (len(others) - 1) / (len(others) + 1)
     return host
-
-
-def spread_pct(host: pd.DataFrame) -> float:
-    """The class's spread between processes: median over cells and runs of (max - min) / median p50."""
-    per = host.groupby(["run", "cell"]).p50_ms.agg(lambda p: (p.max() - p.min()) / p.median())
-    return float(100 * per.median())
 
 
 def table(host: pd.DataFrame) -> str:
     lines = [
-        f"{host.cell.nunique()} GPU cells host-bound in every process of every run; spread between processes "
-        f"(median over cells and runs): {spread_pct(host):.0f}%",
+        f"{host.cell.nunique()} GPU cells host-bound in every run; each process against the same cell's processes "
+        "in the other runs",
         "",
-        "| run | cores | processes | median p50 / cell's median over all runs | middle half | machine busy % (median) "
-        "| Spearman rho, busy % vs ratio (p) |",
-        "| --- | --- | ---: | ---: | --- | ---: | --- |",
+        "| run | cores | processes | p50 / others' median: median | middle half | within the others' range "
+        "(expected alike) | machine busy % (median) | Spearman rho, busy % vs ratio (p) |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | --- |",
     ]
+    order = list(host.run.unique())
     groups = [(run, "all", g) for run, g in host.groupby("run", sort=False)]
     # per set of cores only where a run measured on more than one (a gpu=2 run's two slots)
     groups += [
@@ -82,24 +84,33 @@ def table(host: pd.DataFrame) -> str:
         for (run, cpus), g in host.groupby(["run", "cpus"], sort=False)
         if host[host.run == run].cpus.nunique() > 1
     ]
-    for run, cpus, g in sorted(groups, key=lambda x: (list(host.run.unique()).index(x[0]), x[1] != "all")):
-        ratio = np.exp(g.log_ratio)
+    for run, cpus, g in sorted(groups, key=lambda x: (order.index(x[0]), x[1] != "all")):
         busy = g.dropna(subset=["busy_pct"])
-        rho = stats.spearmanr(busy.busy_pct, busy.log_ratio) if len(busy) > 2 else None
+        rho = stats.spearmanr(busy.busy_pct, np.log(busy.ratio)) if len(busy) > 2 else None
         shown = f"{rho.statistic:+.2f} ({rho.pvalue:.2f})" if rho is not None else "–"
+        busy_median = f"{busy.busy_pct.median():.1f}" if len(busy) else "–"
         lines.append(
-            f"| {run} | {cpus} | {len(g)} | {ratio.median():.3f} "
-            f"| {ratio.quantile(0.25):.3f}–{ratio.quantile(0.75):.3f} | {busy.busy_pct.median():.1f} | {shown} |"
+            f"| {run} | {cpus} | {len(g)} | {g.ratio.median():.3f} | {g.ratio.quantile(0.25):.3f}–"
+            f"{g.ratio.quantile(0.75):.3f} | {g.within.mean():.0%} ({g.within_expected.mean():.0%}) "
+            f"| {busy_median} | {shown} |"
         )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="+", help="NAME=results/cells of each run")
+    parser.add_argument("runs", nargs="*", help="NAME=results/cells of each run")
+    parser.add_argument("--processes", type=Path, help="read the processes from this CSV (as --save wrote it)")
+    parser.add_argument("--save", type=Path, help="write the processes read from the runs' records here (CSV)")
     args = parser.parse_args()
-    named = dict(run.split("=", 1) for run in args.runs)
-    frame = processes({name: Path(path) for name, path in named.items()})
+    if bool(args.runs) == bool(args.processes):
+        parser.error("give either NAME=results/cells for each run or --processes CSV")
+    if args.processes:
+        frame = pd.read_csv(args.processes)
+    else:
+        frame = processes({name: Path(path) for name, path in (run.split("=", 1) for run in args.runs)})
+    if args.save:
+        frame.to_csv(args.save, index=False)
     print(table(host_bound_shifts(frame)))
 
 

@@ -1,8 +1,12 @@
-"""benchmarks/process_shift.py: each process against its cell's processes over all runs, host-bound cells only."""
+"""benchmarks/process_shift.py: each process of a host-bound GPU cell against the same cell's processes in
+the other runs."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -14,29 +18,58 @@ process_shift = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(process_shift)
 
 
-def _frame(slow_run_factor: float) -> pd.DataFrame:
+def _frame(factors: dict[str, float], busy: bool = True) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     rows = []
-    for run, factor in (("a", 1.0), ("b", 1.0), ("slow", slow_run_factor)):
+    for run, factor in factors.items():
         for cell, base, bound in (("x", 1.0, "host"), ("y", 5.0, "host"), ("z", 2.0, "device")):
-            for _ in range(3):
-                rows.append({"run": run, "cell": cell, "p50_ms": base * factor * rng.uniform(0.98, 1.02),
-                             "bound": bound, "cpus": "[28]", "busy_pct": rng.uniform(0, 20)})  # fmt: skip
+            for i in range(3):
+                p50, cpus = base * factor * rng.uniform(0.98, 1.02), "[24]" if i == 0 else "[28]"
+                busy_pct = rng.uniform(0, 20) if busy else None
+                rows.append(
+                    {"run": run, "cell": cell, "bound": bound, "p50_ms": p50, "cpus": cpus, "busy_pct": busy_pct}
+                )
     return pd.DataFrame(rows)
 
 
-def test_a_run_twice_as_slow_sits_at_twice_the_cells_median_and_device_bound_cells_are_left_out():
-    host = process_shift.host_bound_shifts(_frame(2.0))
+def test_a_run_twice_as_slow_reads_twice_the_others_even_with_two_runs():
+    """Against the *other* runs' processes: a median over all runs would put the slow one of two at ~1.4x."""
+    host = process_shift.host_bound_shifts(_frame({"a": 1.0, "slow": 2.0}))
     assert set(host.cell) == {"x", "y"}  # z is device-bound
-    by_run = np.exp(host.groupby("run").log_ratio.median())
-    # the cell's median over 9 processes is one of runs a/b's: the slow run sits ~2x above it
-    assert 1.9 < by_run["slow"] < 2.1
-    assert 0.95 < by_run["a"] < 1.05 and 0.95 < by_run["b"] < 1.05
-    text = process_shift.table(host)
-    assert "| slow | all | 6 |" in text
+    ratio = host.groupby("run").ratio.median()
+    assert 1.9 < ratio["slow"] < 2.1 and 0.45 < ratio["a"] < 0.55
+    assert not host.within.any()  # 2x is outside a 4% range
+    assert (host.within_expected == (3 - 1) / (3 + 1)).all()  # 3 processes of the other run
 
 
-def test_a_cell_host_bound_in_one_run_only_is_left_out():
-    frame = _frame(1.0)
+def test_runs_that_measure_alike_fall_within_each_others_range_about_as_often_as_expected():
+    host = process_shift.host_bound_shifts(_frame({"a": 1.0, "b": 1.0, "c": 1.0}))
+    assert abs(host.within.mean() - host.within_expected.mean()) < 0.25
+    assert (host.within_expected == 5 / 7).all()
+
+
+def test_a_cell_missing_from_a_run_or_of_another_class_in_one_is_left_out():
+    frame = _frame({"a": 1.0, "b": 1.0})
     frame.loc[(frame.cell == "x") & (frame.run == "b"), "bound"] = "device"
-    assert set(process_shift.host_bound_shifts(frame).cell) == {"y"}
+    frame = frame[~((frame.cell == "y") & (frame.run == "a"))]
+    assert process_shift.host_bound_shifts(frame).empty
+
+
+def test_the_table_splits_a_run_by_cores_only_where_it_used_several_and_copes_without_busy_shares():
+    frame = _frame({"a": 1.0, "b": 1.0}, busy=False)
+    frame.loc[frame.run == "b", "cpus"] = "[28]"
+    text = process_shift.table(process_shift.host_bound_shifts(frame))
+    assert "| a | [24] | 2 |" in text and "| a | [28] | 4 |" in text
+    assert "| b | all | 6 |" in text and "| b | [28]" not in text
+    assert "| – | – |" in text  # no busy shares: no median, no rho
+
+
+def test_the_table_reads_back_from_saved_processes_and_asks_for_runs_or_a_csv(tmp_path):
+    csv = tmp_path / "processes.csv"
+    _frame({"a": 1.0, "slow": 2.0}).to_csv(csv, index=False)
+    script = [sys.executable, str(REPO / "benchmarks" / "process_shift.py")]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    shown = subprocess.run([*script, "--processes", str(csv)], capture_output=True, text=True, env=env, check=True)
+    assert "| slow | all | 6 | 2.0" in shown.stdout
+    refused = subprocess.run(script, capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and "--processes CSV" in refused.stderr

@@ -193,7 +193,7 @@ def test_a_summary_older_than_the_interval_columns_still_lists_its_inverted_cell
 
 
 def test_a_summary_as_wide_as_a_real_one_lists_its_inverted_cells_without_a_pandas_warning(tmp_path):
-    """A real summary has ~200 columns, which read_csv can leave one block each: adding columns to a slice
+    """A real summary has over 130 columns, which read_csv can leave one block each: adding columns to a slice
     of it warned (PerformanceWarning) on every report and compare of a lent machine's run."""
     wide = pd.DataFrame([cell(latency_p50_ms=6.8, e2e_latency_p50_ms=4.9, **GPU)]).assign(scenario="single")
     wide = pd.concat([wide, pd.DataFrame({f"extra_{i}": ["x"] for i in range(150)})], axis=1)
