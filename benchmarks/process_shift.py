@@ -28,14 +28,16 @@ from inferbench.core.cells import CellRecord
 
 def processes(named_dirs: dict[str, Path]) -> pd.DataFrame:
     """One row per measuring process of every ok GPU cell: run, cell, the cell's class, p50, cores, machine
-    busy %."""
+    busy %, when its timed calls began."""
     rows = []
     for run, cells_dir in named_dirs.items():
         for path in sorted(cells_dir.rglob("*.json")):
             record = CellRecord.load(path)
             if record.status != "ok" or record.key.device != "cuda":
                 continue
-            for process in (record.repeats or {}).get("per_repeat") or []:
+            per_process = (record.repeats or {}).get("per_repeat") or []
+            windows = record.measured_windows_unix or []
+            for i, process in enumerate(per_process):
                 if process.get("p50_ms") is None:
                     continue
                 rows.append(
@@ -46,6 +48,8 @@ def processes(named_dirs: dict[str, Path]) -> pd.DataFrame:
                         "p50_ms": process["p50_ms"],
                         "cpus": str(process.get("cpus")),
                         "busy_pct": process.get("host_busy_pct"),
+                        # one window per process, in the processes' order
+                        "window_start_unix": windows[i][0] if len(windows) == len(per_process) else None,
                     }
                 )
     return pd.DataFrame(rows)
@@ -55,16 +59,21 @@ def host_bound_shifts(frame: pd.DataFrame) -> pd.DataFrame:
     """The processes of cells host-bound in every run, each against the cell's processes in the other runs:
     ``ratio`` (its p50 over their median), ``within`` (inside their range) and ``within_expected``
     ((n - 1) / (n + 1) for n others: the chance of falling inside where every run measures alike)."""
+    frame = frame.dropna(subset=["p50_ms"])  # a process without a p50 (a CSV's empty field) is no evidence
     runs = frame.run.nunique()
     per_cell = frame.groupby("cell").agg(runs=("run", "nunique"), host=("bound", lambda b: (b == "host").all()))
     keep = per_cell[(per_cell.runs == runs) & per_cell.host].index
-    host = frame[frame.cell.isin(keep)].copy()
-    for index, row in host.iterrows():
-        others = host.p50_ms[(host.cell == row.cell) & (host.run != row.run)]
-        host.loc[index, "ratio"] = row.p50_ms / others.median()
-        host.loc[index, "within"] = others.min() <= row.p50_ms <= others.max()
-        host.loc[index, "within_expected"] = (len(others) - 1) / (len(others) + 1)
-    return host
+    host = frame[frame.cell.isin(keep)].reset_index(drop=True)
+    parts = [host.iloc[0:0].assign(ratio=[], within=[], within_expected=[])]
+    for _, cell in host.groupby("cell", sort=False):
+        for run in cell.run.unique():
+            mine, others = cell[cell.run == run], cell.p50_ms[cell.run != run]
+            parts.append(mine.assign(
+                ratio=mine.p50_ms / others.median(),
+                within=mine.p50_ms.between(others.min(), others.max()),
+                within_expected=(len(others) - 1) / (len(others) + 1),
+            ))  # fmt: skip
+    return pd.concat(parts).sort_index()
 
 
 def table(host: pd.DataFrame) -> str:
