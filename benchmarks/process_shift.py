@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from inferbench.analysis.comparison import spread_class
 from inferbench.core.cells import CellRecord
 
 
@@ -56,12 +57,14 @@ def processes(named_dirs: dict[str, Path]) -> pd.DataFrame:
 
 
 def host_bound_shifts(frame: pd.DataFrame) -> pd.DataFrame:
-    """The processes of cells host-bound in every run, each against the cell's processes in the other runs:
+    """The processes of GPU cells host-bound in every run, each against the cell's processes in the other runs:
     ``ratio`` (its p50 over their median), ``within`` (inside their range) and ``within_expected``
     ((n - 1) / (n + 1) for n others: the chance of falling inside where every run measures alike)."""
     frame = frame.dropna(subset=["p50_ms"])  # a process without a p50 (a CSV's empty field) is no evidence
     runs = frame.run.nunique()
-    per_cell = frame.groupby("cell").agg(runs=("run", "nunique"), host=("bound", lambda b: (b == "host").all()))
+    # compare's class: a GPU cell not found device-bound is host-bound (unclassified ones too)
+    frame = frame.assign(host=frame.assign(device="cuda").apply(spread_class, axis=1) == "host")
+    per_cell = frame.groupby("cell").agg(runs=("run", "nunique"), host=("host", "all"))
     keep = per_cell[(per_cell.runs == runs) & per_cell.host].index
     host = frame[frame.cell.isin(keep)].reset_index(drop=True)
     parts = [host.iloc[0:0].assign(ratio=[], within=[], within_expected=[])]

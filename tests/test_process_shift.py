@@ -95,3 +95,9 @@ def test_the_table_reads_back_from_saved_processes_and_asks_for_runs_or_a_csv(tm
     assert "| slow | all | 6 | 2.0" in shown.stdout
     refused = subprocess.run(script, capture_output=True, text=True, env=env)
     assert refused.returncode == 2 and "--processes CSV" in refused.stderr
+
+
+def test_a_gpu_cell_left_unclassified_counts_as_host_bound_as_in_compare():
+    frame = _frame({"a": 1.0, "b": 1.0})
+    frame.loc[frame.cell == "x", "bound"] = np.nan  # a CSV's empty field
+    assert set(process_shift.host_bound_shifts(frame).cell) == {"x", "y"}
