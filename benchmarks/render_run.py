@@ -8,11 +8,11 @@ RUN_DIR holds a run brought back from another machine (e.g. the GPU machine's `c
 `results/cells/**.json` (and, where the run kept them, `results/profiles/`, `results/models/*.json`,
 `data/processed/*.stats.json`); writes RUN_DIR/results/{summary.csv,summary.parquet,plots/,report.md}.
 
-`--summary` re-renders a committed summary: report.md and plots/ in its own folder (or `--out`), linked
-relatively so that the report renders on a code host. Where a report is already there, the sections a
-summary cannot make (datasets, models, profiles, the roofline: made from the run's records) and the
-method text (it describes the code that measured, not this checkout's) are kept from it, and the report
-says so. The summary itself is only read, never written:
+`--summary` re-renders a committed summary: report.md, report_details.md and plots/ in its own folder (or
+`--out`), linked relatively so that the report renders on a code host. Where a report is already there,
+the sections a summary cannot make (datasets, models, profiles, the roofline: made from the run's records)
+and the method text (it describes the code that measured, not this checkout's) are kept from it in the
+appendix, and the appendix says so. The summary itself is only read, never written:
 its fields are read as written (a host named NA, a commit such as 12345e7 stay text). Summaries
 written before the computation columns existed (graph, precision_mode, channels_last, compile_mode,
 cuda_graph, io_binding, tf32, fusions) get them, for the report, from the config's engine variants,
@@ -43,7 +43,7 @@ from inferbench.exporters.tables import write_summary
 from inferbench.plan.config import validate_config
 from inferbench.plan.grid import resolved_studies
 from inferbench.report.layouts import SERVING_PLOT
-from inferbench.report.markdown import build_report, write_report
+from inferbench.report.markdown import DETAILS_NAME, build_details, build_report, write_report
 from inferbench.report.plots import plot_every_workload, plot_serving
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,14 +140,19 @@ def render_summary(
     written = plot_every_workload(summary, out_dir / "plots", list(config["engines"])) if plots else []
     # a serving plot is made from every LoadGen run in the records, which a summary lacks: the run's own stays
     written += sorted((out_dir / "plots").glob(f"*/{SERVING_PLOT}"))
-    report = out_dir / "report.md"
+    report, details = out_dir / "report.md", out_dir / DETAILS_NAME
     # the report from the table read here, not from the file again: its fields as written
     text = build_report(summary, written, report_dir=out_dir, studies=studies)
-    if report.exists():  # what the summary cannot make again stays as the run's own report had it
-        text = keep_sections(text, report.read_text())
-    with atomic_path(report) as tmp:
-        tmp.write_text(text.rstrip("\n") + "\n")
-    print(f"{len(summary)} cells -> {report}")
+    detail_text = build_details(summary, written, report_dir=out_dir)
+    # what the summary cannot make again stays as the run's own report had it: in its appendix since the
+    # report has one, in the report itself before
+    original = details if details.exists() else report
+    if original.exists():
+        detail_text = keep_sections(detail_text, original.read_text())
+    for path, content in ((details, detail_text), (report, text)):
+        with atomic_path(path) as tmp:
+            tmp.write_text(content.rstrip("\n") + "\n")
+    print(f"{len(summary)} cells -> {report}, {details}")
     return report
 
 

@@ -324,7 +324,7 @@ def test_a_vllm_cell_where_vllm_is_not_installed_is_unavailable_with_the_reason(
 def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes_at_batch_1():
     import pandas as pd
 
-    from inferbench.report.generation import generation_section
+    from inferbench.report.generation import generation_answer
 
     def row(engine: str, batch: int, tpot: float, floor: float = 0.7) -> dict:
         return {"workload": "llm:llama", "engine": engine, "engine_impl": engine, "precision": "fp16",
@@ -334,10 +334,15 @@ def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes
                 "gen_decode_tokens_per_s": 1e3 / tpot * batch}  # fmt: skip
 
     cells = pd.DataFrame([row("hf_eager", 1, 14.0), row("hf_static", 1, 1.75), row("hf_static", 16, 2.1)])
-    text = "\n".join(generation_section(cells, {}))
+    text = "\n".join(generation_answer(cells, {}))
     assert "1.75 ms (hf_static fp16 cuda b1 prompt 128), 2.50× its memory-bandwidth floor" in text
     assert "batch 1, prompt 128: time per output token over its floor, hf_static 2.50×, hf_eager 20.0×" in text
-    assert "batch 16 decodes 13.3× the tokens/s of batch 1" in text
+    assert "batch 16 decodes 13.3× (1 process: no interval) the tokens/s of batch 1" in text
+    # with each process's TPOT the gain carries Welch's interval over them
+    cells["gen_tpot_p50_by_process_ms"] = [None, "1.7;1.8", "2.0;2.2"]
+    text = "\n".join(generation_answer(cells, {}))
+    assert "batch 16 decodes 13.3× (95% CI 9.90–18.0) the tokens/s of batch 1" in text
+    assert "(hf_static fp16 cuda b1 prompt 128; 2 processes: 1.70–1.80 ms)" in text
 
 
 def test_the_generation_plot_draws_each_engine_and_prompt_against_the_batch(tmp_path, monkeypatch):

@@ -19,16 +19,30 @@ import pandas as pd
 import pytest
 from docutils.core import publish_parts
 
-from inferbench.analysis.decisions import ClaimBasis
 from inferbench.plan.config import validate_config
 from inferbench.plan.grid import resolved_studies
-from inferbench.report.markdown import build_report, write_report
-from inferbench.report.studies import study_section
+from inferbench.report.markdown import DETAILS_NAME, build_details, build_report, write_report
 from inferbench.report.tables import markdown_table
 from inferbench.report.text import escape_markdown, inline_code
 from tests.conftest import REPO
 from tests.test_decisions import cell
-from tests.test_report_studies import LOAN, loan_summary
+
+LOAN = {
+    "workloads": ["mlp_lendingclub"], "engines": ["ort_cpu", "ort_cuda"], "precisions": ["fp32"],
+    "devices": ["cpu", "cuda"], "batch_sizes": [1, 10, 100, 1000], "threads": [4], "layout": "by_batch",
+    "question": "from which batch does the GPU win?",
+}  # fmt: skip
+
+
+def loan_summary() -> pd.DataFrame:
+    """CPU: 0.01 ms per item at every batch. GPU: 1 ms per call end to end, so 1 / batch per item."""
+    rows = []
+    for b in (1, 10, 100, 1000):
+        rows.append(cell(workload="mlp_lendingclub", engine="ort_cpu", engine_impl="ort_cpu", threads=4, batch_size=b,
+                         latency_p50_ms=0.01 * b))  # fmt: skip
+        rows.append(cell(workload="mlp_lendingclub", engine="ort_cuda", engine_impl="ort_cuda", device="cuda",
+                         threads=0, batch_size=b, latency_p50_ms=0.1, e2e_latency_p50_ms=1.0))  # fmt: skip
+    return pd.DataFrame(rows)
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
@@ -62,12 +76,13 @@ def failed_cell() -> dict:
 
 @pytest.fixture(scope="module")
 def report_md(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """report.md written as the workflow's `report` rule writes it, from a summary CSV and the studies."""
+    """report.md and its appendix written as the workflow's `report` rule writes them, from a summary CSV and
+    the studies."""
     out = tmp_path_factory.mktemp("report")
     summary = pd.concat([loan_summary(), pd.DataFrame([failed_cell()])], ignore_index=True)
     summary.to_csv(out / "summary.csv", index=False)
     write_report(out / "summary.csv", out / "report.md", studies=resolved_studies(hostile_config(), has_cuda=True))
-    return (out / "report.md").read_text()
+    return (out / "report.md").read_text() + "\n" + (out / DETAILS_NAME).read_text()
 
 
 def tables(markdown: str) -> list[list[str]]:
@@ -140,18 +155,18 @@ def test_inline_code_keeps_a_plain_name_in_a_code_span_and_escapes_the_rest():
 
 def test_report_md_escapes_the_config_text_of_a_study(report_md):
     assert_no_live_markdown(report_md)
-    assert f"## Study loan {ESCAPED_SCRIPT} &#124; &#91;link&#93;(javascript:alert(1))" in report_md
-    assert f"**Question:** does {ESCAPED_SCRIPT} &#124; &#91;link&#93;(javascript:alert(1)) show as typed?" in report_md
-    assert "\n&#35; not a heading &lt;img src=x onerror=alert(1)&gt; &#96;code&#96; &#42;stars&#42;.\n" in report_md
-    assert "## Study `plain`" in report_md  # a plain name keeps its code span
-    # the reason's first line, in its table cell; the second line is left out
+    assert f"### Does {ESCAPED_SCRIPT} &#124; &#91;link&#93;(javascript:alert(1)) show as typed?" in report_md
+    assert f"Study loan {ESCAPED_SCRIPT} &#124; &#91;link&#93;(javascript:alert(1))." in report_md
+    assert "Study `plain`." in report_md  # a plain name keeps its code span
+    # the reason's first line, on the first page and in its table cell in the appendix; the second line is left out
+    assert f"- 1 error: failed on {ESCAPED_SCRIPT} &#124; &#91;link&#93;(javascript:alert(1)) (" in report_md
     assert f"| failed on {ESCAPED_SCRIPT} &#124; &#91;link&#93;(javascript:alert(1)) |" in report_md
     assert "Traceback" not in report_md
 
 
 def test_report_md_tables_keep_their_columns(report_md):
     found = tables(report_md)
-    assert len(found) >= 5  # the study's pivots, the engines study's table, all cells, the failed cells
+    assert len(found) >= 4  # the study's per-item table, the engines table, every cell, the failed cells
     for table in found:
         assert len({separators(row) for row in table}) == 1, "\n".join(table)
 
@@ -160,26 +175,24 @@ def test_report_md_rendered_to_html_shows_the_config_text_as_typed(report_md):
     page = render(report_md)
     assert_no_live_html(page)
     assert ESCAPED_SCRIPT in page
-    assert "<a " not in page  # no link anywhere: the report has none of its own without plots
-    assert page.count("<h1>") == 1  # the report's title; the description opens no heading
+    assert "<a " in page and 'href="javascript:' not in page  # the report's own link to its appendix, no other
+    assert page.count("<h1>") == 2  # the report's title and the appendix's
     text = shown_text(page)
-    assert f"Study {NAME}" in text and f"Question: {QUESTION}" in text
-    assert DESCRIPTION.replace("`", "").replace("*", "") not in text  # not read as code or emphasis...
-    assert DESCRIPTION in text  # ...but shown as written
+    assert f"Study {NAME}" in text and QUESTION[:1].upper() + QUESTION[1:] in text
     for table in re.findall(r"<table>.*?</table>", page, flags=re.S):
         widths = {len(re.findall(r"<t[hd][ >]", row)) for row in re.findall(r"<tr>.*?</tr>", table, flags=re.S)}
         assert len(widths) == 1, table
 
 
-def test_names_from_the_records_are_escaped_in_prose_pivots_and_tables():
+def test_names_from_the_records_are_escaped_in_prose_and_tables():
     """Engine names reach the report from the records too (and a summary can be edited): a name with a
-    pipe and HTML keeps the pivot's and the table's columns and becomes no tag."""
+    pipe and HTML keeps the table's columns and becomes no tag."""
     engine = f"ort|cpu{IMG}"
     summary = loan_summary().replace({"engine": {"ort_cpu": engine}})
     study = {**LOAN, "engines": [engine, "ort_cuda"]}
-    text = "\n".join(study_section("loan", study, summary, ClaimBasis.of(summary)))
+    text = build_report(summary, studies={"loan": study})
     assert_no_live_markdown(text)
-    assert "b1: ort&#124;cpu&lt;img src=x onerror=alert(1)&gt; fp32 cpu 4t" in text
+    assert "| ort&#124;cpu&lt;img src=x onerror=alert(1)&gt; fp32 cpu 4t |" in text
     for table in tables(text):
         assert len({separators(row) for row in table}) == 1, "\n".join(table)
 
@@ -187,23 +200,16 @@ def test_names_from_the_records_are_escaped_in_prose_pivots_and_tables():
     assert table.splitlines()[-1] == "| ort&#124;cpu&lt;img src=x onerror=alert(1)&gt; | 1 | 10.0 µs |"
 
 
-def test_build_report_escapes_dataset_model_and_profile_text():
-    text = build_report(
-        loan_summary(),
-        model_meta=[{"name": f"mlp {SCRIPT}", "n_params": 1000, "training": {}}],
-        dataset_stats=[
-            {
-                "dataset": f"loans {LINK}",
-                "source": IMG,
-                "rows_raw": 10,
-                "rows_clean": 9,
-                "positive_rate": 0.5,
-                "n_features": 3,
-            }
-        ],
-        profiles=[{"cell_id": f"cell {SCRIPT}", "status": "error", "reason": HOSTILE}],
-    )
-    assert_no_live_markdown(text)
+def test_the_reports_escape_dataset_model_and_profile_text():
+    meta = [{"name": f"mlp {SCRIPT}", "n_params": 1000, "training": {"test_auc": 0.9, "n_test": 10}}]
+    stats = [{"dataset": f"loans {LINK}", "source": IMG, "rows_raw": 10, "rows_clean": 9, "positive_rate": 0.5,
+              "n_features": 3}]  # fmt: skip
+    profiles = [{"cell_id": f"cell {SCRIPT}", "status": "error", "reason": HOSTILE}]
+    first = build_report(loan_summary(), model_meta=meta, dataset_stats=stats, profiles=profiles)
+    text = build_details(loan_summary(), model_meta=meta, dataset_stats=stats, profiles=profiles)
+    for markdown in (first, text):
+        assert_no_live_markdown(markdown)
+    assert f"mlp {ESCAPED_SCRIPT} AUC 0.900 on 10 rows" in first
     assert f"| mlp {ESCAPED_SCRIPT} | 1,000 |" in text
     assert "| loans &#91;link&#93;(javascript:alert(1)) | &lt;img src=x onerror=alert(1)&gt; | 10 | 9 |" in text
     assert f"### cell {ESCAPED_SCRIPT}" in text

@@ -154,7 +154,8 @@ rule report:
         roofline=["results/roofline.csv"] if ROOFLINE_CELLS else [],
         leases=[config["report"]["lease_spread"]] if config["report"]["lease_spread"] else [],
     output:
-        "results/report.md",
+        report="results/report.md",
+        details="results/report_details.md",  # written beside the report (inferbench.report.markdown)
     params:
         code=verb_code("report"),
         studies=report_studies(),
@@ -164,7 +165,7 @@ rule report:
     log:
         "logs/report.log",
     shell:
-        "python -m inferbench report --summary {input.summary:q} --out {output:q} --plots {input.plots:q}"
+        "python -m inferbench report --summary {input.summary:q} --out {output.report:q} --plots {input.plots:q}"
         " --model-meta {input.models:q} --dataset-stats {input.datasets:q} --profiles {input.profiles:q}"
         " --roofline {input.roofline:q} --studies {params.studies:q} {params.leases:q} > {log:q} 2>&1"
 

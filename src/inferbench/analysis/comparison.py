@@ -62,15 +62,16 @@ def p50_at(frame: pd.DataFrame, boundary: str) -> pd.Series:
     return e2e.fillna(frame["latency_p50_ms"])
 
 
+def items_per_call(frame: pd.DataFrame) -> pd.Series:
+    """Items one timed call handles: the record's count (an epoch's samples), else the batch."""
+    items = frame["items_per_call"] if "items_per_call" in frame else pd.Series(index=frame.index, dtype=float)
+    return pd.to_numeric(items, errors="coerce").fillna(frame["batch_size"]).astype(float)
+
+
 def rate_at(frame: pd.DataFrame, boundary: str) -> pd.Series:
-    """Each row's items/s at ``boundary``; end to end falls back to the engine's own throughput where
-    that boundary is already end to end."""
-    if boundary == "device":
-        return frame["throughput_per_s"]
-    rate = (
-        frame["e2e_throughput_per_s"] if "e2e_throughput_per_s" in frame else pd.Series(index=frame.index, dtype=float)
-    )
-    return rate.fillna(frame["throughput_per_s"])
+    """Each row's items/s at ``boundary``: items per call over the p50 there (``p50_at``). The report's one
+    throughput: the same cell never shows two (a record's ``throughput_per_s`` is items over the mean)."""
+    return items_per_call(frame) / p50_at(frame, boundary) * 1e3
 
 
 def p50_of(row: Any, boundary: str) -> float | None:
@@ -138,14 +139,27 @@ def spread_at(row: Any, boundary: str, floors: SpreadFloors | None = None) -> Ce
     if p50 is None and boundary == "end_to_end":  # the engine's own boundary is end to end
         p50_col, by_process_col, low_col, high_col = COLUMNS["device"]
         p50 = _get(row, p50_col)
-    by_process = _get(row, by_process_col)
-    values = [float(v) for v in str(by_process).split(";") if v] if by_process is not None else []
-    if not values and p50 is not None:
-        values = [float(p50)]  # summaries from before processes were recorded: one process
+    values = _by_process(row, by_process_col, p50)
     spread = CellSpread.from_processes(values, _get(row, low_col), _get(row, high_col))
     if spread is None or floors is None:
         return spread
     return spread.with_floor(floors.get(row, boundary)).with_lease(floors.lease_sd(row))
+
+
+def _by_process(row: Any, column: str, p50: Any) -> list[float]:
+    by_process = _get(row, column)
+    values = [float(v) for v in str(by_process).split(";") if v] if by_process is not None else []
+    if not values and p50 is not None:
+        values = [float(p50)]  # summaries from before processes were recorded: one process
+    return values
+
+
+def process_p50s(row: Any, boundary: str) -> list[float]:
+    """Each process's p50 (ms) of a summary row at ``boundary`` (the engine's own where end to end is it)."""
+    p50_col, by_process_col, _, _ = COLUMNS[boundary]
+    if boundary == "end_to_end" and _get(row, p50_col) is None:
+        p50_col, by_process_col, _, _ = COLUMNS["device"]
+    return _by_process(row, by_process_col, _get(row, p50_col))
 
 
 def compare(faster: Any, slower: Any, boundary: str | None = None, floors: SpreadFloors | None = None) -> Ratio | None:

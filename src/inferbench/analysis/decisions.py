@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
-from inferbench.analysis.comparison import SpreadFloors, boundary_of, p50_at, p50_of, rate_at
+from inferbench.analysis.comparison import SpreadFloors, boundary_of, p50_at, p50_of, process_p50s, rate_at
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import measured
 from inferbench.analysis.verdicts import claim, claim_columns
@@ -150,13 +151,14 @@ def best_cells(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.
             "margin_low": None,
             "margin_high": None,
             "verdict": "the only cell",
+            "claim": None,
         }
         if len(ranked) > 1:
             second = ranked.iloc[1]
             margin = claim(best, second, floors, boundary)
             row |= {"runner_up": f"{second['engine']} {second['precision']} {second['device']}"}
             row |= {f"runner_up_{c}": second[c] for c in CELL}
-            row |= claim_columns(margin, "margin")
+            row |= claim_columns(margin, "margin") | {"claim": margin}
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -179,8 +181,6 @@ def workload_front(cells: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     """The latency/throughput Pareto front of one workload's cells at their common boundary: p50 and
     items/s end to end unless every cell ran on one device at its device boundary."""
     boundary = boundary_of(cells)
-    if boundary == "device":
-        return boundary, pareto_front(cells)
     e2e = cells.assign(e2e_p50=p50_at(cells, boundary), e2e_items_per_s=rate_at(cells, boundary))
     return boundary, pareto_front(e2e, latency="e2e_p50", throughput="e2e_items_per_s")
 
@@ -209,10 +209,11 @@ def speedups(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.Da
                 "precision": row["precision"],
                 **claim_columns(result, "speedup"),
                 "processes": f"{result.ratio.processes[0]} / {result.ratio.processes[1]}",
+                "claim": result,
             }
         )
     columns = [*key, "engine", "precision", "boundary", "speedup", "speedup_low", "speedup_high", "significant",
-               "verdict", "processes"]  # fmt: skip
+               "verdict", "processes", "claim"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -220,20 +221,57 @@ def speedups(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.Da
 MIN_SCALING_LENGTHS = 3
 
 
-def _power_law(lengths: np.ndarray, p50s: np.ndarray) -> tuple[float, float]:
-    """(k, R²) of p50 ∝ length^k, least squares in log-log."""
-    x, y = np.log(lengths), np.log(p50s)
+@dataclass(frozen=True)
+class PowerLaw:
+    """p50 ∝ length^k fitted in log-log over every process's p50 (one point per process and length), with
+    the 95% interval of k from the fit's residuals: the spread between processes widens it."""
+
+    exponent: float
+    low: float | None
+    high: float | None
+    r2: float
+
+    @property
+    def significant(self) -> bool:
+        """The interval of k excludes 0: latency measurably changes with the length."""
+        return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
+
+
+def power_law(lengths: list[float], p50s: list[float]) -> PowerLaw:
+    """``PowerLaw`` of points (length, p50 ms); no interval from fewer than three points."""
+    x, y = np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(p50s, dtype=float))
     slope, intercept = np.polyfit(x, y, 1)
     residual = y - (slope * x + intercept)
-    total = ((y - y.mean()) ** 2).sum()
-    return float(slope), float(1 - (residual**2).sum() / total if total > 0 else 1.0)
+    total = float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - float((residual**2).sum()) / total if total > 0 else 1.0
+    sxx, df = float(((x - x.mean()) ** 2).sum()), len(x) - 2
+    if df < 1 or sxx == 0:
+        return PowerLaw(float(slope), None, None, r2)
+    half = float(stats.t.ppf(0.975, df)) * math.sqrt(float((residual**2).sum()) / df / sxx)
+    return PowerLaw(float(slope), float(slope - half), float(slope + half), r2)
+
+
+def _series_points(series: pd.DataFrame, boundary: str) -> tuple[list[float], list[float]]:
+    rows = series.itertuples(index=False)
+    points = [(float(row.seq_len), p50) for row in rows for p50 in process_p50s(row, boundary)]
+    return [x for x, _ in points], [y for _, y in points]
+
+
+def series_class(series: pd.DataFrame) -> str:
+    """``cpu``, ``host`` (a GPU series with a host-bound cell: its time follows the host, not the length's
+    compute) or ``device``."""
+    if (series["device"] != "cuda").all():
+        return "cpu"
+    bound = series["bound"] if "bound" in series else pd.Series("host", index=series.index)
+    return "device" if bound.eq("device").all() else "host"
 
 
 def seq_scaling(summary: pd.DataFrame) -> pd.DataFrame:
-    """The exponent k of latency ∝ seq_len^k per text cell series (least squares in log-log of the
-    p50 at the engine's own boundary), with its R², and the same fit end to end (``exponent_e2e``): where
-    the two have opposite signs, neither is the series' answer (``boundaries_disagree``). Series measured
-    at fewer than ``MIN_SCALING_LENGTHS`` lengths are listed with no exponent; single lengths are left out."""
+    """The exponent k of latency ∝ seq_len^k per text cell series (``power_law`` over every process's p50 at
+    the engine's own boundary, with its 95% interval and R²), the same fit end to end (``exponent_e2e``):
+    where the two have opposite signs, neither is the series' answer (``boundaries_disagree``); and the
+    series' class (``series_class``). Series measured at fewer than ``MIN_SCALING_LENGTHS`` lengths are
+    listed with no exponent; single lengths are left out."""
     ok = measured(summary)
     ok = ok[ok["seq_len"] > 0]
     names = ["workload", "engine", "precision", "device", "batch_size", "threads"]
@@ -242,15 +280,20 @@ def seq_scaling(summary: pd.DataFrame) -> pd.DataFrame:
         lengths = series["seq_len"].nunique()
         if lengths < 2:
             continue
-        exponent = r2 = exponent_e2e = None
+        fit = fit_e2e = None
         if lengths >= MIN_SCALING_LENGTHS:
-            x = series["seq_len"].to_numpy(float)
-            exponent, r2 = _power_law(x, series["latency_p50_ms"].to_numpy(float))
-            exponent_e2e, _ = _power_law(x, p50_at(series, "end_to_end").to_numpy(float))
-        disagree = exponent is not None and exponent * exponent_e2e < 0  # type: ignore[operator]
-        rows.append({**dict(zip(names, key, strict=True)), "exponent": exponent, "r2": r2, "points": lengths,
-                     "exponent_e2e": exponent_e2e, "boundaries_disagree": disagree})  # fmt: skip
-    return pd.DataFrame(rows, columns=[*names, "exponent", "r2", "points", "exponent_e2e", "boundaries_disagree"])
+            boundary = boundary_of(series)
+            fit = power_law(*_series_points(series, boundary))
+            fit_e2e = power_law(*_series_points(series, "end_to_end"))
+        disagree = fit is not None and fit_e2e is not None and fit.exponent * fit_e2e.exponent < 0
+        rows.append({**dict(zip(names, key, strict=True)), "points": lengths, "bound": series_class(series),
+                     "exponent": fit.exponent if fit else None, "exponent_low": fit.low if fit else None,
+                     "exponent_high": fit.high if fit else None, "significant": fit.significant if fit else None,
+                     "r2": fit.r2 if fit else None, "exponent_e2e": fit_e2e.exponent if fit_e2e else None,
+                     "boundaries_disagree": disagree})  # fmt: skip
+    columns = [*names, "points", "bound", "exponent", "exponent_low", "exponent_high", "significant", "r2",
+               "exponent_e2e", "boundaries_disagree"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
 
 
 def cold_start_total_s(row: Any) -> float | None:

@@ -50,7 +50,7 @@ def measured(summary: pd.DataFrame) -> pd.DataFrame:
     the harness's baseline, not an engine)."""
     single = split_scenarios(summary).single
     ok = single[single["status"] == "ok"]
-    return ok[ok["engine_impl"] != "noop"]
+    return ok[ok["engine_impl"] != "noop"].copy()  # one block per column, as read_csv leaves it: consolidated
 
 
 #: what reading a damaged or foreign record raises (JSONDecodeError and a wrong schema are ValueErrors)

@@ -293,6 +293,11 @@ class CellRecord:
             "gen_new_tokens": gen.get("new_tokens"),
             **{f"gen_ttft_{k}_ms": ttft.get(k) for k in ("p50", "p99")},
             **{f"gen_tpot_{k}_ms": tpot.get(k) for k in ("p50", "p99")},
+            # each process's TPOT p50 (one process: its own), ';'-separated as p50_by_process_ms
+            "gen_tpot_p50_by_process_ms": ";".join(
+                f"{v:.6g}" for v in gen.get("tpot_p50_by_process_ms") or [tpot.get("p50")] if v is not None
+            )
+            or None,
             "gen_decode_tokens_per_s_per_sequence": gen.get("decode_tokens_per_s_per_sequence"),
             "gen_decode_tokens_per_s": gen.get("decode_tokens_per_s"),
             "gen_kv_cache_mb": gen.get("kv_cache_mb"),

@@ -137,6 +137,8 @@ class EngineInfo:
     workload_kinds: tuple[str, ...] = ("tabular", "vision", "text")
     #: the engine reads the workload's processed dataset (given to the cell as an input)
     needs_dataset: bool = False
+    #: the harness's own baseline (the no-op engine), not an engine a study compares
+    harness: bool = False
     #: libraries its cells import, imported (and timed) once before the cell's fresh processes start
     libraries: tuple[str, ...] = ("torch",)
     #: the options a variant of it may set (config `engines.<variant>`), with their defaults

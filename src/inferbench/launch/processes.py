@@ -179,6 +179,8 @@ def _merged_generation(records: Sequence[CellRecord]) -> dict[str, Any]:
         "kv_cache_mb": max((r.generation or {}).get("kv_cache_mb") or 0.0 for r in records),
         "token_parity": next((p for p in parity if p is not None and not p["equal"]), parity[0]),
         "samples_ms": {name: [round(v * 1e3, 4) for v in values] for name, values in pooled.items()},
+        # each process's own TPOT p50: how far a decode step moves between processes (the report's intervals)
+        "tpot_p50_by_process_ms": [((r.generation or {}).get("tpot_ms") or {}).get("p50") for r in records],
     }
 
 

@@ -149,12 +149,42 @@ def cell_serving(config: dict[str, Any], has_cuda: bool | None = None) -> dict[C
     return settings
 
 
+def spans_devices(study: dict[str, Any]) -> bool:
+    """Whether a study asks for the CPU and the GPU side by side (``devices`` lists cpu and cuda or auto):
+    its question compares them, so a machine with one of them cannot answer it."""
+    return "cpu" in study["devices"] and bool({"cuda", "auto"} & set(study["devices"]))
+
+
+def left_out(study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cuda: bool) -> list[dict[str, str]]:
+    """What a study names that has no cell on this machine, and why (``what``, ``why``): the whole study
+    where it needs a GPU and there is none, the GPU side of a study that spans devices, and each engine
+    variant that runs on none of the study's devices as resolved here (``auto`` became one device)."""
+    study = with_defaults(study)
+    if study.get("requires_gpu") and not has_cuda:
+        return [{"what": "every cell", "why": "needs a GPU, and none is visible here"}]
+    devices = resolve_devices(study["devices"], has_cuda)
+    out = []
+    if spans_devices(study) and "cuda" not in devices:  # cuda named outright: its cells stay, `unavailable`
+        out.append({"what": "the GPU side", "why": "needs a GPU, and none is visible here"})
+    for name in study["engines"]:
+        info = engine_info(variants[name]["engine"])
+        runs_on = [d for d in info.devices if d in variants[name].get("devices", info.devices)]
+        if not set(runs_on) & set(devices) and not info.harness:
+            auto = ": devices auto means cuda where a GPU is visible" if "auto" in study["devices"] else ""
+            out.append({"what": name, "why": f"{'/'.join(runs_on)}-only, and the study runs on "
+                        f"{' and '.join(devices)} here{auto}"})  # fmt: skip
+    return out
+
+
 def resolved_studies(config: dict[str, Any], has_cuda: bool | None = None) -> dict[str, dict[str, Any]]:
-    """The run's studies with ``auto`` devices resolved as their cells were (for the report's sections)."""
+    """The run's studies with ``auto`` devices resolved as their cells were (for the report's sections),
+    each with what it names that has no cell here (``left_out``) and whether it spans devices."""
     has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
     out = {}
     for name in config["run"]:
         study = dict(config["studies"][name])
+        study["left_out"] = left_out(study, config["engines"], bool(has_cuda))
+        study["spans_devices"] = spans_devices(study)
         study["devices"] = resolve_devices(study["devices"], has_cuda)
         out[name] = study
     return out

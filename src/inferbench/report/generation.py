@@ -10,6 +10,8 @@ from typing import Any
 import pandas as pd
 
 from inferbench.analysis.summary import split_scenarios
+from inferbench.analysis.uncertainty import CellSpread, Ratio, ratio
+from inferbench.report.answers import ratio_text
 from inferbench.report.tables import fmt, markdown_table
 from inferbench.report.text import escape_markdown
 
@@ -21,14 +23,14 @@ COLUMNS = [
     ("seq_len", "prompt"),
     ("gen_new_tokens", "new tokens"),
     ("status", "status"),
-    ("gen_ttft_p50_ms", "TTFT p50 ms"),
-    ("gen_ttft_p99_ms", "TTFT p99 ms"),
-    ("gen_tpot_p50_ms", "TPOT p50 ms"),
-    ("gen_tpot_p99_ms", "TPOT p99 ms"),
+    ("gen_ttft_p50_ms", "TTFT p50"),
+    ("gen_ttft_p99_ms", "TTFT p99"),
+    ("gen_tpot_p50_ms", "TPOT p50"),
+    ("gen_tpot_p99_ms", "TPOT p99"),
     ("gen_decode_tokens_per_s_per_sequence", "tokens/s per sequence"),
     ("gen_decode_tokens_per_s", "tokens/s"),
-    ("latency_p50_ms", "request p50 ms"),
-    ("gen_decode_floor_ms", "decode floor ms"),
+    ("latency_p50_ms", "request p50"),
+    ("gen_decode_floor_ms", "decode floor"),
     ("gen_decode_floor_share", "floor / TPOT"),
     ("gen_kv_cache_mb", "KV cache MB"),
     ("gen_weights_mb", "weights MB"),
@@ -41,9 +43,9 @@ EXPLAINED = (
     "One timed call is one request: the prompt (`prompt` tokens per row, `batch` rows), then `new tokens` "
     "tokens per row picked greedily, with no stop at EOS. TTFT: the prefill, from the request's start to its "
     "first token; TPOT: each further token, from the one before (on a GPU between CUDA events on the engine's "
-    "stream, the host issuing the next step without waiting); `request p50 ms`: token ids in from the host, "
+    "stream, the host issuing the next step without waiting); `request p50`: token ids in from the host, "
     "generated ids back on the host. Percentiles pool every request (TTFT) and every decode step (TPOT) of "
-    "the cell's processes; a p99 from fewer than 100 of them is –. `decode floor ms`: the bytes of weights "
+    "the cell's processes; a p99 from fewer than 100 of them is –. `decode floor`: the bytes of weights "
     "a decode step reads (`read per step MB`: all but the input embedding table, of which it reads a row per "
     "token) over the memory bandwidth a copy reaches in the same process (bytes read + written per second): "
     "the least a step can take; `floor "
@@ -53,9 +55,9 @@ EXPLAINED = (
 )
 
 
-def generation_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
-    """The answer lines of a generation study: per workload, the fastest decode and first token, and how
-    tokens per second grow with the batch; then the table of every cell."""
+def generation_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
+    """The answer lines of a generation study: per workload, the fastest decode and first token, how far
+    each decode step is from its floor, and how tokens per second grow with the batch."""
     generation = split_scenarios(cells).generation
     ok = generation[generation["status"] == "ok"]
     out: list[str] = []
@@ -64,15 +66,21 @@ def generation_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = 
         best = frame.loc[frame["gen_tpot_p50_ms"].idxmin()]
         out.append(
             f"- **{name}**: the shortest time per output token is {fmt(best['gen_tpot_p50_ms'])} ms "
-            f"({escape_markdown(_cell(best))}), {fmt(1 / best['gen_decode_floor_share'])}× its memory-bandwidth "
-            f"floor ({fmt(best['gen_decode_floor_ms'])} ms)."
+            f"({escape_markdown(_cell(best))}; {_processes(best)}), {fmt(1 / best['gen_decode_floor_share'])}× its "
+            f"memory-bandwidth floor ({fmt(best['gen_decode_floor_ms'])} ms)."
         )
         out += _from_the_floor(name, frame)
         first = frame.loc[frame["gen_ttft_p50_ms"].idxmin()]
         out.append(f"- **{name}**: the shortest time to first token is {fmt(first['gen_ttft_p50_ms'])} ms "
                    f"({escape_markdown(_cell(first))}).")  # fmt: skip
         out += _batching(name, frame)
-    out += ["", EXPLAINED, ""]
+    return [*out, ""]
+
+
+def generation_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
+    """A generation study's detail: the table of every cell, and what its columns measure."""
+    generation = split_scenarios(cells).generation
+    out = [EXPLAINED, ""]
     for workload, frame in generation.groupby("workload", sort=False):
         order = frame.sort_values(["engine", "precision", "device", "batch_size", "seq_len"])
         out += [f"**{escape_markdown(workload)}**:", "", markdown_table(order, COLUMNS), ""]
@@ -110,10 +118,37 @@ def _batching(name: str, frame: pd.DataFrame) -> list[str]:
         if len(series) < 2 or series["batch_size"].iloc[0] != 1:
             continue
         low, high = series.iloc[0], series.iloc[-1]
-        gain = high["gen_decode_tokens_per_s"] / low["gen_decode_tokens_per_s"]
+        gain = batching_gain(low, high)
         out.append(
             f"- **{name}** {escape_markdown(f'{engine} {precision} {device} prompt {prompt}')}: batch "
-            f"{high['batch_size']} decodes {fmt(gain)}× the tokens/s of batch 1 ({fmt(high['gen_tpot_p50_ms'])} "
-            f"against {fmt(low['gen_tpot_p50_ms'])} ms per step)."
+            f"{high['batch_size']} decodes {ratio_text(gain.value, gain.low, gain.high, gain.significant)} the "
+            f"tokens/s of batch 1 ({fmt(high['gen_tpot_p50_ms'])} against {fmt(low['gen_tpot_p50_ms'])} ms per step)."
         )
     return out
+
+
+def tpot_spread(row: pd.Series) -> CellSpread | None:
+    """A generation cell's TPOT p50 across its processes (``gen_tpot_p50_by_process_ms``; one process where
+    a summary predates it)."""
+    by_process = row.get("gen_tpot_p50_by_process_ms")
+    values = [float(v) for v in str(by_process).split(";") if v] if isinstance(by_process, str) else []
+    return CellSpread.from_processes(values or [row["gen_tpot_p50_ms"]])
+
+
+def batching_gain(low: pd.Series, high: pd.Series) -> Ratio:
+    """Decode tokens/s at ``high``'s batch over ``low``'s: batch ratio x TPOT ratio, with Welch's interval over
+    the processes' TPOT p50s (none where either cell ran in one process)."""
+    a, b = tpot_spread(high), tpot_spread(low)
+    scale = high["batch_size"] / low["batch_size"]
+    tpots = ratio(a, b, low["gen_tpot_p50_ms"] / high["gen_tpot_p50_ms"]) if a and b else Ratio(float("nan"))
+    scaled = [v * scale if v is not None else None for v in (tpots.value, tpots.low, tpots.high)]
+    return Ratio(scaled[0], scaled[1], scaled[2], tpots.processes, tpots.log_se, tpots.df)
+
+
+def _processes(row: pd.Series) -> str:
+    spread = tpot_spread(row)
+    by_process = row.get("gen_tpot_p50_by_process_ms")
+    if spread is None or spread.n < 2 or not isinstance(by_process, str):
+        return "1 process"
+    values = sorted(float(v) for v in by_process.split(";") if v)
+    return f"{spread.n} processes: {fmt(values[0])}–{fmt(values[-1])} ms"

@@ -1,5 +1,5 @@
-"""The shapes a study's report section can take (a study's ``layout``), declared once: the function that
-writes the section's answer from the study's rows, the percentiles it shows (each cell of the study
+"""The shapes a study's answer can take (a study's ``layout``), declared once: the function that writes
+the answer on the report's first page from the study's rows, the percentiles it shows (each cell of the study
 gets the timed calls the highest one needs: inferbench.plan.grid), the plots it shows. Light: the
 config check fills the schema's enum from here, the grid reads the percentiles."""
 
@@ -19,47 +19,47 @@ GENERATION_PLOT = "generation.png"
 
 @dataclass(frozen=True)
 class Layout:
-    #: ``"module:function"``: ``function(cells, study, basis) -> list[str]``, the answer's Markdown lines
-    #: from the study's summary rows (a DataFrame), its config and what the run's claims rest on
-    #: (inferbench.analysis.decisions.ClaimBasis: every section judges alike)
-    answer: str
+    #: ``"module:function"``: ``function(cells, study, basis) -> list[str]``, the Markdown lines of the
+    #: study's answer on the report's first page, from the study's summary rows (a DataFrame), its config
+    #: and what the run's claims rest on (inferbench.analysis.decisions.ClaimBasis: every study judges alike)
+    first_page: str
     #: the latency percentiles shown when the study names none
     percentiles: tuple[str, ...]
     #: the plot files shown, of each of the study's workloads (made by inferbench.report.plots)
     plots: tuple[str, ...]
 
-    def answer_function(self) -> Callable[[Any, dict[str, Any], Any], list[str]]:
-        return load_target(self.answer)
+    def first_page_function(self) -> Callable[[Any, dict[str, Any], Any], list[str]]:
+        return load_target(self.first_page)
 
 
 LAYOUTS: dict[str, Layout] = {
     "by_batch": Layout(
-        "inferbench.report.studies:by_batch_section",
+        "inferbench.report.answers:by_batch_answer",
         ("p50",),
-        ("latency_per_item.png", "throughput.png"),
+        ("latency_per_item.png",),
     ),
     "engines": Layout(
-        "inferbench.report.studies:engines_section",
+        "inferbench.report.answers:engines_answer",
         ("p50", "p95", "p99"),
         ("throughput.png",),
     ),
     "seq": Layout(
-        "inferbench.report.studies:seq_section",
+        "inferbench.report.answers:seq_answer",
         ("p50", "p90", "p99"),
-        ("latency_vs_seq.png", "latency_per_item.png"),
+        ("latency_vs_seq.png",),
     ),
     "training": Layout(
-        "inferbench.report.studies:training_section",
+        "inferbench.report.answers:training_answer",
         ("p50",),
         (),
     ),
     "generation": Layout(
-        "inferbench.report.generation:generation_section",
+        "inferbench.report.generation:generation_answer",
         ("p50",),  # of requests; TTFT and TPOT show p50 and p99 of their own samples
         (GENERATION_PLOT,),
     ),
     "serving": Layout(
-        "inferbench.report.serving:serving_section",
+        "inferbench.report.serving:serving_answer",
         ("p50", "p99"),  # LoadGen's own, over its queries (inferbench.scenarios.serving)
         (SERVING_PLOT,),
     ),

@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from inferbench.analysis.comparison import p50_at
+from inferbench.analysis.comparison import p50_at, rate_at
+from inferbench.analysis.decisions import cpu_gpu_crossovers
 from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.core.cells import CellRecord
 from inferbench.core.fsutil import atomic_path
@@ -104,10 +105,7 @@ def plot_workload(
     # and the no-op engine's overhead is a baseline, not an engine
     frame = measured(summary)
     frame = frame[frame["workload"] == workload]
-    e2e_rate = frame["e2e_throughput_per_s"] if "e2e_throughput_per_s" in frame else frame["throughput_per_s"]
-    frame = frame.assign(
-        e2e_p50_ms=p50_at(frame, "end_to_end"), e2e_items_per_s=e2e_rate.fillna(frame["throughput_per_s"])
-    )
+    frame = frame.assign(e2e_p50_ms=p50_at(frame, "end_to_end"), e2e_items_per_s=rate_at(frame, "end_to_end"))
     frame = frame.assign(e2e_per_item_ms=frame["e2e_p50_ms"] / frame["batch_size"])
     text = workload_info(workload).has_seq_len
     # per-batch plots use the longest measured sequence length; the seq plot the largest batch
@@ -117,7 +115,7 @@ def plot_workload(
     for name in SWEEPS[kind]:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         if name == "latency_vs_seq.png":
-            sub = frame[frame["batch_size"] == frame["batch_size"].max()] if not frame.empty else frame
+            sub = frame[frame["batch_size"] == seq_plot_batch(frame)] if not frame.empty else frame
             for label, style, group in _series(sub, variants):
                 group = group.sort_values("seq_len")
                 ax.plot(group["seq_len"], group["e2e_p50_ms"], label=label, **style)
@@ -137,6 +135,8 @@ def plot_workload(
             for label, style, group in _series(batch_frame, variants):
                 group = group.sort_values("batch_size")
                 ax.plot(group["batch_size"], group[column], label=label, **style)
+            if name == "latency_per_item.png":
+                _mark_crossover(ax, batch_frame)
             title = "latency per item" if name == "latency_per_item.png" else "throughput"
             _log_axes(ax, list(batch_frame["batch_size"]))
             ax.set(xlabel="batch size", ylabel=ylabel, title=f"{workload}: {title} vs batch size{seq_note}")
@@ -149,6 +149,20 @@ def plot_workload(
         _save(fig, path)
         written.append(path)
     return written
+
+
+def seq_plot_batch(frame: pd.DataFrame) -> int:
+    """The batch a sequence plot shows: the one measured at the most lengths (the smallest of a tie)."""
+    lengths = frame.groupby("batch_size")["seq_len"].nunique()
+    return int(lengths[lengths == lengths.max()].index.min())
+
+
+def _mark_crossover(ax: plt.Axes, frame: pd.DataFrame) -> None:
+    """A vertical line where the GPU's best p50 per item falls below the CPU's (decisions.cpu_gpu_crossovers)."""
+    for cross in cpu_gpu_crossovers(frame).itertuples():
+        if cross.crossover_batch is not None and not pd.isna(cross.crossover_batch):
+            ax.axvline(cross.crossover_batch, color="black", linewidth=0.9, linestyle=":",
+                       label=f"CPU/GPU crossover, batch ~{cross.crossover_batch:,.0f}")  # fmt: skip
 
 
 def plot_generation(summary: pd.DataFrame, workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:

@@ -75,9 +75,9 @@ def slowest_phase(row: pd.Series) -> str | None:
     return f"{phase} {phase_ms:.3g} of {total_ms:.3g} ms"
 
 
-def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
+def serving_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
     """The answer of a serving study (layout ``serving``) from its rows: the best QPS within the bound per
-    workload, then every engine configuration's server and offline figures side by side."""
+    workload."""
     cells = split_scenarios(cells).serving
     table = side_by_side(cells)
     out: list[str] = []
@@ -94,7 +94,13 @@ def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = Non
             )
         else:
             out.append(f"- **{escape_markdown(workload)}**: no server cell met its p99 bound.")
-    out += [""]
+    return [*out, ""]
+
+
+def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
+    """A serving study's detail: every engine configuration's server and offline figures side by side."""
+    table = side_by_side(split_scenarios(cells).serving)
+    out: list[str] = []
     for workload, rows in table.groupby("workload", sort=False):
         out += [f"**{escape_markdown(workload)}**:", "", markdown_table(rows, SERVING_COLUMNS), ""]
     out += [

@@ -10,5 +10,6 @@ ENGINES = {
         "none",
         "returns a constant: measures the harness's own overhead",
         libraries=(),
+        harness=True,
     ),
 }

@@ -1,0 +1,499 @@
+"""The report's first page: each study's question answered in the study's own units, from the study's own
+cells only; then what was not measured here and why; then where the numbers come from.
+
+Every figure here comes from one computation (inferbench.analysis: ``rate_at`` for items/s, ``claim`` for
+every ratio, ``seq_scaling`` for exponents, ``training_speedups`` for training ratios), and each is shown
+once. A table holds one unit per column, named in its header. A ratio carries its 95% interval across
+processes, and where the two timing boundaries tell different stories both are given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from inferbench.analysis import decisions
+from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, p50_at, process_p50s, rate_at
+from inferbench.analysis.decisions import ClaimBasis
+from inferbench.analysis.summary import measured, split_scenarios
+from inferbench.analysis.verdicts import OTHER_BOUNDARY, Claim, claim
+from inferbench.core.percentiles import samples_needed
+from inferbench.report.layouts import LAYOUTS, study_percentiles
+from inferbench.report.studies import study_rows, training_speedups
+from inferbench.report.tables import fmt
+from inferbench.report.text import escape_markdown, inline_code
+
+#: each class of cells (inferbench.analysis.comparison.spread_class), in a few words
+SPREAD_NAMES = {"device": "device-bound GPU cells", "host": "host-bound GPU cells", "cpu": "CPU cells"}
+#: a column's time unit, by the median of its values in ms: (name, factor from ms)
+_UNITS = (("s", 1e-3, 1e3), ("ms", 1.0, 1.0), ("µs", 1e3, 1e-3), ("ns", 1e6, 0.0))
+
+
+def time_unit(values_ms: Iterable[Any]) -> tuple[str, float]:
+    """(unit, factor from ms) that puts the median of ``values_ms`` between 1 and 999."""
+    finite = [float(v) for v in values_ms if v is not None and not pd.isna(v) and float(v) > 0]
+    median = float(np.median(finite)) if finite else 1.0
+    for name, factor, least in _UNITS:
+        if median >= least:
+            return name, factor
+    return _UNITS[-1][:2]
+
+
+def in_unit(value_ms: Any, factor: float) -> str:
+    return "–" if value_ms is None or pd.isna(value_ms) else fmt(float(value_ms) * factor)
+
+
+def cell_name(row: Any) -> str:
+    """``engine precision device`` (and ``Nt``, the CPU threads, on the CPU)."""
+    get = row.get if isinstance(row, dict | pd.Series) else row._asdict().get
+    threads = f" {int(get('threads'))}t" if get("device") == "cpu" else ""
+    return f"{get('engine')} {get('precision')} {get('device')}{threads}"
+
+
+def interval_text(low: Any, high: Any, significant: Any) -> str:
+    """``95% CI 2.40–5.37`` (with ``, within the spread`` where it holds 1); ``1 process`` where unknown."""
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return "1 process: no interval"
+    return f"95% CI {fmt(float(low))}–{fmt(float(high))}" + ("" if significant else ", within the spread")
+
+
+def ratio_text(value: Any, low: Any, high: Any, significant: Any) -> str:
+    """``3.59× (95% CI 2.40–5.37)``, or ``–``."""
+    if value is None or pd.isna(value):
+        return "–"
+    return f"{fmt(float(value))}× ({interval_text(low, high, significant)})"
+
+
+def claim_text(result: Claim, name_boundary: bool = True) -> str:
+    """A claim's ratio and interval at its boundary (named unless a table's header names it); and at the
+    other boundary too where the two tell different stories beyond the spread (one holds, the other does
+    not, or they point different ways)."""
+    ratio = ratio_text(result.value, result.low, result.high, result.ratio.significant)
+    text = f"{ratio} {BOUNDARY_LABELS[result.boundary]}" if name_boundary else ratio
+    other = result.other
+    if other is not None and (other.significant != result.ratio.significant or result.boundaries_disagree):
+        boundary = BOUNDARY_LABELS[OTHER_BOUNDARY[result.boundary]]
+        text += f"; {ratio_text(other.value, other.low, other.high, other.significant)} {boundary}"
+    return text
+
+
+def processes_text(row: Any, boundary: str, unit: tuple[str, float]) -> str:
+    """Each process's p50 at ``boundary``: ``2 processes: 7.31–11.9 µs``, or ``1 process``."""
+    values = sorted(process_p50s(row, boundary))
+    if len(values) < 2:
+        return "1 process"
+    name, factor = unit
+    return f"{len(values)} processes: {in_unit(values[0], factor)}–{in_unit(values[-1], factor)} {name}"
+
+
+def grid_table(titles: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table (values already text; the first columns escaped by the caller)."""
+    return [
+        "| " + " | ".join(titles) + " |",
+        "|" + "|".join("---" for _ in titles) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+    ]
+
+
+def fastest_lines(cells: pd.DataFrame, basis: ClaimBasis, speedups_shown: bool = False) -> list[str]:
+    """One line per shape with two or more cells: the fastest, each process's p50, and its margin over the
+    runner-up (``decisions.best_cells``: at the shape's common boundary). Where the runner-up is FP32 eager
+    and ``speedups_shown`` (the table above has each cell's speed-up over it) the margin is not repeated."""
+    ok = measured(cells)
+    baseline = f"{decisions.BASELINE_ENGINE} {decisions.BASELINE_PRECISION} "
+    out = []
+    for best in decisions.best_cells(ok, basis.floors).itertuples(index=False):
+        if best.claim is None:
+            continue
+        shape = f"batch {fmt(int(best.batch_size))}" + (f", sequence {best.seq_len}" if best.seq_len else "")
+        row = decisions.row_of(ok, best._asdict())
+        unit = time_unit([best.p50_ms])
+        line = (
+            f"- {shape}: **{escape_markdown(cell_name(row))}** is fastest "
+            f"({processes_text(row, best.boundary, unit)} per call)"
+        )
+        if speedups_shown and str(best.runner_up).startswith(baseline):
+            out.append(line + ".")
+            continue
+        out.append(f"{line}; {claim_text(best.claim)} ahead of {escape_markdown(best.runner_up)}.")
+    return out
+
+
+def _one_side(ok: pd.DataFrame, study: dict[str, Any], what: str) -> list[str]:
+    """Where a study spans devices and this run measured one: its CPU/GPU answer is not measured."""
+    devices = sorted(ok["device"].unique())
+    if study.get("spans_devices") and len(devices) == 1:
+        return [f"- {what}: not measured here; only {devices[0]} cells ran."]
+    return []
+
+
+def by_batch_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
+    """Per workload: p50 per item end to end against batch, one row per engine variant (the fastest of each
+    batch in bold), the CPU/GPU crossover where both devices ran, and the fastest cell of each batch."""
+    ok = measured(cells)
+    out: list[str] = []
+    for workload, frame in ok.groupby("workload", sort=False):
+        frame = frame.assign(per_item=decisions.e2e_per_item_ms(frame))
+        name, factor = time_unit(frame["per_item"])
+        batches = sorted(frame["batch_size"].unique())
+        fastest = frame.groupby("batch_size")["per_item"].min()
+        rows = []
+        for label, series in frame.groupby(frame.apply(cell_name, axis=1), sort=True):
+            by_batch = series.set_index("batch_size")["per_item"]
+            values = [
+                ("**{}**" if by_batch[b] == fastest[b] else "{}").format(in_unit(by_batch[b], factor))
+                if b in by_batch
+                else "–"
+                for b in batches
+            ]
+            rows.append([escape_markdown(label), *values])
+        out += [
+            f"**{escape_markdown(workload)}**: p50 per item, end to end, in {name} (fastest per batch in bold):",
+            "",
+            *grid_table(["cell", *(f"batch {fmt(int(b))}" for b in batches)], rows),
+        ]
+        for cross in decisions.cpu_gpu_crossovers(frame).itertuples():
+            out.append(f"- CPU or GPU: {cross.verdict}.")
+        out += _one_side(frame, study, "CPU/GPU crossover")
+        out += fastest_lines(frame, basis)
+        out.append("")
+    return out
+
+
+def _memory(frame: pd.DataFrame) -> tuple[str, pd.Series] | None:
+    """The memory column of a table: the process's GPU memory (NVML; the allocator's peak where NVML has
+    none) for GPU cells, resident host memory for CPU cells; never both in one column."""
+    empty = pd.Series(index=frame.index, dtype=float)
+    if (frame["device"] == "cuda").all():
+        gpu = frame.get("gpu_process_peak_mb", empty).fillna(frame.get("gpu_peak_allocated_mb", empty))
+        return ("GPU MB", gpu) if gpu.notna().any() else None
+    if (frame["device"] == "cpu").all():
+        host = frame.get("host_peak_rss_mb", empty)
+        return ("host RSS MB", host) if host.notna().any() else None
+    return None
+
+
+def _tail(study: dict[str, Any], frame: pd.DataFrame, boundary: str) -> tuple[str, pd.Series] | None:
+    """The study's highest percentile above p50 at ``boundary``, blank where a cell has too few calls."""
+    tails = [p for p in study_percentiles(study) if p != "p50"]
+    if not tails:
+        return None
+    percentile = tails[-1]
+    column = f"latency_{percentile}_ms" if boundary == "device" else f"e2e_latency_{percentile}_ms"
+    if column not in frame:
+        return None
+    calls = frame["n_iters"] if boundary == "device" else frame.get("e2e_n_iters", frame["n_iters"])
+    enough = pd.to_numeric(calls, errors="coerce").fillna(0) >= samples_needed([percentile])
+    return percentile, frame[column].where(enough)
+
+
+def _known(value: Any) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def _parity(value: Any) -> str:
+    return "–" if value is None or pd.isna(value) else f"{float(value):.1e}"
+
+
+def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
+    """Per workload, one table of its cells at one boundary: p50 and the study's tail percentile, items/s,
+    memory, the speed-up over FP32 eager with its interval, parity against FP32 eager; then the fastest
+    cell of each shape with its margin."""
+    ok = measured(cells)
+    speed = decisions.speedups(ok, basis.floors)
+    key = ["workload", "device", "batch_size", "seq_len", "threads", "engine", "precision"]
+    if not speed.empty:
+        ok = ok.merge(speed[[*key, "speedup", "claim"]], on=key, how="left")
+    out: list[str] = []
+    for workload, frame in ok.groupby("workload", sort=False):
+        boundary = boundary_of(frame)
+        frame = frame.assign(p50=p50_at(frame, boundary), rate=rate_at(frame, boundary))
+        frame = frame.sort_values(["batch_size", "seq_len", "p50"])
+        name, factor = time_unit(frame["p50"])
+        tail, memory = _tail(study, frame, boundary), _memory(frame)
+        text = (frame["seq_len"] > 0).any()
+        titles = ["batch", *(["seq"] if text else []), "cell", f"p50 ({name})"]
+        titles += [f"{tail[0]} ({name})"] if tail else []
+        speedups = "speedup" in frame and frame["speedup"].notna().any()
+        titles += ["items/s", *([memory[0]] if memory else []), *(["× FP32 eager"] if speedups else [])]
+        titles += ["rel. L2 to FP32 eager"]
+        rows = []
+        for index, row in frame.iterrows():
+            values = [fmt(int(row["batch_size"])), *([fmt(int(row["seq_len"]))] if text else [])]
+            values += [escape_markdown(cell_name(row)), in_unit(row["p50"], factor)]
+            values += [in_unit(tail[1][index], factor)] if tail else []
+            values += [fmt(row["rate"]), *([fmt(memory[1][index])] if memory else [])]
+            is_base = (row["engine"], row["precision"]) == (decisions.BASELINE_ENGINE, decisions.BASELINE_PRECISION)
+            found = row.get("claim")
+            speedup = "baseline" if is_base else claim_text(found, False) if isinstance(found, Claim) else "–"
+            values += [speedup] if speedups else []
+            rows.append([*values, "reference" if is_base else _parity(row.get("parity_rel_l2"))])
+        out += [
+            f"**{escape_markdown(workload)}** at the {BOUNDARY_LABELS[boundary].replace('device boundary', 'device')} "
+            "boundary; items/s = items per call / p50:".replace("end to end boundary", "end-to-end boundary"),
+            "",
+            *grid_table(titles, rows),
+            *fastest_lines(frame, basis, speedups_shown=bool(speedups)),
+            "",
+        ]
+    return out
+
+
+def _scaling_line(row: Any) -> str:
+    series = escape_markdown(f"{cell_name(row._asdict() | {'threads': row.threads})} batch {row.batch_size}")
+    if row.exponent is None or pd.isna(row.exponent):
+        return f"- {series}: {row.points} lengths, too few for an exponent."
+    if row.boundaries_disagree:
+        return (f"- {series}: the boundaries disagree (k = {fmt(row.exponent)} at its own, "
+                f"{fmt(row.exponent_e2e)} end to end); no exponent.")  # fmt: skip
+    ci = interval_text(row.exponent_low, row.exponent_high, True).replace(", within the spread", "")
+    if row.significant and row.exponent > 0:
+        verb = "grows with the length"
+    elif row.significant:
+        verb = "falls with the length"
+    else:
+        verb = "does not change measurably with the length"
+    host = (
+        "; host-bound: the host's kernel launches set the time, not the length's compute" if row.bound == "host" else ""
+    )
+    return f"- {series}: p50 {verb}, length^k with k = {fmt(row.exponent)} ({ci}){host}."
+
+
+def seq_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
+    """Per workload: the study's percentiles against sequence length (one row per cell and batch, one unit),
+    how p50 scales with length per series (an exponent with its interval, labelled host-bound where it
+    is), and the CPU/GPU gap where both devices ran."""
+    percentiles = study_percentiles(study)
+    ok = measured(cells)
+    out: list[str] = []
+    for workload, frame in ok.groupby("workload", sort=False):
+        name, factor = time_unit(frame["latency_p50_ms"])
+        lengths = sorted(frame["seq_len"].unique())
+        rows = []
+        for (label, batch), series in frame.groupby([frame.apply(cell_name, axis=1), "batch_size"], sort=True):
+            by_length = series.set_index("seq_len")
+            values = []
+            for length in lengths:
+                if length not in by_length.index:
+                    values.append("–")
+                    continue
+                row = by_length.loc[length]
+                calls = row.get("n_iters")
+                counted = [p == "p50" or (_known(calls) and calls >= samples_needed([p])) for p in percentiles]
+                pairs = zip(percentiles, counted, strict=True)
+                enough = [row.get(f"latency_{p}_ms") if ok else None for p, ok in pairs]
+                values.append(" / ".join(in_unit(v, factor) for v in enough))
+            rows.append([escape_markdown(label), fmt(int(batch)), *values])
+        calls = pd.to_numeric(frame.get("n_iters", pd.Series(dtype=float)), errors="coerce").dropna()
+        counted = f" ({fmt(int(calls.min()))}–{fmt(int(calls.max()))} calls per cell)" if len(calls) else ""
+        out += [
+            f"**{escape_markdown(workload)}**: {' / '.join(percentiles)} in {name} at each engine's own "
+            f"boundary{counted}:",
+            "",
+            *grid_table(["cell", "batch", *(f"seq {fmt(int(s))}" for s in lengths)], rows),
+        ]
+        out += [_scaling_line(r) for r in decisions.seq_scaling(frame).itertuples(index=False)]
+        gap = _gap_lines(frame, basis)
+        out += gap or _one_side(frame, study, "CPU/GPU gap")
+        out.append("")
+    return out
+
+
+def _gap_lines(frame: pd.DataFrame, basis: ClaimBasis) -> list[str]:
+    """Each device's fastest cell per batch and length, the GPU's lead end to end as a claim."""
+    out = []
+    for (batch, length), shape in frame.groupby(["batch_size", "seq_len"], sort=True):
+        best = {d: group.loc[decisions.e2e_p50_ms(group).idxmin()] for d, group in shape.groupby("device")}
+        if {"cpu", "cuda"} <= set(best):
+            lead = claim(best["cuda"], best["cpu"], basis.floors, "end_to_end")
+            if lead is not None:
+                out.append(f"- GPU over CPU at batch {batch}, sequence {length}: {claim_text(lead)} "
+                           "(each device's fastest cell).")  # fmt: skip
+    return out
+
+
+def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
+    """Per workload: time per training call (an iteration or an epoch), items/s, the speed-up over the
+    plain fp32 baseline and the GPU's over the CPU's, each with its interval across processes."""
+    training = split_scenarios(cells).training
+    rated = training_speedups(training[training["status"] == "ok"], study.get("engines", ()), basis.floors)
+    out: list[str] = []
+    for workload, frame in rated.groupby("workload", sort=False):
+        name, factor = time_unit(frame["latency_p50_ms"])
+        rate = rate_at(frame, "end_to_end")
+        rows = []
+        for index, row in frame.sort_values(["batch_size", "device", "engine"]).iterrows():
+            call = "epoch" if "epoch" in str(row["engine"]) else "iteration"
+            rows.append([
+                escape_markdown(cell_name(row)), fmt(int(row["batch_size"])), call,
+                in_unit(row["latency_p50_ms"], factor), fmt(rate[index]),
+                ratio_text(row["speedup_vs_baseline"], row["speedup_vs_baseline_low"], row["speedup_vs_baseline_high"],
+                           row["speedup_vs_baseline_significant"]),
+                ratio_text(row["speedup_vs_cpu"], row["speedup_vs_cpu_low"], row["speedup_vs_cpu_high"],
+                           row["speedup_vs_cpu_significant"]),
+            ])  # fmt: skip
+        baselines = sorted({str(b).split(" (")[0] for b in frame["baseline"].dropna()})
+        over = f"over {escape_markdown(' or '.join(baselines))} on the same device" if baselines else "no baseline here"
+        out += [
+            f"**{escape_markdown(workload)}**: p50 per call in {name}; items/s = samples per call / p50; "
+            f"× baseline: {over}:",
+            "",
+            *grid_table(["cell", "batch", "call", f"p50 ({name})", "items/s", "× baseline", "GPU / CPU"], rows),
+        ]
+        out += [*_one_side(frame, study, "GPU/CPU speed-up"), ""] if _one_side(frame, study, "x") else []
+    return out
+
+
+def plot_lines(study: dict[str, Any], plots: Sequence[Path], report_dir: Path, shown: set[Path]) -> list[str]:
+    """The plots of a study's layout for its workloads, each plot once in the report."""
+    out = []
+    layout = LAYOUTS[study.get("layout", "engines")]
+    sweeps = {"latency_vs_seq.png": "seq_lens", "latency_per_item.png": "batch_sizes", "throughput.png": "batch_sizes"}
+    for path in plots:
+        if path.name in sweeps and len(study.get(sweeps[path.name]) or []) < 2:
+            continue  # a curve needs two points of the study's own axis
+        if path.parent.name in study["workloads"] and path.name in layout.plots and path not in shown:
+            shown.add(path)
+            out += [f"![{escape_markdown(path.parent.name)} {path.stem}]({os.path.relpath(path, report_dir)})", ""]
+    return out
+
+
+def cannot_answer(study: dict[str, Any], cells: pd.DataFrame) -> str | None:
+    """Why a study's cells here cannot answer its question, or None: none ran, none is valid, or a
+    comparison of engines left with one engine (the others run on no device this study has here)."""
+    left = {entry["what"]: entry["why"] for entry in study.get("left_out", [])}
+    if cells.empty:
+        return "; ".join(f"{what}: {why}" for what, why in left.items()) or "no cell of this study is in the run"
+    valid = cells[(cells["status"] == "ok") & (cells["engine_impl"] != "noop")]
+    if valid.empty:
+        return "no cell produced a valid measurement (see below)"
+    ok = measured(cells)
+    engines_left = [e for e in study.get("engines", []) if e in left]
+    compares = study.get("layout", "engines") in ("engines", "by_batch", "seq")
+    if engines_left and compares and ok["engine"].nunique() < 2:
+        missing = "; ".join(f"{inline_code(e)} {left[e]}" for e in engines_left)
+        return f"it compares engines, and only {inline_code(ok['engine'].iloc[0])} ran here ({missing})"
+    return None
+
+
+def answers_section(
+    everything: pd.DataFrame,
+    studies: dict[str, dict[str, Any]],
+    basis: ClaimBasis,
+    plots: Sequence[Path] = (),
+    report_dir: Path = Path("."),
+) -> list[str]:
+    """``## Answers``: per study of the run, its question and the answer its layout computes from the
+    study's own cells (or one line on why this run cannot answer it), with its plots."""
+    out = ["## Answers", ""]
+    shown: set[Path] = set()
+    for name, study in studies.items():
+        cells = study_rows(everything, study)
+        question = escape_markdown(study.get("question") or study.get("description") or name)
+        out += [f"### {question[:1].upper() + question[1:]}", "", f"Study {inline_code(name)}.", ""]
+        why = cannot_answer(study, cells)
+        if why is not None:
+            out += [f"Not answered here: {why}.", ""]
+            continue
+        layout = LAYOUTS[study.get("layout", "engines")]
+        out += layout.first_page_function()(cells, study, basis)
+        if study.get("layout", "engines") != "training" and not split_scenarios(cells).training.empty:
+            out += training_answer(cells, study, basis)
+        out += plot_lines(study, plots, report_dir, shown)
+    return out
+
+
+def _cell_list(rows: pd.DataFrame, limit: int = 3) -> str:
+    names = [
+        f"{r.workload} {cell_name(r)} b{r.batch_size}" + (f" s{r.seq_len}" if r.seq_len else "")
+        for r in rows.itertuples(index=False)
+    ]
+    shown = ", ".join(names[:limit])
+    return escape_markdown(shown + (f" and {len(names) - limit} more" if len(names) > limit else ""))
+
+
+def not_measured_section(everything: pd.DataFrame, studies: dict[str, dict[str, Any]]) -> list[str]:
+    """``## Not measured here, and why``: what each study names that has no cell on this machine, and the
+    cells that ran without a valid measurement, grouped by status and reason."""
+    out = ["## Not measured here, and why", ""]
+    by_reason: dict[str, dict[str, list[str]]] = {}
+    for name, study in studies.items():
+        for entry in study.get("left_out", []):
+            by_reason.setdefault(entry["why"], {}).setdefault(entry["what"], []).append(name)
+    engines = {engine for study in studies.values() for engine in study.get("engines", [])}
+    for why, whats in by_reason.items():
+        names = sorted({name for named in whats.values() for name in named}, key=list(studies).index)
+        what = ", ".join(inline_code(w) if w in engines else escape_markdown(w) for w in whats)
+        out.append(f"- {what}: {escape_markdown(why)} (studies {', '.join(inline_code(n) for n in names)}).")
+    not_ok = everything[everything["status"] != "ok"]
+    if not not_ok.empty:
+        reasons = not_ok.assign(first=not_ok["reason"].fillna("no reason recorded").astype(str).map(_first_line))
+        for (status, reason), rows in reasons.groupby(["status", "first"], sort=True):
+            out.append(f"- {len(rows)} {escape_markdown(status)}: {escape_markdown(reason)} ({_cell_list(rows)}).")
+    if len(out) == 2:
+        out.append("Nothing: every cell the studies name ran and is `ok`.")
+    return [*out, ""]
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "no reason recorded"
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def _commits(frame: pd.DataFrame) -> str:
+    commits = sorted({str(c)[:12] for c in frame.get("git_commit", pd.Series(dtype=str)).dropna()})
+    return escape_markdown(", ".join(commits)) if commits else "commit unknown"
+
+
+def _values(frame: pd.DataFrame, column: str) -> str:
+    if column not in frame:
+        return "–"
+    values = sorted({str(v) for v in frame[column].dropna()})
+    return escape_markdown(", ".join(values)) if values else "–"
+
+
+def provenance_section(everything: pd.DataFrame, studies: dict[str, dict[str, Any]], basis: ClaimBasis) -> list[str]:
+    """``## Where these numbers come from``: code, machine, date, studies, and the spread the intervals
+    rest on."""
+    dirty = "git_dirty" in everything and everything["git_dirty"].astype(str).str.lower().eq("true").any()
+    dates = pd.to_datetime(everything.get("created_at", pd.Series(dtype=str)), errors="coerce", utc=True).dropna()
+    when = "–" if dates.empty else f"{dates.min():%Y-%m-%d %H:%M}–{dates.max():%H:%M} UTC"
+    spreads = [
+        f"{SPREAD_NAMES[cls]} {floor.pct:.1f}%"
+        for (cls, boundary), floor in sorted(basis.floors.floors.items())
+        if boundary == "device"
+    ]
+    return [
+        "## Where these numbers come from",
+        "",
+        f"- Code: inferbench {_commits(everything)}" + (", with uncommitted changes." if dirty else ", a clean tree."),
+        f"- Machine: {_values(everything, 'cpu')}; GPU {_values(everything, 'gpu')}, driver "
+        f"{_values(everything, 'gpu_driver')}; host {_values(everything, 'hostname')}.",
+        f"- Software: Python {_values(everything, 'python')}, torch {_values(everything, 'torch')}, onnxruntime "
+        f"{_values(everything, 'onnxruntime')}"
+        + (f", openvino {_values(everything, 'openvino')}" if "openvino" in everything else "")
+        + ".",
+        f"- Measured: {when}; studies {', '.join(inline_code(n) for n in studies) or '–'}.",
+        "- Spread of p50 between processes, one standard deviation: "
+        + ("; ".join(spreads) if spreads else "unknown (one process per cell)")
+        + ". Every interval counts it. "
+        + (
+            f"They also count how far each class moved between leases, {basis.floors.leases.describe()}."
+            if basis.floors.leases is not None
+            else "The intervals rest on this lease alone: a claim meant for the next lease needs runs from two."
+        ),
+        "- Device boundary: inputs staged where the engine computes, outputs left there. End to end: host "
+        "arrays in, a host array out. Host-bound: the GPU waits for the thread launching its kernels.",
+        "",
+    ]
+
+
+def summary_line(everything: pd.DataFrame) -> str:
+    counts = everything["status"].value_counts()
+    return f"{len(everything)} cells: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + "."
