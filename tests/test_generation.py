@@ -335,7 +335,7 @@ def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes
 
     cells = pd.DataFrame([row("hf_eager", 1, 14.0), row("hf_static", 1, 1.75), row("hf_static", 16, 2.1)])
     text = "\n".join(generation_answer(cells, {}))
-    assert "1.75 ms (hf_static fp16 cuda b1 prompt 128), 2.50× its memory-bandwidth floor" in text
+    assert "1.75 ms (hf_static fp16 cuda b1 prompt 128; 1 process), 2.50× its memory-bandwidth floor" in text
     assert "batch 1, prompt 128: time per output token over its floor, hf_static 2.50×, hf_eager 20.0×" in text
     assert "batch 16 decodes 13.3× (1 process: no interval) the tokens/s of batch 1" in text
     # with each process's TPOT the gain carries Welch's interval over them
