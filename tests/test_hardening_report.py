@@ -44,6 +44,7 @@ def loan_summary() -> pd.DataFrame:
                          threads=0, batch_size=b, latency_p50_ms=0.1, e2e_latency_p50_ms=1.0))  # fmt: skip
     return pd.DataFrame(rows)
 
+
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
 LINK = "[link](javascript:alert(1))"

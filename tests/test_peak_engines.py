@@ -224,5 +224,5 @@ def test_roofline_study_places_its_cells_and_fp8_is_recorded_unavailable_on_the_
     assert row["flops"] == 2 * cost["flops_per_row"] > 0
     assert row["limit"] in ("compute", "memory") and row["times_floor"] > 0
     assert row["floor_ms"] < row["latency_p50_ms"] * 2  # a floor the measurement cannot be far below
-    report = (tmp_path / "results" / "report.md").read_text()
+    report = (tmp_path / "results" / "report_details.md").read_text()
     assert "## Distance to the limit (roofline)" in report and "| distilbert | torch_eager | fp32 |" in report

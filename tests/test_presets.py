@@ -82,9 +82,14 @@ def run_preset(workdir: Path, name: str) -> tuple[pd.DataFrame, str]:
     return summary, (workdir / "results" / "report.md").read_text()
 
 
+def details(workdir: Path) -> str:
+    return (workdir / "results" / "report_details.md").read_text()
+
+
 def section(report: str, study: str) -> str:
-    start = report.index(f"## Study `{study}`")
-    end = report.find("\n## ", start + 1)
+    """A study's answer on the report's first page: its heading (the question) to the next heading."""
+    start = report.rindex("\n### ", 0, report.index(f"Study `{study}`."))
+    end = min(i for i in (report.find("\n### ", start + 1), report.find("\n## ", start + 1)) if i != -1)
     return report[start:end]
 
 
@@ -93,11 +98,12 @@ def test_loan_default_preset_gives_latency_per_loan_at_every_batch(workdir):
     assert set(summary["batch_size"]) == {1, 10, 100, 1000, 5000, 10000}
     assert set(summary["engine"]) == {"torch_eager", "ort_cpu"} and (summary["status"] == "ok").all()
     text = section(report, "loan_default")
-    assert "**Question:** from which batch size does the GPU beat the CPU" in text
-    assert "Only cpu cells were measured in this run: the CPU/GPU crossover needs both devices." in text
-    fastest = next(line for line in text.splitlines() if "fastest of this study's cells at each batch" in line)
-    assert all(f"b{b}:" in fastest for b in (1, 10, 100, 1000, 5000, 10000))
-    assert "| 10,000 |" in text and f"ort_cpu fp32 cpu {min(4, CPUS)}t" in text
+    assert "### From which batch size does the GPU beat the CPU" in text
+    assert "- CPU/GPU crossover: not measured here; only cpu cells ran." in text
+    fastest = [line for line in text.splitlines() if "is fastest" in line]
+    assert [line.split(":")[0] for line in fastest] == [f"- batch {b:,}" for b in (1, 10, 100, 1000, 5000, 10000)]
+    assert "| batch 10,000 |" in text and f"| ort_cpu fp32 cpu {min(4, CPUS)}t |" in text
+    assert "the GPU side: needs a GPU" in report[report.index("## Not measured here") :]
 
 
 def test_transformers_preset_gives_the_scaling_exponent_per_encoder(workdir):
@@ -109,9 +115,11 @@ def test_transformers_preset_gives_the_scaling_exponent_per_encoder(workdir):
     assert set(fused["attention_kernel"]) == {"onnxruntime Attention"} and fused["fusions"].all()
     assert set(summary[summary["engine"] == "ort_cpu"]["attention_kernel"]) == {"unfused (matmul, softmax, matmul)"}
     text = section(report, "transformers")
-    for workload in ("bert_base", "distilbert"):
-        assert f"**{workload} on cpu**: p50 grows as length^k" in text
-    assert "| bert_base | ort_cpu | cpu | 8 |" in text  # the exponent table, one row per series
+    threads = min(4, CPUS)
+    for workload in ("bert_base", "distilbert"):  # an exponent per series, each with its interval
+        answer = text[text.index(f"**{workload}**") :]
+        assert f"- ort_cpu fp32 cpu {threads}t batch 8: p50" in answer and "length^k with k =" in answer
+    assert f"| ort_cpu_fused fp32 cpu {threads}t | 8 |" in text  # a row per cell and batch, lengths across
 
 
 def test_heart_training_preset_gives_epoch_times_and_the_loader_comparison(workdir):
@@ -119,8 +127,10 @@ def test_heart_training_preset_gives_epoch_times_and_the_loader_comparison(workd
     assert set(summary["engine"]) == {"train_epoch", "train_epoch_loader"} and set(summary["batch_size"]) == {32, 256}
     assert (summary["status"] == "ok").all()
     text = section(report, "heart_training")
-    # against the plain loop, the study's first engine: the baseline is named
-    assert "train_epoch_loader fp32 trains" in text and "the items/s of the baseline train_epoch fp32" in text
+    # against the plain loop, the study's first engine: the baseline is named, the ratio has its interval
+    assert "× baseline: over train_epoch fp32 on the same device" in text
+    row = next(line for line in text.splitlines() if line.startswith("| train_epoch_loader fp32 cpu 2t | 256 |"))
+    assert "× (" in row
 
 
 def test_full_preset_reuses_the_cells_already_measured_and_has_every_section(workdir):
@@ -129,9 +139,9 @@ def test_full_preset_reuses_the_cells_already_measured_and_has_every_section(wor
     after = {p: p.stat().st_mtime_ns for p in (workdir / "results" / "cells").rglob("*.json")}
     assert before and all(after[p] == t for p, t in before.items())  # nothing measured twice
     assert len(summary) == len(before)  # the CPU part of full is the union of the presets' CPU parts
-    order = [report.index(f"## Study `{s}`") for s in preset_config("full")["run"]]
-    assert order == sorted(order)  # sections in the run's order
-    assert "No cell of this study ran on this machine (it needs a GPU)." in section(report, "vision_fp16")
+    order = [report.index(f"Study `{s}`.") for s in preset_config("full")["run"]]
+    assert order == sorted(order)  # answers in the run's order
+    assert "Not answered here: every cell: needs a GPU" in section(report, "vision_fp16")
 
 
 def test_serving_preset_serves_every_cpu_model_through_loadgen(workdir):
@@ -154,12 +164,13 @@ def test_serving_preset_serves_every_cpu_model_through_loadgen(workdir):
     cell = workdir / "results" / "cells" / "distilbert" / "ort_cpu-fp32" / "cpu" / "b1-s32-t2-server"
     assert (cell.with_suffix(".loadgen") / "server-0" / "mlperf_log_detail.txt").exists()
     text = section(report, "serving_cpu")
-    assert "**Question:** how many loan or patient queries per second" in text
+    assert "### How many loan or patient queries per second" in text
     for workload in ("mlp_lendingclub", "mlp_heart"):
         assert f"- **{workload}**: " in text and "queries/s with p99" in text
-    assert "| ort_cpu | fp32 | cpu | 0 | 8 |" in text  # a row at largest batch 8
-    assert "| ort_cpu | fp32 | cpu | 32 | 1 |" in section(report, "serving_cpu_text")
-    assert "## All cells by workload" not in report, "serving cells stay out of the single-call tables"
+    appendix = details(workdir)
+    assert "| ort_cpu | fp32 | cpu | 0 | 8 |" in appendix  # a row at largest batch 8
+    assert "| ort_cpu | fp32 | cpu | 32 | 1 |" in appendix  # DistilBERT at sequence 32
+    assert "## Every cell by workload" not in appendix, "serving cells stay out of the single-call tables"
     assert "![distilbert serving](plots/distilbert/serving.png)" in report
     assert (workdir / "results" / "plots" / "distilbert" / "serving.png").stat().st_size > 10_000
     assert "ort_cpu_wait8" in section(report, "serving_cpu_delay")
@@ -222,10 +233,9 @@ def test_llm_preset_gives_first_token_and_per_token_times_for_every_engine_on_th
     text = section(report, "llm_cpu")
     assert "**llama_mini**: the shortest time per output token is" in text
     assert "decodes" in text and "the tokens/s of batch 1" in text  # where batching pays
-    assert "| ort_genai | fp32 | cpu | 4 | 256 |" in text
-    # the generation plot of the decoder, shown in its study's section
+    assert "| ort_genai | fp32 | cpu | 4 | 256 |" in details(workdir)
+    # the generation plot of the decoder, shown in its study's answer
     assert "![llama_mini generation](plots/llama_mini/generation.png)" in text
     assert (workdir / "results" / "plots" / "llama_mini" / "generation.png").stat().st_size > 10_000
-    assert "No cell of this study ran on this machine (it needs a GPU)." in section(report, "llm_gpu")
-    # no single-call decisions where every cell generates (the section once said "No cell was measured")
-    assert "## Decisions" not in report and "Generation cells (a decoder answering requests" in report
+    assert "Not answered here: every cell: needs a GPU" in section(report, "llm_gpu")
+    assert "Generation cells (a decoder answering requests" in details(workdir)

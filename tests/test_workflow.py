@@ -114,8 +114,10 @@ def test_tiny_run_produces_records_summary_plots_and_report(tiny_run):
     assert (ok["timing"] == ok["device"].map({"cpu": "end_to_end", "cuda": "device"})).all()
     assert summary.loc[summary["workload"] == "mlp_heart", "seq_len"].eq(0).all()
 
-    report = (workdir / "results" / "report.md").read_text()
-    assert "## mlp_heart" in report and "## distilbert" in report and "## Environment" in report
+    first_page = (workdir / "results" / "report.md").read_text()
+    assert "## Answers" in first_page and "## Where these numbers come from" in first_page
+    report = first_page + (workdir / "results" / "report_details.md").read_text()
+    assert "### mlp_heart" in report and "### distilbert" in report and "## Environment" in report
     if CUDA_STATUS == "unavailable":
         assert report.count("| distilbert torch_eager fp32 cuda") == 4  # each unavailable cell, with its reason
         assert "no CUDA device" in report

@@ -164,11 +164,14 @@ def left_out(study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cud
         return [{"what": "every cell", "why": "needs a GPU, and none is visible here"}]
     devices = resolve_devices(study["devices"], has_cuda)
     out = []
-    if spans_devices(study) and "cuda" not in devices:  # cuda named outright: its cells stay, `unavailable`
+    no_gpu_side = spans_devices(study) and "cuda" not in devices  # cuda named outright: its cells stay
+    if no_gpu_side:
         out.append({"what": "the GPU side", "why": "needs a GPU, and none is visible here"})
     for name in study["engines"]:
         info = engine_info(variants[name]["engine"])
         runs_on = [d for d in info.devices if d in variants[name].get("devices", info.devices)]
+        if no_gpu_side and runs_on == ["cuda"]:
+            continue  # the GPU side's, said once
         if not set(runs_on) & set(devices) and not info.harness:
             auto = ": devices auto means cuda where a GPU is visible" if "auto" in study["devices"] else ""
             out.append({"what": name, "why": f"{'/'.join(runs_on)}-only, and the study runs on "

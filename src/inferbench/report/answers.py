@@ -59,7 +59,8 @@ def interval_text(low: Any, high: Any, significant: Any) -> str:
     """``95% CI 2.40–5.37`` (with ``, within the spread`` where it holds 1); ``1 process`` where unknown."""
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return "1 process: no interval"
-    return f"95% CI {fmt(float(low))}–{fmt(float(high))}" + ("" if significant else ", within the spread")
+    dash = " to " if float(low) < 0 else "–"  # -0.4–1.8 reads as a subtraction
+    return f"95% CI {fmt(float(low))}{dash}{fmt(float(high))}" + ("" if significant else ", within the spread")
 
 
 def ratio_text(value: Any, low: Any, high: Any, significant: Any) -> str:
@@ -253,12 +254,8 @@ def _scaling_line(row: Any) -> str:
         return (f"- {series}: the boundaries disagree (k = {fmt(row.exponent)} at its own, "
                 f"{fmt(row.exponent_e2e)} end to end); no exponent.")  # fmt: skip
     ci = interval_text(row.exponent_low, row.exponent_high, True).replace(", within the spread", "")
-    if row.significant and row.exponent > 0:
-        verb = "grows with the length"
-    elif row.significant:
-        verb = "falls with the length"
-    else:
-        verb = "does not change measurably with the length"
+    verb = "grows with the length" if row.exponent > 0 else "falls with the length"
+    verb += "" if row.significant else ", but only within the spread"
     host = (
         "; host-bound: the host's kernel launches set the time, not the length's compute" if row.bound == "host" else ""
     )
@@ -291,7 +288,10 @@ def seq_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) ->
                 values.append(" / ".join(in_unit(v, factor) for v in enough))
             rows.append([escape_markdown(label), fmt(int(batch)), *values])
         calls = pd.to_numeric(frame.get("n_iters", pd.Series(dtype=float)), errors="coerce").dropna()
-        counted = f" ({fmt(int(calls.min()))}–{fmt(int(calls.max()))} calls per cell)" if len(calls) else ""
+        span = (
+            f"{fmt(int(calls.min()))}–{fmt(int(calls.max()))}" if calls.min() != calls.max() else fmt(int(calls.min()))
+        )
+        counted = f" ({span} calls per cell)" if len(calls) else ""
         out += [
             f"**{escape_markdown(workload)}**: {' / '.join(percentiles)} in {name} at each engine's own "
             f"boundary{counted}:",
@@ -327,24 +327,23 @@ def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
     for workload, frame in rated.groupby("workload", sort=False):
         name, factor = time_unit(frame["latency_p50_ms"])
         rate = rate_at(frame, "end_to_end")
+        ratios = [name for name in ("baseline", "cpu") if frame[f"speedup_vs_{name}"].notna().any()]
         rows = []
         for index, row in frame.sort_values(["batch_size", "device", "engine"]).iterrows():
             call = "epoch" if "epoch" in str(row["engine"]) else "iteration"
             rows.append([
                 escape_markdown(cell_name(row)), fmt(int(row["batch_size"])), call,
                 in_unit(row["latency_p50_ms"], factor), fmt(rate[index]),
-                ratio_text(row["speedup_vs_baseline"], row["speedup_vs_baseline_low"], row["speedup_vs_baseline_high"],
-                           row["speedup_vs_baseline_significant"]),
-                ratio_text(row["speedup_vs_cpu"], row["speedup_vs_cpu_low"], row["speedup_vs_cpu_high"],
-                           row["speedup_vs_cpu_significant"]),
+                *(ratio_text(*(row[f"speedup_vs_{name}{part}"] for part in ("", "_low", "_high", "_significant")))
+                  for name in ratios),
             ])  # fmt: skip
         baselines = sorted({str(b).split(" (")[0] for b in frame["baseline"].dropna()})
-        over = f"over {escape_markdown(' or '.join(baselines))} on the same device" if baselines else "no baseline here"
+        over = f"; × baseline: over {escape_markdown(' or '.join(baselines))} on the same device" if baselines else ""
+        titles = {"baseline": "× baseline", "cpu": "GPU / CPU"}
         out += [
-            f"**{escape_markdown(workload)}**: p50 per call in {name}; items/s = samples per call / p50; "
-            f"× baseline: {over}:",
+            f"**{escape_markdown(workload)}**: p50 per call in {name}; items/s = samples per call / p50{over}:",
             "",
-            *grid_table(["cell", "batch", "call", f"p50 ({name})", "items/s", "× baseline", "GPU / CPU"], rows),
+            *grid_table(["cell", "batch", "call", f"p50 ({name})", "items/s", *(titles[r] for r in ratios)], rows),
         ]
         out += [*_one_side(frame, study, "GPU/CPU speed-up"), ""] if _one_side(frame, study, "x") else []
     return out
@@ -376,7 +375,8 @@ def cannot_answer(study: dict[str, Any], cells: pd.DataFrame) -> str | None:
     ok = measured(cells)
     engines_left = [e for e in study.get("engines", []) if e in left]
     compares = study.get("layout", "engines") in ("engines", "by_batch", "seq")
-    if engines_left and compares and ok["engine"].nunique() < 2:
+    # a study that spans devices answers its CPU half without the GPU (its missing half named below it)
+    if engines_left and compares and not study.get("spans_devices") and ok["engine"].nunique() < 2:
         missing = "; ".join(f"{inline_code(e)} {left[e]}" for e in engines_left)
         return f"it compares engines, and only {inline_code(ok['engine'].iloc[0])} ran here ({missing})"
     return None
@@ -428,9 +428,16 @@ def not_measured_section(everything: pd.DataFrame, studies: dict[str, dict[str, 
             by_reason.setdefault(entry["why"], {}).setdefault(entry["what"], []).append(name)
     engines = {engine for study in studies.values() for engine in study.get("engines", [])}
     for why, whats in by_reason.items():
-        names = sorted({name for named in whats.values() for name in named}, key=list(studies).index)
-        what = ", ".join(inline_code(w) if w in engines else escape_markdown(w) for w in whats)
-        out.append(f"- {what}: {escape_markdown(why)} (studies {', '.join(inline_code(n) for n in names)}).")
+        by_studies: dict[tuple[str, ...], list[str]] = {}
+        for what, names in whats.items():
+            by_studies.setdefault(tuple(names), []).append(
+                inline_code(what) if what in engines else escape_markdown(what)
+            )
+        parts = [
+            f"{', '.join(named)} of {', '.join(inline_code(n) for n in names)}" for names, named in by_studies.items()
+        ]
+        text = "; ".join(parts)
+        out.append(f"- {text[:1].upper() + text[1:]}: {escape_markdown(why)}.")
     not_ok = everything[everything["status"] != "ok"]
     if not not_ok.empty:
         reasons = not_ok.assign(first=not_ok["reason"].fillna("no reason recorded").astype(str).map(_first_line))
@@ -473,8 +480,13 @@ def provenance_section(everything: pd.DataFrame, studies: dict[str, dict[str, An
         "## Where these numbers come from",
         "",
         f"- Code: inferbench {_commits(everything)}" + (", with uncommitted changes." if dirty else ", a clean tree."),
-        f"- Machine: {_values(everything, 'cpu')}; GPU {_values(everything, 'gpu')}, driver "
-        f"{_values(everything, 'gpu_driver')}; host {_values(everything, 'hostname')}.",
+        f"- Machine: {_values(everything, 'cpu')}; "
+        + (
+            f"GPU {_values(everything, 'gpu')}, driver {_values(everything, 'gpu_driver')}"
+            if "gpu" in everything and everything["gpu"].notna().any()
+            else "no GPU"
+        )
+        + f"; host {_values(everything, 'hostname')}.",
         f"- Software: Python {_values(everything, 'python')}, torch {_values(everything, 'torch')}, onnxruntime "
         f"{_values(everything, 'onnxruntime')}"
         + (f", openvino {_values(everything, 'openvino')}" if "openvino" in everything else "")
