@@ -288,13 +288,13 @@ def seq_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) ->
                 values.append(" / ".join(in_unit(v, factor) for v in enough))
             rows.append([escape_markdown(label), fmt(int(batch)), *values])
         calls = pd.to_numeric(frame.get("n_iters", pd.Series(dtype=float)), errors="coerce").dropna()
-        label = ""
+        calls_text = ""
         if len(calls):
             low, high = int(calls.min()), int(calls.max())
-            label = f" ({fmt(low)}{f'–{fmt(high)}' if high != low else ''} calls per cell)"
+            calls_text = f" ({fmt(low)}{f'–{fmt(high)}' if high != low else ''} calls per cell)"
         out += [
             f"**{escape_markdown(workload)}**: {' / '.join(percentiles)} in {name} at each engine's own "
-            f"boundary{label}:",
+            f"boundary{calls_text}:",
             "",
             *grid_table(["cell", "batch", *(f"seq {fmt(int(s))}" for s in lengths)], rows),
         ]
