@@ -264,7 +264,7 @@ COMMITTED = sorted((REPO / "docs" / "results").rglob("*summary*.csv"))
 #: a CPU run of every workload; H100 runs whose summaries predate the fusions column, every computation
 #: column, and the scenario column; a serving run
 WITH_PLOTS = [
-    "cpu-2core/readme_default/summary.csv",
+    "cpu-2core/readme_default/2026-11-27/summary.csv",
     "h100/full/2026-11-23/summary.csv",
     "h100/reproducibility/run1_summary.csv",
     "h100/default_leases/lease1/summary.csv",
@@ -300,7 +300,8 @@ def test_every_committed_summary_renders_its_report_and_stays_as_it_was(tmp_path
     rows = len(pd.read_csv(summary))
     text = report.read_text()
     assert report == tmp_path / "report.md" and text.startswith("# inferbench report")
-    assert f"from {rows} cells:" in text
+    assert f"\n{rows} cells: " in text
+    text += (tmp_path / "report_details.md").read_text()  # a plot is shown on the first page or linked there
     plots = sorted((tmp_path / "plots").rglob("*.png"))
     if with_plots and not split_scenarios(pd.read_csv(summary)).single.empty:
         assert plots and all(f"plots/{p.relative_to(tmp_path / 'plots').as_posix()}" in text for p in plots)
