@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from inferbench.analysis.comparison import p50_at, rate_at
 from inferbench.analysis.decisions import cpu_gpu_crossovers
@@ -82,10 +82,12 @@ def _log_axes(ax: plt.Axes, xs: list[float]) -> None:
         ax.set_xticks(sorted(set(xs)))
     ax.xaxis.set_major_formatter(plain)
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.yaxis.set_major_formatter(plain)
     low, high = ax.get_ylim()
+    if high / low < 1e3:  # a few decades: 1, 2, 5 of each labelled, not a lone power of ten
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(plain)
     # within one decade matplotlib has no major tick: label the minor ones instead
-    ax.yaxis.set_minor_formatter(plain if high / low < 10 else NullFormatter())
+    ax.yaxis.set_minor_formatter(plain if high / low < 3 else NullFormatter())
 
 
 def _empty(ax: plt.Axes, text: str) -> None:
