@@ -324,9 +324,10 @@ def test_render_run_keeps_identity_fields_as_written_and_never_writes_the_summar
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert csv.read_bytes() == before
-    text = (tmp_path / "report.md").read_text()
+    text = (tmp_path / "report_details.md").read_text()
     assert "- host: NA" in text and "inferbench commit 12345e7" in text and "CUDA 12.10" in text
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "summary.csv"]
+    assert "- Code: inferbench 12345e7" in (tmp_path / "report.md").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "report_details.md", "summary.csv"]
 
 
 def test_render_run_refuses_a_summary_it_cannot_read_by_name(tmp_path):
@@ -358,7 +359,7 @@ def test_backfill_adds_only_the_computation_columns_a_summary_lacks(render_run, 
 
 def test_a_summary_copied_elsewhere_renders_beside_itself_by_default(tmp_path):
     """The default output folder is the summary's own (as committed reports are made); only
-    report.md and plots/ are written there."""
+    report.md, its appendix and plots/ are written there."""
     source = REPO / "docs" / "results" / "h100" / "serving" / "summary.csv"
     csv = tmp_path / "summary.csv"
     shutil.copyfile(source, csv)
@@ -368,7 +369,7 @@ def test_a_summary_copied_elsewhere_renders_beside_itself_by_default(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert csv.read_bytes() == source.read_bytes()
-    assert {p.name for p in tmp_path.iterdir()} <= {"report.md", "summary.csv", "plots"}
+    assert {p.name for p in tmp_path.iterdir()} <= {"report.md", "report_details.md", "summary.csv", "plots"}
     assert (tmp_path / "report.md").read_text().startswith("# inferbench report")
 
 

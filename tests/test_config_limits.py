@@ -76,12 +76,12 @@ def test_yaml_aliases_that_expand_past_the_limit_are_refused():
 
 
 def test_sequence_lengths_past_the_models_positions_are_refused():
-    message = invalid(lambda c: c["studies"]["text"].update(seq_lens=[128, 1024]))
-    assert "studies.text.seq_lens: [1024] exceed bert_base's 512 positions" in message
+    message = invalid(lambda c: c["studies"]["transformers"].update(seq_lens=[128, 1024]))
+    assert "studies.transformers.seq_lens: [1024] exceed bert_base's 512 positions" in message
     assert "models.bert_base.arch.max_position_embeddings" in message
     # more positions in arch make the length valid; fewer make a shorter one invalid
     cfg = copy.deepcopy(DEFAULT)
-    cfg["studies"]["text"]["seq_lens"] = [1024]
+    cfg["studies"]["transformers"]["seq_lens"] = [1024]
     cfg["models"]["bert_base"] = {"arch": {"max_position_embeddings": 1024}}
     cfg["models"]["distilbert"] = {"arch": {"max_position_embeddings": 1024}}
     validate_config(cfg)
