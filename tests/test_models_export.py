@@ -10,8 +10,9 @@ import torch
 
 from inferbench.models import create_model, list_models, make_inputs
 from inferbench.models.export import ExportParityError, export_onnx, relative_l2
+from inferbench.models.parity import roc_auc
 from inferbench.models.registry import load_checkpoint, save_checkpoint
-from inferbench.models.training import roc_auc, train_mlp
+from inferbench.models.training import train_mlp
 
 TINY = {
     "mlp_heart": {"in_features": 22},
@@ -105,7 +106,8 @@ def test_mlp_learns_a_separable_signal():
     x = rng.normal(size=(600, 5)).astype(np.float32)
     table = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)])
     table["target"] = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(int)
-    spec, metrics = train_mlp("mlp_heart", table, hidden=[16], epochs=30, batch_size=32, lr=0.01)
+    spec, metrics, heldout = train_mlp("mlp_heart", table, hidden=[16], epochs=30, batch_size=32, lr=0.01)
+    assert len(heldout["x"]) == len(heldout["labels"]) == metrics["n_test"]
     assert metrics["n_test"] == 120 and metrics["n_train"] == 480
     assert metrics["test_auc"] > 0.95 and metrics["test_accuracy"] > 0.85
     assert spec.arch == {"in_features": 5, "hidden": [16]}

@@ -293,3 +293,56 @@ def test_an_engine_keeps_its_colour_whatever_else_is_plotted():
     assert engine_colour("ort_cuda", variants) == engine_colour("ort_cuda", variants)
     assert len({engine_colour(e, variants) for e in variants}) == 6  # the config's variants: one colour each
     assert engine_colour("my_variant") == engine_colour("my_variant")  # not in the config: a stable hash
+
+
+def test_an_mlp_cell_scores_the_held_out_rows_as_it_runs_and_the_answer_shows_that_auc(tmp_path):
+    """The parity gate runs the engine on the rows training held out, in calls of the cell's batch: an int8
+    model that scores worse shows a lower AUC than fp32, beside its relative L2."""
+    import numpy as np
+
+    from inferbench.core.cells import CellKey
+    from inferbench.models.parity import heldout_batches, save_heldout
+    from inferbench.scenarios.prepare import CellInputs, CellRequest, heldout_auc
+
+    rows = np.arange(10, dtype=np.float32).reshape(5, 2)
+    batches = heldout_batches(rows, 2)
+    assert [len(b) for b in batches] == [2, 2, 2] and (batches[-1][1] == rows[0]).all()  # filled from the start
+
+    labels = np.array([0, 0, 1, 1, 1])
+    save_heldout({"x": rows, "labels": labels}, tmp_path / "heldout.npz")
+    np.savez(tmp_path / "ref.npz", output=np.zeros((1, 2)), input_x=rows[:1],
+             heldout_x=rows, heldout_labels=labels)  # fmt: skip
+
+    class Engine:  # scores each row by its first feature: the positive rows have the larger ones
+        run_gives_log_probabilities = False
+
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+
+        def stage(self, feed):
+            return feed["x"]
+
+        def run(self, staged):
+            self.calls.append(len(staged))
+            return np.stack([np.zeros(len(staged)), staged[:, 0]], axis=1)
+
+        def synchronize(self):
+            pass
+
+        def to_numpy(self, output):
+            return output
+
+    request = CellRequest(CellKey("mlp_heart", "ort_cpu", "fp32", "cpu", 2, 0, 2), {},
+                          CellInputs(reference=tmp_path / "ref.npz"))  # fmt: skip
+    engine = Engine()
+    assert heldout_auc(engine, request, "x") == 1.0 and engine.calls == [2, 2, 2]
+
+    report = build_report(pd.DataFrame([
+        cell(workload="mlp_heart", engine="ort_cpu", engine_impl="ort_cpu", latency_p50_ms=0.01, parity_auc=0.91),
+        cell(workload="mlp_heart", engine="ort_cpu", engine_impl="ort_cpu", precision="int8", latency_p50_ms=0.02,
+             parity_rel_l2=7e-3, parity_auc=0.88),
+    ]).assign(scenario="single"))  # fmt: skip
+    header, *cells = table_rows(report)
+    by_cell = {row[1]: dict(zip(header, row, strict=True)) for row in cells}
+    assert by_cell["ort_cpu int8 cpu 2t"]["held-out AUC"] == "0.880"
+    assert by_cell["ort_cpu int8 cpu 2t"]["rel. L2 to FP32 eager"] == "7.0e-03"

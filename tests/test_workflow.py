@@ -113,6 +113,9 @@ def test_tiny_run_produces_records_summary_plots_and_report(tiny_run):
     # CPU cells are timed end to end only (their inputs never leave the host); GPU cells at the device too
     assert (ok["timing"] == ok["device"].map({"cpu": "end_to_end", "cuda": "device"})).all()
     assert summary.loc[summary["workload"] == "mlp_heart", "seq_len"].eq(0).all()
+    # the trained MLP's cells score its held-out rows as they run; the random-weight encoder has none
+    heart = ok[(ok["workload"] == "mlp_heart") & (ok["engine_impl"] != "noop")]
+    assert heart["parity_auc"].between(0, 1).all() and ok.loc[ok["workload"] == "distilbert", "parity_auc"].isna().all()
 
     first_page = (workdir / "results" / "report.md").read_text()
     assert "## Answers" in first_page and "## Where these numbers come from" in first_page

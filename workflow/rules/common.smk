@@ -140,6 +140,11 @@ def workload_regex(trained=None, kind=None):
     return "|".join(map(re.escape, names)) or "(?!)"  # (?!): matches nothing
 
 
+def heldout_rows(workload):
+    """A trained model's held-out rows (train_mlp), for its reference outputs; none for the others."""
+    return [f"results/models/{workload}.heldout.npz"] if workload_info(workload).trained else []
+
+
 def cell_record(cell):
     return f"results/cells/{cell.relpath}"
 

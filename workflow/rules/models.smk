@@ -7,6 +7,7 @@ rule train_mlp:
     output:
         checkpoint="results/models/{workload}.pt",
         meta="results/models/{workload}.json",
+        heldout="results/models/{workload}.heldout.npz",  # every cell scores it again: the AUC as it ran
     params:
         code=verb_code("train-mlp"),
         options=lambda wc: model_options(wc.workload),
@@ -19,7 +20,8 @@ rule train_mlp:
         "logs/train_mlp/{workload}.log",
     shell:
         "python -m inferbench train-mlp --workload {wildcards.workload:q} --data {input:q}"
-        " --options {params.options:q} --out {output.checkpoint:q} --meta {output.meta:q} > {log:q} 2>&1"
+        " --options {params.options:q} --out {output.checkpoint:q} --meta {output.meta:q}"
+        " --heldout {output.heldout:q} > {log:q} 2>&1"
 
 
 rule build_model:
@@ -103,11 +105,13 @@ rule reference_output:
     input:
         checkpoint="results/models/{workload}.pt",
         meta="results/models/{workload}.json",
+        heldout=lambda wc: heldout_rows(wc.workload),
     output:
         "results/reference/{workload}-s{seq}.npz",
     params:
         code=verb_code("reference"),
         rows=config["parity"]["rows"],
+        heldout=lambda wc, input: ["--heldout", input.heldout] if input.heldout else [],
     threads: 2
     conda:
         "../../envs/torch.yaml"
@@ -115,7 +119,7 @@ rule reference_output:
         "logs/reference_output/{workload}-s{seq}.log",
     shell:
         "python -m inferbench reference --checkpoint {input.checkpoint:q} --model-meta {input.meta:q}"
-        " --seq {wildcards.seq:q} --rows {params.rows:q} --out {output:q} > {log:q} 2>&1"
+        " --seq {wildcards.seq:q} --rows {params.rows:q} --out {output:q} {params.heldout:q} > {log:q} 2>&1"
 
 
 rule model_cost:

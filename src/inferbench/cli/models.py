@@ -38,21 +38,23 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", choices=[w for w, info in WORKLOADS.items() if info.trained], required=True)
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--options", type=json_value, default={})
-    required_paths(p, "--out", "--meta")
+    required_paths(p, "--out", "--meta", "--heldout")
 
 
 @arguments(_train_arguments)
 def train_mlp(args: argparse.Namespace) -> None:
     import pandas as pd
 
+    from inferbench.models.parity import save_heldout
     from inferbench.models.registry import save_checkpoint
     from inferbench.models.training import train_mlp
 
     options = dict(args.options)
     hidden = options.pop("arch", {}).get("hidden")
     train = options.pop("train", {})
-    spec, metrics = train_mlp(args.workload, pd.read_parquet(args.data), hidden=hidden, **train)
+    spec, metrics, heldout = train_mlp(args.workload, pd.read_parquet(args.data), hidden=hidden, **train)
     save_checkpoint(spec, args.out, seed=train.get("seed", 0), meta=metrics)
+    save_heldout(heldout, args.heldout)
     _write_model_meta(spec, args.meta, {"training": metrics})
     log.info("trained: %s", json.dumps(metrics))
 
@@ -128,6 +130,7 @@ def _reference_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq", type=int, default=0)
     p.add_argument("--rows", type=int, default=2)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--heldout", type=Path, help="a trained model's held-out rows (train-mlp --heldout)")
 
 
 @arguments(_reference_arguments)
@@ -136,7 +139,9 @@ def reference(args: argparse.Namespace) -> None:
     from inferbench.models.parity import make_reference
     from inferbench.models.registry import input_specs
 
-    make_reference(args.checkpoint, input_specs(read_json(args.model_meta)), args.seq, args.rows, args.out)
+    make_reference(
+        args.checkpoint, input_specs(read_json(args.model_meta)), args.seq, args.rows, args.out, args.heldout
+    )
 
 
 def _cost_arguments(p: argparse.ArgumentParser) -> None:

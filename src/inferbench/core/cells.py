@@ -255,7 +255,10 @@ class CellRecord:
                 f"repeat_p50_{name}_ms": pick(p50s) if (p50s := self._repeat_p50s()) else None
                 for name, pick in (("min", min), ("max", max))
             },
-            **{f"parity_{k}": (self.parity or {}).get(k) for k in ("rel_l2", "max_abs", "cosine", "top1_agreement")},
+            **{
+                f"parity_{k}": (self.parity or {}).get(k)
+                for k in ("rel_l2", "max_abs", "cosine", "top1_agreement", "auc")
+            },
             "measured_s": self.measured_s,
             "host_peak_rss_mb": self.memory_mb.get("host_peak_rss"),
             "host_rss_at_start_mb": self.memory_mb.get("host_rss_at_start"),

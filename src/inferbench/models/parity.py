@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import rankdata
 
 from inferbench.core.fsutil import atomic_path
 from inferbench.models.registry import InputSpec, load_checkpoint, make_inputs
@@ -19,10 +20,32 @@ from inferbench.models.registry import InputSpec, load_checkpoint, make_inputs
 REFERENCE_SEED = 1234
 
 
+def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the ROC curve via the Mann-Whitney U statistic (ties get average ranks)."""
+    labels = np.asarray(labels).astype(bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = rankdata(scores)
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def save_heldout(heldout: dict[str, np.ndarray], out: str | Path) -> None:
+    """A trained model's held-out rows and labels (npz: ``x``, ``labels``)."""
+    with atomic_path(out) as tmp, tmp.open("wb") as fh:
+        np.savez(fh, **heldout)
+
+
 def make_reference(
-    checkpoint: str | Path, inputs: tuple[InputSpec, ...], seq_len: int, rows: int, out: str | Path
+    checkpoint: str | Path,
+    inputs: tuple[InputSpec, ...],
+    seq_len: int,
+    rows: int,
+    out: str | Path,
+    heldout: str | Path | None = None,
 ) -> None:
-    """FP32 eager outputs on the CPU for ``rows`` seeded input rows, saved with the inputs (npz)."""
+    """FP32 eager outputs on the CPU for ``rows`` seeded input rows, saved with the inputs (npz); with a
+    trained model's ``heldout`` rows (``save_heldout``), those and their labels too (``heldout_*``)."""
     spec, _ = load_checkpoint(checkpoint)
     feed = make_inputs(inputs, rows, seq_len, REFERENCE_SEED)
     import torch
@@ -33,8 +56,27 @@ def make_reference(
     extra = {}
     if spec.output_name == "next_token_logits":  # a decoder: its greedy tokens too, through transformers' generate
         extra["tokens"] = greedy_tokens(spec.module.model, tensors, REFERENCE_TOKENS)
+    if heldout is not None:
+        with np.load(heldout) as data:
+            extra |= {"heldout_x": data["x"], "heldout_labels": data["labels"]}
     with atomic_path(out) as tmp, tmp.open("wb") as fh:
         np.savez(fh, output=output, **extra, **{f"input_{k}": v for k, v in feed.items()})
+
+
+def load_heldout(path: str | Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """A trained model's held-out rows and labels from its reference (None: the model was not trained)."""
+    with np.load(path) as data:
+        if "heldout_x" not in data.files:
+            return None
+        return data["heldout_x"], data["heldout_labels"]
+
+
+def heldout_batches(rows: np.ndarray, batch: int) -> list[np.ndarray]:
+    """``rows`` in calls of exactly ``batch`` rows (engines built for one shape take no other), the last
+    one filled up with the first rows; the caller keeps the first ``len(rows)`` outputs."""
+    count = -(-len(rows) // batch)
+    index = np.arange(count * batch) % len(rows)
+    return [np.ascontiguousarray(rows[index[i * batch : (i + 1) * batch]]) for i in range(count)]
 
 
 #: the greedy tokens a decoder's reference keeps: a generation cell's first tokens must equal them

@@ -9,21 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import rankdata
 
+from inferbench.models.parity import roc_auc
 from inferbench.models.registry import ModelSpec, create_model
 
 log = logging.getLogger(__name__)
-
-
-def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
-    """Area under the ROC curve via the Mann-Whitney U statistic (ties get average ranks)."""
-    labels = np.asarray(labels).astype(bool)
-    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    ranks = rankdata(scores)
-    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def train_mlp(
@@ -35,8 +25,10 @@ def train_mlp(
     lr: float = 1e-3,
     seed: int = 0,
     test_fraction: float = 0.2,
-) -> tuple[ModelSpec, dict[str, Any]]:
-    """Train on a seeded split of ``table`` (features + ``target``); return the model and its metrics."""
+) -> tuple[ModelSpec, dict[str, Any], dict[str, np.ndarray]]:
+    """Train on a seeded split of ``table`` (features + ``target``); return the model, its metrics and the
+    held-out rows (``x``, ``labels``): every engine's cell scores them again, so that a precision's or an
+    engine's AUC is that of the model as it ran (inferbench.scenarios.prepare.check_parity)."""
     features = table.drop(columns=["target"]).to_numpy(np.float32)
     labels = table["target"].to_numpy(np.int64)
     order = np.random.default_rng(seed).permutation(len(table))
@@ -81,4 +73,4 @@ def train_mlp(
         "train_s": train_s,
         "final_train_loss": float(loss.item()),
     }
-    return spec, metrics
+    return spec, metrics, {"x": features[test_idx], "labels": y_test}

@@ -162,9 +162,20 @@ def by_batch_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
         for cross in decisions.cpu_gpu_crossovers(frame).itertuples():
             out.append(f"- CPU or GPU: {cross.verdict}.")
         out += _one_side(frame, study, "CPU/GPU crossover")
+        out += auc_line(frame)
         out += fastest_lines(frame, basis)
         out.append("")
     return out
+
+
+def auc_line(frame: pd.DataFrame) -> list[str]:
+    """The held-out AUC of each engine variant as it ran (the parity gate scores the rows training held out),
+    where the model was trained; the lowest over its batches."""
+    if "parity_auc" not in frame or frame["parity_auc"].isna().all():
+        return []
+    aucs = frame.dropna(subset=["parity_auc"]).groupby(frame.apply(cell_name, axis=1))["parity_auc"].min()
+    listed = ", ".join(f"{escape_markdown(name)} {fmt(float(auc))}" for name, auc in aucs.items())
+    return [f"- Held-out AUC as each cell ran: {listed}."]
 
 
 def _memory(frame: pd.DataFrame) -> tuple[str, pd.Series] | None:
@@ -224,6 +235,8 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
         speedups = "speedup" in frame and frame["speedup"].notna().any()
         titles += ["items/s", *([memory[0]] if memory else []), *(["× FP32 eager"] if speedups else [])]
         titles += ["rel. L2 to FP32 eager"]
+        aucs = "parity_auc" in frame and frame["parity_auc"].notna().any()
+        titles += ["held-out AUC"] if aucs else []
         rows = []
         for index, row in frame.iterrows():
             values = [fmt(int(row["batch_size"])), *([fmt(int(row["seq_len"]))] if text else [])]
@@ -234,7 +247,8 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
             found = row.get("claim")
             speedup = "baseline" if is_base else claim_text(found, False) if isinstance(found, Claim) else "–"
             values += [speedup] if speedups else []
-            rows.append([*values, "reference" if is_base else _parity(row.get("parity_rel_l2"))])
+            values += ["reference" if is_base else _parity(row.get("parity_rel_l2"))]
+            rows.append([*values, *([fmt(row.get("parity_auc"))] if aucs else [])])
         out += [
             f"**{escape_markdown(workload)}** at the {BOUNDARY_LABELS[boundary].replace('device boundary', 'device')} "
             "boundary; items/s = items per call / p50:".replace("end to end boundary", "end-to-end boundary"),

@@ -19,7 +19,15 @@ from inferbench.engines.base import Engine
 from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.engines.spec import EngineInfo
 from inferbench.launch.lock import MachineLock
-from inferbench.models.parity import centred, compare, load_reference, violations
+from inferbench.models.parity import (
+    centred,
+    compare,
+    heldout_batches,
+    load_heldout,
+    load_reference,
+    roc_auc,
+    violations,
+)
 from inferbench.models.registry import InputSpec, input_specs, make_inputs
 from inferbench.scenarios import scenario_info
 
@@ -180,4 +188,22 @@ def check_parity(engine: Engine, request: CellRequest) -> tuple[dict[str, Any] |
     if engine.run_gives_log_probabilities:  # the logits up to a constant per row: both compared centred
         output, ref_output = centred(output), centred(ref_output)
     metrics = compare(output, ref_output)
+    auc = heldout_auc(engine, request, next(iter(ref_inputs)))
+    metrics |= {"auc": auc} if auc is not None else {}
     return metrics | {"tolerance": request.tolerance}, violations(metrics, request.tolerance)
+
+
+def heldout_auc(engine: Engine, request: CellRequest, name: str) -> float | None:
+    """The held-out AUC of a trained model as this engine runs it (its precision, its graph), from the rows
+    training held out, fed as the model's one input ``name`` (None for a model that was not trained)."""
+    heldout = load_heldout(request.inputs.reference)
+    if heldout is None or engine.run_gives_log_probabilities:
+        return None
+    rows, labels = heldout
+    scores = []
+    for batch in heldout_batches(rows, request.key.batch_size):
+        output = engine.run(engine.stage({name: batch}))
+        engine.synchronize()
+        logits = engine.to_numpy(output).astype(np.float64)
+        scores.append(logits[:, 1] - logits[:, 0])  # a softmax's order: the log-odds of the positive class
+    return roc_auc(labels, np.concatenate(scores)[: len(rows)])
