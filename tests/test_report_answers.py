@@ -251,8 +251,8 @@ def test_an_unavailable_cell_is_named_with_its_reason_on_the_first_page_and_in_f
 @pytest.mark.parametrize(
     ("summary", "gpu", "configfile"),
     [
-        ("docs/results/cpu-2core/readme_default/2026-11-25/summary.csv", False, None),
-        ("docs/results/h100/default_leases/lease7/summary.csv", True, None),
+        ("docs/results/cpu-2core/readme_default/2026-11-27/summary.csv", False, None),
+        ("docs/results/h100/readme_default/2026-11-27/summary.csv", True, None),
         ("docs/results/h100/full/2026-11-25/summary.csv", True, "config/studies/full.yaml"),
     ],
 )
