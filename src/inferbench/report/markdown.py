@@ -234,9 +234,9 @@ def _inference_and_training(everything: pd.DataFrame) -> pd.DataFrame:
 
 def whole_run_study(everything: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """The one study a report made without the run's studies answers: every cell, engines side by side."""
-    axes = ("workload", "engine", "precision", "device", "batch_size", "seq_len", "threads", "scenario")
-    study = {f"{axis}s" if not axis.endswith("s") else axis: sorted(set(everything[axis])) for axis in axes}
-    study["batch_sizes"], study["seq_lens"] = study.pop("batch_sizes"), study.pop("seq_lens")
+    axes = {"workloads": "workload", "engines": "engine", "precisions": "precision", "devices": "device",
+            "batch_sizes": "batch_size", "seq_lens": "seq_len", "threads": "threads", "scenarios": "scenario"}  # fmt: skip
+    study = {key: sorted(set(everything[column])) for key, column in axes.items()}
     return {"all": {**study, "question": "how do the cells of this run compare?", "layout": "engines"}}
 
 
