@@ -235,7 +235,8 @@ def _inference_and_training(everything: pd.DataFrame) -> pd.DataFrame:
 def whole_run_study(everything: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """The one study a report made without the run's studies answers: every cell, engines side by side."""
     axes = {"workloads": "workload", "engines": "engine", "precisions": "precision", "devices": "device",
-            "batch_sizes": "batch_size", "seq_lens": "seq_len", "threads": "threads", "scenarios": "scenario"}  # fmt: skip
+            "batch_sizes": "batch_size", "seq_lens": "seq_len", "threads": "threads",
+            "scenarios": "scenario"}  # fmt: skip
     study = {key: sorted(set(everything[column])) for key, column in axes.items()}
     return {"all": {**study, "question": "how do the cells of this run compare?", "layout": "engines"}}
 
