@@ -222,7 +222,7 @@ def test_training_speedups_carry_intervals_across_processes():
     answer = section(build_report(rows, studies={"heart": study}), "heart")
     header, *cells = table_rows(answer)
     by_cell = {row[0]: dict(zip(header, row, strict=True)) for row in cells}
-    assert by_cell["train_epoch fp32 cuda"]["GPU / CPU"].startswith("0.500× (95% CI 0.")
+    assert by_cell["train_epoch fp32 cuda"]["GPU speed-up over CPU"].startswith("0.500× (95% CI 0.")
     assert by_cell["train_epoch_loader fp32 cpu 2t"]["× baseline"].startswith("0.250× (95% CI")
     assert by_cell["train_epoch fp32 cpu 2t"]["× baseline"] == "–", "the baseline is not compared with itself"
     assert by_cell["train_epoch fp32 cpu 2t"]["items/s"] == "100,000"  # 1,000 samples per 10 ms epoch
@@ -346,3 +346,32 @@ def test_an_mlp_cell_scores_the_held_out_rows_as_it_runs_and_the_answer_shows_th
     by_cell = {row[1]: dict(zip(header, row, strict=True)) for row in cells}
     assert by_cell["ort_cpu int8 cpu 2t"]["held-out AUC"] == "0.880"
     assert by_cell["ort_cpu int8 cpu 2t"]["rel. L2 to FP32 eager"] == "7.0e-03"
+
+
+def test_a_by_batch_study_over_several_lengths_gives_a_row_per_cell_and_length():
+    rows = pd.DataFrame([
+        cell(workload="bert_base", engine="ort_cpu", engine_impl="ort_cpu", seq_len=seq, batch_size=b,
+             latency_p50_ms=0.1 * seq * b, timing="end_to_end")
+        for seq in (32, 64) for b in (1, 8)
+    ]).assign(scenario="single")  # fmt: skip
+    study = {"workloads": ["bert_base"], "engines": ["ort_cpu"], "devices": ["cpu"], "batch_sizes": [1, 8],
+             "seq_lens": [32, 64], "threads": [2], "layout": "by_batch"}  # fmt: skip
+    header, *cells = table_rows(section(build_report(rows, studies={"b": study}), "b"))
+    assert header == ["cell", "batch 1", "batch 8"]
+    assert [row[0] for row in cells] == ["ort_cpu fp32 cpu 2t s32", "ort_cpu fp32 cpu 2t s64"]
+
+
+def test_an_engine_timed_end_to_end_shows_its_own_tail_where_the_table_is_end_to_end():
+    """ONNX Runtime on the CPU is timed end to end only: its p99 is its own, not a blank."""
+    rows = pd.DataFrame([
+        cell(engine="ort_cpu", engine_impl="ort_cpu", timing="end_to_end", latency_p50_ms=5.0, latency_p99_ms=7.0,
+             n_iters=150),
+        cell(latency_p50_ms=9.0, e2e_latency_p50_ms=9.5, latency_p99_ms=9.9, e2e_latency_p99_ms=10.5, n_iters=150,
+             e2e_n_iters=150),
+    ]).assign(scenario="single")  # fmt: skip
+    study = {"workloads": ["resnet50"], "engines": ["ort_cpu", "torch_eager"], "devices": ["cpu"], "batch_sizes": [1],
+             "threads": [2], "percentiles": ["p50", "p99"]}  # fmt: skip
+    header, *cells = table_rows(section(build_report(rows, studies={"e": study}), "e"))
+    by_cell = {row[1]: dict(zip(header, row, strict=True)) for row in cells}
+    assert by_cell["ort_cpu fp32 cpu 2t"]["p99 (ms)"] == "7.00"
+    assert by_cell["torch_eager fp32 cpu 2t"]["p99 (ms)"] == "10.5"

@@ -119,7 +119,8 @@ def fastest_lines(cells: pd.DataFrame, basis: ClaimBasis, speedups_shown: bool =
             f"- {shape}: **{escape_markdown(cell_name(row))}** is fastest "
             f"({processes_text(row, best.boundary, unit)} per call)"
         )
-        if speedups_shown and str(best.runner_up).startswith(baseline):
+        same_place = (best.runner_up_device, best.runner_up_threads) == (best.device, best.threads)
+        if speedups_shown and str(best.runner_up).startswith(baseline) and same_place:
             out.append(line + ".")
             continue
         out.append(f"{line}; {claim_text(best.claim)} ahead of {escape_markdown(best.runner_up)}.")
@@ -145,7 +146,9 @@ def by_batch_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
         batches = sorted(frame["batch_size"].unique())
         fastest = frame.groupby("batch_size")["per_item"].min()
         rows = []
-        for label, series in frame.groupby(frame.apply(cell_name, axis=1), sort=True):
+        lengths = frame["seq_len"].nunique() > 1
+        labels = [cell_name(r) + (f" s{r['seq_len']}" if lengths else "") for _, r in frame.iterrows()]
+        for label, series in frame.groupby(pd.Series(labels, index=frame.index), sort=True):
             by_batch = series.set_index("batch_size")["per_item"]
             values = [
                 ("**{}**" if by_batch[b] == fastest[b] else "{}").format(in_unit(by_batch[b], factor))
@@ -197,12 +200,16 @@ def _tail(study: dict[str, Any], frame: pd.DataFrame, boundary: str) -> tuple[st
     if not tails:
         return None
     percentile = tails[-1]
-    column = f"latency_{percentile}_ms" if boundary == "device" else f"e2e_latency_{percentile}_ms"
-    if column not in frame:
+    own = frame.get(f"latency_{percentile}_ms")
+    calls = frame.get("n_iters", pd.Series(index=frame.index, dtype=float))
+    if own is None:
         return None
-    calls = frame["n_iters"] if boundary == "device" else frame.get("e2e_n_iters", frame["n_iters"])
+    values = own
+    if boundary == "end_to_end":  # as p50_at: the engine's own figures where its own boundary is end to end
+        values = frame.get(f"e2e_latency_{percentile}_ms", pd.Series(index=frame.index, dtype=float)).fillna(own)
+        calls = frame.get("e2e_n_iters", pd.Series(index=frame.index, dtype=float)).fillna(calls)
     enough = pd.to_numeric(calls, errors="coerce").fillna(0) >= samples_needed([percentile])
-    return percentile, frame[column].where(enough)
+    return percentile, values.where(enough)
 
 
 def _known(value: Any) -> bool:
@@ -245,7 +252,8 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
             values += [fmt(row["rate"]), *([fmt(memory[1][index])] if memory else [])]
             is_base = (row["engine"], row["precision"]) == (decisions.BASELINE_ENGINE, decisions.BASELINE_PRECISION)
             found = row.get("claim")
-            speedup = "baseline" if is_base else claim_text(found, False) if isinstance(found, Claim) else "–"
+            named = isinstance(found, Claim) and found.boundary != boundary  # the table's boundary goes unsaid
+            speedup = "baseline" if is_base else claim_text(found, named) if isinstance(found, Claim) else "–"
             values += [speedup] if speedups else []
             values += ["reference" if is_base else _parity(row.get("parity_rel_l2"))]
             rows.append([*values, *([fmt(row.get("parity_auc"))] if aucs else [])])
@@ -339,23 +347,25 @@ def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
     rated = training_speedups(training[training["status"] == "ok"], study.get("engines", ()), basis.floors)
     out: list[str] = []
     for workload, frame in rated.groupby("workload", sort=False):
-        name, factor = time_unit(frame["latency_p50_ms"])
-        rate = rate_at(frame, "end_to_end")
+        boundary = boundary_of(frame)
+        p50, rate = p50_at(frame, boundary), rate_at(frame, boundary)
+        name, factor = time_unit(p50)
         ratios = [name for name in ("baseline", "cpu") if frame[f"speedup_vs_{name}"].notna().any()]
         rows = []
         for index, row in frame.sort_values(["batch_size", "device", "engine"]).iterrows():
             call = "epoch" if "epoch" in str(row["engine"]) else "iteration"
             rows.append([
                 escape_markdown(cell_name(row)), fmt(int(row["batch_size"])), call,
-                in_unit(row["latency_p50_ms"], factor), fmt(rate[index]),
+                in_unit(p50[index], factor), fmt(rate[index]),
                 *(ratio_text(*(row[f"speedup_vs_{name}{part}"] for part in ("", "_low", "_high", "_significant")))
                   for name in ratios),
             ])  # fmt: skip
         baselines = sorted({str(b).split(" (")[0] for b in frame["baseline"].dropna()})
         over = f"; × baseline: over {escape_markdown(' or '.join(baselines))} on the same device" if baselines else ""
-        titles = {"baseline": "× baseline", "cpu": "GPU / CPU"}
+        titles = {"baseline": "× baseline", "cpu": "GPU speed-up over CPU"}
         out += [
-            f"**{escape_markdown(workload)}**: p50 per call in {name}; items/s = samples per call / p50{over}:",
+            f"**{escape_markdown(workload)}**: p50 per call in {name}, {BOUNDARY_LABELS[boundary]}; items/s = "
+            f"samples per call / p50{over}:",
             "",
             *grid_table(["cell", "batch", "call", f"p50 ({name})", "items/s", *(titles[r] for r in ratios)], rows),
         ]
@@ -508,7 +518,8 @@ def provenance_section(everything: pd.DataFrame, studies: dict[str, dict[str, An
         f"- Measured: {when}; studies {', '.join(inline_code(n) for n in studies) or '–'}.",
         "- Spread of p50 between processes, one standard deviation: "
         + ("; ".join(spreads) if spreads else "unknown (one process per cell)")
-        + ". Every interval counts it. "
+        + ". Every ratio between cells counts it; an exponent's and a generation gain's intervals count their "
+        "own processes' spread. "
         + (
             f"They also count how far each class moved between leases, {basis.floors.leases.describe()}."
             if basis.floors.leases is not None

@@ -188,7 +188,8 @@ def check_parity(engine: Engine, request: CellRequest) -> tuple[dict[str, Any] |
     if engine.run_gives_log_probabilities:  # the logits up to a constant per row: both compared centred
         output, ref_output = centred(output), centred(ref_output)
     metrics = compare(output, ref_output)
-    auc = heldout_auc(engine, request, next(iter(ref_inputs)))
+    # a cell whose output has the wrong shape is invalid already: nothing to score
+    auc = heldout_auc(engine, request, next(iter(ref_inputs))) if "shape" not in metrics else None
     metrics |= {"auc": auc} if auc is not None else {}
     return metrics | {"tolerance": request.tolerance}, violations(metrics, request.tolerance)
 
@@ -205,5 +206,7 @@ def heldout_auc(engine: Engine, request: CellRequest, name: str) -> float | None
         output = engine.run(engine.stage({name: batch}))
         engine.synchronize()
         logits = engine.to_numpy(output).astype(np.float64)
-        scores.append(logits[:, 1] - logits[:, 0])  # a softmax's order: the log-odds of the positive class
+        if logits.ndim != 2 or logits.shape[1] != 2:
+            return None  # not two classes' logits: no AUC to give
+        scores.append(logits[: len(batch), 1] - logits[: len(batch), 0])  # the positive class's log-odds
     return roc_auc(labels, np.concatenate(scores)[: len(rows)])
