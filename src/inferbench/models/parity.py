@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
 from inferbench.core.fsutil import atomic_path
 from inferbench.models.registry import InputSpec, load_checkpoint, make_inputs
@@ -22,6 +21,8 @@ REFERENCE_SEED = 1234
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     """Area under the ROC curve via the Mann-Whitney U statistic (ties get average ranks)."""
+    from scipy.stats import rankdata  # here: the registries that import this module stay light
+
     labels = np.asarray(labels).astype(bool)
     n_pos, n_neg = int(labels.sum()), int((~labels).sum())
     if n_pos == 0 or n_neg == 0:
