@@ -50,6 +50,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: sections of a report made from what a summary lacks (records, model and dataset metadata, profiles), and
 #: the method text, which describes the code that measured: a re-rendered report keeps the original's
 KEPT_SECTIONS = ("What was measured", "Datasets", "Models", "Profiles", "Distance to the limit (roofline)")
+#: the first page's section made from the models' metadata (their held-out quality), kept likewise
+KEPT_FIRST_PAGE = ("Quality",)
 
 
 def read_summary(path: Path) -> pd.DataFrame:
@@ -94,12 +96,12 @@ def split_sections(text: str) -> list[tuple[str, str]]:
     return [(heading, "".join(lines)) for heading, lines in sections]
 
 
-def keep_sections(fresh: str, original: str) -> str:
+def keep_sections(fresh: str, original: str, kept_sections: Sequence[str] = KEPT_SECTIONS) -> str:
     """``fresh`` with the sections of ``original`` named in KEPT_SECTIONS: in place of its own where it has
     one, else after the section they followed in ``original`` (at the end if that one is gone); a line
     after the preamble names them. ``fresh`` as it is where ``original`` has none."""
     old = split_sections(original)
-    kept = {heading: text for heading, text in old if heading in KEPT_SECTIONS}
+    kept = {heading: text for heading, text in old if heading in kept_sections}
     if not kept:
         return fresh
     out = [(heading, kept.get(heading, text)) for heading, text in split_sections(fresh)]
@@ -108,7 +110,7 @@ def keep_sections(fresh: str, original: str) -> str:
             continue
         before = [i for i, (h, _) in enumerate(out) if h == old[at - 1][0]]
         out.insert(before[0] + 1 if before else len(out), (heading, text))
-    names = ", ".join(f"'{h}'" for h in KEPT_SECTIONS if h in kept)
+    names = ", ".join(f"'{h}'" for h in kept_sections if h in kept)
     note = (
         f"Re-rendered from the summary with later report code (`benchmarks/render_run.py --summary`): the "
         f"verdicts are the one verdict rule's; {names} are the original report's, made from the run's records "
@@ -149,6 +151,8 @@ def render_summary(
     original = details if details.exists() else report
     if original.exists():
         detail_text = keep_sections(detail_text, original.read_text())
+    if details.exists() and report.exists():  # a first page already: its quality section, from the models
+        text = keep_sections(text, report.read_text(), KEPT_FIRST_PAGE)
     for path, content in ((details, detail_text), (report, text)):
         with atomic_path(path) as tmp:
             tmp.write_text(content.rstrip("\n") + "\n")
