@@ -94,6 +94,15 @@ def serving_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None
             )
         else:
             out.append(f"- **{escape_markdown(workload)}**: no server cell met its p99 bound.")
+        if len(rows) > 1:  # the study's configurations side by side: what batching or waiting changes
+            others = "; ".join(
+                f"{escape_markdown(r.engine)} max batch {int(r.batch_size)}, delay {fmt(r.serving_max_queue_delay_ms)} "
+                f"ms: "
+                + (f"{fmt(q)} queries/s" if not pd.isna(q := getattr(r, "server_qps", None)) else "no server QPS")
+                + (f", offline {fmt(o)}" if not pd.isna(o := getattr(r, "offline_qps", None)) else "")
+                for r in rows.sort_values(["engine", "batch_size"]).itertuples(index=False)
+            )
+            out.append(f"- Every configuration of {escape_markdown(workload)}: {others}.")
     return [*out, ""]
 
 
