@@ -454,24 +454,12 @@ def _describe_change(plain: pd.Series, other: pd.Series, knob: str) -> str:
 
 @dataclass(frozen=True)
 class ClaimBasis:
-    """What every claim about one run rests on, computed once so that every section of its report judges
+    """What every claim about one run rests on, computed once so that every study of its report judges
     alike: the spread of each class over the run's measured cells (with the spread between leases where
-    it was measured), and the run's fastest cell per shape."""
+    it was measured)."""
 
     floors: SpreadFloors
-    #: the fastest cell per workload, batch and sequence length over the whole run (``best_cells``)
-    best: pd.DataFrame
 
     @classmethod
     def of(cls, summary: pd.DataFrame, leases: LeaseSpread | None = None) -> ClaimBasis:
-        ok = measured(summary)
-        floors = SpreadFloors.of(ok, leases)
-        return cls(floors, best_cells(ok, floors))
-
-    def fastest(self, workload: str, batch: int, seq: int) -> Any:
-        """The run's fastest cell at a shape (a row of ``best``), or None."""
-        if self.best.empty:
-            return None
-        best = self.best
-        rows = best[(best["workload"] == workload) & (best["batch_size"] == batch) & (best["seq_len"] == seq)]
-        return None if rows.empty else rows.iloc[0]
+        return cls(SpreadFloors.of(measured(summary), leases))

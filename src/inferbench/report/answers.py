@@ -25,7 +25,7 @@ from inferbench.analysis.verdicts import OTHER_BOUNDARY, Claim, claim
 from inferbench.core.percentiles import samples_needed
 from inferbench.report.layouts import LAYOUTS, study_percentiles
 from inferbench.report.studies import study_rows, training_speedups
-from inferbench.report.tables import fmt
+from inferbench.report.tables import distinct, fmt
 from inferbench.report.text import escape_markdown, inline_code
 
 #: each class of cells (inferbench.analysis.comparison.spread_class), in a few words
@@ -482,13 +482,6 @@ def _commits(frame: pd.DataFrame) -> str:
     return escape_markdown(", ".join(commits)) if commits else "commit unknown"
 
 
-def _values(frame: pd.DataFrame, column: str) -> str:
-    if column not in frame:
-        return "–"
-    values = sorted({str(v) for v in frame[column].dropna()})
-    return escape_markdown(", ".join(values)) if values else "–"
-
-
 def provenance_section(everything: pd.DataFrame, studies: dict[str, dict[str, Any]], basis: ClaimBasis) -> list[str]:
     """``## Where these numbers come from``: code, machine, date, studies, and the spread the intervals
     rest on."""
@@ -504,16 +497,16 @@ def provenance_section(everything: pd.DataFrame, studies: dict[str, dict[str, An
         "## Where these numbers come from",
         "",
         f"- Code: inferbench {_commits(everything)}" + (", with uncommitted changes." if dirty else ", a clean tree."),
-        f"- Machine: {_values(everything, 'cpu')}; "
+        f"- Machine: {distinct(everything, 'cpu')}; "
         + (
-            f"GPU {_values(everything, 'gpu')}, driver {_values(everything, 'gpu_driver')}"
+            f"GPU {distinct(everything, 'gpu')}, driver {distinct(everything, 'gpu_driver')}"
             if "gpu" in everything and everything["gpu"].notna().any()
             else "no GPU"
         )
-        + f"; host {_values(everything, 'hostname')}.",
-        f"- Software: Python {_values(everything, 'python')}, torch {_values(everything, 'torch')}, onnxruntime "
-        f"{_values(everything, 'onnxruntime')}"
-        + (f", openvino {_values(everything, 'openvino')}" if "openvino" in everything else "")
+        + f"; host {distinct(everything, 'hostname')}.",
+        f"- Software: Python {distinct(everything, 'python')}, torch {distinct(everything, 'torch')}, onnxruntime "
+        f"{distinct(everything, 'onnxruntime')}"
+        + (f", openvino {distinct(everything, 'openvino')}" if "openvino" in everything else "")
         + ".",
         f"- Measured: {when}; studies {', '.join(inline_code(n) for n in studies) or '–'}.",
         "- Spread of p50 between processes, one standard deviation: "

@@ -26,7 +26,7 @@ from inferbench.report.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.report.roofline import roofline_section
 from inferbench.report.serving import serving_section
 from inferbench.report.studies import TRAINING_COLUMNS, training_speedups
-from inferbench.report.tables import fmt, markdown_table, recipe
+from inferbench.report.tables import distinct, fmt, markdown_table, recipe
 from inferbench.report.text import escape_markdown, inline_code
 
 #: the appendix beside report.md
@@ -78,16 +78,6 @@ TABLE_COLUMNS = [
     ("energy_per_item_mj", "energy mJ/item"),
     ("n_iters", "calls"),
 ]
-
-
-def _distinct(frame: pd.DataFrame, column: str, integer: bool = False) -> str:
-    if column not in frame:
-        return "–"
-    present = frame[column].dropna()
-    if integer:  # a column with gaps reads back as float: cuDNN 91900.0 is version 91900
-        present = present.astype(int)
-    values = sorted({str(v) for v in present})
-    return escape_markdown(", ".join(values)) or "–"  # host and library strings from the records
 
 
 def _telemetry_lines(measured: pd.DataFrame) -> list[str]:
@@ -397,20 +387,20 @@ def method_section(measured: pd.DataFrame, frames: Any) -> list[str]:
 
 def environment_section(everything: pd.DataFrame, measured: pd.DataFrame) -> list[str]:
     openvino = (
-        f", openvino {_distinct(everything, 'openvino')}"
+        f", openvino {distinct(everything, 'openvino')}"
         if everything.get("openvino", pd.Series()).notna().any()
         else ""
     )
     return [
         "## Environment",
         "",
-        f"- host: {_distinct(everything, 'hostname')}",
-        f"- CPU: {_distinct(everything, 'cpu')}",
-        f"- GPU: {_distinct(everything, 'gpu')}",
-        f"- Python {_distinct(everything, 'python')}, torch {_distinct(everything, 'torch')}, "
-        f"onnxruntime {_distinct(everything, 'onnxruntime')}{openvino}",
-        f"- GPU driver {_distinct(everything, 'gpu_driver')}, CUDA {_distinct(everything, 'cuda')}, "
-        f"cuDNN {_distinct(everything, 'cudnn', integer=True)}; inferbench commit {_distinct(everything, 'git_commit')}"
+        f"- host: {distinct(everything, 'hostname')}",
+        f"- CPU: {distinct(everything, 'cpu')}",
+        f"- GPU: {distinct(everything, 'gpu')}",
+        f"- Python {distinct(everything, 'python')}, torch {distinct(everything, 'torch')}, "
+        f"onnxruntime {distinct(everything, 'onnxruntime')}{openvino}",
+        f"- GPU driver {distinct(everything, 'gpu_driver')}, CUDA {distinct(everything, 'cuda')}, "
+        f"cuDNN {distinct(everything, 'cudnn', integer=True)}; inferbench commit {distinct(everything, 'git_commit')}"
         + (" with uncommitted changes" if "git_dirty" in everything and everything["git_dirty"].eq(True).any() else ""),
         *_telemetry_lines(measured),
         "",

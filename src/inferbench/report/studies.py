@@ -95,7 +95,3 @@ def training_speedups(
             f"{base['engine']} fp32 ({recipe(base)})" if base is not None else None
         )
     return cells.assign(**columns, recipe=[recipe(r) for _, r in cells.iterrows()])
-
-
-def _known(value: Any) -> bool:
-    return value is not None and not pd.isna(value)

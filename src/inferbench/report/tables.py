@@ -108,6 +108,18 @@ def rows_or_none(frame: pd.DataFrame, columns: Sequence[tuple[str, str]]) -> lis
     return [markdown_table(frame, columns) if not frame.empty else "None in this run.", ""]
 
 
+def distinct(frame: pd.DataFrame, column: str, integer: bool = False) -> str:
+    """The distinct values of a summary column, sorted and escaped (host and library strings from the
+    records); – where there are none."""
+    if column not in frame:
+        return "–"
+    present = frame[column].dropna()
+    if integer:  # a column with gaps reads back as float: cuDNN 91900.0 is version 91900
+        present = present.astype(int)
+    values = sorted({str(v) for v in present})
+    return escape_markdown(", ".join(values)) or "–"
+
+
 def recipe(row: Any) -> str:
     """What a cell computes with, in a few words (e.g. ``torchscript · fp16 cast · channels-last``):
     its precision and how it is reached, then every computation option that is not the plain one."""
