@@ -11,8 +11,10 @@
 # BACKGROUND=1 runs the workflow detached from the call (setsid): the call waits up to limit_s and returns,
 # the workflow goes on, and the next call (CONTINUE=1 BACKGROUND=1) waits for that same run instead of
 # starting another, so that a call's time limit kills no cell in flight. The archive is made when the
-# run has finished. Leave the checkout as it is meanwhile: each call copies it over the running tree.
-# A call with other settings (the next study) starts another run once that one has finished.
+# run has finished. A detached run works in a copy of the checkout (/tmp/inferbench-run/tree, installed
+# from there): each call copies the checkout over the repository root, which would change the code of
+# the cells still running. A call with other settings (the next study) starts another run once that one
+# has finished.
 set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 limit=${1:-540}
@@ -24,6 +26,14 @@ overrides=()
 # WORKLOADS=a,b with one study in STUDIES: only those workloads of it (merged into the study by Snakemake)
 [ -n "${WORKLOADS:-}" ] && overrides+=("studies={${STUDIES:?WORKLOADS needs one study in STUDIES}: {workloads: [$WORKLOADS]}}")
 [ ${#overrides[@]} -gt 0 ] && preset+=(--config "${overrides[@]}")
+run=/tmp/inferbench-run   # a detached run's arguments, log, start time, exit status and tree, kept between calls
+if [ "${BACKGROUND:-0}" = 1 ]; then
+  mkdir -p /tmp/carry && cp .carry/*/* /tmp/carry/ 2>/dev/null   # this call's piece of the wheels
+  if [ ! -d "$run/tree" ]; then
+    mkdir -p "$run/tree" && tar -c --exclude=./.carry . | tar -x -C "$run/tree"
+  fi
+  cd "$run/tree" || exit 1
+fi
 if [ "${CONTINUE:-0}" = 1 ]; then
   mkdir -p "$out"
   export PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
@@ -32,14 +42,14 @@ else
 fi
 
 if [ "${BACKGROUND:-0}" = 1 ]; then
-  run=/tmp/inferbench-run   # the detached run's arguments, log, start time and exit status, kept between calls
   this_run="${preset[*]}"
   if [ -f "$run/start" ] && [ "$(cat "$run/args" 2>/dev/null)" != "$this_run" ]; then
     if [ ! -f "$run/rc" ]; then
       echo "another background run is still going ($(cat "$run/args")): wait for it with its own settings" >&2
       exit 1
     fi
-    rm -rf "$run"   # the run before has finished: this call starts another (e.g. the next study)
+    # the run before has finished: this call starts another (e.g. the next study) in the same tree
+    rm -f "$run/start" "$run/rc" "$run/args" "$run/snakemake.log"
   fi
   source benchmarks/wait_for_detached_run.sh
   if [ ! -f "$run/start" ]; then

@@ -178,11 +178,12 @@ def test_every_process_s_samples_are_pooled_in_the_merged_record(qwen2, tmp_path
     assert pooled["tpot_ms"]["p50"] == pytest.approx(float(np.median(steps)), rel=1e-3)
 
 
-def test_generation_engines_take_decoders_only_and_the_cpu_default_has_generation_cells():
+def test_generation_engines_take_decoders_only_and_the_llm_preset_has_cpu_generation_cells():
     assert engine_info("hf_generate").workload_kinds == ("decoder",)
     assert engine_info("torch_eager").workload_kinds == ("tabular", "vision", "text")
-    config = validate_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
-    cells = config_cells(config, has_cuda=False)
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["run"] = yaml.safe_load((REPO / "config" / "studies" / "llm.yaml").read_text())["run"]
+    cells = config_cells(validate_config(config), has_cuda=False)
     generation = [c for c in cells if engine_info(config["engines"][c.engine]["engine"]).mode == "generate"]
     assert generation and {c.workload for c in generation} == {"llama_mini"}
     assert all(c.device == "cpu" and c.seq_len > 0 for c in generation)

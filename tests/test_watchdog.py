@@ -46,7 +46,7 @@ def test_a_stalled_measuring_process_ends_failed_naming_the_stall_and_frees_the_
     request = CellRequest(KEY, {"engine": "noop"})
     started = time.monotonic()
     record, samples = run_in_fresh_processes(
-        lambda out: _hang_holding_the_lock(lock_path, pid_file, out),
+        lambda out, index: _hang_holding_the_lock(lock_path, pid_file, out),
         tmp_path / "cells" / KEY.relpath,
         repeats=2,
         stall_timeout_s=3,
@@ -72,7 +72,7 @@ def test_a_stalled_measuring_process_ends_failed_naming_the_stall_and_frees_the_
 
 
 def test_a_process_that_keeps_making_progress_is_not_ended(tmp_path):
-    def busy(out: Path) -> None:
+    def busy(out: Path, index: int) -> None:
         for _ in range(30):  # 3 s of progress against a 1.5 s timeout
             time.sleep(0.1)
             beat()
@@ -89,7 +89,7 @@ def test_a_measuring_process_that_dies_without_a_record_gives_the_cell_a_failed_
     """A segfault or the OOM killer leaves no record: the cell is recorded failed, naming the signal, so
     that the job writes its output and the run reaches its summary."""
 
-    def killed(out: Path) -> None:
+    def killed(out: Path, index: int) -> None:
         os.kill(os.getpid(), 9)
 
     request = CellRequest(KEY, {"engine": "noop"})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import time
 from pathlib import Path
 
@@ -38,6 +39,10 @@ def measure_cell(
     runs are many seconds each); LoadGen's logs go to ``loadgen_dir(out)``."""
     key, inputs, settings = request.key, request.inputs, request.settings
     info = engine_info(request.variant["engine"])
+    if key.device == "cpu":
+        # a CPU cell's processes see no GPU: nothing they import initialises CUDA in this process (which
+        # would make them spawned, importing everything again), and no library picks the GPU up
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     modules = [*info.libraries, *(["torch"] if key.device == "cuda" else []), info.module]
     try:
         import_s: float | None = import_libraries(modules, lambda: _import_model_code(key, info.artifact, inputs))
@@ -90,14 +95,14 @@ def keep_loadgen_dir(logs: Path, record: CellRecord) -> None:
 
 
 def _measure_in_own_process(
-    request: CellRequest, lock_path: Path, serving_logs: Path | None, cell_path: Path, path: Path
+    request: CellRequest, lock_path: Path, serving_logs: Path | None, cell_path: Path, path: Path, index: int
 ) -> CellRecord:
-    """One of the cell's fresh processes: ``run_cell`` under a machine lock of its own, its record at
-    ``path`` (a scratch folder's) for the cell's at ``cell_path``."""
+    """The cell's fresh process number ``index`` (0: the first): ``run_cell`` under a machine lock of its
+    own, its record at ``path`` (a scratch folder's) for the cell's at ``cell_path``."""
     own_lock = MachineLock(lock_path)
     own_lock.shared()
     try:
-        return run_cell(request, path, own_lock, serving_logs, cell_path)
+        return run_cell(request, path, own_lock, serving_logs, cell_path, first_process=index == 0)
     finally:
         own_lock.close()
 
@@ -106,9 +111,10 @@ def _import_model_code(key: CellKey, artifact_kind: str, inputs: CellInputs) -> 
     """Build the cell's model on the meta device (no weights are allocated): the model code that is
     imported lazily (timm's, transformers') is then loaded before the processes fork.
 
-    Not transformers' on the GPU: its modeling code imports torchao (through its quantizers), whose
+    Not transformers' for a GPU cell: its modeling code imports torchao (through its quantizers), whose
     import asks torch whether Triton can run, which initialises CUDA, and a process forked after that
-    cannot use the GPU. There the measuring processes load it themselves (in ``load_model``)."""
+    cannot use the GPU. There the measuring processes load it themselves (in ``load_model``). A CPU
+    cell's job sees no GPU (``measure_cell``), so there the import initialises nothing."""
     meta = read_json(inputs.model_meta) if inputs.model_meta is not None else {}
     if artifact_kind != "checkpoint" or "name" not in meta:
         return

@@ -11,11 +11,14 @@ How: the ``run-cell`` process imports the engine's libraries once (timed on thei
 ``cold_start_s.import``: what every engine pays, never part of one engine's extra start-up), then
 forks one child per repeat, one after another. A forked child is a fresh process for everything a
 measurement depends on (its own CUDA context, allocator, cuDNN autotuning, engine, thread placement
-and machine lock), without paying the imports again. Each also compiles into caches of its own
-(``COMPILER_CACHES``): with the caches shared, every process after the first loaded the first one's
-compiled and autotuned kernels, so a compiled cell's processes agreed while its leases did not
+and machine lock), without paying the imports again. The cell's processes share one compiler cache
+(``COMPILER_CACHES``), empty when the first starts: the later ones load the code it generated (a
+compiled ResNet-50 training step took 45 s a process to generate on an H100). They do not load its
+autotuned choices: with those shared, a compiled cell's processes agreed while its leases did not
 (BERT-base b1 torch.compile on an H100: 1.22 to 1.53 ms from one lease to the next, each lease's two
-processes agreeing; docs/results/h100/default_leases). Forking is safe only while the parent has not
+processes agreeing; docs/results/h100/default_leases), so every process benchmarks and chooses its
+kernels anew (inferbench.engines.pytorch.compile.compile_module). A record's cold start is its first
+process's, which compiled from nothing. Forking is safe only while the parent has not
 initialised CUDA (a child of such a process cannot use the GPU); if a library's import did, the
 processes are spawned instead (each imports the libraries again, outside its timed calls) and the
 log says so.
@@ -198,9 +201,9 @@ def processes_wanted(records: Sequence[CellRecord], repeats: int, host_bound_rep
 COMPILER_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
-def use_own_compiler_caches(directory: Path) -> None:
-    """Point this process's compiler caches at empty folders under ``directory``: it compiles and
-    autotunes as a process on a new machine would, instead of loading what an earlier process chose."""
+def use_cell_compiler_caches(directory: Path) -> None:
+    """Point this process's compiler caches at the cell's folders under ``directory`` (empty for its first
+    process): what the first process compiled, the later ones load."""
     for variable in COMPILER_CACHES:
         cache = directory / variable.lower()
         cache.mkdir(parents=True, exist_ok=True)
@@ -208,7 +211,12 @@ def use_own_compiler_caches(directory: Path) -> None:
 
 
 def _child(
-    measure_one: Callable[[Path], CellRecord], out: Path, parent: int, caches: Path, heartbeat: Heartbeat
+    measure_one: Callable[[Path, int], CellRecord],
+    out: Path,
+    index: int,
+    parent: int,
+    caches: Path,
+    heartbeat: Heartbeat,
 ) -> None:
     from inferbench.launch.lifetime import die_with_parent
     from inferbench.trackers.memory import note_process_start
@@ -216,8 +224,8 @@ def _child(
     die_with_parent(parent)  # a measuring process never outlives its cell's job
     watchdog.watch(heartbeat)
     note_process_start()  # the memory it shares with its parent, kept beside its peak
-    use_own_compiler_caches(caches)
-    measure_one(out)
+    use_cell_compiler_caches(caches)
+    measure_one(out, index)
 
 
 def cold_start_total_s(cold_start_s: dict[str, float]) -> float | None:
@@ -228,7 +236,7 @@ def cold_start_total_s(cold_start_s: dict[str, float]) -> float | None:
 
 
 def run_in_fresh_processes(
-    measure_one: Callable[[Path], CellRecord],
+    measure_one: Callable[[Path, int], CellRecord],
     out: Path,
     repeats: int,
     host_bound_repeats: int = 0,
@@ -236,8 +244,8 @@ def run_in_fresh_processes(
     stall_timeout_s: float = math.inf,
     failed: Callable[[str], CellRecord] | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
-    """Call ``measure_one(record_path)`` in forked children, one after another, until the cell has
-    the processes it needs (``processes_wanted``), and merge their records.
+    """Call ``measure_one(record_path, index)`` in forked children, one after another (``index``: 0 for
+    the first), until the cell has the processes it needs (``processes_wanted``), and merge their records.
 
     ``measure_one`` runs in the child: it must write a record and its samples at the path it is given
     whatever happens (inferbench.scenarios.run.run_cell does). ``lock`` (this process's machine lock,
@@ -251,17 +259,19 @@ def run_in_fresh_processes(
     records: list[CellRecord] = []
     samples: list[dict[str, np.ndarray]] = []
     out.parent.mkdir(parents=True, exist_ok=True)
-    # the children's records, and their compiler caches (removed with the folder; a killed job's, by
+    # the children's records, and the cell's compiler caches (removed with the folder; a killed job's, by
     # the next cell that runs here)
     with scratch_folder(out.parent, "repeats-") as tmp:
+        caches = Path(tmp) / "caches"
         while len(records) < processes_wanted(records, repeats, host_bound_repeats):
             index = len(records)
             rep_out = Path(tmp) / f"repeat{index}.json"
             log.info("process %d: fresh (%s after the imports)", index + 1, "forked" if method == "fork" else "spawned")
-            caches = Path(tmp) / f"caches{index}"
             heartbeat = Heartbeat(context)
             child = context.Process(
-                target=_child, args=(measure_one, rep_out, os.getpid(), caches, heartbeat), name=f"repeat{index + 1}"
+                target=_child,
+                args=(measure_one, rep_out, index, os.getpid(), caches, heartbeat),
+                name=f"repeat{index + 1}",
             )
             if lock is not None:
                 lock.release()

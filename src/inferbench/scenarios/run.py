@@ -35,17 +35,20 @@ def run_cell(
     lock: MachineLock,
     serving_logs: Path | None = None,
     cell_path: Path | None = None,
+    first_process: bool = True,
 ) -> CellRecord:
     """Measure one cell in this process and write its record at ``out`` (whatever happens). A server
     or offline cell needs ``request.serving`` and the folder for LoadGen's logs, ``serving_logs``.
-    ``cell_path``: the cell's own record, where ``out`` is this process's record in a scratch folder."""
+    ``cell_path``: the cell's own record, where ``out`` is this process's record in a scratch folder.
+    ``first_process``: False in a cell's later processes, which leave out what the first one found for
+    all of them (the attention kernel: a profiled call; the merged record keeps the first's)."""
     key = request.key
     info = engine_info(request.variant["engine"])
     base = _record_base(request)
     samples: dict[str, np.ndarray] = {}
     try:
         pin_cpus(request.settings.cpu_affinity, key.threads)
-        record, samples = _measure(request, info, lock, base, serving_logs)
+        record, samples = _measure(request, info, lock, base, serving_logs, first_process)
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed", base)
     record.engine.setdefault("description", info.description)
@@ -87,7 +90,12 @@ def failed_record(
 
 
 def _measure(
-    request: CellRequest, info: EngineInfo, lock: MachineLock, base: dict[str, Any], serving_logs: Path | None
+    request: CellRequest,
+    info: EngineInfo,
+    lock: MachineLock,
+    base: dict[str, Any],
+    serving_logs: Path | None,
+    first_process: bool,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     key = request.key
     beat("checking whether the cell can run here")
@@ -101,10 +109,12 @@ def _measure(
     cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs)
     beat(f"measuring ({key.scenario} scenario: warm-up, timed calls)")
     measured: Measured = _scenario_function(key.scenario, info.mode)(cell)
-    beat("finding the attention kernel")
-    # after the timed calls: finding the attention kernel runs a profiler, whose hooks stay in the process
-    # and slowed later calls (a CUDA graph's replay by ~5% on an H100)
-    attention = engine.attention_kernel(engine.stage(batches[0]))
+    attention = None
+    if first_process:
+        beat("finding the attention kernel")
+        # after the timed calls: finding the attention kernel runs a profiler, whose hooks stay in the
+        # process and slowed later calls (a CUDA graph's replay by ~5% on an H100)
+        attention = engine.attention_kernel(engine.stage(batches[0]))
 
     fields = dict(measured.fields)
     scenario_memory, scenario_environment = fields.pop("memory_mb", {}), fields.pop("environment", {})

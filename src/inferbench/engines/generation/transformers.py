@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from inferbench.engines.pytorch.compile import compile_module
 from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
@@ -141,7 +142,7 @@ class HfGenerateStatic(HfGenerate):
         super().prepare(artifact, inputs, example)
         batch, prompt = example["input_ids"].shape
         self.static_cache = self._static_cache(batch, prompt + self.new_tokens)
-        self.decode = torch.compile(self._decode_step, mode=self.options["mode"], fullgraph=True)
+        self.decode = compile_module(self._decode_step, self.options["mode"], fullgraph=True)
         with self.cold_start("compile"):  # every shape the cell will meet, compiled before any timing
             for _ in range(2):
                 request = self.start(self.stage(example))

@@ -25,6 +25,21 @@ from inferbench.models.registry import InputSpec
 log = logging.getLogger(__name__)
 
 
+def compile_module(target: Any, mode: str, **options: Any) -> Any:
+    """``torch.compile(target, mode=mode, **options)`` (a module or a function), its kernels chosen in this
+    process.
+
+    A cell's processes share one compiler cache (inferbench.launch.processes): the later ones load the
+    code the first one generated instead of generating it again. What moves between processes is which
+    kernel configuration wins a benchmark: Triton's autotuning at the first calls, and in the
+    max-autotune modes the choice among GEMM and convolution kernels made while compiling. So the
+    autotuner's results are never read from the cache, and a max-autotune compile loads no compiled
+    graph: each process benchmarks and chooses anew, and the cell's spread still shows those choices."""
+    torch._inductor.config.autotune_local_cache = False
+    torch._inductor.config.fx_graph_cache = not mode.startswith("max-autotune")
+    return torch.compile(target, mode=mode, **options)
+
+
 class TorchCompile(TorchEngine):
     impl = "torch_compile"
     graph = "inductor"
@@ -59,9 +74,8 @@ class TorchCompile(TorchEngine):
                 f"on {self.device}"
             )
         module = self._load(artifact, inputs)
-        # read when the first call compiles; a cell's processes each compile once, for themselves
-        torch._inductor.config.freezing = self.options["freezing"]
-        self.module = torch.compile(module, mode=self.mode, fullgraph=self.options["fullgraph"], dynamic=False)
+        torch._inductor.config.freezing = self.options["freezing"]  # read when the first call compiles
+        self.module = compile_module(module, self.mode, fullgraph=self.options["fullgraph"], dynamic=False)
         staged = self.stage(example)
         log.info("compiling (mode %s) on the first calls", self.mode)
         with self.cold_start("compile"):  # the first calls compile (reduce-overhead also records a CUDA graph)

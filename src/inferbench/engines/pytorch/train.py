@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from inferbench.engines.pytorch import CUDA_GRAPH_MODES
+from inferbench.engines.pytorch.compile import compile_module
 from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
 
@@ -53,7 +54,7 @@ class TorchTrainStep(TorchEngine):
         self.scaler = torch.amp.GradScaler(self.device, enabled=self.precision == "fp16")
         self.compiled = self.options["compile"]
         self.eager_module = module  # probes the output shape without triggering a compile
-        self.module = torch.compile(module, mode=self.options["mode"]) if self.compiled else module
+        self.module = compile_module(module, self.options["mode"]) if self.compiled else module
         self.n_classes: int | None = None
         self._label_rng = torch.Generator().manual_seed(0)
 
