@@ -27,8 +27,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from scipy import stats
-
 Z95 = 1.959963984540054
 
 
@@ -144,6 +142,8 @@ class Ratio:
             return None
         if self.log_se == 0:
             return 1.0 if self.value == 1 else 0.0
+        from scipy import stats  # imported where used: the workflow's DAG imports this module (2 s)
+
         return float(2 * stats.t.sf(abs(math.log(self.value)) / self.log_se, self.df))
 
 
@@ -159,5 +159,7 @@ def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: 
     if se == 0:
         return Ratio(math.exp(centre), math.exp(centre), math.exp(centre), processes, 0.0, math.inf)
     df = (va + vb) ** 2 / (va**2 / a.degrees() + vb**2 / b.degrees())
+    from scipy import stats
+
     half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
     return Ratio(math.exp(centre), math.exp(centre - half), math.exp(centre + half), processes, se, df)

@@ -10,11 +10,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferbench.core.targets import load_target
+from inferbench.core.workloads import workload_info
 
 #: the serving plot of a workload (inferbench.report.plots.plot_serving)
 SERVING_PLOT = "serving.png"
 #: the generation plot of a decoder workload (inferbench.report.plots.plot_generation)
 GENERATION_PLOT = "generation.png"
+#: the plots each kind of workload gets (inferbench.report.plots draws them); declared here, away from
+#: matplotlib and scipy, because the workflow's DAG names them as outputs
+PLOTS_BY_KIND = {
+    "tabular": ["latency_per_item", "throughput"],
+    "vision": ["latency_per_item", "throughput"],
+    "text": ["latency_per_item", "throughput", "latency_vs_seq"],
+    "decoder": ["generation"],  # plot_generation: per output token and to the first, against the batch
+}
+
+
+def plot_names(workload: str) -> list[str]:
+    """The file names of ``workload``'s plots."""
+    return [f"{name}.png" for name in PLOTS_BY_KIND[workload_info(workload).kind]]
 
 
 @dataclass(frozen=True)

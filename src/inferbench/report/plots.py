@@ -27,12 +27,6 @@ from inferbench.core.fsutil import atomic_path
 from inferbench.core.workloads import ordered, workload_info
 from inferbench.report.layouts import GENERATION_PLOT
 
-PLOTS_BY_KIND = {
-    "tabular": ["latency_per_item", "throughput"],
-    "vision": ["latency_per_item", "throughput"],
-    "text": ["latency_per_item", "throughput", "latency_vs_seq"],
-    "decoder": ["generation"],  # plot_generation: per output token and to the first, against the batch
-}
 _PALETTE = plt.get_cmap("tab20").colors
 _STYLES = {"cpu": "-", "cuda": "--"}
 _MARKERS = {"fp32": "o", "fp16": "s", "bf16": "^", "int8": "D"}
@@ -46,10 +40,6 @@ def engine_colour(engine: str, variants: Sequence[str] = ()) -> tuple[float, flo
     if engine in variants:
         return _PALETTE[list(variants).index(engine) % len(_PALETTE)]
     return _PALETTE[zlib.crc32(engine.encode()) % len(_PALETTE)]
-
-
-def plot_names(workload: str) -> list[str]:
-    return [f"{name}.png" for name in PLOTS_BY_KIND[workload_info(workload).kind]]
 
 
 def _series(frame: pd.DataFrame, variants: Sequence[str] = ()) -> list[tuple[str, dict, pd.DataFrame]]:
