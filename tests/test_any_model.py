@@ -40,7 +40,20 @@ def test_family_workloads_have_a_kind_and_come_after_the_declared_ones():
 def test_a_name_that_does_not_exist_stops_the_run_with_the_closest_names(workload, message):
     config = copy.deepcopy(BASE)
     config["studies"]["vision"]["workloads"] = [workload]
+    config["run"] = ["vision"]
     with pytest.raises(ConfigError, match=f"studies.vision.workloads\\[0\\]: {message}"):
+        validate_config(config)
+
+
+def test_a_library_name_is_looked_up_only_where_the_run_measures_it():
+    """A study the run leaves out is checked for form only: looking its names up imported the library
+    (transformers: 4 s) in every dry run."""
+    config = copy.deepcopy(BASE)
+    config["studies"]["vision"]["workloads"] = ["hf:robrta"]
+    assert "vision" not in config["run"]
+    validate_config(config)
+    config["studies"]["vision"]["workloads"] = ["robrta"]
+    with pytest.raises(ConfigError, match="'robrta' is not allowed"):
         validate_config(config)
 
 
