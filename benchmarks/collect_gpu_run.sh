@@ -3,7 +3,7 @@
 # profiles, export and model reports, dataset stats, plots and logs in one archive; prints the cells
 # per engine and status. Called at the end of run_on_gpu_machine.sh and readme_run_on_gpu_machine.sh.
 out=${OUT:-/tmp/inferbench-out}
-cp results/summary.csv results/report.md "$out/" 2>/dev/null
+cp results/summary.csv results/report.md results/report_details.md "$out/" 2>/dev/null
 # not the repeats-* folders a job killed by a time limit leaves (its processes' compiler caches: they
 # made the archive too large to come back)
 tar czf "$out/cells.tgz" --exclude='repeats-*' results/cells results/profiles results/onnx/*.json results/models/*.json \
