@@ -179,3 +179,21 @@ def test_editing_a_module_schedules_exactly_the_cells_whose_jobs_import_it(finis
         assert "aggregate" not in pending or module.startswith("inferbench/analysis/")
     if cells:
         assert "results/summary.csv" in pending.get("aggregate", set())
+
+
+@pytest.mark.slow
+def test_every_record_names_the_code_identity_its_job_ran_with(finished_run):
+    """The hash the workflow re-runs a cell by is in its record and its summary row, beside the hash of the
+    package source: a committed result can be traced to the code that made it."""
+    sys.path.insert(0, str(finished_run / "src"))
+    from inferbench.core.cells import CellRecord
+
+    for relpath in SINGLE | OFFLINE:
+        record = CellRecord.load(finished_run / relpath)
+        assert record.code["job"] is not None and len(record.code["job"]) == 12
+        assert record.code["package"] is not None and len(record.code["package"]) == 12
+    noop = CellRecord.load(finished_run / "results/cells/mlp_heart/noop-fp32/cpu/b2-s0-t1.json")
+    ort = CellRecord.load(finished_run / "results/cells/mlp_heart/ort_cpu-fp32/cpu/b2-s0-t1.json")
+    assert noop.code["job"] != ort.code["job"] and noop.code["package"] == ort.code["package"]
+    summary = (finished_run / "results" / "summary.csv").read_text()
+    assert ort.code["job"] in summary and "code_package" in summary.splitlines()[0]

@@ -54,6 +54,50 @@ def test_record_validation():
         CellRecord.from_dict(data)
 
 
+#: the record's fields at SCHEMA_VERSION: adding, removing or renaming one raises the version
+FIELDS_OF_VERSION = {
+    2: ["key", "status", "engine_impl", "reason", "mode", "timing", "timing_description", "clock", "latency_ms",
+        "latency_ci95_ms", "cv", "end_to_end", "throughput_per_s", "items_per_call", "input_batches", "n_iters",
+        "warmup_iters", "measured_s", "measured_windows_unix", "measuring", "parity", "memory_mb", "gpu_telemetry",
+        "host_telemetry", "computation", "bound", "repeats", "serving", "cold_start_s", "generation", "launcher",
+        "engine", "environment", "options", "code", "created_at", "schema_version"],
+}  # fmt: skip
+
+
+def test_the_schema_version_changes_with_the_fields():
+    import dataclasses
+
+    fields = [f.name for f in dataclasses.fields(CellRecord)]
+    assert fields == FIELDS_OF_VERSION[SCHEMA_VERSION], "the record's fields changed: raise SCHEMA_VERSION"
+
+
+def test_a_version_1_record_loads_without_its_code_and_the_summary_names_the_code(tmp_path):
+    data = CellRecord(KEY, "failed", "ort_cpu", reason="boom").to_dict()
+    data.pop("code")
+    data["schema_version"] = 1
+    old = CellRecord.from_dict(data)
+    assert old.code == {} and old.flatten()["code_job"] is None and old.flatten()["schema_version"] == 1
+    new = CellRecord(KEY, "failed", "ort_cpu", reason="boom", code={"job": "0123456789ab", "package": "00ff"})
+    row = new.flatten()
+    assert (row["code_job"], row["code_package"], row["schema_version"]) == ("0123456789ab", "00ff", SCHEMA_VERSION)
+
+
+def test_the_package_source_hash_follows_the_source(tmp_path, monkeypatch):
+    import inferbench
+    from inferbench.core import environment
+
+    package = tmp_path / "inferbench"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    monkeypatch.setattr(inferbench, "__file__", str(package / "__init__.py"))
+    environment.package_source_hash.cache_clear()
+    first = environment.package_source_hash()
+    (package / "__init__.py").write_text("x = 1\n")
+    environment.package_source_hash.cache_clear()
+    assert environment.package_source_hash() != first and len(first) == 12
+    environment.package_source_hash.cache_clear()
+
+
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
     path = tmp_path / "out.json"
     write_json(path, {"v": 1})

@@ -30,7 +30,7 @@ rule benchmark_cell:
         "logs/benchmark_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
     shell:
         "python -m inferbench run-cell {params.cell:q} {params.files:q} {params.reference:q} --tolerance {params.tolerance:q}"
-        " --out {output.record:q} > {log:q} 2>&1"
+        " --code {params.code:q} --out {output.record:q} > {log:q} 2>&1"
 
 
 # Server and offline cells (a study's `scenarios`): the same job, its arguments naming the scenario and

@@ -76,7 +76,19 @@ def load_records(record_paths: Iterable[str | Path]) -> list[CellRecord]:
 
 #: identity strings that pandas would read as numbers (commit 12345e7 as 1.2345e11, CUDA 12.10 as
 #: 12.1, an all-digit host name as an integer): read as text
-TEXT_COLUMNS = ("hostname", "cpu", "gpu", "gpu_driver", "cuda", "python", "git_commit", "torch", "onnxruntime")
+TEXT_COLUMNS = (
+    "hostname",
+    "cpu",
+    "gpu",
+    "gpu_driver",
+    "cuda",
+    "python",
+    "git_commit",
+    "code_job",
+    "code_package",
+    "torch",
+    "onnxruntime",
+)
 
 
 def read_summary_csv(path: str | Path) -> pd.DataFrame:

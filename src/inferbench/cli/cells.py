@@ -23,6 +23,9 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", type=json_value, default={}, help="parity tolerances of this precision, JSON")
     p.add_argument("--scenario", choices=SCENARIOS, default="single", help="how the cell is driven (its scenario)")
     p.add_argument("--serving", type=json_value, help="serving scenarios: LoadGen's settings, JSON (config `serving`)")
+    p.add_argument(
+        "--code", help="the code identity of this job (the workflow passes its own: inferbench.plan.code), recorded"
+    )
     p.add_argument("--out", type=Path, required=True)
 
 
@@ -45,7 +48,7 @@ def run_cell(args: argparse.Namespace) -> None:
     inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
     settings = MeasureSettings.from_dict(args.measure)
     request = CellRequest(key, args.engine_options, inputs, settings, args.tolerance, serving)
-    record = measure_cell(request, args.out, args.lock, imports_started)
+    record = measure_cell(request, args.out, args.lock, imports_started, args.code)
     p50 = (record.latency_ms or {}).get("p50")
     processes = (record.repeats or {}).get("n", 1)
     spread = (record.repeats or {}).get("p50_spread_pct")

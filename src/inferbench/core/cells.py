@@ -17,7 +17,10 @@ from typing import Any, Literal
 from inferbench.core.fsutil import read_json, write_json
 from inferbench.scenarios import SCENARIOS
 
-SCHEMA_VERSION = 1
+#: the record's layout: raised whenever a field is added, removed or renamed (tests/test_records.py pins the
+#: fields of this version); records of ``READABLE_VERSIONS`` load, the fields they lack at their defaults
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: before ``code``
 Status = Literal["ok", "unavailable", "oom", "invalid", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "unavailable", "oom", "invalid", "failed")
 #: a process's start-up steps, one after another (``CellRecord.cold_start_s``): the library imports, the
@@ -156,6 +159,11 @@ class CellRecord:
     engine: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    #: the code that made the record: ``job``, the code identity of its job (the hash of the code the job
+    #: runs, by which the workflow decides to re-run the cell: inferbench.plan.code; None for a hand run),
+    #: and ``package``, a hash of the package's source as it ran, which names the code also where the tree
+    #: had uncommitted changes
+    code: dict[str, str | None] = field(default_factory=dict)
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
 
@@ -175,8 +183,10 @@ class CellRecord:
     def from_dict(cls, data: dict[str, Any]) -> CellRecord:
         data = dict(data)
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"record schema_version {version!r} is not {SCHEMA_VERSION}: re-run the cell")
+        if version not in READABLE_VERSIONS:
+            raise ValueError(
+                f"record schema_version {version!r} is not one of {READABLE_VERSIONS}: re-run the cell"
+            )
         cell = dict(data.pop("cell"))
         cell.pop("cell_id", None)
         return cls(key=CellKey(**cell), **data)
@@ -281,6 +291,9 @@ class CellRecord:
             "python": self.environment.get("python"),
             "git_commit": self.environment.get("git_commit"),
             "git_dirty": self.environment.get("git_dirty"),
+            "code_job": self.code.get("job"),
+            "code_package": self.code.get("package"),
+            "schema_version": self.schema_version,
             **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime", "openvino")},
             **self._serving_columns(),
             **self._generation_columns(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -94,6 +95,17 @@ def _git_dirty() -> bool | None:
     """Whether tracked files differ from the commit: then the commit alone does not name the code."""
     out = _git("diff", "--quiet", "HEAD", "--")
     return None if out is None or out.returncode not in (0, 1) else out.returncode == 1
+
+
+@functools.cache
+def package_source_hash() -> str:
+    """A short hash of every source file of the installed package (its path and bytes): it names the
+    code that ran also where the git tree had uncommitted changes."""
+    root = Path(inferbench.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
 
 
 def fingerprint(include_gpu: bool = True) -> dict[str, Any]:

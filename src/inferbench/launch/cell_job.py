@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.environment import package_source_hash
 from inferbench.core.fsutil import read_json
 from inferbench.core.storage import loadgen_dir, save_cell
 from inferbench.core.workloads import workload_info
@@ -28,13 +29,19 @@ HARNESS_LIBRARIES = ("scipy.stats",)
 
 
 def measure_cell(
-    request: CellRequest, out: Path, lock: MachineLock, imports_started: float | None = None
+    request: CellRequest,
+    out: Path,
+    lock: MachineLock,
+    imports_started: float | None = None,
+    job_code: str | None = None,
 ) -> CellRecord:
     """The cell as the workflow measures it: the libraries its engine needs imported here, once and
     timed (``cold_start_s.import``: from ``imports_started``, a ``time.perf_counter()`` the verb took as
     it started, so that everything the job imported counts), then ``run_cell`` in
     ``settings.repeats`` fresh processes forked from this one (``host_bound_repeats`` for a GPU cell
-    found host-bound), merged into one record at ``out``. ``lock`` is held shared except while a
+    found host-bound), merged into one record at ``out``, which names the code that made it (``job_code``:
+    the job's code identity, as the workflow computed it; and the package source's hash). ``lock`` is
+    held shared except while a
     process runs (each takes its own). A server or offline cell runs in one fresh process (its LoadGen
     runs are many seconds each); LoadGen's logs go to ``loadgen_dir(out)``."""
     key, inputs, settings = request.key, request.inputs, request.settings
@@ -77,6 +84,7 @@ def measure_cell(
     if import_s is not None:
         record.cold_start_s = {"import": import_s, **record.cold_start_s}
     record.launcher = "warm" if PRELOADED else "cold"
+    record.code = {"job": job_code, "package": package_source_hash()}
     if PRELOADED:
         record.environment["imports_preloaded_s"] = dict(PRELOADED)
     save_cell(out, record, samples)
