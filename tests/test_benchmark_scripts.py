@@ -1,5 +1,5 @@
-"""The scripts in benchmarks/ run on lent GPU machines, where a broken import costs device time: every
-name they take from the package exists (checked from their source, without running them)."""
+"""The scripts in benchmarks/tools/ and experiments/ run on lent GPU machines, where a broken import costs
+device time: every name they take from the package exists (checked from their source, without running them)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO
 
-SCRIPTS = sorted((REPO / "benchmarks").glob("*.py"))
+SCRIPTS = sorted([*(REPO / "benchmarks" / "tools").glob("*.py"), *(REPO / "experiments").glob("*/*.py")])
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

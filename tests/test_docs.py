@@ -16,7 +16,12 @@ import yaml
 
 from tests.conftest import REPO
 
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "config" / "README.md"]
+PAGES = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    REPO / "config" / "README.md",
+    REPO / "docs" / "results" / "README.md",
+]
 #: commands shown but not run here, each with why: installs and the test suite take minutes, the rest
 #: need a cluster, a browser or a finished run's files that a verb's --help stands in for
 NOT_RUN = {

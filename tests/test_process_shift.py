@@ -1,4 +1,4 @@
-"""benchmarks/process_shift.py: each process of a host-bound GPU cell against the same cell's processes in
+"""benchmarks/tools/process_shift.py: each process of a host-bound GPU cell against the same cell's processes in
 the other runs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 
 from tests.conftest import REPO
 
-spec = importlib.util.spec_from_file_location("process_shift", REPO / "benchmarks" / "process_shift.py")
+spec = importlib.util.spec_from_file_location("process_shift", REPO / "benchmarks" / "tools" / "process_shift.py")
 process_shift = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(process_shift)
 
@@ -89,7 +89,7 @@ def test_the_table_splits_a_run_by_cores_only_where_it_used_several_and_copes_wi
 def test_the_table_reads_back_from_saved_processes_and_asks_for_runs_or_a_csv(tmp_path):
     csv = tmp_path / "processes.csv"
     _frame({"a": 1.0, "slow": 2.0}).to_csv(csv, index=False)
-    script = [sys.executable, str(REPO / "benchmarks" / "process_shift.py")]
+    script = [sys.executable, str(REPO / "benchmarks" / "tools" / "process_shift.py")]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     shown = subprocess.run([*script, "--processes", str(csv)], capture_output=True, text=True, env=env, check=True)
     assert "| slow | all | 6 | 2.0" in shown.stdout

@@ -14,7 +14,7 @@ PACKAGE_SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(PACKAGE_SRC))
 shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from inferbench.cli.verbs import VERBS
+from inferbench.cli.verbs import VERBS, cell_code_roots
 from inferbench.core.cells import CellKey
 from inferbench.core.workloads import DEVICES, PRECISIONS, ordered, workload_info
 from inferbench.data import DATASETS
@@ -34,7 +34,7 @@ from inferbench.plan.grid import (
     study_cells,
 )
 from inferbench.report.layouts import GENERATION_PLOT, SERVING_PLOT, plot_names
-from inferbench.scenarios import SCENARIOS, scenario_info
+from inferbench.scenarios import SCENARIOS
 
 try:
     validate_config(config)
@@ -102,9 +102,7 @@ def verb_code(verb):
 
 def cell_code(wildcards):
     """A cell's code identity: its verb's, its engine's and its scenario's code and what they import."""
-    impl = variant(wildcards)["engine"]
-    scenario = scenario_info(wildcards.get("scenario", "single"), engine_info(impl).mode)
-    return job_code(VERBS["run-cell"].target, engine_info(impl).module, scenario.module)
+    return job_code(*cell_code_roots(variant(wildcards)["engine"], wildcards.get("scenario", "single")))
 
 
 def profile_code(wildcards):

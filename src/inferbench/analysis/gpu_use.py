@@ -7,7 +7,7 @@ under its GPU's lock, where asked (inferbench.launch.host_partition); else one a
 (inferbench.launch.lock). The records say all of it: ``environment.gpu_uuid``
 (and each process's in ``repeats.per_repeat``) names the physical device, ``measured_windows_unix`` when
 each process measured, ``measuring_lock`` what it held. This module checks them against each other;
-``benchmarks/multi_gpu_check.py`` prints the result for a run.
+``benchmarks/tools/multi_gpu_check.py`` prints the result for a run.
 """
 
 from __future__ import annotations

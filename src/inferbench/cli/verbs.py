@@ -67,8 +67,24 @@ VERBS: dict[str, Verb] = {
         Verb("compare", "results", "two runs cell by cell (p50 ratios, intervals) and their claims", lock=False),
         Verb("export", "results", "the summary's cells as runs of an experiment tracker (mlflow)", lock=False),
         Verb("clean", "results", "remove records (default: failed ones) so the next run retries them", lock=False),
+        Verb(
+            "results-index",
+            "results_index",
+            "write the index of committed results (docs/results/README.md)",
+            lock=False,
+        ),
         # around the workflow
         Verb("warm-server", "tools", "import torch & co. once and fork cell jobs from here", lock=False),
         Verb("list", "tools", "list engines (with availability here) or workloads", lock=False, function_name="list_"),
     )
 }
+
+
+def cell_code_roots(engine_impl: str, scenario: str = "single") -> tuple[str, ...]:
+    """What a cell's job runs, as roots of its code identity (inferbench.plan.code): the run-cell verb's
+    function, its engine's module and its scenario's module, and what they import."""
+    from inferbench.engines.registry import engine_info
+    from inferbench.scenarios import scenario_info
+
+    info = engine_info(engine_impl)
+    return (VERBS["run-cell"].target, info.module, scenario_info(scenario, info.mode).module)

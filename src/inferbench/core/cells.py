@@ -184,9 +184,7 @@ class CellRecord:
         data = dict(data)
         version = data.get("schema_version")
         if version not in READABLE_VERSIONS:
-            raise ValueError(
-                f"record schema_version {version!r} is not one of {READABLE_VERSIONS}: re-run the cell"
-            )
+            raise ValueError(f"record schema_version {version!r} is not one of {READABLE_VERSIONS}: re-run the cell")
         cell = dict(data.pop("cell"))
         cell.pop("cell_id", None)
         return cls(key=CellKey(**cell), **data)

@@ -2,7 +2,7 @@
 
 Nothing runs while calls are timed: no sampling thread competes with the thread that launches
 kernels (a 50 ms sampler on a background thread did, and moved launch-bound cells; see
-benchmarks/observer_effect.py). At the window's start the newest timestamp of the driver's own
+experiments/observer_effect/observer_effect.py). At the window's start the newest timestamp of the driver's own
 sample buffers and the board's energy counter are read; at its end, the samples the driver took in
 between (GPU utilization, SM and memory clocks, power: ``nvmlDeviceGetSamples``), the energy counter
 again, the temperature and this process's GPU memory. Where the driver keeps no samples, clocks and

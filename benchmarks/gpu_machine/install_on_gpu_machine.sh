@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The README's install on the lent GPU machine, which has no network: `python -m pip install -e .`,
+# with pip finding what pyproject.toml declares among carried wheels (PIP_NO_INDEX / PIP_FIND_LINKS).
+# benchmarks/gpu_machine/prepare_gpu_carry.sh packs every wheel it needs (snakemake & co., onnxsim, LoadGen,
+# onnxruntime-gpu, onnxruntime-genai-cuda, openvino, kaggle & co.) into one tar in pieces .carry/NN: the
+# calls before this one each copied a piece to /tmp/carry, the call that sources this carries the last.
+# The machine comes with the CPU package onnxruntime preinstalled: it is removed first, as the README
+# says for an environment that already has it. Sourced by the scripts that run the workflow there;
+# writes gpu.csv, install.log and the first lines of timing.txt to $out; returns 1 (the callers stop)
+# when a piece is missing, the bundle is corrupt or pip fails.
+mkdir -p "$out" /tmp/wheels /tmp/carry
+cp .carry/*/* /tmp/carry/ 2>/dev/null
+if [ ! -f /tmp/carry/pieces ]; then
+  echo "no wheel bundle carried (.carry/NN/pieces): run benchmarks/gpu_machine/prepare_gpu_carry.sh here first" >&2
+  return 1
+fi
+have=$(ls /tmp/carry/part* 2>/dev/null | wc -l)
+if [ "$have" != "$(cat /tmp/carry/pieces)" ]; then
+  echo "only $have of $(cat /tmp/carry/pieces) pieces of the wheel bundle are here: carry each .carry/NN" \
+    "in its own call first (benchmarks/gpu_machine/prepare_gpu_carry.sh prints the calls)" >&2
+  return 1
+fi
+if [ "$(cat /tmp/carry/part* | sha256sum | cut -d' ' -f1)" != "$(cat /tmp/carry/wheels.tar.sha256)" ]; then
+  echo "the joined wheel bundle's SHA-256 differs from .carry's: make the pieces again and carry them all" >&2
+  return 1
+fi
+cat /tmp/carry/part* | tar -x -C /tmp/wheels
+nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.max.sm,power.limit --format=csv > "$out/gpu.csv"
+python -m pip uninstall -y -q onnxruntime > /dev/null 2>&1
+export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/wheels PYTHONUNBUFFERED=1
+install_start=$(date +%s)
+python -m pip install -e . > "$out/install.log" 2>&1
+install_rc=$?
+echo "install rc=$install_rc wall_s=$(( $(date +%s) - install_start ))" | tee "$out/timing.txt"
+tail -2 "$out/install.log"
+[ "$install_rc" = 0 ] || return 1
+python -m inferbench list engines 2>&1 | grep -E "warning|^ort_" | tee -a "$out/timing.txt"
+return 0

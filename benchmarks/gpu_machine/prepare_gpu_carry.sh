@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Fills, here (with network), what benchmarks/gpu_machine/install_on_gpu_machine.sh reads on the lent GPU machine
+# (no network; each call carries the working tree plus at most 64 MiB together), in one command:
+#   .devw/, .ortgpu/, .gpuwheels/   ../shared/gpu/build-wheelhouse.sh (snakemake, onnxsim, LoadGen,
+#                                   onnxruntime-gpu in pieces, kaggle & co.)
+#   .gpuwheels/ + onnxruntime-genai-cuda   (17 MB: the ort_genai engine on CUDA)
+#   .ovwheel/                              openvino and openvino-telemetry (59 MB)
+# and then packs every wheel once into one tar split into as few pieces as the call limit allows
+# (64 MiB less the working tree that travels with every call): .carry/00, .carry/01, ...
+# On the GPU machine, back to back (it goes back after 30 s idle, /tmp with it): one call per piece but
+# the last, carrying .carry/NN and running `mkdir -p /tmp/carry && cp .carry/NN/* /tmp/carry/`; then
+# the working call carrying the last piece (e.g. benchmarks/gpu_machine/readme_run_on_gpu_machine.sh), whose install
+# joins the pieces, checks the bundle's SHA-256 and unpacks the wheels. vLLM is not among them: its wheel
+# alone is larger than a call may carry, so the vllm engine's cells are recorded `unavailable` there.
+#
+#   usage: bash benchmarks/gpu_machine/prepare_gpu_carry.sh     (from the project root; ../shared/gpu must exist)
+#          bash benchmarks/gpu_machine/prepare_gpu_carry.sh --resplit   (no network: the bundle in .carry split again,
+#                                                            e.g. after the working tree has grown)
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+bundle=$(mktemp -d)
+trap 'rm -rf "$bundle"' EXIT
+if [ "${1:-}" = --resplit ]; then
+  last=$(ls -d .carry/[0-9][0-9] | tail -1)
+  cat .carry/[0-9][0-9]/part* > "$bundle/wheels.tar"
+  echo "$(cat "$last/wheels.tar.sha256")  $bundle/wheels.tar" | sha256sum -c --quiet
+else
+bash ../shared/gpu/build-wheelhouse.sh
+plat=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+python3 -m pip download -q --no-deps "${plat[@]}" -d .gpuwheels onnxruntime-genai-cuda
+rm -rf .ovwheel && mkdir -p .ovwheel
+python3 -m pip download -q --no-deps "${plat[@]}" -d .ovwheel openvino openvino-telemetry
+
+# one folder of wheels, each once (.devw and .gpuwheels share a few), the onnxruntime-gpu wheel rejoined
+mkdir "$bundle/wheels"
+for wheel in .devw/*.whl .gpuwheels/*.whl .ovwheel/*.whl; do
+  [ -e "$bundle/wheels/${wheel##*/}" ] || cp "$wheel" "$bundle/wheels/"
+done
+cat .ortgpu/0*/part* > "$bundle/wheels/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+echo "$(cat .ortgpu/SHA256)  $bundle/wheels/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl" | sha256sum -c --quiet
+tar -cf "$bundle/wheels.tar" -C "$bundle/wheels" .
+fi
+
+# what travels with every call besides the piece: tracked and untracked-not-ignored files, counted as
+# an archive holds them (a 512-byte header per file, contents padded to 512 bytes: 737 files add
+# ~0.6 MB, which the plain sum missed and a call refused), with 1 MiB to spare for the tree growing
+tree_bytes=$( (git ls-files -z; git ls-files -z -o --exclude-standard) | { xargs -0 stat -c %s 2>/dev/null || true; } |
+  awk '{ total += 512 + int(($1 + 511) / 512) * 512 } END { print total + 0 }')   # a file deleted but tracked: skipped
+capacity=$(( 64 * 1024 * 1024 - tree_bytes - 1024 * 1024 ))
+total=$(stat -c %s "$bundle/wheels.tar")
+pieces=$(( (total + capacity - 1) / capacity ))
+piece_bytes=$(( (total + pieces - 1) / pieces ))
+rm -rf .carry && mkdir -p .carry
+split -b "$piece_bytes" -d -a 2 "$bundle/wheels.tar" "$bundle/part"
+for part in "$bundle"/part*; do
+  n=${part##*/part}
+  mkdir -p ".carry/$n" && mv "$part" ".carry/$n/"
+done
+last=$(printf '%02d' $(( pieces - 1 )))
+sha256sum < "$bundle/wheels.tar" | cut -d' ' -f1 > ".carry/$last/wheels.tar.sha256"
+echo "$pieces" > ".carry/$last/pieces"
+echo "wheels.tar: $total bytes in $pieces pieces of <= $piece_bytes (working tree $tree_bytes bytes)"
+for n in $(seq -f '%02g' 0 $(( pieces - 2 ))); do
+  echo "call: carry .carry/$n; run: mkdir -p /tmp/carry && cp .carry/$n/* /tmp/carry/"
+done
+echo "working call: carry .carry/$last (install_on_gpu_machine.sh joins the pieces)"

@@ -1,0 +1,50 @@
+"""docs/results/README.md is the index `inferbench results-index` makes of the committed results: up to
+date, one row per committed summary, the newest of each topic current, and a result's code judged against
+today's code identity of each of its cells."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+
+from inferbench.cli.results_index import build_index
+from inferbench.cli.verbs import cell_code_roots
+from inferbench.plan.code import code_identity
+from tests.conftest import REPO
+
+RESULTS = REPO / "docs" / "results"
+
+
+def test_the_committed_index_is_up_to_date():
+    done = subprocess.run(
+        [sys.executable, "-m", "inferbench", "results-index", "--check", "--results", str(RESULTS)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_one_row_per_summary_the_newest_of_a_topic_current_and_the_code_judged_per_cell(tmp_path):
+    source = RESULTS / "cpu-2core" / "readme_default" / "2026-11-27" / "summary.csv"
+    for run, created, code in (("old", "2026-11-01T00:00:00+00:00", "000000000000"), ("new", None, None)):
+        folder = tmp_path / "cpu" / "topic" / run
+        folder.mkdir(parents=True)
+        frame = pd.read_csv(source)
+        if created:
+            frame["created_at"] = created
+        frame["code_job"] = code or [
+            code_identity(cell_code_roots(impl, str(scenario))) for impl, scenario in zip(
+                frame["engine_impl"], frame["scenario"], strict=True)
+        ]  # fmt: skip
+        frame.to_csv(folder / "summary.csv", index=False)
+    (tmp_path / "cpu" / "topic" / "README.md").write_text("# Two runs of a topic\n")
+    text = build_index(tmp_path)
+    rows = [line for line in text.splitlines() if line.startswith("| [")]
+    assert len(rows) == 2
+    new, old = sorted(rows)  # "new" sorts before "old"
+    assert "Two runs of a topic" in new and "**current**" in new and "today's" in new
+    assert "superseded" in old and "older (26 of 26 cells)" in old
+    shutil.rmtree(tmp_path / "cpu" / "topic" / "old")
+    assert "not recorded" not in build_index(tmp_path)
