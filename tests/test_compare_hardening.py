@@ -1,4 +1,4 @@
-"""Issue 32, `inferbench compare` and benchmarks/tools/render_run.py on input they used to mishandle.
+"""Issue 32, `inferbench compare` and `inferbench rerender` on input they used to mishandle.
 
 compare: samples that are not their record's are refused, not bootstrapped (a file multiplied by 10
 read as "slower, 9.99-10.0"); a cell of a million calls is compared in bounded memory (the bootstrap
@@ -274,11 +274,7 @@ WITH_PLOTS = [
 
 @pytest.fixture(scope="module")
 def render_run() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_run", REPO / "benchmarks" / "tools" / "render_run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("inferbench.cli.rerender")
 
 
 @pytest.fixture(scope="module")
@@ -319,8 +315,8 @@ def test_render_run_keeps_identity_fields_as_written_and_never_writes_the_summar
     summary.to_csv(csv, index=False)
     before = csv.read_bytes()
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "tools" / "render_run.py"), "--summary", str(csv), "--no-plots"],
-        capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "inferbench", "rerender", "--summary", str(csv), "--no-plots"],
+        capture_output=True, text=True, check=False, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert csv.read_bytes() == before
@@ -334,11 +330,11 @@ def test_render_run_refuses_a_summary_it_cannot_read_by_name(tmp_path):
     csv = tmp_path / "summary.csv"
     csv.write_text("")
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "tools" / "render_run.py"), "--summary", str(csv),
+        [sys.executable, "-m", "inferbench", "rerender", "--summary", str(csv),
          "--out", str(tmp_path)],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, check=False, cwd=REPO,
     )  # fmt: skip
-    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{csv}: cannot be read as a summary CSV" in done.stderr
 
 
@@ -365,8 +361,8 @@ def test_a_summary_copied_elsewhere_renders_beside_itself_by_default(tmp_path):
     csv = tmp_path / "summary.csv"
     shutil.copyfile(source, csv)
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "tools" / "render_run.py"), "--summary", str(csv)],
-        capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "inferbench", "rerender", "--summary", str(csv)],
+        capture_output=True, text=True, check=False, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert csv.read_bytes() == source.read_bytes()

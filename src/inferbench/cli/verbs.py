@@ -67,6 +67,7 @@ VERBS: dict[str, Verb] = {
         Verb("compare", "results", "two runs cell by cell (p50 ratios, intervals) and their claims", lock=False),
         Verb("export", "results", "the summary's cells as runs of an experiment tracker (mlflow)", lock=False),
         Verb("clean", "results", "remove records (default: failed ones) so the next run retries them", lock=False),
+        Verb("rerender", "rerender", "make a run's summary, plots and report again with today's report code"),
         Verb(
             "results-index",
             "results_index",

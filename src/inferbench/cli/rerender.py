@@ -1,7 +1,8 @@
-"""Re-make the summary, plots and report of a run with this checkout's report code, no re-measurement.
+"""Verb ``rerender``: the summary, plots and report of a run made again with this checkout's report code,
+no re-measurement.
 
-    python benchmarks/tools/render_run.py RUN_DIR [--configfile config/studies/full.yaml] [--gpu]
-    python benchmarks/tools/render_run.py --summary docs/results/h100/full/2026-11-25/summary.csv
+    python -m inferbench rerender RUN_DIR [--configfile config/studies/full.yaml] [--gpu]
+    python -m inferbench rerender --summary docs/results/h100/full/2026-11-25/summary.csv
         [--configfile ...] [--gpu] [--out DIR] [--no-plots]
 
 RUN_DIR holds a run brought back from another machine (e.g. the GPU machine's `cells.tgz`, unpacked):
@@ -18,8 +19,8 @@ written before the computation columns existed (graph, precision_mode, channels_
 cuda_graph, io_binding, tf32, fusions) get them, for the report, from the config's engine variants,
 asked of the engine classes as the cells would be.
 
-The studies come from config/config.yaml merged with the given config file, as Snakemake merges
-them; `--gpu` resolves `auto` devices to cuda (the run was made where a GPU was visible).
+The studies come from config/config.yaml (of the working directory) merged with the given config file,
+as Snakemake merges them; `--gpu` resolves `auto` devices to cuda (the run was made where a GPU was visible).
 """
 
 from __future__ import annotations
@@ -27,26 +28,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import yaml
-from snakemake.utils import update_config
-
-from inferbench.analysis.summary import load_records, read_summary_csv, summary_frame
+from inferbench.cli.args import arguments
 from inferbench.core.errors import UserError
-from inferbench.core.fsutil import atomic_path
-from inferbench.core.workloads import ordered, workload_info
-from inferbench.engines.registry import load_engine_class
-from inferbench.engines.spec import COMPUTATION_KEYS
-from inferbench.exporters.tables import write_summary
-from inferbench.plan.config import validate_config
-from inferbench.plan.grid import resolved_studies
-from inferbench.report.layouts import SERVING_PLOT
-from inferbench.report.markdown import DETAILS_NAME, build_details, build_report, write_report
-from inferbench.report.plots import plot_every_workload, plot_serving
 
-REPO = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    import pandas as pd
+
 #: sections of a report made from what a summary lacks (records, model and dataset metadata, profiles), and
 #: the method text, which describes the code that measured: a re-rendered report keeps the original's
 KEPT_SECTIONS = ("What was measured", "Datasets", "Models", "Profiles", "Distance to the limit (roofline)")
@@ -56,6 +45,8 @@ KEPT_FIRST_PAGE = ("Quality",)
 
 def read_summary(path: Path) -> pd.DataFrame:
     """A summary CSV as written (inferbench.analysis.summary.read_summary_csv), or a UserError naming it."""
+    from inferbench.analysis.summary import read_summary_csv
+
     try:
         return read_summary_csv(path)
     except (OSError, ValueError) as error:  # a missing file, an empty one, a malformed row
@@ -66,6 +57,12 @@ def backfill_computation(summary: pd.DataFrame, variants: dict[str, dict]) -> pd
     """The summary with every computation column (``COMPUTATION_KEYS``, after ``mode``): where a row lacks
     them (its summary predates them, or predates one of them), from its engine variant in ``variants``;
     a row whose engine is not in ``variants`` keeps them empty. Values the summary has are kept."""
+    import pandas as pd
+
+    from inferbench.core.workloads import workload_info
+    from inferbench.engines.registry import load_engine_class
+    from inferbench.engines.spec import COMPUTATION_KEYS
+
     absent = [key for key in COMPUTATION_KEYS if key not in summary]
     rows = []
     for _, row in summary.iterrows():
@@ -112,7 +109,7 @@ def keep_sections(fresh: str, original: str, kept_sections: Sequence[str] = KEPT
         out.insert(before[0] + 1 if before else len(out), (heading, text))
     names = ", ".join(f"'{h}'" for h in kept_sections if h in kept)
     note = (
-        f"Re-rendered from the summary with later report code (`benchmarks/tools/render_run.py --summary`): the "
+        f"Re-rendered from the summary with later report code (`inferbench rerender --summary`): the "
         f"verdicts are the one verdict rule's; {names} are the original report's, made from the run's records "
         f"and by the code that measured.\n\n"
     )
@@ -122,7 +119,13 @@ def keep_sections(fresh: str, original: str, kept_sections: Sequence[str] = KEPT
 
 def load_config(configfile: Path | None, gpu: bool) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The config (config/config.yaml with ``configfile`` merged in) and its studies, devices resolved."""
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    import yaml
+    from snakemake.utils import update_config
+
+    from inferbench.plan.config import validate_config
+    from inferbench.plan.grid import resolved_studies
+
+    config = yaml.safe_load(Path("config/config.yaml").read_text())
     if configfile:  # merged key by key, as Snakemake merges --configfile into the config
         update_config(config, yaml.safe_load(configfile.read_text()))
     validate_config(config)  # fills in the schema's defaults, as the workflow does
@@ -138,6 +141,11 @@ def render_summary(
 ) -> Path:
     """Write ``out_dir``/report.md (and, with ``plots``, ``out_dir``/plots/) from a summary CSV, which is
     only read; return the report's path."""
+    from inferbench.core.fsutil import atomic_path
+    from inferbench.report.layouts import SERVING_PLOT
+    from inferbench.report.markdown import DETAILS_NAME, build_details, build_report
+    from inferbench.report.plots import plot_every_workload
+
     summary = backfill_computation(read_summary(summary_csv), config["engines"])
     written = plot_every_workload(summary, out_dir / "plots", list(config["engines"])) if plots else []
     # a serving plot is made from every LoadGen run in the records, which a summary lacks: the run's own stays
@@ -162,6 +170,13 @@ def render_summary(
 
 def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dict[str, Any]]) -> Path:
     """Summary, plots and report of a run's records, under ``run_dir``/results; return the report's path."""
+    from inferbench.analysis.summary import load_records, summary_frame
+    from inferbench.core.workloads import ordered
+    from inferbench.exporters.tables import write_summary
+    from inferbench.report.layouts import SERVING_PLOT
+    from inferbench.report.markdown import write_report
+    from inferbench.report.plots import plot_every_workload, plot_serving
+
     results = run_dir / "results"
     records = sorted((results / "cells").glob("*/*/*/*.json"))
     write_summary(records, results / "summary.csv", results / "summary.parquet")
@@ -185,29 +200,23 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     return results / "report.md"
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, nargs="?")
+def _rerender_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", type=Path, nargs="?", help="a run's folder, its records in results/cells")
     parser.add_argument("--summary", type=Path, help="re-render this summary CSV (it is only read)")
     parser.add_argument("--out", type=Path, help="with --summary: where report.md and plots/ go (default: its folder)")
     parser.add_argument("--no-plots", action="store_true", help="with --summary: the report alone, no plots")
     parser.add_argument("--configfile", type=Path, default=None)
     parser.add_argument("--gpu", action="store_true", help="the run saw a GPU: `auto` devices were cuda")
-    args = parser.parse_args(argv)
-    if (args.run_dir is None) == (args.summary is None):
-        parser.error("give a RUN_DIR or --summary")
-    if args.summary is None and (args.out or args.no_plots):
-        parser.error("--out and --no-plots go with --summary")
 
+
+@arguments(_rerender_arguments)
+def rerender(args: argparse.Namespace) -> None:
+    if (args.run_dir is None) == (args.summary is None):
+        raise UserError("give a RUN_DIR or --summary")
+    if args.summary is None and (args.out or args.no_plots):
+        raise UserError("--out and --no-plots go with --summary")
     config, studies = load_config(args.configfile, args.gpu)
     if args.summary:
         render_summary(args.summary, args.out or args.summary.parent, config, studies, plots=not args.no_plots)
     else:
         render_run_dir(args.run_dir, config, studies)
-
-
-if __name__ == "__main__":
-    try:
-        main()
-    except UserError as error:  # bad input: its message says what and how to fix it, no traceback
-        raise SystemExit(f"render_run: error: {error}") from None
