@@ -30,8 +30,9 @@ NOT_RUN = {
     "mlflow ui": "a server that runs until stopped",
     "snakemake --workflow-profile profiles/slurm": "needs a SLURM cluster (tests/test_slurm.py runs one)",
 }
-#: verbs whose commands need a finished run's files: their --help is run instead
-HELP_ONLY = {"compare", "export", "run-cell"}
+#: verbs whose commands need a finished run's files: their --help is run instead, after this many words
+#: of the command (the verb, and an exporter's name)
+HELP_ONLY = {"compare": 1, "export": 2, "run-cell": 1}
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
@@ -127,8 +128,8 @@ def test_a_shown_command_runs(workdir, command):
     if argv[0] == "snakemake":
         argv = [sys.executable, "-m", "snakemake", *argv[1:], "--dry-run"]
     else:
-        argv = [sys.executable, *argv[1:]]
-        if argv[3] in HELP_ONLY:  # python -m inferbench <verb>
-            argv = [*argv[:4], "--help"] if argv[3] != "export" else [*argv[:5], "--help"]
+        argv = [sys.executable, *argv[1:]]  # python -m inferbench <verb> ...
+        if (words := HELP_ONLY.get(argv[3])) is not None:
+            argv = [*argv[: 3 + words], "--help"]
     done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"

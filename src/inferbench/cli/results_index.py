@@ -100,13 +100,12 @@ def _describe(summary: Path, results: Path) -> dict[str, Any]:
 
 def _readme_line(folder: Path, results: Path) -> str:
     """The title of the nearest README above the summary (its first heading, without the #), or –."""
-    for directory in [folder, *folder.parents]:
+    depth = len(folder.relative_to(results).parts)  # the folders from the summary's up to below ``results``
+    for directory in [folder, *folder.parents][:depth]:
         readme = directory / "README.md"
-        if readme.exists() and directory != results:
+        if readme.exists():
             title = next((line.lstrip("# ").strip() for line in readme.read_text().splitlines() if line.strip()), "")
             return re.sub(r"\s*\|\s*", " ", title) or "–"
-        if directory == results:
-            break
     return "–"
 
 

@@ -41,9 +41,8 @@ def measure_cell(
     ``settings.repeats`` fresh processes forked from this one (``host_bound_repeats`` for a GPU cell
     found host-bound), merged into one record at ``out``, which names the code that made it (``job_code``:
     the job's code identity, as the workflow computed it; and the package source's hash). ``lock`` is
-    held shared except while a
-    process runs (each takes its own). A server or offline cell runs in one fresh process (its LoadGen
-    runs are many seconds each); LoadGen's logs go to ``loadgen_dir(out)``."""
+    held shared except while a process runs (each takes its own). A server or offline cell runs in one
+    fresh process (its LoadGen runs are many seconds each); LoadGen's logs go to ``loadgen_dir(out)``."""
     key, inputs, settings = request.key, request.inputs, request.settings
     info = engine_info(request.variant["engine"])
     if key.device == "cpu":
