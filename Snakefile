@@ -25,7 +25,7 @@ onstart:
     if workflow.local_exec:
         # several GPUs, each measuring on cores of its own: the host's partition planned once, here,
         # and inherited by every job
-        from inferbench.launch.host_partition import current_partition
+        from inferbench.machine.host_partition import current_partition
 
         current_partition()
     if config["warm_start"] and workflow.local_exec:

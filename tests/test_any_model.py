@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from inferbench.core.workloads import ordered, workload_info
+from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.models.registry import create_model
 from inferbench.plan.config import ConfigError, validate_config
 from tests.conftest import REPO
@@ -102,8 +102,8 @@ def test_a_timm_arch_cannot_load_weights_from_a_file_or_hub(key):
 
 
 def test_a_declared_workload_is_one_entry_naming_the_model_it_is_built_as(monkeypatch):
-    from inferbench.core import workloads
-    from inferbench.core.workloads import WorkloadInfo
+    from inferbench.catalog import workloads
+    from inferbench.catalog.workloads import WorkloadInfo
     from inferbench.models import create_model
 
     entry = WorkloadInfo("vision", "ResNet-18 (timm), random weights", model="timm:resnet18")

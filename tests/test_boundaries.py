@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from inferbench.catalog import engine_registry as registry
+from inferbench.catalog.engines import EngineInfo
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
-from inferbench.engines import registry
 from inferbench.engines.base import Engine
-from inferbench.engines.spec import EngineInfo
-from inferbench.launch.lock import MachineLock
+from inferbench.machine.lock import MachineLock
 from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.run import run_cell
 
@@ -26,7 +26,6 @@ class SleepEngine(Engine):
     """A device engine on the host clock: staging puts its inputs "on the device" (a CPU engine's stay on
     the host and are timed end to end only), so both boundaries are timed."""
 
-    impl = "sleep"
     computes = False  # no model: nothing to compare with a reference
 
     @property

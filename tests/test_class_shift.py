@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from inferbench.analysis.class_shift import class_shifts, median_interval, shifts_markdown
-from inferbench.analysis.compare_runs import compare_runs
 from inferbench.core.cells import CellKey
+from inferbench.report.compare import compare_runs
 
 from .test_compare import write_cell
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inferbench.cli.verbs import VERBS
-from inferbench.engines.registry import engine_info
+from inferbench.catalog.engine_registry import engine_info
+from inferbench.catalog.scenarios import SCENARIOS
+from inferbench.catalog.verbs import VERBS
 from inferbench.plan.code import code_identity, import_closure
-from inferbench.scenarios import SCENARIOS
 from tests.conftest import REPO
 
 RUN_CELL = VERBS["run-cell"].target
@@ -97,9 +97,13 @@ def _pending(workdir: Path) -> dict[str, set[str]]:
     return pending
 
 
+#: the rules of cells, one per scenario (workflow/rules/bench.smk)
+CELL_RULES = {"benchmark_cell", *(f"{name}_cell" for name in SCENARIOS if name != "single")}
+
+
 def _cells(pending: dict[str, set[str]]) -> set[str]:
     """The cells (their record's path) whose jobs would run."""
-    jobs = pending.get("benchmark_cell", set()) | pending.get("serving_cell", set())
+    jobs = set().union(*(outputs for rule, outputs in pending.items() if rule in CELL_RULES))
     return {path for path in jobs if path.endswith(".json")}
 
 

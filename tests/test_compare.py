@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from inferbench.analysis.compare_runs import compare_runs
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.stats import latency_stats
 from inferbench.core.storage import save_samples
 from inferbench.launch.processes import merge_repeats
+from inferbench.report.compare import compare_runs
 
 
 def write_cell(cells_dir: Path, key: CellKey, process_p50s_ms: list[float], seed: int) -> None:

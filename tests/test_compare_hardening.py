@@ -29,15 +29,15 @@ from inferbench.analysis.compare_runs import (
     Run,
     bootstrap_medians,
     bootstrap_ratio,
-    compare_runs,
 )
 from inferbench.analysis.summary import split_scenarios
+from inferbench.catalog.engines import COMPUTATION_KEYS
 from inferbench.cli.main import main as inferbench_main
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import latency_stats
 from inferbench.core.storage import samples_path, save_samples
-from inferbench.engines.spec import COMPUTATION_KEYS
+from inferbench.report.compare import compare_runs
 from tests.conftest import REPO
 from tests.test_compare import make_runs
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from inferbench.catalog.layouts import study_percentiles
 from inferbench.core.cells import CellKey
 from inferbench.plan.config import validate_config
 from inferbench.plan.grid import config_cells, resolved_studies, study_cells
-from inferbench.report.layouts import study_percentiles
 from tests.conftest import REPO
 
 

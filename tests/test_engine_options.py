@@ -1,10 +1,11 @@
-"""Typed engine options: each implementation declares its options (inferbench.engines.registry); a
+"""Typed engine options: each implementation declares its options (inferbench.catalog.engine_registry); a
 misspelled option, an option of another engine or a value of the wrong type stops the run before any
 job, naming the allowed keys; engines and records carry the effective options, defaults included."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-from inferbench.engines.registry import ENGINES, option_problems
+from inferbench.catalog.engine_registry import ENGINES, option_problems
 from inferbench.plan.config import ConfigError, validate_config
 from tests.conftest import REPO
 
@@ -72,7 +73,7 @@ def test_engines_carry_their_effective_options_defaults_included():
     from inferbench.engines.ort.engine import OrtCuda
     from inferbench.engines.pytorch.torchscript import TorchScript
 
-    assert OrtCuda("cuda", "fp32", 0, {"engine": "ort_cuda"}).options == {
+    assert OrtCuda("cuda", "fp32", 0, {"engine": "ort_cuda"}).options.as_dict() == {
         "io_binding": True,
         "tf32": False,
         "fusions": False,
@@ -81,7 +82,8 @@ def test_engines_carry_their_effective_options_defaults_included():
         "cudnn_conv_algo_search": "EXHAUSTIVE",
     }
     script = TorchScript("cpu", "fp16", 1, {"engine": "torchscript", "channels_last": True})
-    assert script.options == {
+    assert script.options.channels_last is True and script.options.optimize is True  # read by attribute
+    assert script.options.as_dict() == {
         "channels_last": True,
         "tf32": False,
         "precision_mode": "cast",
@@ -92,6 +94,23 @@ def test_engines_carry_their_effective_options_defaults_included():
     }
     assert script.computation("vision")["precision_mode"] == "cast"
     assert set(ENGINES["torch_train_epoch"].options) > set(ENGINES["torch_train"].options)
+
+
+def test_typed_options_refuse_what_the_engine_does_not_declare():
+    from inferbench.engines.ort.engine import OrtCpu, OrtCuda
+
+    ort_cpu = OrtCpu("cpu", "fp32", 1, {"engine": "ort_cpu"})
+    with pytest.raises(AttributeError, match="no option 'io_bindng'"):
+        ort_cpu.options.io_bindng  # noqa: B018  (a misspelled option is an error, never a silent default)
+    # an option of the family's shared code that this engine does not declare reads as its plain setting
+    assert ort_cpu.options.cuda_graph is False and "cuda_graph" not in ort_cpu.options.as_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ort_cpu.options.fusions = True
+    assert ENGINES["torch_train"].typed_options({"lr": 1}).lr == 1.0  # a float option holds a float
+    assert isinstance(ENGINES["torch_train"].typed_options({"lr": 1}).lr, float)
+    # a class and its registry entry cannot disagree: the class says no name; the variant's engine must be it
+    with pytest.raises(TypeError, match="is not the class of engine 'ort_cpu'"):
+        OrtCuda("cuda", "fp32", 0, {"engine": "ort_cpu"})
 
 
 def test_run_cell_refuses_a_misspelled_option_before_measuring(tmp_path):

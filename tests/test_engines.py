@@ -13,16 +13,18 @@ import numpy as np
 import pytest
 import torch
 
+from inferbench.catalog.engine_registry import ENGINES, engine_info, load_engine_class
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
 from inferbench.core.storage import samples_path
-from inferbench.engines.registry import ENGINES, engine_info, load_engine_class
-from inferbench.launch.lock import MachineLock
+from inferbench.engines.base import Engine
+from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model, make_inputs
 from inferbench.models.export import export_onnx, relative_l2
 from inferbench.models.registry import save_checkpoint
 from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.run import run_cell
+from tests.conftest import REPO
 
 FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3, repeats=1)
 BERT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
@@ -155,11 +157,17 @@ def test_cuda_is_unavailable_with_reason_here():
 def test_registry_finds_every_family_and_each_engine_names_its_class():
     assert engine_info("ort_cpu").devices == ("cpu",) and engine_info("ort_cpu").artifact == "onnx"
     assert engine_info("torch_eager").artifact == "checkpoint"
-    families = {info.module.split(".")[2] for info in ENGINES.values()}
-    assert families == {"generation", "noop", "openvino", "ort", "pytorch", "tensorrt"}
-    for impl, info in ENGINES.items():  # each engine's class is in its own family's package
+    # every package under engines/ that declares engines is a family the registry found, and each engine's
+    # class lives in its own family's package
+    engines_dir = REPO / "src" / "inferbench" / "engines"
+    declaring = {p.parent.name for p in engines_dir.glob("*/__init__.py") if "ENGINES = " in p.read_text()}
+    assert {info.module.split(".")[2] for info in ENGINES.values()} == declaring and len(declaring) >= 6
+    for impl, info in ENGINES.items():
         assert info.module.startswith("inferbench.engines.") and info.target.count(":") == 1, impl
-    assert load_engine_class("torch_eager").impl == "torch_eager"
+        family = info.module.split(".")[2]
+        text = (engines_dir / family / "__init__.py").read_text()
+        assert f'"{impl}": EngineInfo(' in text, f"{impl} is declared in its class's family ({family})"
+    assert issubclass(load_engine_class("torch_eager"), Engine)
     with pytest.raises(KeyError, match="unknown engine implementation"):
         engine_info("tensorrt9")
 

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import yaml
 
+from inferbench.catalog.engine_registry import engine_info
+from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellKey
 from inferbench.core.settings import MeasureSettings
-from inferbench.core.workloads import workload_info
-from inferbench.engines.registry import engine_info
-from inferbench.launch.lock import MachineLock
+from inferbench.engines.base import Engine
 from inferbench.launch.processes import merge_repeats
+from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model
 from inferbench.models.parity import REFERENCE_TOKENS, make_reference
 from inferbench.models.registry import save_checkpoint
@@ -281,37 +282,45 @@ def test_the_vllm_driver_makes_one_token_per_step_for_every_row_and_waits_out_a_
         stuck.until(stuck.add([[1]], {"max_tokens": 2}), 1)
 
 
-def test_an_engine_that_returns_log_probabilities_is_held_to_the_logits(qwen2):
-    from scipy.special import log_softmax
+class LogProbabilities(Engine):
+    """The reference's logits less their log-sum-exp, as vLLM returns them."""
 
-    from inferbench.engines.base import Engine
-    from inferbench.models.parity import load_reference
+    run_gives_log_probabilities = True
+
+    def prepare(self, artifact, inputs, example):
+        pass
+
+    def stage(self, batch):
+        return batch
+
+    def run(self, staged):
+        from scipy.special import log_softmax
+
+        from inferbench.models.parity import load_reference
+
+        _, logits = load_reference(self.reference, 2)
+        return log_softmax(logits, axis=1)
+
+    def to_numpy(self, output):
+        return output
+
+
+def test_an_engine_that_returns_log_probabilities_is_held_to_the_logits(qwen2, monkeypatch):
+    from inferbench.catalog import engine_registry
+    from inferbench.catalog.engines import EngineInfo
     from inferbench.scenarios.prepare import check_parity
 
-    class LogProbabilities(Engine):  # the reference's logits less their log-sum-exp, as vLLM returns them
-        impl = "log_probabilities"
-        run_gives_log_probabilities = True
-
-        def prepare(self, artifact, inputs, example):
-            pass
-
-        def stage(self, batch):
-            return batch
-
-        def run(self, staged):
-            _, logits = load_reference(qwen2["reference"], 2)
-            return log_softmax(logits, axis=1)
-
-        def to_numpy(self, output):
-            return output
-
+    info = EngineInfo("tests.test_generation:LogProbabilities", ("cpu",), ("fp32",), "none", "log-probabilities")
+    monkeypatch.setitem(engine_registry.ENGINES, "log_probabilities", info)
+    monkeypatch.setattr(LogProbabilities, "reference", qwen2["reference"], raising=False)
     key = CellKey("llm:qwen2", "log_probabilities", "fp32", "cpu", 2, 8, 1)
     request = CellRequest(key, {"engine": "log_probabilities"}, CellInputs(qwen2["meta"], qwen2["checkpoint"],
                           qwen2["reference"]), FAST, {"max_rel_l2": 1e-4})  # fmt: skip
-    metrics, problems = check_parity(LogProbabilities("cpu", "fp32", 1, {}), request)
+    metrics, problems = check_parity(LogProbabilities("cpu", "fp32", 1, {"engine": "log_probabilities"}), request)
     assert problems == [] and metrics["rel_l2"] < 1e-5
-    LogProbabilities.run_gives_log_probabilities = False  # the same numbers taken for logits: off by a constant
-    _, problems = check_parity(LogProbabilities("cpu", "fp32", 1, {}), request)
+    # the same numbers taken for logits: off by a constant
+    monkeypatch.setattr(LogProbabilities, "run_gives_log_probabilities", False)
+    _, problems = check_parity(LogProbabilities("cpu", "fp32", 1, {"engine": "log_probabilities"}), request)
     assert problems and "relative L2 error" in problems[0]
 
 

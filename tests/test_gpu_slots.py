@@ -13,8 +13,8 @@ import time
 import pytest
 
 from inferbench.core.cells import CellRecord
-from inferbench.launch.gpu_slots import POOL_ENV, claim_gpu, gpu_pool
-from inferbench.launch.lock import MachineLock
+from inferbench.machine.gpu_slots import POOL_ENV, claim_gpu, gpu_pool
+from inferbench.machine.lock import MachineLock
 
 
 def test_pool_comes_from_the_env_then_the_visible_devices(monkeypatch):
@@ -47,7 +47,7 @@ def test_claims_are_distinct_and_a_full_pool_waits_for_a_release(tmp_path):
 def test_a_device_is_released_when_its_job_dies(tmp_path, ending):
     holder = (
         "import os, sys, time\n"
-        "from inferbench.launch.gpu_slots import claim_gpu\n"
+        "from inferbench.machine.gpu_slots import claim_gpu\n"
         f"slot = claim_gpu(['0'], {str(tmp_path)!r})\n"
         "print('claimed', flush=True)\n"
         + ("raise RuntimeError('the cell crashed')\n" if ending == "exception" else "time.sleep(60)\n")

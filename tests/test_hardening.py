@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from inferbench.analysis.summary import summary_frame
+from inferbench.catalog.verbs import VERBS
 from inferbench.cli import main as cli
-from inferbench.cli.verbs import VERBS
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import CorruptArtifact, UserError, is_oom
 from inferbench.core.settings import MeasureSettings
@@ -332,7 +332,7 @@ def test_host_and_device_out_of_memory_are_recognised(error, oom):
 
 
 def _cell_args(tmp_path: Path) -> tuple:
-    from inferbench.launch.lock import MachineLock
+    from inferbench.machine.lock import MachineLock
 
     key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
     lock = MachineLock(tmp_path / "lock")

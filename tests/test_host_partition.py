@@ -1,4 +1,4 @@
-"""Several GPUs, each measuring on cores of its own (inferbench.launch.host_partition): the host's cores
+"""Several GPUs, each measuring on cores of its own (inferbench.machine.host_partition): the host's cores
 split into a slot per GPU and the rest; one GPU's timed loop at a time, or each GPU under a measuring lock
 of its own where asked. Tested with fake GPUs: the pool comes from
 INFERBENCH_GPUS, a process's GPU from its claim, and the lock files, not CUDA, do the work."""
@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from inferbench.launch import host_partition
-from inferbench.launch.gpu_slots import CLAIMED_ENV, POOL_ENV
-from inferbench.launch.host_partition import (
+from inferbench.machine import host_partition
+from inferbench.machine.gpu_slots import CLAIMED_ENV, POOL_ENV
+from inferbench.machine.host_partition import (
     AT_ONCE_ENV,
     PARTITION_ENV,
     SLOT_CPUS_ENV,
@@ -73,8 +73,8 @@ def test_too_few_cores_keep_measurements_machine_wide(monkeypatch):
 HOLDER = """
 import json, os, sys, time
 from pathlib import Path
-from inferbench.launch.host_partition import measuring
-from inferbench.launch.lock import MachineLock
+from inferbench.machine.host_partition import measuring
+from inferbench.machine.lock import MachineLock
 me, other, device, wait_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 lock = MachineLock()
 lock.shared()
@@ -140,8 +140,8 @@ def test_one_gpu_measures_once_at_a_time_and_a_cpu_cell_alone(tmp_path, at_once)
 def test_a_gpu_cell_times_its_calls_on_its_slot_and_sets_up_on_the_shared_cores(tmp_path):
     script = (
         "import os, sys\n"
-        "from inferbench.launch.host_partition import keep_to_shared_cores, measuring\n"
-        "from pathlib import Path\nfrom inferbench.launch.lock import MachineLock\n"
+        "from inferbench.machine.host_partition import keep_to_shared_cores, measuring\n"
+        "from pathlib import Path\nfrom inferbench.machine.lock import MachineLock\n"
         "print(keep_to_shared_cores(), sorted(os.sched_getaffinity(0)))\n"
         "with measuring(MachineLock(Path(sys.argv[1])), 'cuda') as held:\n"
         "    print(held['lock'], held['cpus'], sorted(os.sched_getaffinity(0)))\n"

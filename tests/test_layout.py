@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from inferbench.catalog.engine_registry import ENGINES, load_engine_class
 from inferbench.engines.base import Engine
-from inferbench.engines.registry import ENGINES, load_engine_class
 from inferbench.plan.code import direct_imports, package_modules
 from tests.conftest import REPO
 
@@ -62,9 +62,55 @@ def test_no_module_of_the_package_imports_itself_back():
     assert _cycles(graph) == []
 
 
-#: the package's homes, one per axis or concern
-HOMES = ("core", "plan", "engines", "scenarios", "trackers", "launch", "models", "data", "analysis", "report",
-         "exporters", "cli")  # fmt: skip
+#: the package's homes, one per axis or concern, in layers from the ground floor up: a package imports
+#: only packages of layers below its own (docs/contributing.md draws the same floors)
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("catalog",),  # light declarations: the axes, layouts, verbs, exporters; imports nothing of the package
+    ("core",),  # the cell key and record, storage, settings, statistics
+    ("machine",),  # the machine-wide lock, GPU slots, the host's partition, the watchdog
+    ("data", "models"),
+    ("trackers",),
+    ("engines",),
+    ("scenarios",),  # timed loops
+    ("launch",),  # the cell runner: a cell's job, its fresh processes, the warm start
+    ("plan",),  # config checks, the grid, code identities
+    ("analysis",),
+    ("report", "exporters"),
+    ("cli",),
+)
+HOMES = tuple(home for layer in LAYERS for home in layer)
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Which of the package's homes each home imports (function-level imports included)."""
+    graph: dict[str, set[str]] = {home: set() for home in HOMES}
+    for module in package_modules():
+        home = _package(module)
+        if home in graph:
+            graph[home] |= {_package(other) for other in direct_imports(module)} - {home, ""}
+    return graph
+
+
+def test_no_package_imports_a_package_that_imports_it_back():
+    graph = package_graph()
+    assert graph["cli"] >= {"launch", "scenarios", "catalog"}, "the walk sees imports"
+    assert _cycles(graph) == []
+
+
+def test_each_package_imports_only_the_layers_below_it():
+    layer_of = {home: level for level, layer in enumerate(LAYERS) for home in layer}
+    upward = sorted(
+        f"{home} (layer {layer_of[home]}) imports {other} (layer {layer_of[other]})"
+        for home, imported in package_graph().items()
+        for other in imported
+        if layer_of[other] >= layer_of[home]
+    )
+    assert upward == []
+    assert package_graph()["catalog"] == set(), "the ground floor imports nothing of the package"
 
 
 def test_one_home_per_axis():
@@ -78,8 +124,9 @@ def test_one_home_per_axis():
 def test_the_registries_the_snakefile_reads_import_nothing_heavy():
     code = (
         "import sys\n"
-        "import inferbench.plan.grid, inferbench.plan.config, inferbench.plan.code, inferbench.engines.registry\n"
-        "import inferbench.engines.tensorrt.plans, inferbench.scenarios, inferbench.cli.verbs, inferbench.data\n"
+        "import inferbench.plan.grid, inferbench.plan.config, inferbench.plan.code, inferbench.data\n"
+        "import inferbench.catalog.engine_registry, inferbench.catalog.scenarios, inferbench.catalog.verbs\n"
+        "import inferbench.catalog.layouts, inferbench.catalog.exporters, inferbench.engines.tensorrt.plans\n"
         "import inferbench.launch.cell_job\n"
         "heavy = [m for m in ('torch', 'onnxruntime', 'scipy', 'pandas', 'matplotlib', 'timm') if m in sys.modules]\n"
         "print(','.join(heavy))\n"

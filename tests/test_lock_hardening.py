@@ -22,8 +22,8 @@ import inferbench
 from inferbench.core import storage
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
-from inferbench.launch.gpu_slots import claim_gpu
-from inferbench.launch.lock import LOCK_ENV, MachineLock, describe_holders, lock_path, user_dir
+from inferbench.machine.gpu_slots import claim_gpu
+from inferbench.machine.lock import LOCK_ENV, MachineLock, describe_holders, lock_path, user_dir
 from tests.conftest import disk_full_at
 
 #: the children import the package this test imported
@@ -173,7 +173,7 @@ def _next(lines: queue.Queue[str], timeout_s: float) -> str:
 @pytest.mark.skipif(not Path("/proc/locks").exists(), reason="holders are read from /proc/locks (Linux)")
 def test_a_run_waiting_for_the_lock_names_its_holder(tmp_path):
     lock = tmp_path / "measure.lock"
-    take = "from inferbench.launch.lock import MachineLock\nlock = MachineLock()\n"
+    take = "from inferbench.machine.lock import MachineLock\nlock = MachineLock()\n"
     holder = _child(take + "lock.exclusive()\nprint('held', flush=True)\ninput()\n", lock)
     waiter = None
     try:

@@ -21,16 +21,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from inferbench.catalog import engine_registry as registry
+from inferbench.catalog.engines import EngineInfo
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
 from inferbench.core.storage import samples_path, save_samples
-from inferbench.engines import registry
 from inferbench.engines.base import Engine
-from inferbench.engines.spec import EngineInfo
 from inferbench.launch import cell_job
 from inferbench.launch.cell_job import measure_cell
-from inferbench.launch.lock import MachineLock
 from inferbench.launch.processes import cold_start_total_s, merge_repeats, spread_pct
+from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model
 from inferbench.models.registry import save_checkpoint
 from inferbench.report.markdown import profile_section
@@ -59,7 +59,6 @@ def lock(tmp_path):
 class RecordingEngine(Engine):
     """Remembers which staged batch every run() got."""
 
-    impl = "recording"
     computes = False
     seen: ClassVar[list[int]] = []
 

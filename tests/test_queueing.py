@@ -1,9 +1,9 @@
-"""The M/D/1 yardstick of serving at largest batch 1 (inferbench.analysis.queueing)."""
+"""The M/D/1 yardstick of serving at largest batch 1 (inferbench.core.queueing)."""
 
 import numpy as np
 import pytest
 
-from inferbench.analysis.queueing import md1_latency_quantile, md1_rate_within
+from inferbench.core.queueing import md1_latency_quantile, md1_rate_within
 
 
 def test_the_md1_queue_matches_its_textbook_mean_and_a_direct_simulation():

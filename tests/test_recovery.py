@@ -1,6 +1,6 @@
 """A run killed with `kill -9` half-way resumes with the same command (README: "A run killed
 half-way resumes with the same command"): its Snakemake lock is stale once no run holds the
-directory (inferbench.launch.run_lock), and the profile re-runs the jobs it left incomplete."""
+directory (inferbench.machine.run_lock), and the profile re-runs the jobs it left incomplete."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inferbench.launch import run_lock
+from inferbench.machine import run_lock
 from tests.conftest import REPO
 
 CONFIG = {
@@ -81,7 +81,7 @@ def _group_alive(pgid: int) -> bool:
 def _hold(tmp_path: Path, holder_code: str) -> subprocess.Popen:
     """Another process that holds the run lock through ``holder_code`` until its stdin closes."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"from inferbench.launch.run_lock import {holder_code};"
+        [sys.executable, "-c", f"from inferbench.machine.run_lock import {holder_code};"
          f"{holder_code}({str(tmp_path)!r}); import sys; print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
@@ -104,7 +104,7 @@ def test_a_live_run_keeps_its_lock_and_a_finished_one_leaves_none_to_clear(tmp_p
     assert not list(Path(locks).glob("*.lock"))
     # this run now shares the lock: a job of it joins without waiting, outside a workflow nothing happens
     joined = subprocess.run(
-        [sys.executable, "-c", f"from inferbench.launch.run_lock import join_run; print(join_run({str(tmp_path)!r}), "
+        [sys.executable, "-c", f"from inferbench.machine.run_lock import join_run; print(join_run({str(tmp_path)!r}), "
          f"join_run({str(tmp_path / 'elsewhere')!r}))"],
         capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": str(REPO / "src")}, check=True,
     )  # fmt: skip

@@ -10,8 +10,8 @@ import sys
 
 import pandas as pd
 
+from inferbench.catalog.verbs import cell_code_roots
 from inferbench.cli.results_index import build_index
-from inferbench.cli.verbs import cell_code_roots
 from inferbench.plan.code import code_identity
 from tests.conftest import REPO
 

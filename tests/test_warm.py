@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from inferbench.cli.verbs import VERBS
+from inferbench.catalog.verbs import VERBS
 from inferbench.launch import warm
 from tests.conftest import REPO
 

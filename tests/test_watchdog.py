@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from inferbench.core.cells import CellKey
-from inferbench.launch.lock import MachineLock
 from inferbench.launch.processes import run_in_fresh_processes
-from inferbench.launch.watchdog import beat
+from inferbench.machine.lock import MachineLock
+from inferbench.machine.watchdog import beat
 from inferbench.scenarios.prepare import CellRequest
 from inferbench.scenarios.run import failed_record
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from inferbench.analysis.summary import write_summary
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.stats import latency_stats
-from inferbench.exporters.tables import write_summary
 from inferbench.report.markdown import build_report
 from inferbench.report.plots import plot_every_workload
 

@@ -4,7 +4,7 @@
 
 Prints, in Markdown: per GPU UUID the cells and measuring seconds; every GPU cell with its device;
 the overlapping measuring windows: two GPUs measuring at once under their own locks (a partitioned host,
-inferbench.launch.host_partition), and any other overlap, which must not happen. Exits 1 when a measured
+inferbench.machine.host_partition), and any other overlap, which must not happen. Exits 1 when a measured
 GPU cell names no device, when fewer devices than ``--expect-gpus`` were used, or when windows overlap
 against the rule.
 """

@@ -3,7 +3,7 @@
     python experiments/gpu_kill_test/gpu_kill_test.py --gpus 2 --cores 32 RECORD.json [RECORD.json ...]
 
 Re-runs the given cell records with ``snakemake --resources gpu=N --keep-going --forcerun``. Once a
-process has held device 0's lock (inferbench.launch.gpu_slots) for ``--after-s`` seconds, it is SIGKILLed,
+process has held device 0's lock (inferbench.machine.gpu_slots) for ``--after-s`` seconds, it is SIGKILLed,
 as the OOM killer would: the measuring process, not Snakemake's job. Prints, as JSON: the killed
 pid, how long device 0 stayed locked after the kill, which process took it next and after how
 long, the device each job's log says it got (with its time), and which records exist afterwards.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from inferbench.launch.lock import lock_holders, lock_path
+from inferbench.machine.lock import lock_holders, lock_path
 
 T = TypeVar("T")
 
@@ -77,7 +77,7 @@ def main() -> None:
         if log.stat().st_mtime < started:
             continue
         for line in log.read_text(errors="replace").splitlines():
-            found = re.match(r"(\S+ \S+) INFO inferbench.launch.gpu_slots: GPU job on device (\S+)", line)
+            found = re.match(r"(\S+ \S+) INFO inferbench.machine.gpu_slots: GPU job on device (\S+)", line)
             if found:
                 claims.append({"log": str(log), "at": found.group(1), "device": found.group(2)})
     result["claims"] = sorted(claims, key=lambda c: c["at"])

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from inferbench.core.settings import ServingSettings
-from inferbench.scenarios.serving import engine_path, measure_serving, noop_engine
+from inferbench.scenarios.serving import engine_path, harness_baseline, measure_serving
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
 
     # the path a serving cell's batches take (inferbench.scenarios.serving.engine_path), through the
     # no-op engine: what every serving record's harness floor measures
-    harness = noop_engine(args.device, (), {})
+    harness = harness_baseline(args.device, (), {})
     no_op = engine_path(lambda size: harness, library, args.device, args.overlapped)
 
     rows = []

@@ -1,9 +1,9 @@
 import os
 import sys
 
-from inferbench.cli.verbs import VERBS
-from inferbench.launch.lifetime import die_with_parent
+from inferbench.catalog.verbs import VERBS
 from inferbench.launch.warm import run_via_server
+from inferbench.machine.lifetime import die_with_parent
 
 # A job ends with the shell Snakemake started it from: cancelling a job (SIGTERM) ends that shell, and
 # a measuring process left running would write its record after the job was reported failed. (Not the

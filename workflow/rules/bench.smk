@@ -2,46 +2,43 @@
 # other work of the workflow whatever --resources are given; bench_slot only helps the scheduler.
 
 
-rule benchmark_cell:
-    input:
-        unpack(cell_inputs),
-    output:
-        record="results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.json",
-        samples="results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.samples.npy",
-        e2e_samples="results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.e2e_samples.npy",
-    params:
-        cell=cell_args,
-        files=cell_files,
-        # edits of any module the cell's job runs re-run the cell (Snakemake does not track imported code)
-        code=cell_code,
-        reference=lambda wc, input: ["--reference", input.reference] if "reference" in input.keys() else [],
-        tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
-    threads: cell_threads
-    priority: cell_priority
-    resources:
-        gpu=lambda wc: int(wc.device == "cuda"),
-        bench_slot=1,
-    # CPU cells can be bundled into fewer cluster jobs: --group-components cpu_cells=N (see README)
-    group:
-        cell_group
-    conda:
-        "../../envs/torch.yaml"
-    log:
-        "logs/benchmark_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
-    shell:
-        "python -m inferbench run-cell {params.cell:q} {params.files:q} {params.reference:q} --tolerance {params.tolerance:q}"
-        " --code {params.code:q} --out {output.record:q} > {log:q} 2>&1"
+# One rule per scenario (inferbench.catalog.scenarios), each declaring the files its cells' jobs write:
+# the record, the per-call samples, and the scenario's own (a serving cell's LoadGen logs). The plain
+# scenario's rule is benchmark_cell, the others' <scenario>_cell; their arguments name the scenario and,
+# for serving cells, LoadGen's settings (cell_args). In rules made in a loop, `scenario=scenario` binds
+# each lambda to its own scenario.
+for scenario in SCENARIOS:
+    cell_stem = f"{{workload}}/{{engine}}-{{precision}}/{{device}}/b{{batch}}-s{{seq}}-t{{threads}}{path_suffix(scenario)}"
 
-
-# Server and offline cells (a study's `scenarios`): the same job, its arguments naming the scenario and
-# LoadGen's settings (cell_args); MLPerf LoadGen drives the engine through a dynamic batcher whose
-# largest batch is the cell's batch, and LoadGen's logs are kept beside the record.
-use rule benchmark_cell as serving_cell with:
-    output:
-        record="results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}-{scenario}.json",
-        loadgen=directory("results/cells/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}-{scenario}.loadgen"),
-    log:
-        "logs/serving_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}-{scenario}.log",
+    rule:
+        name:
+            cell_rule(scenario)
+        input:
+            unpack(cell_inputs),
+        output:
+            **cell_outputs(f"results/cells/{cell_stem}", scenario),
+        params:
+            cell=lambda wc, scenario=scenario: cell_args(wc, scenario),
+            files=cell_files,
+            # edits of any module the cell's job runs re-run the cell (Snakemake does not track imported code)
+            code=lambda wc, scenario=scenario: cell_code(wc, scenario),
+            reference=lambda wc, input: ["--reference", input.reference] if "reference" in input.keys() else [],
+            tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
+        threads: cell_threads
+        priority: cell_priority
+        resources:
+            gpu=lambda wc: int(wc.device == "cuda"),
+            bench_slot=1,
+        # CPU cells can be bundled into fewer cluster jobs: --group-components cpu_cells=N (see README)
+        group:
+            cell_group
+        conda:
+            "../../envs/torch.yaml"
+        log:
+            f"logs/{cell_rule(scenario)}/{cell_stem}.log",
+        shell:
+            "python -m inferbench run-cell {params.cell:q} {params.files:q} {params.reference:q}"
+            " --tolerance {params.tolerance:q} --code {params.code:q} --out {output.record:q} > {log:q} 2>&1"
 
 
 # Cells named in config `profile.cells`: a trace and the top operators, in a job of their own so that

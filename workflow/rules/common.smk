@@ -14,14 +14,14 @@ PACKAGE_SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(PACKAGE_SRC))
 shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from inferbench.cli.verbs import VERBS, cell_code_roots
+from inferbench.catalog.verbs import VERBS, cell_code_roots
 from inferbench.core.cells import CellKey
-from inferbench.core.workloads import DEVICES, PRECISIONS, ordered, workload_info
+from inferbench.catalog.workloads import DEVICES, PRECISIONS, ordered, workload_info
 from inferbench.data import DATASETS
-from inferbench.engines.registry import engine_info, onnx_path
+from inferbench.catalog.engine_registry import engine_info, onnx_path
 from inferbench.engines.tensorrt import PRECISIONS as TENSORRT_PRECISIONS
 from inferbench.engines.tensorrt.plans import current_target, plan_path
-from inferbench.launch.run_lock import clear_stale_locks
+from inferbench.machine.run_lock import clear_stale_locks
 from inferbench.plan.code import code_identity
 from inferbench.plan.config import ConfigError, cell_tolerance, validate_config
 from inferbench.plan.grid import (
@@ -33,8 +33,9 @@ from inferbench.plan.grid import (
     run_has_cuda,
     study_cells,
 )
-from inferbench.report.layouts import GENERATION_PLOT, SERVING_PLOT, plot_names
-from inferbench.scenarios import SCENARIOS
+from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT, plot_names
+from inferbench.catalog.exporters import EXPORTERS
+from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix
 
 try:
     validate_config(config)
@@ -42,7 +43,7 @@ except ConfigError as error:
     raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
 
 # A run killed with kill -9 leaves Snakemake's directory lock behind; when no other run holds this
-# directory, it is stale and goes, so that the same command resumes (inferbench.launch.run_lock).
+# directory, it is stale and goes, so that the same command resumes (inferbench.machine.run_lock).
 if not (workflow.remote_exec or workflow.subprocess_exec):
     for stale in clear_stale_locks(Path.cwd()):
         print(f"inferbench: removed {stale}, left by a run that was killed", file=sys.stderr)
@@ -100,9 +101,9 @@ def verb_code(verb):
     return job_code(VERBS[verb].target)
 
 
-def cell_code(wildcards):
+def cell_code(wildcards, scenario=PLAIN):
     """A cell's code identity: its verb's, its engine's and its scenario's code and what they import."""
-    return job_code(*cell_code_roots(variant(wildcards)["engine"], wildcards.get("scenario", "single")))
+    return job_code(*cell_code_roots(variant(wildcards)["engine"], scenario))
 
 
 def profile_code(wildcards):
@@ -120,8 +121,6 @@ wildcard_constraints:
     batch=r"\d+",
     seq=r"\d+",
     threads=r"\d+",
-    # serving cells' paths end in -<scenario> (inferbench.scenarios: their path_suffix)
-    scenario="|".join(name for name, info in SCENARIOS.items() if info.path_suffix),
     dataset="|".join(DATASETS),
 
 
@@ -176,9 +175,30 @@ def roofline_inputs(wildcards=None):
     }
 
 
+def cell_rule(scenario):
+    """The rule of a scenario's cells (workflow/rules/bench.smk)."""
+    return "benchmark_cell" if scenario == PLAIN else f"{scenario}_cell"
+
+
+def cell_outputs(stem, scenario):
+    """The files a cell's job writes (inferbench.core.storage), its scenario's own included, by name."""
+    outputs = {"record": f"{stem}.json", "samples": f"{stem}.samples.npy", "e2e_samples": f"{stem}.e2e_samples.npy"}
+    for name, suffix in SCENARIOS[scenario].outputs:
+        folder = suffix.endswith("/")  # a folder's suffix ends in a slash
+        outputs[name] = directory(f"{stem}{suffix[:-1]}") if folder else f"{stem}{suffix}"
+    return outputs
+
+
+def exporter_env(name):
+    """An exporter's conda environment: envs/<exporter>.yaml where it needs libraries of its own, else the
+    report's."""
+    own = Path(workflow.basedir) / "envs" / f"{name}.yaml"
+    return f"../../envs/{name}.yaml" if own.exists() else "../../envs/report.yaml"
+
+
 def final_outputs():
     roofline = ["results/roofline.csv"] if ROOFLINE_CELLS else []
-    exported = ["results/mlflow/export.json"] if "mlflow" in config["exporters"] else []
+    exported = [f"results/{name}/export.json" for name in config["exporters"]]
     return ["results/summary.csv", "results/summary.parquet", "results/report.md", *plot_files(), *roofline, *exported]
 
 
@@ -244,8 +264,8 @@ def cell_group(wildcards):
     return "cpu_cells" if wildcards.device == "cpu" else None
 
 
-def wildcard_cell(wildcards):
-    """The cell that a job's wildcards name (scenario: single unless the rule has the wildcard)."""
+def wildcard_cell(wildcards, scenario=PLAIN):
+    """The cell that a job's wildcards name, in the scenario of its rule."""
     return CellKey(
         wildcards.workload,
         wildcards.engine,
@@ -254,17 +274,17 @@ def wildcard_cell(wildcards):
         int(wildcards.batch),
         int(wildcards.seq),
         int(wildcards.threads),
-        wildcards.get("scenario", "single"),
+        scenario,
     )
 
 
-def cell_measure(wildcards):
+def cell_measure(wildcards, scenario=PLAIN):
     """The measure settings of one cell: config `measure`, with the timed calls its studies need."""
-    key = wildcard_cell(wildcards)
+    key = wildcard_cell(wildcards, scenario)
     return {**config["measure"], "min_iters": CELL_MIN_ITERS.get(key, config["measure"]["min_iters"])}
 
 
-def cell_args(wildcards):
+def cell_args(wildcards, scenario=PLAIN):
     """The arguments naming a cell, shared by run-cell and profile-cell. They hold the variant's options
     and the measure settings, and depend on the wildcards only: Snakemake records such params and
     re-runs the job when they change (params that depend on `input` are not compared)."""
@@ -274,16 +294,17 @@ def cell_args(wildcards):
         *("--device", wildcards.device, "--batch", wildcards.batch, "--seq", wildcards.seq),
         *("--threads", wildcards.threads),
         *("--engine-options", json.dumps(variant(wildcards), sort_keys=True)),
-        *("--measure", json.dumps(cell_measure(wildcards), sort_keys=True)),
-        # a server or offline cell: its scenario and LoadGen's settings (serving_cell jobs only)
-        *serving_args(wildcard_cell(wildcards)),
+        *("--measure", json.dumps(cell_measure(wildcards, scenario), sort_keys=True)),
+        *scenario_args(wildcard_cell(wildcards, scenario)),
     ]
 
 
-def serving_args(cell):
-    if cell.scenario == "single":
+def scenario_args(cell):
+    """A cell's scenario where it is not the plain one; a serving cell's LoadGen settings too."""
+    if cell.scenario == PLAIN:
         return []
-    return ["--scenario", cell.scenario, "--serving", json.dumps(CELL_SERVING[cell], sort_keys=True)]
+    settings = ["--serving", json.dumps(CELL_SERVING[cell], sort_keys=True)] if SCENARIOS[cell.scenario].serves else []
+    return ["--scenario", cell.scenario, *settings]
 
 
 def cell_files(wildcards, input):

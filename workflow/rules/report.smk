@@ -8,7 +8,6 @@ localrules:
     plot_seq_sweep,
     plot_generation,
     report,
-    export_mlflow,
 
 
 rule aggregate:
@@ -170,21 +169,28 @@ rule report:
         " --roofline {input.roofline:q} --studies {params.studies:q} {params.leases:q} > {log:q} 2>&1"
 
 
-# One MLflow run per cell (inferbench.exporters.mlflow), on request: `--config exporters=[mlflow]`, or this
-# rule as a target. The store is MLFLOW_TRACKING_URI where set, else results/mlflow/mlflow.db.
-rule export_mlflow:
-    input:
-        summary="results/summary.csv",
-        records=[cell_record(c) for c in CELLS],
-        plots=plot_files(),
-    output:
-        "results/mlflow/export.json",
-    params:
-        code=verb_code("export"),
-    conda:
-        "../../envs/mlflow.yaml"
-    log:
-        "logs/export_mlflow.log",
-    shell:
-        "python -m inferbench export mlflow --summary {input.summary:q} --cells-dir results/cells"
-        " --plots-dir results/plots --store \"$(dirname {output:q})\" --out {output:q} > {log:q} 2>&1"
+# One rule per exporter (inferbench.catalog.exporters: a module of inferbench.exporters), on request: config
+# `exporters: [mlflow]`, or its output as a target (results/mlflow/export.json). MLflow's store is
+# MLFLOW_TRACKING_URI where set, else results/mlflow/mlflow.db.
+for exporter in EXPORTERS.values():
+
+    rule:
+        name:
+            f"export_{exporter.name}"
+        localrule: True
+        input:
+            summary="results/summary.csv",
+            records=[cell_record(c) for c in CELLS],
+            plots=plot_files(),
+        output:
+            f"results/{exporter.name}/export.json",
+        params:
+            code=job_code(VERBS["export"].target, exporter.target),
+            name=exporter.name,
+        conda:
+            exporter_env(exporter.name)
+        log:
+            f"logs/export_{exporter.name}.log",
+        shell:
+            "python -m inferbench export {params.name:q} --summary {input.summary:q} --cells-dir results/cells"
+            " --plots-dir results/plots --out-dir \"$(dirname {output:q})\" --out {output:q} > {log:q} 2>&1"

@@ -40,7 +40,6 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis import decisions
-from inferbench.analysis.class_shift import ClassShift, class_shifts, shifts_markdown
 from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
 from inferbench.analysis.decisions import CELL, SHAPE
 from inferbench.analysis.leases import LeaseSpread
@@ -106,7 +105,7 @@ REMAKE_SUMMARY = (
 )
 
 
-def _cell_name(row: pd.Series | dict) -> str:
+def cell_name(row: pd.Series | dict) -> str:
     """A summary row's cell, as its record's path names it (what a person finds in cells/)."""
     workload, engine, precision, device, batch, seq, threads = (row.get(c) for c in KEY_COLUMNS[:7])
     return f"{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}"
@@ -159,7 +158,7 @@ def checked_summary(summary: pd.DataFrame, source: Path) -> pd.DataFrame:
         if bad.any():
             index = bad.idxmax()
             raise UserError(
-                f"{source}: column {column} of row {index + 1} (cell {_cell_name(summary.loc[index])}) is "
+                f"{source}: column {column} of row {index + 1} (cell {cell_name(summary.loc[index])}) is "
                 f"{_shown(summary.at[index, column])}, not "
                 f"{'a whole number' if column in INTEGER_COLUMNS else 'a number'}"
                 f"; correct or empty that field, or {REMAKE_SUMMARY}"
@@ -169,7 +168,7 @@ def checked_summary(summary: pd.DataFrame, source: Path) -> pd.DataFrame:
         for index, value in summary[column].dropna().items():
             if any(_not_number(part) for part in str(value).split(";") if part):
                 raise UserError(
-                    f"{source}: column {column} of row {index + 1} (cell {_cell_name(summary.loc[index])}) is "
+                    f"{source}: column {column} of row {index + 1} (cell {cell_name(summary.loc[index])}) is "
                     f"{_shown(value)}, not ';'-separated numbers (each process's p50 in ms); correct or empty that "
                     f"field, or {REMAKE_SUMMARY}"
                 )
@@ -277,7 +276,7 @@ class Run:
             return row_calls, row_p50, f"the summary {self.source}"
         if not math.isclose(record_p50, row_p50, rel_tol=SAMPLES_P50_RTOL):
             raise UserError(
-                f"{self.source} says p50 {row_p50:.6g} ms for {_cell_name(row)} at the {boundary} boundary, its "
+                f"{self.source} says p50 {row_p50:.6g} ms for {cell_name(row)} at the {boundary} boundary, its "
                 f"record {record_path} says {record_p50:.6g} ms: the summary is not of these records; "
                 f"{REMAKE_SUMMARY}"
             )
@@ -535,166 +534,3 @@ def claim_agreement(run_a: Run, run_b: Run, between: LeaseSpread | None = None) 
     columns = [*SHAPE, "claim", "boundary", "run_a", "run_b", "margin_change", "margin_change_low",
                "margin_change_high", "winner_changed", "margin_moved", "significant", "agree", "problem"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
-
-
-CELL_COLUMNS = [
-    ("workload", "workload"),
-    ("engine", "engine"),
-    ("precision", "precision"),
-    ("device", "device"),
-    ("batch_size", "batch"),
-    ("seq_len", "seq"),
-    ("bound", "bound"),
-    ("p50_a_ms", "p50 A"),
-    ("p50_b_ms", "p50 B"),
-    ("ratio", "B / A"),
-    ("interval", "95% interval"),
-    ("change", "change"),
-    ("e2e_ratio", "B / A end to end"),
-    ("e2e_change", "change end to end"),
-    ("interval_from", "interval from"),
-]
-
-
-def compare_markdown(
-    cells: pd.DataFrame,
-    agreement: pd.DataFrame,
-    names: tuple[str, str],
-    leases: LeaseSpread | None = None,
-    serving: pd.DataFrame | None = None,
-    shifts: list[ClassShift] | None = None,
-) -> str:
-    from inferbench.report.tables import intervals, markdown_table
-
-    out = [f"# {names[1]} (B) against {names[0]} (A)", ""]
-    if serving is not None and not serving.empty:
-        out += serving_markdown(serving)
-    if cells.empty:
-        return "\n".join([*out, "No single-call cell is ok in both runs."])
-    counts = cells["change"].value_counts().to_dict()
-    out += [
-        f"{len(cells)} cells ok in both runs: "
-        + ", ".join(f"{counts.get(k, 0)} {k}" for k in ("faster", "slower", "within noise", "unknown"))
-        + " (p50 at each cell's own boundary; a change is flagged when its 95% interval excludes 1).",
-        "",
-        *_over_all_cells(cells),
-    ]
-    table = cells.assign(interval=intervals(cells, "ratio_low", "ratio_high")).sort_values(KEY_COLUMNS)
-    out += [markdown_table(table, [c for c in CELL_COLUMNS if c[0] in table or c[0] == "interval"]), ""]
-    out += shifts_markdown(shifts or [])
-    if leases is not None:
-        out += [f"Between the two runs, each class of cells moved by (one standard deviation) {leases.describe()}; "
-                "every claim's interval below counts it.", ""]  # fmt: skip
-    if not agreement.empty:
-        problems = agreement[agreement["problem"]]
-        winners = int(agreement["winner_changed"].sum())
-        moved = int(agreement["margin_moved"].fillna(False).astype(bool).sum())
-        out += [
-            "## Claims",
-            "",
-            f"{len(agreement)} claims made by either run, over the cells ok in both: {winners} change their "
-            f"winner, {moved} their margin beyond the noise; {len(problems)} of those are called significant in "
-            "a run (a significant claim that does not hold in the other run).",
-            "",
-        ]
-        columns = [("workload", "workload"), ("batch_size", "batch"), ("seq_len", "seq"), ("claim", "claim"),
-                   ("boundary", "compared"), ("run_a", "A"), ("run_b", "B"), ("margin_change", "B / A margin"),
-                   ("margin_interval", "95% interval"), ("winner_changed", "winner changed"),
-                   ("margin_moved", "margin moved"), ("problem", "significant and changed")]  # fmt: skip
-        shown = agreement[~agreement["agree"] | agreement["problem"]]
-        shown = shown.assign(margin_interval=intervals(shown, "margin_change_low", "margin_change_high"))
-        out += [markdown_table(shown, columns) if not shown.empty else "Every claim holds: no winner changes, "
-                "no margin moves beyond the noise.", ""]  # fmt: skip
-    return "\n".join(out)
-
-
-def _over_all_cells(cells: pd.DataFrame) -> list[str]:
-    """How many flags the noise alone would give over the cells with an interval across processes (at
-    each cell's own boundary), and which of their flags hold over all of them at once."""
-    if "holds_over_all_cells" not in cells:
-        return []
-    judged = cells[cells["holds_over_all_cells"].notna()]
-    if judged.empty:
-        return []  # no cell has an interval across processes: nothing to judge over all cells
-    flagged = judged[judged["change"].isin(["faster", "slower"])]
-    holding = flagged[flagged["holds_over_all_cells"].astype(bool)]
-    names = ", ".join(f"{_cell_name(row)} ({row['ratio']:.2f}x)" for _, row in holding.iterrows())
-    n = len(judged)
-    return [
-        f"Of the {n} cells with an interval across processes, about {0.05 * n:.1f} would be flagged by chance with "
-        f"nothing changed: of the {len(flagged)} flagged, **{len(holding)} "
-        f"{'holds' if len(holding) == 1 else 'hold'} over all {n} cells at once** (Holm's step-down over their "
-        "p-values: at most a 5% chance that any unchanged cell is among those that hold)"
-        + (f": {names}." if names else "."),
-        "",
-    ]
-
-
-def serving_markdown(serving: pd.DataFrame) -> list[str]:
-    """The serving cells of two runs side by side, with lines counting what did not reproduce, per
-    scenario (an offline run's throughput and a server run's p99 verdict reproduce differently), and in
-    how many server cells the harness floor itself moved."""
-    from inferbench.report.tables import markdown_table
-
-    changed, beyond = int(serving["verdict_changed"].sum()), int(serving["beyond_tolerance"].fillna(False).sum())
-    by_scenario = [
-        f"{scenario} {int(rows['beyond_tolerance'].fillna(False).sum())} of {len(rows)} beyond the tolerance, "
-        f"{int(rows['verdict_changed'].sum())} verdicts changed"
-        for scenario, rows in serving.groupby("scenario", sort=True)
-    ]
-    server = serving[serving["scenario"] == "server"]
-    moved = int(server["harness_moved"].fillna(False).astype(bool).sum())
-    bracketed = server["brackets_overlap"].dropna().astype(bool)
-    columns = [("workload", "workload"), ("engine", "engine"), ("precision", "precision"), ("device", "device"),
-               ("batch_size", "max batch"), ("seq_len", "seq"), ("scenario", "scenario"), ("status_a", "A"),
-               ("status_b", "B"), ("serving_qps_a", "QPS A"), ("serving_qps_b", "QPS B"), ("qps_ratio", "B / A"),
-               ("serving_lowest_invalid_qps_a", "lowest invalid A"),
-               ("serving_lowest_invalid_qps_b", "lowest invalid B"),
-               ("serving_harness_p99_ms_a", "harness p99 A"), ("serving_harness_p99_ms_b", "harness p99 B"),
-               ("harness_moved", "harness moved"), ("verdict_changed", "verdict changed"),
-               ("beyond_tolerance", "beyond tolerance"), ("brackets_overlap", "brackets overlap")]  # fmt: skip
-    return [
-        "## Serving cells",
-        "",
-        f"{len(serving)} serving cells in both runs: {changed} change their verdict, {beyond} their QPS beyond "
-        "the tolerance (15% on a GPU, 20% on the CPU; a server cell's QPS is the highest valid target of its "
-        "search, known to within its 1.25x bracket). By scenario: " + "; ".join(by_scenario) + ".",
-        "",
-        *(
-            [
-                f"Harness moved: in {moved} of {len(server)} server cells the no-op engine's p99 through the same "
-                f"path differs more than {HARNESS_MOVED_RATIO:g}x and by over {HARNESS_MOVED_MS:g} ms between the "
-                "runs: there the host's share of the tail changed too, not only the engine's (each at its own "
-                "run's answer).",
-                "",
-                *(
-                    [
-                        f"Brackets: in {int(bracketed.sum())} of the {len(bracketed)} server cells with one in both "
-                        "runs the two searches' brackets (highest valid to lowest invalid target; none valid: from 0) "
-                        "overlap: there the runs agree as far as their searches resolve, whatever the QPS ratio.",
-                        "",
-                    ]
-                    if len(bracketed)
-                    else []
-                ),
-            ]
-            if len(server)
-            else []
-        ),
-        markdown_table(serving.sort_values(KEY_COLUMNS), columns),
-        "",
-    ]
-
-
-def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, str, LeaseSpread | None]:
-    """Two runs cell by cell and claim by claim, with the spread between them per class (None where they
-    have too few cells in common to tell)."""
-    run_a, run_b = Run.load(path_a), Run.load(path_b)
-    cells = compare_cells(run_a, run_b)
-    leases = LeaseSpread.between([run_a.summary, run_b.summary])
-    leases = leases if leases.sd_log else None
-    agreement = claim_agreement(run_a, run_b, between=leases)
-    serving = compare_serving(run_a, run_b)
-    shifts = class_shifts(cells, run_a.summary, run_b.summary)
-    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, serving, shifts)
-    return cells, agreement, text, leases

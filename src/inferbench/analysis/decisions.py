@@ -23,7 +23,7 @@ from inferbench.analysis.comparison import SpreadFloors, boundary_of, p50_at, p5
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import measured
 from inferbench.analysis.verdicts import claim, claim_columns
-from inferbench.engines.spec import PLAIN_COMPUTATION, PLAIN_PRECISION
+from inferbench.catalog.engines import PLAIN_COMPUTATION, PLAIN_PRECISION
 
 #: the engine variant every speed-up is measured against
 BASELINE_ENGINE, BASELINE_PRECISION = "torch_eager", "fp32"

@@ -1,10 +1,10 @@
 """Which GPU measured each cell, and whether any two measurements overlapped in time.
 
 With ``--resources gpu=N`` several GPU jobs run at once, each on a device of its own
-(inferbench.launch.gpu_slots). Where the host is partitioned each GPU's processes measure on cores of
+(inferbench.machine.gpu_slots). Where the host is partitioned each GPU's processes measure on cores of
 their own, one GPU at a time under the GPUs' measuring lock while the others set up, or at once, each
-under its GPU's lock, where asked (inferbench.launch.host_partition); else one at a time machine-wide
-(inferbench.launch.lock). The records say all of it: ``environment.gpu_uuid``
+under its GPU's lock, where asked (inferbench.machine.host_partition); else one at a time machine-wide
+(inferbench.machine.lock). The records say all of it: ``environment.gpu_uuid``
 (and each process's in ``repeats.per_repeat``) names the physical device, ``measured_windows_unix`` when
 each process measured, ``measuring_lock`` what it held. This module checks them against each other;
 ``benchmarks/tools/multi_gpu_check.py`` prints the result for a run.

@@ -1,4 +1,4 @@
-"""Cell records into one table, one row per cell (inferbench.exporters writes it as CSV and Parquet)."""
+"""Cell records into one table, one row per cell, written as CSV and Parquet (``write_summary``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from inferbench.catalog.engine_registry import HARNESS_ENGINES
+from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
-from inferbench.scenarios import SCENARIOS
+from inferbench.core.fsutil import atomic_path
 
 KEY_COLUMNS = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads", "scenario"]
 
@@ -50,7 +52,9 @@ def measured(summary: pd.DataFrame) -> pd.DataFrame:
     the harness's baseline, not an engine)."""
     single = split_scenarios(summary).single
     ok = single[single["status"] == "ok"]
-    return ok[ok["engine_impl"] != "noop"].copy()  # one block per column, as read_csv leaves it: consolidated
+    return ok[
+        ~ok["engine_impl"].isin(HARNESS_ENGINES)
+    ].copy()  # one block per column, as read_csv leaves it: consolidated
 
 
 #: what reading a damaged or foreign record raises (JSONDecodeError and a wrong schema are ValueErrors)
@@ -127,3 +131,13 @@ def remove_records(cells_dir: str | Path, statuses: set[str]) -> list[Path]:
                 path.with_suffix(suffix).unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def write_summary(record_paths: Iterable[str | Path], csv_path: str | Path, parquet_path: str | Path) -> pd.DataFrame:
+    """The records' summary, written as CSV and as Parquet (each file whole or not at all)."""
+    frame = summary_frame(record_paths)
+    with atomic_path(csv_path) as tmp:
+        frame.to_csv(tmp, index=False)
+    with atomic_path(parquet_path) as tmp:
+        frame.to_parquet(tmp, index=False)
+    return frame

@@ -11,7 +11,7 @@ from inferbench.cli.args import json_value
 
 def engine_variant(text: str) -> dict[str, Any]:
     """An engine variant as JSON, checked against its implementation's declared options."""
-    from inferbench.engines.registry import ENGINES, option_problems
+    from inferbench.catalog.engine_registry import ENGINES, option_problems
 
     variant = json_value(text)
     if not isinstance(variant, dict) or variant.get("engine") not in ENGINES:

@@ -1,5 +1,5 @@
 """Verbs that measure: one cell (its record), one cell's profile, the machine's peaks. Each holds the
-machine lock exclusively while it measures (inferbench.launch.lock)."""
+machine lock exclusively while it measures (inferbench.machine.lock)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import logging
 import time
 from pathlib import Path
 
+from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.cli.args import arguments, json_value
 from inferbench.cli.cell_args import add_cell_arguments
 from inferbench.core.errors import UserError
-from inferbench.scenarios import SCENARIOS
 
 log = logging.getLogger("inferbench")
 

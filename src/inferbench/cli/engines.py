@@ -28,14 +28,14 @@ def _build_arguments(p: argparse.ArgumentParser) -> None:
 
 @arguments(_build_arguments)
 def build_trt_engine(args: argparse.Namespace) -> None:
+    from inferbench.catalog.engine_registry import engine_info
     from inferbench.core.fsutil import read_json, write_json
-    from inferbench.engines.registry import effective_options
     from inferbench.engines.tensorrt.build import build_engine, calibration_batches
     from inferbench.engines.tensorrt.plans import build_report_path
     from inferbench.models.registry import input_specs
 
     inputs = input_specs(read_json(args.model_meta))
-    options = effective_options("tensorrt", args.options)
+    options = engine_info("tensorrt").typed_options(args.options)
     calibration = None
     if args.precision == "int8":
         features = None
@@ -43,7 +43,7 @@ def build_trt_engine(args: argparse.Namespace) -> None:
             import pandas as pd
 
             features = pd.read_parquet(args.data).drop(columns=["target"]).to_numpy()
-        n_batches = options["calibration_batches"]
+        n_batches = options.calibration_batches
         calibration = calibration_batches(inputs, args.batch, args.seq, n_batches, features)
     report = build_engine(
         args.onnx,
@@ -53,7 +53,7 @@ def build_trt_engine(args: argparse.Namespace) -> None:
         args.seq,
         args.out,
         calibration,
-        workspace_gib=float(options["workspace_gib"]),
+        workspace_gib=options.workspace_gib,
     )
     write_json(build_report_path(args.out), report)
     log.info("built: %s", json.dumps(report))

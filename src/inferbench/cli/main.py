@@ -1,4 +1,4 @@
-"""``inferbench <verb> ...``: the parser built from the table of verbs (inferbench.cli.verbs), the job's
+"""``inferbench <verb> ...``: the parser built from the table of verbs (inferbench.catalog.verbs), the job's
 logging, its GPU slot and machine lock, then the verb's function.
 
 Only the module of the verb that runs is imported: its arguments are declared beside its function,
@@ -12,9 +12,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from inferbench.cli.verbs import VERBS, Verb
+from inferbench.catalog.targets import load_target
+from inferbench.catalog.verbs import VERBS, Verb
 from inferbench.core.errors import UserError
-from inferbench.core.targets import load_target
 
 
 def verb_function(verb: Verb) -> Callable[[argparse.Namespace], Any]:
@@ -52,18 +52,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     gpu = None
     if verb.gpu == "always" or (verb.gpu == "device" and args.device == "cuda"):
-        from inferbench.launch.gpu_slots import claim_for_this_process
+        from inferbench.machine.gpu_slots import claim_for_this_process
 
         gpu = claim_for_this_process()  # before anything imports CUDA; released when this process ends
     args.lock = None
     if verb.lock:
-        from inferbench.launch.lock import MachineLock
-        from inferbench.launch.run_lock import join_run
+        from inferbench.machine.lock import MachineLock
+        from inferbench.machine.run_lock import join_run
 
         join_run()  # a job of a run in this directory: a run started after a kill -9 leaves it alone
         args.lock = MachineLock()
         args.lock.shared()
-        from inferbench.launch.host_partition import keep_to_shared_cores
+        from inferbench.machine.host_partition import keep_to_shared_cores
 
         keep_to_shared_cores()  # several GPUs, each measuring on cores of its own: this job keeps off them
     try:

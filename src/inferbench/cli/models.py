@@ -10,8 +10,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from inferbench.catalog.workloads import WORKLOADS
 from inferbench.cli.args import arguments, json_value, required_paths
-from inferbench.core.workloads import WORKLOADS
 
 log = logging.getLogger("inferbench")
 
@@ -99,8 +99,8 @@ def _fuse_arguments(p: argparse.ArgumentParser) -> None:
 
 @arguments(_fuse_arguments)
 def fuse_onnx(args: argparse.Namespace) -> None:
+    from inferbench.catalog.workloads import workload_info
     from inferbench.core.fsutil import write_json
-    from inferbench.core.workloads import workload_info
     from inferbench.models.fusions import export_fused
     from inferbench.models.registry import load_checkpoint
 

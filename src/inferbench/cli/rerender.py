@@ -59,9 +59,9 @@ def backfill_computation(summary: pd.DataFrame, variants: dict[str, dict]) -> pd
     a row whose engine is not in ``variants`` keeps them empty. Values the summary has are kept."""
     import pandas as pd
 
-    from inferbench.core.workloads import workload_info
-    from inferbench.engines.registry import load_engine_class
-    from inferbench.engines.spec import COMPUTATION_KEYS
+    from inferbench.catalog.engine_registry import load_engine_class
+    from inferbench.catalog.engines import COMPUTATION_KEYS
+    from inferbench.catalog.workloads import workload_info
 
     absent = [key for key in COMPUTATION_KEYS if key not in summary]
     rows = []
@@ -141,8 +141,8 @@ def render_summary(
 ) -> Path:
     """Write ``out_dir``/report.md (and, with ``plots``, ``out_dir``/plots/) from a summary CSV, which is
     only read; return the report's path."""
+    from inferbench.catalog.layouts import SERVING_PLOT
     from inferbench.core.fsutil import atomic_path
-    from inferbench.report.layouts import SERVING_PLOT
     from inferbench.report.markdown import DETAILS_NAME, build_details, build_report
     from inferbench.report.plots import plot_every_workload
 
@@ -170,10 +170,9 @@ def render_summary(
 
 def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dict[str, Any]]) -> Path:
     """Summary, plots and report of a run's records, under ``run_dir``/results; return the report's path."""
-    from inferbench.analysis.summary import load_records, summary_frame
-    from inferbench.core.workloads import ordered
-    from inferbench.exporters.tables import write_summary
-    from inferbench.report.layouts import SERVING_PLOT
+    from inferbench.analysis.summary import load_records, summary_frame, write_summary
+    from inferbench.catalog.layouts import SERVING_PLOT
+    from inferbench.catalog.workloads import ordered
     from inferbench.report.markdown import write_report
     from inferbench.report.plots import plot_every_workload, plot_serving
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from inferbench.cli.args import arguments, required_paths
@@ -19,7 +18,7 @@ def _aggregate_arguments(p: argparse.ArgumentParser) -> None:
 
 @arguments(_aggregate_arguments)
 def aggregate(args: argparse.Namespace) -> None:
-    from inferbench.exporters.tables import write_summary
+    from inferbench.analysis.summary import write_summary
 
     frame = write_summary(args.records, args.out_csv, args.out_parquet)
     print(f"{len(frame)} cells: {frame['status'].value_counts().to_dict()}")
@@ -37,7 +36,7 @@ def _plot_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_plot_arguments)
 def plot(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import load_records, summary_frame
-    from inferbench.report.layouts import GENERATION_PLOT, SERVING_PLOT
+    from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
     from inferbench.report.plots import plot_generation, plot_serving, plot_workload
 
     if args.kind == "serving":  # every LoadGen run of the search is in the records, not the summary
@@ -115,10 +114,10 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
 
 @arguments(_compare_arguments)
 def compare(args: argparse.Namespace) -> None:
-    from inferbench.analysis.compare_runs import compare_runs
     from inferbench.analysis.leases import MIN_CELLS
     from inferbench.core.errors import UserError
     from inferbench.core.fsutil import atomic_path
+    from inferbench.report.compare import compare_runs
 
     cells, _, text, leases = compare_runs(args.run_a, args.run_b)
     if args.out_csv:
@@ -138,36 +137,39 @@ def compare(args: argparse.Namespace) -> None:
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("exporter", choices=["mlflow"], help="where the results go")
-    p.add_argument("--summary", type=Path, default=Path("results/summary.csv"))
-    p.add_argument("--cells-dir", type=Path, default=Path("results/cells"), help="the records (params, artifacts)")
-    p.add_argument("--plots-dir", type=Path, default=Path("results/plots"), help="each workload's plots (artifacts)")
-    p.add_argument(
-        "--store",
-        type=Path,
-        default=Path("results/mlflow"),
-        help="the local tracking store (mlflow.db and artifacts/) where MLFLOW_TRACKING_URI is not set",
-    )
-    p.add_argument(
-        "--experiment",
-        default=os.environ.get("MLFLOW_EXPERIMENT_NAME") or "inferbench",
-        help="the MLflow experiment (default: MLFLOW_EXPERIMENT_NAME, else inferbench)",
-    )
-    p.add_argument("--out", type=Path, help="write what was exported where (JSON) here too")
+    import importlib
+
+    from inferbench.catalog.exporters import EXPORTERS
+
+    exporters = p.add_subparsers(dest="exporter", required=True, metavar="EXPORTER")
+    for name, info in EXPORTERS.items():
+        q = exporters.add_parser(name, help=info.description, description=info.description)
+        q.add_argument("--summary", type=Path, default=Path("results/summary.csv"))
+        q.add_argument("--cells-dir", type=Path, default=Path("results/cells"), help="the records")
+        q.add_argument("--plots-dir", type=Path, default=Path("results/plots"), help="each workload's plots")
+        q.add_argument("--out-dir", type=Path, default=Path("results") / name, help="where its own files go")
+        q.add_argument("--out", type=Path, help="write what was exported where (JSON) here too")
+        module = importlib.import_module(info.module)  # only when the export verb runs
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(q)
+
+
+#: the export verb's own arguments; the rest are the exporter's options
+_EXPORT_ARGUMENTS = ("verb", "lock", "exporter", "summary", "cells_dir", "plots_dir", "out_dir", "out")
 
 
 @arguments(_export_arguments)
 def export(args: argparse.Namespace) -> None:
+    from inferbench.catalog.exporters import exporter_info
+    from inferbench.catalog.targets import load_target
     from inferbench.core.fsutil import write_json
-    from inferbench.exporters.mlflow import export_mlflow
 
-    done = export_mlflow(args.summary, args.cells_dir, args.plots_dir, args.store, args.experiment)
+    options = {key: value for key, value in vars(args).items() if key not in _EXPORT_ARGUMENTS}
+    run_export = load_target(exporter_info(args.exporter).target)
+    done = run_export(args.summary, args.cells_dir, args.plots_dir, args.out_dir, **options)
     if args.out:
         write_json(args.out, done)
-    print(
-        f"{done['runs']} cells -> MLflow experiment {done['experiment']!r} at {done['tracking_uri']}: "
-        f"{done['created']} runs created, {done['updated']} updated"
-    )
+    print(done.get("message") or json.dumps(done))
 
 
 def _clean_arguments(p: argparse.ArgumentParser) -> None:

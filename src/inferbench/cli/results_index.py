@@ -126,7 +126,7 @@ def _code_status(frame: Any) -> str:
 
 @functools.cache
 def _current_identity(engine_impl: str, scenario: str) -> str | None:
-    from inferbench.cli.verbs import cell_code_roots
+    from inferbench.catalog.verbs import cell_code_roots
     from inferbench.plan.code import code_identity
 
     try:

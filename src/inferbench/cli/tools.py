@@ -24,14 +24,14 @@ def warm_server(args: argparse.Namespace) -> None:
 
 
 def _list_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["engines", "workloads"])
+    p.add_argument("what", choices=["engines", "workloads", "scenarios", "exporters"])
 
 
 @arguments(_list_arguments)
 def list_(args: argparse.Namespace) -> None:
     if args.what == "engines":
+        from inferbench.catalog.engine_registry import ENGINES, load_engine_class
         from inferbench.engines.ort.engine import ort_distributions
-        from inferbench.engines.registry import ENGINES, load_engine_class
 
         if len(installed := ort_distributions()) > 1:
             print(
@@ -51,10 +51,21 @@ def list_(args: argparse.Namespace) -> None:
             for key, option in info.options.items():
                 choices = f" ({'|'.join(map(str, option.choices))})" if option.choices else ""
                 print(f"{'':16s}{key}: {option.type.__name__}{choices} = {option.default!r}  {option.help}")
-    else:
-        from inferbench.core.workloads import FAMILIES, WORKLOADS
+    elif args.what == "workloads":
+        from inferbench.catalog.workloads import FAMILIES, WORKLOADS
 
         for name, info in WORKLOADS.items():
             print(f"{name:16s} {info.kind:8s} {info.description}")
         for family, (kind, description) in FAMILIES.items():
             print(f"{family + ':<name>':16s} {kind:8s} {description.format(name='any model')}")
+    elif args.what == "scenarios":
+        from inferbench.catalog.scenarios import SCENARIOS
+
+        for name, scenario in SCENARIOS.items():
+            layout = f" (studies of layout {scenario.layout})" if scenario.layout else ""
+            print(f"{name:16s} {scenario.description}{layout}")
+    else:
+        from inferbench.catalog.exporters import EXPORTERS
+
+        for name, exporter in EXPORTERS.items():
+            print(f"{name:16s} {exporter.description}")

@@ -3,7 +3,7 @@
 A cell has an id, a path under ``results/cells`` that names every dimension, and one JSON record.
 The scenario is named in the path only where it is not ``single`` (the timed loop of one call at a
 time): its suffix after the threads (``-server``, ``-offline``) comes from the scenario axis's
-declaration (inferbench.scenarios).
+declaration (inferbench.catalog.scenarios).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from inferbench.catalog.scenarios import SCENARIOS, path_suffix
 from inferbench.core.fsutil import read_json, write_json
-from inferbench.scenarios import SCENARIOS
 
 #: the record's layout: raised whenever a field is added, removed or renamed (tests/test_records.py pins the
 #: fields of this version); records of ``READABLE_VERSIONS`` load, the fields they lack at their defaults
@@ -29,7 +29,7 @@ COLD_START_STEPS: tuple[str, ...] = ("import", "prepare", "first_call")
 
 CELL_PATTERN = "{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}{scenario_suffix}.json"
 #: the scenario named by a path's suffix
-_BY_SUFFIX = {info.path_suffix: name for name, info in SCENARIOS.items()}
+_BY_SUFFIX = {path_suffix(name): name for name in SCENARIOS}
 _CELL_RE = re.compile(
     r"(?P<workload>[a-z0-9_]+)/(?P<engine>[a-z0-9_]+)-(?P<precision>[a-z0-9]+)/(?P<device>[a-z]+)/"
     r"b(?P<batch>\d+)-s(?P<seq>\d+)-t(?P<threads>\d+)(?P<suffix>"
@@ -67,7 +67,7 @@ class CellKey:
             batch=self.batch_size,
             seq=self.seq_len,
             threads=self.threads,
-            scenario_suffix=SCENARIOS[self.scenario].path_suffix,
+            scenario_suffix=path_suffix(self.scenario),
         )
 
     @property
@@ -124,9 +124,9 @@ class CellRecord:
     warmup_iters: int | None = None
     measured_s: float | None = None
     #: when each process held the machine lock exclusively to measure: [start, end] in Unix seconds,
-    #: one pair per process; no other cell's window on this machine overlaps them (inferbench.launch.lock)
+    #: one pair per process; no other cell's window on this machine overlaps them (inferbench.machine.lock)
     measured_windows_unix: list[list[float]] | None = None
-    #: what the timed loop held (inferbench.launch.host_partition.measuring): ``lock`` (``machine``; ``gpus``
+    #: what the timed loop held (inferbench.machine.host_partition.measuring): ``lock`` (``machine``; ``gpus``
     #: on a partitioned host, one GPU timing at a time; ``gpu <device>`` where GPUs time at once) and the
     #: ``cpus`` the process ran on
     measuring: dict[str, Any] | None = None
@@ -137,7 +137,7 @@ class CellRecord:
     #: the host during the cell's timed calls: machine steal/busy shares, this process's context switches
     host_telemetry: dict[str, Any] | None = None
     #: what the variant computes with: graph, precision mode, channels-last, compile mode, CUDA graph,
-    #: IO binding, TF32 (inferbench.engines.spec.COMPUTATION_KEYS; None where a key does not apply)
+    #: IO binding, TF32 (inferbench.catalog.engines.COMPUTATION_KEYS; None where a key does not apply)
     computation: dict[str, Any] = field(default_factory=dict)
     #: GPU cells: who set the pace, the device or the host (inferbench.trackers.bound), and the signals
     bound: dict[str, Any] | None = None

@@ -2,7 +2,7 @@
 
 A tail percentile from too few samples is noise: p90, p95 and p99 are reported only from at least
 10, 20 and 100 calls (the spirit of MLPerf's minimum query counts). A study names the percentiles
-its report section shows (``percentiles``, else those of its layout: inferbench.report.layouts), and
+its report section shows (``percentiles``, else those of its layout: inferbench.catalog.layouts), and
 the grid gives each cell enough calls for the highest one of any study it belongs to. Light: imports
 nothing.
 """

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inferbench.catalog.scenarios import LOADGEN_LOGS
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path, user_dir
@@ -32,7 +33,7 @@ def samples_path(record_path: str | Path, boundary: str = "device") -> Path:
 
 def loadgen_dir(record_path: str | Path) -> Path:
     """LoadGen's logs of a serving cell live beside its record: ``<record>.loadgen/<run>/``."""
-    return Path(record_path).with_suffix(".loadgen")
+    return Path(record_path).with_suffix(LOADGEN_LOGS)
 
 
 def save_samples(record_path: str | Path, samples: dict[str, np.ndarray]) -> None:

@@ -11,8 +11,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from inferbench.engines.registry import ENGINES, effective_options
-from inferbench.engines.spec import COMPUTATION_KEYS, VARIANT_KEYS
+from inferbench.catalog.engine_registry import engine_info
+from inferbench.catalog.engines import COMPUTATION_KEYS, EngineOptions
+from inferbench.catalog.targets import load_target
 from inferbench.models.registry import InputSpec
 
 
@@ -28,7 +29,6 @@ class Engine(ABC):
     device), ``run_description`` (what one ``run`` does).
     """
 
-    impl: ClassVar[str]
     #: how the model is executed (a column of the summary: see ``computation``)
     graph: ClassVar[str] = "none"
     #: False for engines that return a constant: no output parity check applies
@@ -39,14 +39,16 @@ class Engine(ABC):
     #: what one ``run()`` does, in words (the record's boundary descriptions quote it)
     run_description: str = "one forward pass on the staged inputs; the output stays where it was computed"
 
-    def __init__(self, device: str, precision: str, threads: int, options: dict[str, Any]) -> None:
+    def __init__(self, device: str, precision: str, threads: int, variant: dict[str, Any]) -> None:
         self.device, self.precision, self.threads = device, precision, threads
-        #: the variant's options with the engine's declared defaults filled in (inferbench.engines.registry)
-        self.options = (
-            effective_options(self.impl, options)
-            if self.impl in ENGINES
-            else {k: v for k, v in options.items() if k not in VARIANT_KEYS}
-        )
+        #: the engine's name in the registry (the variant's ``engine``); its class says no name of its own,
+        #: so that a class and its registry entry cannot disagree
+        self.impl: str = variant["engine"]
+        info = engine_info(self.impl)
+        if load_target(info.target) is not type(self):
+            raise TypeError(f"{type(self).__name__} is not the class of engine {self.impl!r} ({info.target})")
+        #: the variant's options, typed, the engine's declared defaults filled in (inferbench.catalog.engines)
+        self.options: EngineOptions = info.typed_options(variant)
         #: named cold-start costs measured inside prepare (compile, capture, build...), in seconds
         self.cold_start_s: dict[str, float] = {}
         #: the workload's processed dataset, set by the runner for engines that need it (before prepare)
@@ -138,7 +140,7 @@ class Engine(ABC):
 
     def describe(self) -> dict[str, Any]:
         """Versions and the provider or device actually in use."""
-        return {"impl": self.impl, "options": self.options}
+        return {"impl": self.impl, "options": self.options.as_dict()}
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         """What changes the computation, one key per summary column (``COMPUTATION_KEYS``), from the

@@ -10,12 +10,14 @@ A run is found again by the record it came from (``inferbench.record``: host, ce
 exporting the same results again updates those runs and adds none, while a cell measured again becomes a
 new run beside the old one: the tracker keeps the history.
 
-The store is ``MLFLOW_TRACKING_URI`` where set (a tracking server), else a SQLite file under ``store_dir``
-(``mlflow ui --backend-store-uri sqlite:///<store_dir>/mlflow.db`` opens it), artifacts beside it.
+The store is ``MLFLOW_TRACKING_URI`` where set (a tracking server), else a SQLite file under the export's
+folder, ``results/mlflow`` by default (``mlflow ui --backend-store-uri sqlite:///results/mlflow/mlflow.db``
+opens it), artifacts beside it.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import math
 import numbers
@@ -29,9 +31,9 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis.summary import KEY_COLUMNS, read_summary_csv
+from inferbench.catalog.engines import COMPUTATION_KEYS, VARIANT_KEYS
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
-from inferbench.engines.spec import COMPUTATION_KEYS, VARIANT_KEYS
 
 DEFAULT_EXPERIMENT = "inferbench"
 #: the tag that identifies the record a run was exported from, and the cell's id
@@ -224,3 +226,24 @@ def export_mlflow(
         "created": created,
         "updated": updated,
     }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--experiment",
+        default=os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT,
+        help=f"the MLflow experiment (default: MLFLOW_EXPERIMENT_NAME, else {DEFAULT_EXPERIMENT})",
+    )
+
+
+def export(
+    summary: Path, cells_dir: Path, plots_dir: Path, out_dir: Path, experiment: str = DEFAULT_EXPERIMENT
+) -> dict[str, Any]:
+    """The exporter's entry (inferbench.catalog.exporters): ``out_dir`` holds the local store where
+    MLFLOW_TRACKING_URI is not set."""
+    done = export_mlflow(summary, cells_dir, plots_dir, out_dir, experiment)
+    message = (
+        f"{done['runs']} cells -> MLflow experiment {done['experiment']!r} at {done['tracking_uri']}: "
+        f"{done['created']} runs created, {done['updated']} updated"
+    )
+    return {**done, "message": message}

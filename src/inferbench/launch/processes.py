@@ -43,11 +43,11 @@ from inferbench.core.cells import COLD_START_STEPS, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import latency_stats
 from inferbench.core.storage import BOUNDARIES, load_samples, save_cell
-from inferbench.launch import watchdog
-from inferbench.launch.lifetime import why_not_fork
-from inferbench.launch.lock import MachineLock
 from inferbench.launch.warm import scratch_folder
-from inferbench.launch.watchdog import Heartbeat
+from inferbench.machine import watchdog
+from inferbench.machine.lifetime import why_not_fork
+from inferbench.machine.lock import MachineLock
+from inferbench.machine.watchdog import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ def _child(
     caches: Path,
     heartbeat: Heartbeat,
 ) -> None:
-    from inferbench.launch.lifetime import die_with_parent
+    from inferbench.machine.lifetime import die_with_parent
     from inferbench.trackers.memory import note_process_start
 
     die_with_parent(parent)  # a measuring process never outlives its cell's job
@@ -251,7 +251,7 @@ def run_in_fresh_processes(
     whatever happens (inferbench.scenarios.run.run_cell does). ``lock`` (this process's machine lock,
     held shared) is released while a child runs, since the child takes its own, and held again
     between children and while merging: no work of this process overlaps another cell's timed loop.
-    A child whose heartbeat stops for ``stall_timeout_s`` is ended (inferbench.launch.watchdog); a child
+    A child whose heartbeat stops for ``stall_timeout_s`` is ended (inferbench.machine.watchdog); a child
     ended so, or one that died without a record (a segfault, the OOM killer), gets ``failed(why)`` as its
     record (without ``failed``: a UserError)."""
     method = start_method()

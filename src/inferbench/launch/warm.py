@@ -45,7 +45,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inferbench.launch.lifetime import die_with_parent, kill_group, why_not_fork
+from inferbench.machine.lifetime import die_with_parent, kill_group, why_not_fork
 
 if TYPE_CHECKING:
     import tempfile
@@ -96,7 +96,7 @@ def preloaded_import_s(modules: Sequence[str]) -> float | None:
 def run_via_server(argv: Sequence[str], socket_path: str | None = None) -> int | None:
     """Run ``inferbench <argv>`` in a child of the warm server and return its exit code, or None
     when there is no server that can run it (the caller then runs the command itself). Which verbs
-    come here is the table's business (inferbench.cli.verbs: ``warm``)."""
+    come here is the table's business (inferbench.catalog.verbs: ``warm``)."""
     socket_path = socket_path or os.environ.get(SOCKET_ENV)
     if not argv or not socket_path:
         return None
@@ -158,9 +158,9 @@ def preload(modules: Sequence[str]) -> dict[str, float]:
 
 
 def served_verbs() -> frozenset[str]:
-    """The verbs a server runs: those the table marks ``warm`` (inferbench.cli.verbs). A job of any
+    """The verbs a server runs: those the table marks ``warm`` (inferbench.catalog.verbs). A job of any
     other verb never comes here, so a request for one is refused rather than run."""
-    from inferbench.cli.verbs import VERBS
+    from inferbench.catalog.verbs import VERBS
 
     return frozenset(name for name, verb in VERBS.items() if verb.warm)
 
@@ -178,7 +178,7 @@ def serve(
     Snakemake process) is gone. ``entry(argv)`` is what a child runs (the command line's main), for
     requests whose verb is one of ``verbs`` (default: ``served_verbs()``); a request must arrive
     whole within ``request_s`` seconds of its connection."""
-    from inferbench.launch.lock import MachineLock
+    from inferbench.machine.lock import MachineLock
 
     parent_at_start = os.getppid()
     served = frozenset(served_verbs() if verbs is None else verbs)

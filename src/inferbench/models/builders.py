@@ -178,7 +178,7 @@ def llm_decoder(model_type: str, workload: str | None = None, **arch: Any) -> Mo
     from transformers import AutoModelForCausalLM
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from inferbench.core.workloads import DECODER_SHAPES
+    from inferbench.catalog.workloads import DECODER_SHAPES
 
     name = workload or f"llm:{model_type}"
     config = _hf_config(name, CONFIG_MAPPING[model_type], {**DECODER_SHAPES.get(model_type, {}), **arch})

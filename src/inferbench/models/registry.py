@@ -29,7 +29,7 @@ def create_model(name: str, seed: int = 0, **arch: Any) -> ModelSpec:
     """Build ``name`` with random weights drawn from ``seed``; ``arch`` overrides the architecture."""
     import torch
 
-    from inferbench.core.workloads import WORKLOADS, family_of
+    from inferbench.catalog.workloads import WORKLOADS, family_of
 
     _load_builders()
     declared = WORKLOADS.get(name)

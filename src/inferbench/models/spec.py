@@ -54,7 +54,7 @@ def register_model(name: str) -> Callable[[Callable[..., ModelSpec]], Callable[.
     return wrap
 
 
-#: builders of the workload families (inferbench.core.workloads.FAMILIES): family -> builder(name, **arch)
+#: builders of the workload families (inferbench.catalog.workloads.FAMILIES): family -> builder(name, **arch)
 FAMILY_BUILDERS: dict[str, Callable[..., ModelSpec]] = {}
 
 

@@ -2,7 +2,7 @@
 
 Snakemake re-runs a job when its params change, and knows nothing of the Python modules a job's command
 imports. Each rule's job gets a param with this hash, so that editing any module a job runs re-runs
-exactly the jobs that run it: a cell's job runs its verb's function (inferbench.cli.verbs), its engine's
+exactly the jobs that run it: a cell's job runs its verb's function (inferbench.catalog.verbs), its engine's
 module and its scenario's module, and every module of the package those import, at the top of a
 module or inside a function (what runs in one process may import lazily). Imports under
 ``if TYPE_CHECKING:`` never run and do not count; importing ``a.b.c`` runs ``a/__init__.py`` and
@@ -14,7 +14,7 @@ several verbs' functions (inferbench.cli.models) ties each rule only to its own 
 dispatcher that routes argv to a verb (``inferbench.__main__``, ``inferbench.cli.main`` and its table
 of verbs) is not a root: it chooses
 which code runs and computes nothing a job writes. Registries that find engines by name
-(inferbench.engines.registry) import the other families only through ``importlib``, so a cell's
+(inferbench.catalog.engine_registry) import the other families only through ``importlib``, so a cell's
 closure holds its own engine's family and no other.
 
 Only the files are read: nothing is imported, and the hash follows the source tree given (the

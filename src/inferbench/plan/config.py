@@ -15,12 +15,13 @@ from typing import Any
 import jsonschema
 import yaml
 
+from inferbench.catalog.engine_registry import ENGINES, engine_info, option_problems
+from inferbench.catalog.exporters import EXPORTERS
+from inferbench.catalog.layouts import LAYOUTS
+from inferbench.catalog.scenarios import SCENARIOS
+from inferbench.catalog.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of, workload_info
 from inferbench.core.settings import schema as config_schema
-from inferbench.core.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of, workload_info
 from inferbench.data import DATASETS
-from inferbench.engines.registry import ENGINES, option_problems
-from inferbench.report.layouts import LAYOUTS
-from inferbench.scenarios import SCENARIOS
 
 
 def axis_values() -> dict[str, list[str]]:
@@ -31,6 +32,7 @@ def axis_values() -> dict[str, list[str]]:
         "device_or_auto": ["auto", *DEVICES],
         "scenario": list(SCENARIOS),
         "layout": list(LAYOUTS),
+        "exporter": list(EXPORTERS),
         **{f"{name}_source": list(info.sources) for name, info in DATASETS.items()},
     }
 
@@ -170,7 +172,7 @@ def cell_tolerance(
 ) -> dict[str, float]:
     """The parity gate of a cell: its precision's tolerance, or for fp32 with TF32 math on the GPU
     (variant option ``tf32``), the ``tf32`` one (TF32 keeps 10 mantissa bits, not 23)."""
-    if precision == "fp32" and device == "cuda" and variant.get("tf32"):
+    if precision == "fp32" and device == "cuda" and engine_info(variant["engine"]).typed_options(variant).tf32:
         return tolerances["tf32"]
     return tolerances[precision]
 
@@ -290,6 +292,26 @@ def _model_problems(config: dict[str, Any]) -> Iterator[str]:
                 )
 
 
+def _layout_problem(study: dict[str, Any]) -> str | None:
+    """Why a study's scenarios and its layout do not go together: a scenario that declares a layout of its
+    own (the serving scenarios: ``serving``) is listed only by studies of that layout, with scenarios of the
+    same layout; a study of such a layout lists only them."""
+    needed = {SCENARIOS[name].layout for name in study["scenarios"]}
+    owned = {info.layout for info in SCENARIOS.values() if info.layout}
+    if needed == {study["layout"]} or (needed == {None} and study["layout"] not in owned):
+        return None
+    of_layout = sorted(name for name, info in SCENARIOS.items() if info.layout == study["layout"])
+    parts = [f"it has layout {study['layout']!r} and scenarios {study['scenarios']}"]
+    if of_layout:
+        parts.append(f"a study of layout {study['layout']!r} lists scenarios {', '.join(of_layout)} only")
+    parts += [
+        f"scenario {name} needs layout {SCENARIOS[name].layout!r}"
+        for name in study["scenarios"]
+        if SCENARIOS[name].layout not in (None, study["layout"])
+    ]
+    return "; ".join(parts) + "; put cells of different layouts in studies of their own"
+
+
 def _cross_reference_problems(config: dict[str, Any]) -> Iterator[str]:
     studies, variants = config["studies"], config["engines"]
     for i, name in enumerate(config["run"]):
@@ -297,13 +319,8 @@ def _cross_reference_problems(config: dict[str, Any]) -> Iterator[str]:
             yield f"run[{i}]: unknown study {name!r}; defined studies: {', '.join(sorted(studies))}"
     measured = {w for name in config["run"] if name in studies for w in studies[name]["workloads"]}
     for study_name, study in studies.items():
-        serves = set(study["scenarios"]) - {"single"}
-        if (study["layout"] == "serving") != bool(serves) or (serves and "single" in study["scenarios"]):
-            yield (
-                f"studies.{study_name}: a study with layout `serving` lists scenarios server and/or offline only, "
-                f"and only such a study lists them (it has layout {study['layout']!r} and scenarios "
-                f"{study['scenarios']}); put single and serving cells in studies of their own"
-            )
+        if (problem := _layout_problem(study)) is not None:
+            yield f"studies.{study_name}: {problem}"
         for i, workload in enumerate(study["workloads"]):
             if (problem := workload_problem(workload, look_up=workload in measured)) is not None:
                 yield f"studies.{study_name}.workloads[{i}]: {problem}"

@@ -22,8 +22,9 @@ from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, p50_at,
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.analysis.verdicts import OTHER_BOUNDARY, Claim, claim
+from inferbench.catalog.engine_registry import HARNESS_ENGINES
+from inferbench.catalog.layouts import LAYOUTS, study_percentiles
 from inferbench.core.percentiles import samples_needed
-from inferbench.report.layouts import LAYOUTS, study_percentiles
 from inferbench.report.studies import study_rows, training_speedups
 from inferbench.report.tables import distinct, fmt
 from inferbench.report.text import escape_markdown, inline_code
@@ -393,7 +394,7 @@ def cannot_answer(study: dict[str, Any], cells: pd.DataFrame) -> str | None:
     left = {entry["what"]: entry["why"] for entry in study.get("left_out", [])}
     if cells.empty:
         return "; ".join(f"{what}: {why}" for what, why in left.items()) or "no cell of this study is in the run"
-    valid = cells[(cells["status"] == "ok") & (cells["engine_impl"] != "noop")]
+    valid = cells[(cells["status"] == "ok") & ~cells["engine_impl"].isin(HARNESS_ENGINES)]
     if valid.empty:
         return "no cell produced a valid measurement (see below)"
     ok = measured(cells)

@@ -18,11 +18,11 @@ from inferbench.analysis.comparison import BOUNDARY_LABELS, inverted_boundaries,
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import read_summary_csv, split_scenarios, with_scenario
+from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
+from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.fsutil import atomic_path, read_json
-from inferbench.core.workloads import ordered, workload_info
 from inferbench.report.answers import answers_section, not_measured_section, provenance_section, summary_line
 from inferbench.report.generation import generation_section
-from inferbench.report.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.report.roofline import roofline_section
 from inferbench.report.serving import serving_section
 from inferbench.report.studies import TRAINING_COLUMNS, training_speedups

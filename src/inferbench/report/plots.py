@@ -22,10 +22,10 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from inferbench.analysis.comparison import p50_at, rate_at
 from inferbench.analysis.decisions import cpu_gpu_crossovers
 from inferbench.analysis.summary import measured, split_scenarios
+from inferbench.catalog.layouts import GENERATION_PLOT
+from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.cells import CellRecord
 from inferbench.core.fsutil import atomic_path
-from inferbench.core.workloads import ordered, workload_info
-from inferbench.report.layouts import GENERATION_PLOT
 
 _PALETTE = plt.get_cmap("tab20").colors
 _STYLES = {"cpu": "-", "cuda": "--"}

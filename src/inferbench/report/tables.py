@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from inferbench.engines.spec import COMPUTATION_KEYS
+from inferbench.catalog.engines import COMPUTATION_KEYS
 from inferbench.report.text import escape_markdown
 
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from inferbench.core.stats import latency_stats
-from inferbench.launch.host_partition import measuring
-from inferbench.launch.watchdog import beat
+from inferbench.machine.host_partition import measuring
+from inferbench.machine.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
 from inferbench.scenarios.prepare import Measured, PreparedCell
 from inferbench.trackers import memory

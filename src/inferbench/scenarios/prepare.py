@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from inferbench.catalog.engine_registry import engine_info, load_engine_class
+from inferbench.catalog.engines import EngineInfo
+from inferbench.catalog.scenarios import scenario_info
 from inferbench.core.cells import CellKey
 from inferbench.core.fsutil import read_json
 from inferbench.core.settings import MeasureSettings, ServingSettings
 from inferbench.engines.base import Engine
-from inferbench.engines.registry import engine_info, load_engine_class
-from inferbench.engines.spec import EngineInfo
-from inferbench.launch.lock import MachineLock
+from inferbench.machine.lock import MachineLock
 from inferbench.models.parity import (
     centred,
     compare,
@@ -29,7 +30,6 @@ from inferbench.models.parity import (
     violations,
 )
 from inferbench.models.registry import InputSpec, input_specs, make_inputs
-from inferbench.scenarios import scenario_info
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Profiling a cell's engine in a job of its own (config ``profile.cells``), never inside a timed loop:
 after the same preparation and a warm-up, ``n_calls`` calls under the engine's profiler (torch.profiler,
 or ONNX Runtime's own), a trace written beside the table of the top operators. The profiled calls hold
-what a cell's timed loop holds (inferbench.launch.host_partition.measuring): on a partitioned machine a
+what a cell's timed loop holds (inferbench.machine.host_partition.measuring): on a partitioned machine a
 GPU profile runs on its GPU's cores under the GPUs' measuring lock (its own GPU's where the GPUs time at
 once), the other GPUs' jobs setting up meanwhile; elsewhere the machine lock exclusively."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from inferbench.core.errors import failure_reason
 from inferbench.core.fsutil import write_json
-from inferbench.launch.host_partition import measuring
-from inferbench.launch.lock import MachineLock
+from inferbench.machine.host_partition import measuring
+from inferbench.machine.lock import MachineLock
 from inferbench.scenarios.prepare import CellRequest, prepare_engine, unavailable
 
 

@@ -14,17 +14,17 @@ from typing import Any
 
 import numpy as np
 
+from inferbench.catalog.engine_registry import engine_info, load_engine_class
+from inferbench.catalog.engines import EngineInfo
+from inferbench.catalog.scenarios import scenario_info
+from inferbench.catalog.targets import load_target
+from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellRecord
 from inferbench.core.environment import fingerprint
 from inferbench.core.errors import failure_reason, is_oom
 from inferbench.core.storage import save_cell
-from inferbench.core.targets import load_target
-from inferbench.core.workloads import workload_info
-from inferbench.engines.registry import engine_info, load_engine_class
-from inferbench.engines.spec import EngineInfo
-from inferbench.launch.lock import MachineLock
-from inferbench.launch.watchdog import beat
-from inferbench.scenarios import scenario_info
+from inferbench.machine.lock import MachineLock
+from inferbench.machine.watchdog import beat
 from inferbench.scenarios.prepare import CellRequest, Measured, PreparedCell, check_parity, prepare_engine, unavailable
 from inferbench.trackers import memory
 
@@ -62,7 +62,7 @@ def _record_base(request: CellRequest) -> dict[str, Any]:
     impl = variant["engine"]
     info = engine_info(impl)
     # the variant as configured, with its engine's defaults filled in: what the cell ran with
-    options = {**variant, **info.effective_options(variant)}
+    options = {**variant, **info.typed_options(variant).as_dict()}
     base: dict[str, Any] = {"key": key, "engine_impl": impl, "options": options, "mode": info.mode}
     try:  # what the variant computes with (summary columns)
         engine_cls = load_engine_class(impl)
@@ -77,7 +77,7 @@ def _record_base(request: CellRequest) -> dict[str, Any]:
 def failed_record(
     request: CellRequest, reason: str, status: str = "failed", base: dict[str, Any] | None = None
 ) -> CellRecord:
-    """The record of a cell that broke (or was ended: inferbench.launch.watchdog) before its measurement;
+    """The record of a cell that broke (or was ended: inferbench.machine.watchdog) before its measurement;
     ``base``: ``_record_base(request)``, where already made."""
     record = CellRecord(
         **(base if base is not None else _record_base(request)),

@@ -53,12 +53,12 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.analysis.queueing import md1_rate_within
+from inferbench.catalog.engine_registry import harness_engine, load_engine_class
+from inferbench.core.queueing import md1_rate_within
 from inferbench.core.settings import ServingSettings
 from inferbench.core.stats import reported_percentiles
-from inferbench.engines.registry import load_engine_class
-from inferbench.launch.host_partition import measuring
-from inferbench.launch.watchdog import beat
+from inferbench.machine.host_partition import measuring
+from inferbench.machine.watchdog import beat
 from inferbench.models.registry import make_inputs
 from inferbench.scenarios.prepare import Measured, PreparedCell, prepare_engine
 from inferbench.trackers.host_telemetry import HostWindow
@@ -184,9 +184,10 @@ def engine_path(pick: Callable[[int], Any], library: dict[str, np.ndarray], devi
     return BatchPath(stage, run, overlapped, fetch)
 
 
-def noop_engine(device: str, specs: Sequence[Any], example: dict[str, np.ndarray]) -> Any:
-    """The no-op engine, prepared: what the harness floor serves."""
-    harness = load_engine_class("noop")(device, "fp32", 0, {"engine": "noop"})
+def harness_baseline(device: str, specs: Sequence[Any], example: dict[str, np.ndarray]) -> Any:
+    """The harness's baseline engine (the no-op one), prepared: what the harness floor serves."""
+    impl = harness_engine()
+    harness = load_engine_class(impl)(device, "fp32", 0, {"engine": impl})
     harness.prepare(None, tuple(specs), example)
     return harness
 
@@ -633,7 +634,7 @@ def measure_serving(
 def queueing_limit(
     batches: dict[str, Any] | None, max_batch: int, bound_ms: float, overlapped: bool = False
 ) -> dict[str, float] | None:
-    """At largest batch 1, what queueing alone allows (inferbench.analysis.queueing): the QPS within the
+    """At largest batch 1, what queueing alone allows (inferbench.core.queueing): the QPS within the
     bound of an M/D/1 queue whose constant service is this run's median batch through the serving path
     (staged, run, fetched, completed; overlapped: run and fetched, the part one batch at a time holds),
     beside that service time; None at larger batches (batching changes the service with the load) or
@@ -667,7 +668,7 @@ def measure(cell: PreparedCell) -> Measured:
     engines = {key.batch_size: engine}
     for rung in (rungs or [])[:-1]:
         engines[rung] = prepare_engine(replace(cell.request, key=replace(key, batch_size=rung)))[0]
-    harness = noop_engine(key.device, cell.specs, cell.batches[0])
+    harness = harness_baseline(key.device, cell.specs, cell.batches[0])
     overlapped = serving.overlap_copies and engine.stages_apart
     with measuring(cell.lock, key.device) as held:
         window_start = time.time()

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from inferbench.core.stats import latency_stats
-from inferbench.launch.host_partition import measuring
+from inferbench.machine.host_partition import measuring
 from inferbench.scenarios.prepare import Measured, PreparedCell
 from inferbench.scenarios.timing import CudaEventTimer, HostTimer, Measurement, measure_calls
 from inferbench.trackers import memory

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from inferbench.launch.watchdog import beat
+from inferbench.machine.watchdog import beat
 
 
 class Timer(Protocol):

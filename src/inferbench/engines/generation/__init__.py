@@ -6,8 +6,8 @@ the first token out), then ``step`` once per further token. The code is in this 
 imported only when a cell runs.
 """
 
+from inferbench.catalog.engines import TF32, EngineInfo, Option, precision_mode
 from inferbench.engines.pytorch import COMPILE_MODES
-from inferbench.engines.spec import TF32, EngineInfo, Option, precision_mode
 
 #: what every generation engine takes: how many tokens a request generates (the output length)
 _GENERATION = {

@@ -24,7 +24,7 @@ class ExportedDecoder(Engine):
 
     def load_decoder(self, artifact: Path | None, element_size: int) -> Any:
         """The checkpoint's decoder (a transformers causal LM, on the host), its byte counts kept."""
-        self.new_tokens = int(self.options["new_tokens"])
+        self.new_tokens = int(self.options.new_tokens)
         with self.cold_start("load_model"):
             spec, _ = load_checkpoint(artifact, "cpu")
         lm = spec.module.model

@@ -33,7 +33,6 @@ class GenAIRequest:
 
 
 class OrtGenAI(ExportedDecoder):
-    impl = "ort_genai"
     graph = "onnx"
     run_description = "the prefill through ONNX Runtime GenAI: the prompt appended, the last position's logits"
 
@@ -72,7 +71,7 @@ class OrtGenAI(ExportedDecoder):
     def _export(self, artifact: Path | None, lm: Any) -> Path:
         """The builder's export of this checkpoint at this precision and device (made once, then reused)."""
         precision, _ = BUILDER_PRECISION[self.precision]
-        folder = Path(self.options["model_dir"]) / f"{checkpoint_digest(artifact, self.impl)}-{precision}-{self.device}"
+        folder = Path(self.options.model_dir) / f"{checkpoint_digest(artifact, self.impl)}-{precision}-{self.device}"
 
         def build(scratch: Path) -> Path:
             weights, built = scratch / "hf", scratch / "onnx"

@@ -33,14 +33,13 @@ class Request:
 
 
 class HfGenerate(TorchEngine):
-    impl = "hf_generate"
     graph = "eager"
     run_description = "the prefill: the whole prompt through the model, the last position's logits"
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         self.module = self._load(artifact, inputs)  # the prompt -> last-position logits wrapper (parity)
         self.lm = self.module.model
-        self.new_tokens = int(self.options["new_tokens"])
+        self.new_tokens = int(self.options.new_tokens)
 
     def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
         with torch.inference_mode(), self._autocast():
@@ -135,14 +134,13 @@ class HfGenerateStatic(HfGenerate):
     ``cache_position``, no attention mask (prompts are unpadded); with ``mode: reduce-overhead`` on a GPU
     the step is a replayed CUDA graph, whose output is cloned before the next replay overwrites it."""
 
-    impl = "hf_generate_static"
     graph = "compiled"
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         super().prepare(artifact, inputs, example)
         batch, prompt = example["input_ids"].shape
         self.static_cache = self._static_cache(batch, prompt + self.new_tokens)
-        self.decode = compile_module(self._decode_step, self.options["mode"], fullgraph=True)
+        self.decode = compile_module(self._decode_step, self.options.mode, fullgraph=True)
         with self.cold_start("compile"):  # every shape the cell will meet, compiled before any timing
             for _ in range(2):
                 request = self.start(self.stage(example))
@@ -151,7 +149,7 @@ class HfGenerateStatic(HfGenerate):
             self.synchronize()
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
-        return super().computation(workload_kind) | {"compile_mode": self.options["mode"]}
+        return super().computation(workload_kind) | {"compile_mode": self.options.mode}
 
     def _static_cache(self, batch: int, length: int) -> Any:
         from transformers import StaticCache

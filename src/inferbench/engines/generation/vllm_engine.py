@@ -90,7 +90,6 @@ class StepDriver:
 
 
 class Vllm(ExportedDecoder):
-    impl = "vllm"
     graph = "vllm"
     run_description = (
         "the prefill through vLLM: the prompt's token ids in, the first token's log-probabilities over the "
@@ -131,8 +130,8 @@ class Vllm(ExportedDecoder):
                 max_model_len=max_model_len,
                 max_num_seqs=batch,
                 max_num_batched_tokens=max(batch * max_model_len, 2048),  # a batch's prefill in one step
-                gpu_memory_utilization=float(self.options["gpu_memory_utilization"]),
-                enforce_eager=bool(self.options["enforce_eager"]),
+                gpu_memory_utilization=float(self.options.gpu_memory_utilization),
+                enforce_eager=bool(self.options.enforce_eager),
                 enable_prefix_caching=False,
                 max_logprobs=self.vocab_size,
                 disable_log_stats=True,
@@ -146,7 +145,7 @@ class Vllm(ExportedDecoder):
 
     def _saved(self, artifact: Path | None, lm: Any) -> Path:
         """The checkpoint in transformers' layout (config.json, safetensors) for vLLM to load, saved once."""
-        folder = Path(self.options["model_dir"]) / f"{checkpoint_digest(artifact, self.impl)}-{self.precision}"
+        folder = Path(self.options.model_dir) / f"{checkpoint_digest(artifact, self.impl)}-{self.precision}"
 
         def save(scratch: Path) -> Path:
             lm.save_pretrained(scratch / "hf", safe_serialization=True)
@@ -196,7 +195,7 @@ class Vllm(ExportedDecoder):
         return len(request.ids) * blocks * self.block_size * self._kv_bytes_per_position
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
-        eager = bool(self.options["enforce_eager"])
+        eager = bool(self.options.enforce_eager)
         return super().computation(workload_kind) | {
             "precision_mode": "cast" if self.precision != "fp32" else None,
             "cuda_graph": self.device == "cuda" and not eager,

@@ -1,6 +1,6 @@
 """The no-op engine: returns a constant, so the harness's own per-call overhead can be measured."""
 
-from inferbench.engines.spec import ALL_PRECISIONS, EngineInfo
+from inferbench.catalog.engines import ALL_PRECISIONS, EngineInfo
 
 ENGINES = {
     "noop": EngineInfo(

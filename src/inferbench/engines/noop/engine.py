@@ -13,7 +13,6 @@ from inferbench.models.registry import InputSpec
 
 
 class NoopEngine(Engine):
-    impl = "noop"
     computes = False
     run_description = "returns a constant without any work: what remains is the harness's own per-call overhead"
 

@@ -4,7 +4,7 @@ ONNX Runtime.
 The code that runs it is in ``inferbench.engines.openvino.engine``, imported only when a cell runs.
 """
 
-from inferbench.engines.spec import EngineInfo, Option
+from inferbench.catalog.engines import EngineInfo, Option
 
 ENGINES = {
     "openvino": EngineInfo(

@@ -46,7 +46,6 @@ def cpu_capabilities() -> list[str]:
 
 
 class OpenVinoCpu(Engine):
-    impl = "openvino"
     graph = "openvino"
     run_description = "one synchronous infer request on host arrays, where the CPU plugin computes"
 
@@ -64,7 +63,7 @@ class OpenVinoCpu(Engine):
 
     @property
     def takes_any_batch(self) -> bool:
-        return not self.options["static_shapes"]  # compiled for one shape: a serving ladder prepares each
+        return not self.options.static_shapes  # compiled for one shape: a serving ladder prepares each
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         return super().computation(workload_kind) | {"precision_mode": PRECISION_MODES.get(self.precision)}
@@ -73,7 +72,7 @@ class OpenVinoCpu(Engine):
         """The CPU plugin's properties for this cell: precision, streams and threads set, never defaulted."""
         config: dict[str, Any] = {
             "INFERENCE_PRECISION_HINT": INFERENCE_PRECISION[self.precision],
-            "NUM_STREAMS": self.options["num_streams"],
+            "NUM_STREAMS": self.options.num_streams,
             "PERFORMANCE_HINT": "LATENCY",
         }
         if self.threads > 0:
@@ -95,7 +94,7 @@ class OpenVinoCpu(Engine):
                 if not Path(str(artifact)).exists():
                     raise FileNotFoundError(artifact) from error
                 raise CorruptArtifact(artifact, error) from error
-        if self.options["static_shapes"]:
+        if self.options.static_shapes:
             self.model.reshape({self.model.input(name): ov.PartialShape(list(a.shape)) for name, a in example.items()})
         with self.cold_start("compile"):
             self.compiled = self._compile()

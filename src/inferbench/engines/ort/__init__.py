@@ -3,7 +3,7 @@
 The code that runs them is in ``inferbench.engines.ort.engine``, imported only when a cell runs.
 """
 
-from inferbench.engines.spec import TF32, EngineInfo, Option
+from inferbench.catalog.engines import TF32, EngineInfo, Option
 
 _FUSIONS = Option(
     bool,

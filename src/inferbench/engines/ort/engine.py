@@ -68,7 +68,7 @@ class OrtEngine(Engine):
     def computation(self, workload_kind: str) -> dict[str, Any]:
         return super().computation(workload_kind) | {
             "precision_mode": ORT_PRECISION_MODES.get(self.precision),
-            "fusions": self.options.get("fusions", False),
+            "fusions": self.options.fusions,
         }
 
     @classmethod
@@ -165,7 +165,7 @@ class OrtEngine(Engine):
         for _ in range(3 + n_calls):
             session.run(self.output_names, feeds)
         result = ort_top_ops(Path(session.end_profiling()), n_calls, top)
-        if self.options.get("cuda_graph"):
+        if self.options.cuda_graph:
             result["note"] = "The same graph run without its CUDA-graph capture (no node events during a replay)"
         return result
 
@@ -188,7 +188,6 @@ class OrtEngine(Engine):
 
 
 class OrtCpu(OrtEngine):
-    impl = "ort_cpu"
     provider = "CPUExecutionProvider"
     run_description = "one session.run on host arrays, where the CPU provider computes"
 
@@ -199,7 +198,6 @@ class OrtCuda(OrtEngine):
     replayed. The session computes on a CUDA stream of ours (the provider's ``user_compute_stream``),
     so GPU events recorded on it bracket a call's device work, as for the PyTorch engines."""
 
-    impl = "ort_cuda"
     provider = "CUDAExecutionProvider"
 
     @classmethod
@@ -217,23 +215,23 @@ class OrtCuda(OrtEngine):
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         return super().computation(workload_kind) | {
-            "io_binding": self.options["io_binding"],
-            "tf32": self.options["tf32"] if self.precision == "fp32" else None,
-            "cuda_graph": self.options.get("cuda_graph", False),
-            "channels_last": self.options.get("prefer_nhwc", False) if workload_kind == "vision" else None,
+            "io_binding": self.options.io_binding,
+            "tf32": self.options.tf32 if self.precision == "fp32" else None,
+            "cuda_graph": self.options.cuda_graph,
+            "channels_last": self.options.prefer_nhwc if workload_kind == "vision" else None,
         }
 
     def provider_options(self, graph_capture: bool = True) -> dict[str, Any]:
         # the CUDA provider uses TF32 for fp32 matmuls and convolutions by default: fp32 means strict
         # fp32 unless the variant asks for TF32 (as the PyTorch engines)
-        tf32 = self.precision != "fp32" or self.options["tf32"]
+        tf32 = self.precision != "fp32" or self.options.tf32
         options: dict[str, Any] = {
             "device_id": 0,
             "use_tf32": int(tf32),
-            "cudnn_conv_algo_search": self.options["cudnn_conv_algo_search"],
-            "prefer_nhwc": int(self.options["prefer_nhwc"]),
+            "cudnn_conv_algo_search": self.options.cudnn_conv_algo_search,
+            "prefer_nhwc": int(self.options.prefer_nhwc),
         }
-        if self.options["cuda_graph"] and graph_capture:
+        if self.options.cuda_graph and graph_capture:
             options["enable_cuda_graph"] = 1
         return options
 
@@ -253,8 +251,8 @@ class OrtCuda(OrtEngine):
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         import torch
 
-        self.cuda_graph = self.options["cuda_graph"]
-        self.io_binding = self.options["io_binding"]
+        self.cuda_graph = self.options.cuda_graph
+        self.io_binding = self.options.io_binding
         self._stream = torch.cuda.Stream()
         if self.cuda_graph:
             # a capture needs static shapes: with the symbolic dimensions fixed, ONNX Runtime folds the
@@ -363,7 +361,6 @@ def _numpy_dtype(tensor: Any) -> np.dtype:
 
 
 class OrtTensorRT(OrtCuda):
-    impl = "ort_trt"
     provider = "TensorrtExecutionProvider"
 
     @property
@@ -375,7 +372,7 @@ class OrtTensorRT(OrtCuda):
         return cuda_unavailable_reason() or _ort_reason(cls.provider) or tensorrt_unavailable_reason()
 
     def provider_options(self, graph_capture: bool = True) -> dict[str, Any]:
-        cache = Path(self.options["cache_dir"])
+        cache = Path(self.options.cache_dir)
         cache.mkdir(parents=True, exist_ok=True)
         return {
             "device_id": 0,

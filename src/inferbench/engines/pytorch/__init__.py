@@ -4,7 +4,15 @@ The code that runs them is in this package's modules (eager, torchscript, compil
 imported only when a cell runs.
 """
 
-from inferbench.engines.spec import ALL_PRECISIONS, CHANNELS_LAST, HOST_INPUT, TF32, EngineInfo, Option, precision_mode
+from inferbench.catalog.engines import (
+    ALL_PRECISIONS,
+    CHANNELS_LAST,
+    HOST_INPUT,
+    TF32,
+    EngineInfo,
+    Option,
+    precision_mode,
+)
 
 #: torch.compile's modes
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

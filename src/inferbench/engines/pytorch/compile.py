@@ -41,7 +41,6 @@ def compile_module(target: Any, mode: str, **options: Any) -> Any:
 
 
 class TorchCompile(TorchEngine):
-    impl = "torch_compile"
     graph = "inductor"
     captured: CapturedGraph | None = None  # with cuda_graph: true, once compiled
 
@@ -54,28 +53,28 @@ class TorchCompile(TorchEngine):
         return False  # reduce-overhead's CUDA graphs are recorded per thread and stream: run where prepared
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
-        mode = self.options["mode"]
+        mode = self.options.mode
         return super().computation(workload_kind) | {
             # the mode names the graph's compilation; freezing is part of it (the graph's weights become constants)
-            "compile_mode": f"{mode} + freezing" if self.options["freezing"] else mode,
-            "cuda_graph": self.device == "cuda" and (mode in CUDA_GRAPH_MODES or self.options["cuda_graph"]),
+            "compile_mode": f"{mode} + freezing" if self.options.freezing else mode,
+            "cuda_graph": self.device == "cuda" and (mode in CUDA_GRAPH_MODES or self.options.cuda_graph),
         }
 
     @property
     def run_description(self) -> str:  # type: ignore[override]
-        return REPLAY_DESCRIPTION if self.options["cuda_graph"] else super().run_description
+        return REPLAY_DESCRIPTION if self.options.cuda_graph else super().run_description
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
-        self.mode = self.options["mode"]
-        if self.options["cuda_graph"] and (self.device != "cuda" or self.mode in CUDA_GRAPH_MODES):
+        self.mode = self.options.mode
+        if self.options.cuda_graph and (self.device != "cuda" or self.mode in CUDA_GRAPH_MODES):
             raise ValueError(  # before loading anything: the variant is wrong, not this machine
                 f"cuda_graph: true captures the compiled model in a CUDA graph of its own: it needs a cuda cell "
                 f"and a mode without Inductor's graphs (default or max-autotune-no-cudagraphs), not {self.mode!r} "
                 f"on {self.device}"
             )
         module = self._load(artifact, inputs)
-        torch._inductor.config.freezing = self.options["freezing"]  # read when the first call compiles
-        self.module = compile_module(module, self.mode, fullgraph=self.options["fullgraph"], dynamic=False)
+        torch._inductor.config.freezing = self.options.freezing  # read when the first call compiles
+        self.module = compile_module(module, self.mode, fullgraph=self.options.fullgraph, dynamic=False)
         staged = self.stage(example)
         log.info("compiling (mode %s) on the first calls", self.mode)
         with self.cold_start("compile"):  # the first calls compile (reduce-overhead also records a CUDA graph)
@@ -83,7 +82,7 @@ class TorchCompile(TorchEngine):
                 self.run(staged)
             self.synchronize()
         log.info("compiled in %.1f s", self.cold_start_s["compile"])
-        if self.options["cuda_graph"]:
+        if self.options.cuda_graph:
             with self.cold_start("capture"):
                 self.captured = CapturedGraph(self.forward, staged)
 

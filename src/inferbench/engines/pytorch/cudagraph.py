@@ -63,7 +63,6 @@ class CapturedGraph:
 
 
 class TorchCudaGraph(TorchEngine):
-    impl = "torch_cudagraph"
     graph = "cuda_graph"
 
     def computation(self, workload_kind: str) -> dict[str, Any]:

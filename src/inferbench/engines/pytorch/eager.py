@@ -50,14 +50,14 @@ class TorchEngine(Engine):
             torch.set_num_threads(self.threads)
         if self.device == "cuda":
             # strict fp32 unless the variant asks for TF32 (lower precisions are not affected by it)
-            tf32 = self.precision != "fp32" or self.options["tf32"]
+            tf32 = self.precision != "fp32" or self.options.tf32
             torch.backends.cuda.matmul.allow_tf32 = tf32
             torch.backends.cudnn.allow_tf32 = tf32
             torch.backends.cudnn.benchmark = True
         # fp8: bf16 weights and activations, fp8 linear layers swapped in by torchao (no autocast form)
-        self.precision_mode = "cast" if self.precision == "fp8" else self.options["precision_mode"]
+        self.precision_mode = "cast" if self.precision == "fp8" else self.options.precision_mode
         self.low_dtype = LOW_PRECISION.get(self.precision)
-        self.channels_last = self.options.get("channels_last", False) and any(len(i.shape) == 4 for i in inputs)
+        self.channels_last = self.options.channels_last and any(len(i.shape) == 4 for i in inputs)
         with self.cold_start("load_model"):
             spec, _ = load_checkpoint(artifact, self.device)
         module = spec.module.eval()
@@ -66,7 +66,7 @@ class TorchEngine(Engine):
         if self.low_dtype is not None and self.precision_mode == "cast":
             module = module.to(self.low_dtype)
         if self.precision == "fp8":
-            self.fp8_layers = _to_fp8(module, self.options.get("fp8_scaling", "rowwise"))
+            self.fp8_layers = _to_fp8(module, self.options.fp8_scaling)
         self.eager_module = module
         return module
 
@@ -87,20 +87,25 @@ class TorchEngine(Engine):
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         fp32 = self.precision == "fp32"
-        fp8 = f"torchao {self.options.get('fp8_scaling')} scaling, bf16 elsewhere"
+        if fp32:
+            mode = None
+        elif self.precision == "fp8":  # torch_compile's only
+            mode = f"torchao {self.options.fp8_scaling} scaling, bf16 elsewhere"
+        else:
+            mode = self.options.precision_mode
         return super().computation(workload_kind) | {
-            "precision_mode": None if fp32 else fp8 if self.precision == "fp8" else self.options["precision_mode"],
-            "channels_last": self.options.get("channels_last", False) and workload_kind == "vision",
-            "tf32": self.options["tf32"] if fp32 and self.device == "cuda" else None,
+            "precision_mode": mode,
+            "channels_last": self.options.channels_last and workload_kind == "vision",
+            "tf32": self.options.tf32 if fp32 and self.device == "cuda" else None,
             "host_input": self._host_input(),
         }
 
     def _host_held(self) -> tuple[bool, bool]:
         """(pinned, in the model's dtype): how the host holds the inputs (``host_memory``, ``host_dtype``);
         the model's dtype applies where its weights are cast to fp16/bf16."""
-        pinned = self.options.get("host_memory", "pageable") == "pinned"
-        cast = self.precision in ("fp16", "bf16") and self.options.get("precision_mode") == "cast"
-        return pinned, cast and self.options.get("host_dtype", "fp32") == "model"
+        pinned = self.options.host_memory == "pinned"
+        cast = self.precision in ("fp16", "bf16") and self.options.precision_mode == "cast"
+        return pinned, cast and self.options.host_dtype == "model"
 
     def _host_input(self) -> str | None:
         """How the host holds the inputs, where not as drawn (pageable fp32): ``pinned``, ``fp16``,
@@ -111,7 +116,7 @@ class TorchEngine(Engine):
 
     @property
     def overlaps_copies(self) -> bool:
-        return bool(self.options.get("host_overlap", False))
+        return self.options.host_overlap
 
     def host_batches(self, batches: list[dict[str, np.ndarray]]) -> list[dict[str, Any]]:
         """The host inputs as this variant's server would hold them (``host_memory``, ``host_dtype``), made
@@ -220,8 +225,6 @@ def _to_fp8(module: torch.nn.Module, scaling: str) -> int:
 
 
 class TorchEager(TorchEngine):
-    impl = "torch_eager"
-
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         self.module = self._load(artifact, inputs)
 

@@ -13,7 +13,6 @@ from inferbench.models.registry import InputSpec
 
 
 class TorchScript(TorchEngine):
-    impl = "torchscript"
     graph = "torchscript"
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
@@ -22,7 +21,7 @@ class TorchScript(TorchEngine):
         with self.cold_start("trace"), torch.inference_mode(), self._autocast():
             traced = torch.jit.trace(module, example_kwarg_inputs=staged, strict=False, check_trace=False)
             frozen = torch.jit.freeze(traced.eval())
-            self.module = torch.jit.optimize_for_inference(frozen) if self.options["optimize"] else frozen
+            self.module = torch.jit.optimize_for_inference(frozen) if self.options.optimize else frozen
         # The profiling executor specialises on the first calls: make them before anything is timed.
         with self.cold_start("first_calls"), torch.inference_mode():
             for _ in range(3):
@@ -33,4 +32,4 @@ class TorchScript(TorchEngine):
         return self.forward(staged)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "optimize_for_inference": self.options["optimize"]}
+        return {**super().describe(), "optimize_for_inference": self.options.optimize}

@@ -30,15 +30,14 @@ log = logging.getLogger(__name__)
 
 
 class TorchTrainStep(TorchEngine):
-    impl = "torch_train"
     run_description = (
         "one training iteration (zero_grad, forward, loss, backward, optimizer step) on a batch already "
         "staged where the engine computes"
     )
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
-        compiled = self.options["compile"]
-        mode = self.options["mode"] if compiled else None
+        compiled = self.options.compile
+        mode = self.options.mode if compiled else None
         return super().computation(workload_kind) | {
             "graph": "inductor" if compiled else "eager",
             "compile_mode": mode,
@@ -49,12 +48,12 @@ class TorchTrainStep(TorchEngine):
         module = self._load(artifact, inputs).train()
         for parameter in module.parameters():
             parameter.requires_grad_(True)
-        self.optimizer = torch.optim.SGD(module.parameters(), lr=self.options["lr"], momentum=0.9)
+        self.optimizer = torch.optim.SGD(module.parameters(), lr=self.options.lr, momentum=0.9)
         # fp16 gradients underflow without scaling; bf16 has fp32's range and needs none
         self.scaler = torch.amp.GradScaler(self.device, enabled=self.precision == "fp16")
-        self.compiled = self.options["compile"]
+        self.compiled = self.options.compile
         self.eager_module = module  # probes the output shape without triggering a compile
-        self.module = compile_module(module, self.options["mode"]) if self.compiled else module
+        self.module = compile_module(module, self.options.mode) if self.compiled else module
         self.n_classes: int | None = None
         self._label_rng = torch.Generator().manual_seed(0)
 
@@ -73,7 +72,7 @@ class TorchTrainStep(TorchEngine):
         self._train_setup(artifact, inputs)
         staged = self.stage(example)
         if self.compiled:
-            log.info("compiling the training step (mode %s) on the first steps", self.options["mode"])
+            log.info("compiling the training step (mode %s) on the first steps", self.options.mode)
         with self.cold_start("compile") if self.compiled else contextlib.nullcontext():
             for _ in range(3):  # the first steps compile (or allocate the optimizer state)
                 self.run(staged)
@@ -111,7 +110,6 @@ class TorchTrainEpoch(TorchTrainStep):
     """One call = one epoch over every row of the processed dataset, shuffled, in DataLoader batches of
     the cell's batch size; the data comes from host memory on every call."""
 
-    impl = "torch_train_epoch"
     run_description = (
         "one epoch over the dataset's rows from host memory: DataLoader (workers, pinning), host-to-device "
         "copies, and a training iteration per batch"
@@ -132,9 +130,9 @@ class TorchTrainEpoch(TorchTrainStep):
         (name,) = [spec.name for spec in inputs]
         self.input_name = name
         self._train_setup(artifact, inputs)
-        self.workers = self.options["workers"]
-        self.pin_memory = self.options["pin_memory"] and self.device == "cuda"
-        self.non_blocking = self.options["non_blocking"] and self.device == "cuda"
+        self.workers = self.options.workers
+        self.pin_memory = self.options.pin_memory and self.device == "cuda"
+        self.non_blocking = self.options.non_blocking and self.device == "cuda"
         self.loader = torch.utils.data.DataLoader(
             torch.utils.data.TensorDataset(features, labels),
             batch_size=next(iter(example.values())).shape[0],

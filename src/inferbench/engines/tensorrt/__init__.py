@@ -6,7 +6,7 @@ build in ``build``, the engine that runs a plan in ``engine``; ``tensorrt`` itse
 inside the functions that need it, so everything else works and is tested where it is missing.
 """
 
-from inferbench.engines.spec import EngineInfo, Option
+from inferbench.catalog.engines import EngineInfo, Option
 
 #: the precisions a plan is built for
 PRECISIONS = ("fp32", "fp16", "int8")

@@ -18,7 +18,6 @@ class TensorRTEngine(Engine):
     """Runs a serialized plan with ``execute_async_v3`` on PyTorch's current stream; inputs and
     outputs are device tensors bound by address."""
 
-    impl = "tensorrt"
     graph = "tensorrt"
 
     run_description = "one execute_async_v3 of the plan on device buffers; the output stays on the device"

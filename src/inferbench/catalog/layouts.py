@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from inferbench.core.targets import load_target
-from inferbench.core.workloads import workload_info
+from inferbench.catalog.targets import load_target
+from inferbench.catalog.workloads import workload_info
 
 #: the serving plot of a workload (inferbench.report.plots.plot_serving)
 SERVING_PLOT = "serving.png"

@@ -20,7 +20,7 @@ class Verb:
     lock: bool = True
     #: imports torch & co.: forked from the warm-start server when a local run has one (inferbench.launch.warm)
     warm: bool = False
-    #: claims a GPU of its own (inferbench.launch.gpu_slots): always, or when its ``--device`` is cuda
+    #: claims a GPU of its own (inferbench.machine.gpu_slots): always, or when its ``--device`` is cuda
     gpu: Literal["never", "always", "device"] = "never"
     #: the function's name where it is not the verb's (a builtin's name)
     function_name: str | None = None
@@ -84,8 +84,8 @@ VERBS: dict[str, Verb] = {
 def cell_code_roots(engine_impl: str, scenario: str = "single") -> tuple[str, ...]:
     """What a cell's job runs, as roots of its code identity (inferbench.plan.code): the run-cell verb's
     function, its engine's module and its scenario's module, and what they import."""
-    from inferbench.engines.registry import engine_info
-    from inferbench.scenarios import scenario_info
+    from inferbench.catalog.engine_registry import engine_info
+    from inferbench.catalog.scenarios import scenario_info
 
     info = engine_info(engine_impl)
     return (VERBS["run-cell"].target, info.module, scenario_info(scenario, info.mode).module)

@@ -17,7 +17,7 @@ import signal
 import time
 from typing import Any
 
-from inferbench.launch.lifetime import kill_group
+from inferbench.machine.lifetime import kill_group
 
 #: the heartbeat of this process, when a watchdog watches it (set in the measuring process)
 _current: Heartbeat | None = None

@@ -7,8 +7,8 @@ The pool: ``$INFERBENCH_GPUS`` ("0,1"), else the CUDA_VISIBLE_DEVICES the job wa
 SLURM job's allocation), else the GPUs ``nvidia-smi`` lists. With ``--resources gpu=N`` and N GPUs,
 every running GPU job gets a device of its own; with more jobs than devices, a job waits for one.
 With two GPUs or more and cores enough, each GPU measures on cores of its own and its timed loop
-overlaps the other GPUs' set-up (inferbench.launch.host_partition); otherwise measuring stays exclusive
-machine-wide (inferbench.launch.lock) and GPU jobs overlap only in what they do before and after
+overlaps the other GPUs' set-up (inferbench.machine.host_partition); otherwise measuring stays exclusive
+machine-wide (inferbench.machine.lock) and GPU jobs overlap only in what they do before and after
 measuring.
 Only the standard library is imported here.
 """
@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from inferbench.launch.lock import lock_path, open_lock_file
+from inferbench.machine.lock import lock_path, open_lock_file
 
 POOL_ENV = "INFERBENCH_GPUS"
 #: set for the processes a GPU job starts itself (measure.repeats), which use their parent's device

@@ -1,7 +1,8 @@
 """Engine implementations by name, found in the engine families (the packages under inferbench.engines),
 without importing the code that runs them.
 
-Each family declares ``ENGINES = {name: EngineInfo(...)}`` in its ``__init__.py`` (inferbench.engines.spec);
+Each family declares ``ENGINES = {name: EngineInfo(...)}`` in its ``__init__.py`` (inferbench.catalog.engines),
+which holds declarations only: the families are found by name and imported as declarations;
 heavy libraries (torch, onnxruntime, tensorrt) are imported only when an engine class is loaded, so the
 grid and the Snakefile reason about engines in milliseconds. A new family is a new package: nothing
 here changes, so no cell of another engine re-runs (a cell's code identity is what its job imports:
@@ -12,20 +13,18 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import inferbench.engines
-from inferbench.core.targets import load_target
-from inferbench.engines.spec import VARIANT_KEYS, EngineInfo
-
-if TYPE_CHECKING:
-    from inferbench.engines.base import Engine
+from inferbench.catalog.engines import VARIANT_KEYS, EngineInfo
+from inferbench.catalog.targets import load_target
 
 
 def _discover() -> dict[str, EngineInfo]:
     """Every family's engines, families in name order, each in its own declaration order."""
     found: dict[str, EngineInfo] = {}
-    for family in sorted(m.name for m in pkgutil.iter_modules(inferbench.engines.__path__) if m.ispkg):
+    for family in sorted(
+        m.name for m in pkgutil.iter_modules(importlib.import_module("inferbench.engines").__path__) if m.ispkg
+    ):
         declared = getattr(importlib.import_module(f"inferbench.engines.{family}"), "ENGINES", {})
         for name, info in declared.items():
             if name in found:
@@ -35,6 +34,16 @@ def _discover() -> dict[str, EngineInfo]:
 
 
 ENGINES: dict[str, EngineInfo] = _discover()
+#: the harness's own baselines (``EngineInfo.harness``: the no-op engine), never an engine a study compares
+HARNESS_ENGINES = frozenset(name for name, info in ENGINES.items() if info.harness)
+
+
+def harness_engine() -> str:
+    """The harness baseline a serving cell measures its floor with: the one engine declared ``harness``."""
+    if len(HARNESS_ENGINES) != 1:
+        raise ValueError(f"exactly one engine is declared harness=True, not {sorted(HARNESS_ENGINES)}")
+    return next(iter(HARNESS_ENGINES))
+
 
 #: the ONNX exports a cell can be prepared from: the plain one (torch.onnx dynamo exporter + onnxsim),
 #: or the one made for ONNX Runtime's transformer fusions (``fusions: true``)
@@ -83,5 +92,6 @@ def effective_options(impl: str, variant: dict[str, Any]) -> dict[str, Any]:
     return engine_info(impl).effective_options(variant)
 
 
-def load_engine_class(impl: str) -> type[Engine]:
+def load_engine_class(impl: str) -> type:
+    """The class that runs ``impl`` (an inferbench.engines.base.Engine), its module imported now."""
     return load_target(engine_info(impl).target)

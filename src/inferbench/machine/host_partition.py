@@ -1,12 +1,12 @@
 """Several GPUs working at once, each measuring on CPU cores of its own.
 
 On a machine with one GPU (or none) every measurement holds the machine lock exclusively: nothing else
-of the workflow runs meanwhile (inferbench.launch.lock). With two GPUs or more that serialises the GPUs'
+of the workflow runs meanwhile (inferbench.machine.lock). With two GPUs or more that serialises the GPUs'
 jobs: a second GPU only overlapped preparation (docs/results/h200x2/multi-gpu: 353 against 373 s). So
 with several GPUs the host is partitioned, and a GPU's timed loop no longer waits for the other GPUs'
 preparation:
 
-- the host is partitioned once per run: each GPU of the pool (inferbench.launch.gpu_slots) gets a slot of
+- the host is partitioned once per run: each GPU of the pool (inferbench.machine.gpu_slots) gets a slot of
   ``INFERBENCH_GPU_SLOT_CPUS`` cores (4: a GPU cell's threads), from its NUMA node where the driver says
   which CPUs are local to it, the highest-numbered first (the first cores take the system's
   interrupts); the cores left over are shared by everything else. Too few cores for a slot per GPU and
@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferbench.launch.gpu_slots import CLAIMED_ENV, gpu_pool, query_gpus
-from inferbench.launch.lock import MachineLock, open_lock_file
+from inferbench.machine.gpu_slots import CLAIMED_ENV, gpu_pool, query_gpus
+from inferbench.machine.lock import MachineLock, open_lock_file
 
 PARTITION_ENV = "INFERBENCH_HOST_PARTITION"
 SLOT_CPUS_ENV = "INFERBENCH_GPU_SLOT_CPUS"

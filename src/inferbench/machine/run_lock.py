@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from inferbench.launch.lock import describe_holders, lock_holders
+from inferbench.machine.lock import describe_holders, lock_holders
 
 RUN_LOCK = Path(".snakemake") / "inferbench-run.lock"
 RUN_OWNER = Path(".snakemake") / "inferbench-run.pid"  # the pid of the run that cleared the directory last

@@ -4,17 +4,19 @@ it runs, what it is prepared from, its options with their types and defaults.
 Each engine family (a package under ``inferbench.engines``: ``pytorch``, ``ort``, ``tensorrt``,
 ``noop``) declares its implementations in its ``__init__.py`` as ``ENGINES = {name: EngineInfo(...)}``
 and keeps the code that runs them in modules of its own, imported only when a cell runs
-(``EngineInfo.target``). inferbench.engines.registry finds the families.
+(``EngineInfo.target``). inferbench.catalog.engine_registry finds the families.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from inferbench.core.targets import target_module
+from inferbench.catalog.targets import target_module
 
 #: what ``Engine.computation`` says of a cell, one summary column each, with the plain setting of each:
 #: what a cell computes with when no option changes it (the report names every other setting, and a
@@ -115,6 +117,34 @@ HOST_INPUT = {
 }
 
 
+class EngineOptions:
+    """An engine's options, typed: one attribute per option its declaration has (``EngineInfo.options``), each
+    the variant's value or the option's declared default. Made from the declaration
+    (``EngineInfo.options_type``), so that a default is declared once and an option an engine does not
+    have is an AttributeError, never a silent fallback."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options by name (what a record says its engine ran with)."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload]  (a dataclass made by options_type)
+
+    def __getattr__(self, name: str) -> Any:
+        # only for names the dataclass lacks: code shared by a family reads these on every engine of it
+        if name in UNDECLARED_OPTIONS:
+            return UNDECLARED_OPTIONS[name]
+        raise AttributeError(f"{type(self).__name__} has no option {name!r}")
+
+
+#: what an option shared by several engines reads as on an engine of the same family that does not declare
+#: it: its plain setting (the shared code of a family, e.g. inferbench.engines.pytorch.eager, asks all of them)
+UNDECLARED_OPTIONS: dict[str, Any] = {
+    "channels_last": CHANNELS_LAST.default,
+    "tf32": TF32.default,
+    **{name: option.default for name, option in HOST_INPUT.items()},
+    "cuda_graph": PLAIN_COMPUTATION["cuda_graph"],
+    "prefer_nhwc": PLAIN_COMPUTATION["channels_last"],  # NHWC kernels: channels-last
+}
+
+
 def precision_mode(default: str) -> Option:
     return Option(str, default, "fp16/bf16 by autocast, or by casting weights and inputs", ("autocast", "cast"))
 
@@ -133,7 +163,7 @@ class EngineInfo:
     #: epoch where the engine reads the workload's dataset) or generate (a decoder answering requests
     #: token by token: the generation scenario)
     mode: Literal["inference", "train", "generate"] = "inference"
-    #: workload kinds (see inferbench.core.workloads) the engine can run
+    #: workload kinds (see inferbench.catalog.workloads) the engine can run
     workload_kinds: tuple[str, ...] = ("tabular", "vision", "text")
     #: the engine reads the workload's processed dataset (given to the cell as an input)
     needs_dataset: bool = False
@@ -153,8 +183,31 @@ class EngineInfo:
 
     def compiles_with(self, variant: dict[str, Any]) -> bool:
         """Whether a cell of this variant compiles before it measures."""
-        return bool(variant.get(self.compiles, False)) if isinstance(self.compiles, str) else self.compiles
+        return (
+            bool(getattr(self.typed_options(variant), self.compiles))
+            if isinstance(self.compiles, str)
+            else self.compiles
+        )
 
     def effective_options(self, variant: dict[str, Any]) -> dict[str, Any]:
         """The variant's options with the defaults filled in (what a record says it ran with)."""
         return {key: variant.get(key, option.default) for key, option in self.options.items()}
+
+    @cached_property
+    def options_type(self) -> type[EngineOptions]:
+        """The frozen dataclass of the engine's options: a field per declared option, its type and default
+        the option's (named after the engine's class: ``TorchCompileOptions``)."""
+        fields = [
+            (name, option.type, field(default=option.default, metadata={"help": option.help}))
+            for name, option in self.options.items()
+        ]
+        name = f"{self.target.rpartition(':')[2]}Options"
+        return dataclasses.make_dataclass(name, fields, bases=(EngineOptions,), frozen=True)
+
+    def typed_options(self, variant: dict[str, Any]) -> EngineOptions:
+        """The variant's options, typed (``options_type``), defaults filled in."""
+        values = self.effective_options(variant)
+        for name, option in self.options.items():  # a float option set as an int (`lr: 1`) holds a float
+            if option.type is float and isinstance(values[name], int) and not isinstance(values[name], bool):
+                values[name] = float(values[name])
+        return self.options_type(**values)

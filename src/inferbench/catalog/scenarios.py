@@ -1,0 +1,97 @@
+"""The scenario axis, declared once: how a cell's prepared engine is driven and timed (each scenario's
+timed loop is a module of inferbench.scenarios). Light: the Snakefile, the config schema's enum, the
+cell paths and the CLI read it. Each scenario names the function that measures a prepared cell
+(``"module:function"``, imported only when a cell runs, like an engine's class), the files its cells'
+jobs write beside their records (the workflow's rule for its cells declares them as outputs), and the
+layout its studies' answers take where it needs one of its own.
+
+Cells of training engines are measured by ``TRAINING`` (one call is a training step or an epoch), cells
+of generation engines by ``GENERATION`` (one call is a request: a prompt, then tokens one by one); their
+key's scenario is ``single``, the value their paths have always had.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferbench.catalog.targets import target_module
+
+#: where a serving cell's job keeps LoadGen's logs, beside its record: ``<cell>.loadgen/<run>/``
+LOADGEN_LOGS = ".loadgen"
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    #: ``"module:function"``: ``function(cell: PreparedCell) -> Measured`` (inferbench.scenarios.prepare)
+    target: str
+    description: str
+    #: queries served through MLPerf LoadGen and a dynamic batcher, rather than calls timed one by one: its
+    #: cells get the run's serving settings (config `serving`, their studies' latency bound)
+    serves: bool = False
+    #: files a cell's job writes beside its record besides the per-call samples every cell has (storage:
+    #: inferbench.core.storage), by name: the suffix that replaces the record's ``.json``, ``/`` at the end
+    #: for a folder
+    outputs: tuple[tuple[str, str], ...] = ()
+    #: the layout (inferbench.catalog.layouts) of the studies that list it, where it needs one of its own:
+    #: then such a study lists only scenarios of that layout
+    layout: str | None = None
+
+    @property
+    def module(self) -> str:
+        return target_module(self.target)
+
+
+#: the values of a cell's scenario axis (CellKey.scenario)
+SCENARIOS: dict[str, ScenarioInfo] = {
+    "single": ScenarioInfo(
+        "inferbench.scenarios.single:measure",
+        "calls timed one at a time: latency and throughput at two boundaries (device, end to end)",
+    ),
+    "server": ScenarioInfo(
+        "inferbench.scenarios.serving:measure",
+        "MLPerf LoadGen's server scenario: Poisson arrivals; the highest QPS whose p99 stays within the bound",
+        serves=True,
+        outputs=(("loadgen", f"{LOADGEN_LOGS}/"),),
+        layout="serving",
+    ),
+    "offline": ScenarioInfo(
+        "inferbench.scenarios.serving:measure",
+        "MLPerf LoadGen's offline scenario: every query at once; samples per second",
+        serves=True,
+        outputs=(("loadgen", f"{LOADGEN_LOGS}/"),),
+        layout="serving",
+    ),
+}
+#: how cells of training engines (EngineInfo.mode "train") are measured
+TRAINING = ScenarioInfo(
+    "inferbench.scenarios.training:measure",
+    "training steps (or epochs) timed one at a time, like inference calls",
+)
+
+
+#: how cells of generation engines (EngineInfo.mode "generate") are measured
+GENERATION = ScenarioInfo(
+    "inferbench.scenarios.generation:measure",
+    "requests answered one after another: time to first token, time per output token, request latency",
+)
+
+
+#: the scenario of a cell whose path names none
+PLAIN = "single"
+
+
+def path_suffix(scenario: str) -> str:
+    """What a cell's path carries after its threads: nothing for the plain scenario, else ``-<scenario>``."""
+    return "" if scenario == PLAIN else f"-{scenario}"
+
+
+def scenario_info(scenario: str, mode: str = "inference") -> ScenarioInfo:
+    """What measures a cell of ``scenario`` whose engine runs in ``mode`` (inference, train or generate)."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {tuple(SCENARIOS)}, got {scenario!r}")
+    own = {"train": TRAINING, "generate": GENERATION}
+    if mode in own:
+        if scenario != "single":
+            raise ValueError(f"a {mode} engine's cells are timed by their own scenario, not as {scenario!r}")
+        return own[mode]
+    return SCENARIOS[scenario]
