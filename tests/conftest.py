@@ -1,11 +1,25 @@
 from __future__ import annotations
 
 import errno
+import shutil
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+#: what a checkout holds that the workflow and the package need (a copy a test may edit)
+CHECKOUT = ("Snakefile", "workflow", "src", "config", "profiles", "envs")
+
+
+def copy_checkout(dest: Path) -> Path:
+    """A copy of the repository's workflow and package in ``dest``, to edit as a contributor would."""
+    for name in CHECKOUT:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, dest / name)
+    return dest
 
 
 @pytest.fixture(autouse=True)
@@ -28,3 +42,10 @@ def disk_full_at(monkeypatch: pytest.MonkeyPatch, full: Path) -> None:
         real_save(self, path)
 
     monkeypatch.setattr(CellRecord, "save", save)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The fast tier stays fast: a module marked ``fast`` holds no test marked ``slow``."""
+    both = [item.nodeid for item in items if item.get_closest_marker("fast") and item.get_closest_marker("slow")]
+    if both:
+        raise pytest.UsageError(f"slow tests in a fast module (move them to a module of their own): {both}")

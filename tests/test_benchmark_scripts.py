@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 SCRIPTS = sorted([*(REPO / "benchmarks" / "tools").glob("*.py"), *(REPO / "experiments").glob("*/*.py")])
 
 

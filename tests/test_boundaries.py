@@ -19,6 +19,8 @@ from inferbench.machine.lock import MachineLock
 from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.run import run_cell
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 STAGE_S, RUN_S, FETCH_S = 0.001, 0.002, 0.001
 
 

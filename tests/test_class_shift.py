@@ -14,6 +14,8 @@ from inferbench.report.compare import compare_runs
 
 from .test_compare import write_cell
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 KEY = {"workload": "w", "engine": "e", "precision": "fp32", "seq_len": 0, "threads": 0, "scenario": "single"}
 
 

@@ -17,7 +17,7 @@ from inferbench.catalog.engine_registry import engine_info
 from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.catalog.verbs import VERBS
 from inferbench.plan.code import code_identity, import_closure
-from tests.conftest import REPO
+from tests.conftest import REPO, copy_checkout
 
 RUN_CELL = VERBS["run-cell"].target
 
@@ -80,8 +80,6 @@ def test_a_verbs_identity_changes_with_its_own_function_not_with_a_neighbour_in_
 
 # --- a finished run, edited ------------------------------------------------------------------------
 
-EDITABLE = ("Snakefile", "workflow", "src", "config", "profiles", "envs")
-
 
 def _pending(workdir: Path) -> dict[str, set[str]]:
     """Per rule, the outputs a run would make now (Snakemake's own plan: ``--summary``)."""
@@ -112,12 +110,7 @@ def finished_run(tmp_path_factory):
     """A copy of the workflow with a small finished run: three single-call cells through three engines
     and one offline cell (LoadGen), on the heart MLP."""
     workdir = tmp_path_factory.mktemp("edited")
-    for name in EDITABLE:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source, workdir / name)
+    copy_checkout(workdir)
     config = copy.deepcopy(yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text()))
     study = {"workloads": ["mlp_heart"], "devices": ["cpu"], "batch_sizes": [2], "threads": [1]}
     config["run"] = ["single", "served"]

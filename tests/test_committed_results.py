@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 DOCS = REPO / "docs" / "results"
 #: Markdown links and images: [text](target) / ![alt](target), target without a title
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

@@ -17,6 +17,8 @@ from inferbench.core.storage import save_samples
 from inferbench.launch.processes import merge_repeats
 from inferbench.report.compare import compare_runs
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 def write_cell(cells_dir: Path, key: CellKey, process_p50s_ms: list[float], seed: int) -> None:
     """A record measured in one process per entry of ``process_p50s_ms``: 400 calls each, spread 2%;

@@ -13,6 +13,8 @@ from inferbench.plan.config import ConfigError, validate_config
 from inferbench.plan.grid import cell_serving, config_cells, resolve_devices
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 

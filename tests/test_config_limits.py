@@ -18,6 +18,8 @@ from inferbench.plan.config import MAX_CONFIG_VALUES, ConfigError, model_positio
 from inferbench.scenarios.prepare import CellRequest, unavailable
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -18,12 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, copy_checkout
 
 pytestmark = pytest.mark.slow
-
-#: what a contributor's checkout holds of the repository (a clone's files the workflow and package need)
-COPIED = ("Snakefile", "workflow", "src", "config", "profiles", "envs")
 
 # An engine family: its declaration and its class (the class names no engine: its registry entry does).
 ENGINE_FAMILY = {
@@ -170,13 +166,7 @@ def readme_file_counts() -> dict[str, int]:
 def extended(tmp_path_factory) -> tuple[Path, dict[str, set[str]]]:
     """A copy of the repository with the four extensions made one after another, and the files each made
     or changed."""
-    root = tmp_path_factory.mktemp("contributor")
-    for name in COPIED:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, root / name)
+    root = copy_checkout(tmp_path_factory.mktemp("contributor"))
     changed = {}
     for kind, extend in zip(KINDS, (_add_engine_family, _add_scenario, _add_workload, _add_exporter), strict=True):
         before = _digests(root)

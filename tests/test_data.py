@@ -13,6 +13,8 @@ from inferbench.data import heart, lendingclub
 from inferbench.data.encoding import TabularEncoder
 from inferbench.data.lendingclub_columns import ACCEPTED_COLUMNS
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 @pytest.fixture(scope="module")
 def lc_raw(tmp_path_factory):

@@ -26,6 +26,8 @@ from inferbench.analysis.decisions import (
 from inferbench.analysis.uncertainty import CellSpread, ratio
 from inferbench.analysis.verdicts import Claim
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "h100"
 
 

@@ -13,6 +13,8 @@ from inferbench.plan.config import validate_config
 from inferbench.plan.grid import config_cells, resolved_studies, study_cells
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 @pytest.fixture(scope="module")
 def default() -> dict:

@@ -23,6 +23,8 @@ from inferbench.data.download import (
     kaggle_credentials_source,
 )
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 @pytest.fixture(scope="module")
 def real_format_lc(tmp_path_factory) -> Path:

@@ -17,6 +17,8 @@ from inferbench.catalog.engine_registry import ENGINES, option_problems
 from inferbench.plan.config import ConfigError, validate_config
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 

@@ -16,6 +16,8 @@ from inferbench.core.cells import CellRecord
 from inferbench.machine.gpu_slots import POOL_ENV, claim_gpu, gpu_pool
 from inferbench.machine.lock import MachineLock
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 def test_pool_comes_from_the_env_then_the_visible_devices(monkeypatch):
     monkeypatch.setenv(POOL_ENV, "0, 1,3")

@@ -27,6 +27,8 @@ from inferbench.report.text import escape_markdown, inline_code
 from tests.conftest import REPO
 from tests.test_decisions import cell
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 LOAN = {
     "workloads": ["mlp_lendingclub"], "engines": ["ort_cpu", "ort_cuda"], "precisions": ["fp32"],
     "devices": ["cpu", "cuda"], "batch_sizes": [1, 10, 100, 1000], "threads": [4], "layout": "by_batch",

@@ -13,6 +13,8 @@ from inferbench.engines.base import Engine
 from inferbench.plan.code import direct_imports, package_modules
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan)."""

@@ -26,6 +26,8 @@ from inferbench.machine.gpu_slots import claim_gpu
 from inferbench.machine.lock import LOCK_ENV, MachineLock, describe_holders, lock_path, user_dir
 from tests.conftest import disk_full_at
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 #: the children import the package this test imported
 SRC = Path(inferbench.__file__).resolve().parents[1]
 #: generous: a busy 2-core machine may take long to start a Python, but a working lock never waits this long

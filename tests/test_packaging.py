@@ -13,6 +13,8 @@ from packaging.requirements import Requirement
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 def _declared() -> dict[str, Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

@@ -10,8 +10,11 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
 
 spec = importlib.util.spec_from_file_location("process_shift", REPO / "benchmarks" / "tools" / "process_shift.py")
 process_shift = importlib.util.module_from_spec(spec)

@@ -5,6 +5,8 @@ import pytest
 
 from inferbench.core.queueing import md1_latency_quantile, md1_rate_within
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 def test_the_md1_queue_matches_its_textbook_mean_and_a_direct_simulation():
     """Pollaczek-Khinchine: an M/D/1 queue at load rho waits rho S / (2 (1 - rho)) on average; and the p99

@@ -10,6 +10,8 @@ import pytest
 from inferbench.core.cells import SCHEMA_VERSION, CellKey, CellRecord
 from inferbench.core.fsutil import write_atomic, write_json
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 KEY = CellKey("bert_base", "ort_cpu", "fp32", "cpu", 8, 128, 2)
 
 

@@ -21,6 +21,8 @@ from inferbench.report.plots import engine_colour, seq_plot_batch
 from inferbench.report.studies import study_rows
 from tests.test_decisions import cell, processes
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 REPO = Path(__file__).resolve().parents[1]
 GPU = {"device": "cuda", "threads": 0}
 

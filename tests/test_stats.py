@@ -10,6 +10,8 @@ import pytest
 from inferbench.core.stats import latency_stats
 from inferbench.scenarios.timing import HostTimer, measure_calls
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 def test_percentiles_on_known_samples():
     samples = np.arange(1, 101) * 1e-3  # 1 ms .. 100 ms

@@ -16,6 +16,8 @@ from inferbench.analysis.verdicts import Claim, claim
 from inferbench.report.markdown import build_details, build_report
 from tests.test_decisions import cell, processes
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 GPU = {"device": "cuda", "threads": 0}
 
 

@@ -18,6 +18,8 @@ from inferbench.catalog.verbs import VERBS
 from inferbench.launch import warm
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
 
 def fake_job(argv: list[str]) -> int:
     """Stands in for the CLI in the server's children."""

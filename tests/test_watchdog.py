@@ -11,12 +11,16 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from inferbench.core.cells import CellKey
 from inferbench.launch.processes import run_in_fresh_processes
 from inferbench.machine.lock import MachineLock
 from inferbench.machine.watchdog import beat
 from inferbench.scenarios.prepare import CellRequest
 from inferbench.scenarios.run import failed_record
+
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
 
 KEY = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
 

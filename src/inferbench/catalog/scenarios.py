@@ -41,26 +41,27 @@ class ScenarioInfo:
         return target_module(self.target)
 
 
+def _loadgen(description: str) -> ScenarioInfo:
+    """A scenario of MLPerf LoadGen's, served through the dynamic batcher (inferbench.scenarios.serving)."""
+    return ScenarioInfo(
+        "inferbench.scenarios.serving:measure",
+        description,
+        serves=True,
+        outputs=(("loadgen", f"{LOADGEN_LOGS}/"),),
+        layout="serving",
+    )
+
+
 #: the values of a cell's scenario axis (CellKey.scenario)
 SCENARIOS: dict[str, ScenarioInfo] = {
     "single": ScenarioInfo(
         "inferbench.scenarios.single:measure",
         "calls timed one at a time: latency and throughput at two boundaries (device, end to end)",
     ),
-    "server": ScenarioInfo(
-        "inferbench.scenarios.serving:measure",
-        "MLPerf LoadGen's server scenario: Poisson arrivals; the highest QPS whose p99 stays within the bound",
-        serves=True,
-        outputs=(("loadgen", f"{LOADGEN_LOGS}/"),),
-        layout="serving",
+    "server": _loadgen(
+        "MLPerf LoadGen's server scenario: Poisson arrivals; the highest QPS whose p99 stays within the bound"
     ),
-    "offline": ScenarioInfo(
-        "inferbench.scenarios.serving:measure",
-        "MLPerf LoadGen's offline scenario: every query at once; samples per second",
-        serves=True,
-        outputs=(("loadgen", f"{LOADGEN_LOGS}/"),),
-        layout="serving",
-    ),
+    "offline": _loadgen("MLPerf LoadGen's offline scenario: every query at once; samples per second"),
 }
 #: how cells of training engines (EngineInfo.mode "train") are measured
 TRAINING = ScenarioInfo(
