@@ -13,6 +13,7 @@ CHECKOUT = ("Snakefile", "workflow", "src", "config", "profiles", "envs")
 
 def copy_checkout(dest: Path) -> Path:
     """A copy of the repository's workflow and package in ``dest``, to edit as a contributor would."""
+    dest.mkdir(parents=True, exist_ok=True)
     for name in CHECKOUT:
         source = REPO / name
         if source.is_dir():

@@ -104,8 +104,8 @@ def test_a_live_run_keeps_its_lock_and_a_finished_one_leaves_none_to_clear(tmp_p
     assert not list(Path(locks).glob("*.lock"))
     # this run now shares the lock: a job of it joins without waiting, outside a workflow nothing happens
     joined = subprocess.run(
-        [sys.executable, "-c", f"from inferbench.machine.run_lock import join_run; print(join_run({str(tmp_path)!r}), "
-         f"join_run({str(tmp_path / 'elsewhere')!r}))"],
+        [sys.executable, "-c", "from inferbench.machine.run_lock import join_run; "
+         f"print(bool(join_run({str(tmp_path)!r})), bool(join_run({str(tmp_path / 'elsewhere')!r})))"],
         capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": str(REPO / "src")}, check=True,
     )  # fmt: skip
     assert joined.stdout.split() == ["True", "False"]
@@ -130,3 +130,40 @@ def test_a_new_run_waits_for_the_jobs_of_a_killed_run_then_clears_its_locks(tmp_
     starting.join(30)
     assert cleared == [[locks / "0.input.lock"]]
     assert (tmp_path / run_lock.RUN_OWNER).read_text().strip() == str(os.getpid())
+
+
+def test_the_wait_for_a_killed_run_s_jobs_has_a_limit_and_says_who_still_holds(tmp_path, capfd, monkeypatch):
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / run_lock.RUN_LOCK).touch()
+    (tmp_path / run_lock.RUN_OWNER).write_text("999999999\n")  # the killed run: no such process now
+    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("x")
+    job = _hold(tmp_path, "join_run")  # a job of it that never ends
+    monkeypatch.setattr(run_lock, "ORPHAN_WAIT_S", 1.0)
+    try:
+        assert run_lock.clear_stale_locks(tmp_path) == [], "Snakemake's lock stays: it will say the directory is locked"
+        err = capfd.readouterr().err
+        assert "waiting up to 1 s" in err and f"gave up after 1 s: pid {job.pid}" in err
+    finally:
+        job.stdin.close()
+        job.wait(10)
+
+
+def test_a_verb_run_in_process_lets_go_of_the_run_lock_when_it_is_done(tmp_path, monkeypatch):
+    from inferbench.cli import results
+    from inferbench.cli.main import main
+
+    (tmp_path / run_lock.RUN_LOCK).parent.mkdir(parents=True)
+    (tmp_path / run_lock.RUN_LOCK).touch()
+    monkeypatch.chdir(tmp_path)
+    path = (tmp_path / run_lock.RUN_LOCK).resolve()
+    held_during = []
+
+    def aggregate(args):
+        held_during.append(run_lock.lock_holders(path))
+
+    aggregate.add_arguments = results.aggregate.add_arguments
+    monkeypatch.setattr(results, "aggregate", aggregate)
+    assert main(["aggregate", "none.json", "--out-csv", "s.csv", "--out-parquet", "s.parquet"]) == 0
+    assert os.getpid() in held_during[0], "the verb ran as a job of the run"
+    # a test or a notebook that ran a verb holds nothing a later run would wait for as for a killed run's job
+    assert os.getpid() not in run_lock.lock_holders(path)

@@ -24,6 +24,7 @@ for scenario in SCENARIOS:
             code=lambda wc, scenario=scenario: cell_code(wc, scenario),
             reference=lambda wc, input: ["--reference", input.reference] if "reference" in input.keys() else [],
             tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
+            invalidates=published_outputs,
         threads: cell_threads
         priority: cell_priority
         resources:
@@ -38,7 +39,8 @@ for scenario in SCENARIOS:
             f"logs/{cell_rule(scenario)}/{cell_stem}.log",
         shell:
             "python -m inferbench run-cell {params.cell:q} {params.files:q} {params.reference:q}"
-            " --tolerance {params.tolerance:q} --code {params.code:q} --out {output.record:q} > {log:q} 2>&1"
+            " --tolerance {params.tolerance:q} --code {params.code:q} --invalidates {params.invalidates:q}"
+            " --out {output.record:q} > {log:q} 2>&1"
 
 
 # Cells named in config `profile.cells`: a trace and the top operators, in a job of their own so that

@@ -16,6 +16,7 @@ shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}
 
 from inferbench.catalog.verbs import VERBS, cell_code_roots
 from inferbench.core.cells import CellKey
+from inferbench.core import env_vars
 from inferbench.catalog.workloads import DEVICES, PRECISIONS, ordered, workload_info
 from inferbench.data import DATASETS
 from inferbench.catalog.engine_registry import engine_info, onnx_path
@@ -41,6 +42,10 @@ try:
     validate_config(config)
 except ConfigError as error:
     raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
+# a bad environment variable (INFERBENCH_*, OMP_NUM_THREADS) is refused by name before any job
+ENV_PROBLEMS = env_vars.problems()
+if ENV_PROBLEMS:
+    raise WorkflowError("\n".join(ENV_PROBLEMS) + "\nFix or unset these environment variables.")
 
 # A run killed with kill -9 leaves Snakemake's directory lock behind; when no other run holds this
 # directory, it is stale and goes, so that the same command resumes (inferbench.machine.run_lock).
@@ -173,6 +178,13 @@ def roofline_inputs(wildcards=None):
         "costs": [f"results/cost/{w}-s{s}.json" for w, s in sorted({(c.workload, c.seq_len) for c in ROOFLINE_CELLS})],
         "peaks": [f"results/machine/peaks-{d}.json" for d in sorted({c.device for c in ROOFLINE_CELLS})],
     }
+
+
+def published_outputs(wildcards=None):
+    """What publishes the cells' numbers: the summary and the report. A cell's job removes them before it
+    measures. A job that fails or is cancelled then leaves no earlier numbers standing, and the plain
+    command re-measures its cell: Snakemake re-makes a missing input only for an output it must make."""
+    return [*rules.aggregate.output, *rules.report.output]
 
 
 def cell_rule(scenario):

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from inferbench.catalog.targets import target_module
@@ -43,6 +43,34 @@ ALL_PRECISIONS = ("fp32", "fp16", "bf16")
 VARIANT_KEYS = ("engine", "devices", "precisions", "max_queue_delay_ms")
 
 
+#: where engines keep what they build (exports, caches, engine plans), relative to the working directory
+ENGINE_FILES = PurePosixPath("results/engines")
+
+
+def engine_files_problem(value: str, workdir: Path | None = None) -> str | None:
+    """Why ``value`` is not a folder inside ``ENGINE_FILES`` of ``workdir`` (the current directory), as
+    written and with its symlinks resolved, or None. Checked when the config is, and again by the engine
+    before it writes there (``engine_files_dir``)."""
+    path = PurePosixPath(value)
+    allowed = f"a relative path under {ENGINE_FILES}/ (e.g. {ENGINE_FILES}/mine)"
+    if not value or "\\" in value or "\0" in value or path.is_absolute() or ".." in path.parts:
+        return f"{value!r} must be {allowed}, with no leading /, no .. and no NUL"
+    if not path.is_relative_to(ENGINE_FILES):
+        return f"{value!r} must be {allowed}: elsewhere, what the engine writes could land among the records"
+    root = (workdir or Path.cwd()).resolve()
+    if not Path(root, value).resolve().is_relative_to(Path(root, ENGINE_FILES).resolve()):
+        return f"{value!r} leads outside {ENGINE_FILES}/ through a symlink ({Path(root, value).resolve()}): {allowed}"
+    return None
+
+
+def engine_files_dir(value: str) -> Path:
+    """The folder an engine writes, checked again where the job runs (a symlink made since the config was
+    checked counts too)."""
+    if (problem := engine_files_problem(value)) is not None:
+        raise ValueError(problem)
+    return Path(value)
+
+
 @dataclass(frozen=True)
 class Option:
     """One option of an engine implementation: its type, default and what it does."""
@@ -55,8 +83,9 @@ class Option:
     minimum: float | None = None
     exclusive: bool = False
     maximum: float | None = None
-    #: strings: a path relative to the working directory that stays inside it (what the job creates
-    #: and writes there must not land anywhere a config string points)
+    #: strings: a folder the engine writes, which must stay inside ``ENGINE_FILES`` of the working directory,
+    #: symlinks resolved: what a job creates must not land anywhere a config string points, nor among the
+    #: records, which `clean` removes
     inside_workdir: bool = False
     #: booleans: another boolean option of the same engine that must be true when this one is
     requires: str | None = None
@@ -70,10 +99,8 @@ class Option:
             return f"{value!r} is not a {self.type.__name__}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"{value!r} is not a finite number"
-        if self.inside_workdir and (
-            not value or PurePosixPath(value).is_absolute() or ".." in PurePosixPath(value).parts or "\\" in value
-        ):
-            return f"{value!r} must be a relative path inside the working directory (no leading /, no ..)"
+        if self.inside_workdir and (problem := engine_files_problem(value)) is not None:
+            return problem
         if self.choices is not None and value not in self.choices:
             return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
         if self.minimum is not None and (value < self.minimum or (self.exclusive and value == self.minimum)):

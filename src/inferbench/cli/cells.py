@@ -26,6 +26,14 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--code", help="the code identity of this job (the workflow passes its own: inferbench.plan.code), recorded"
     )
+    p.add_argument(
+        "--invalidates",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="files that publish the cells' numbers (the summary, the report): removed before measuring, so that "
+        "a job that fails or is cancelled leaves none of the cell's earlier numbers standing",
+    )
     p.add_argument("--out", type=Path, required=True)
 
 
@@ -48,6 +56,10 @@ def run_cell(args: argparse.Namespace) -> None:
     inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
     settings = MeasureSettings.from_dict(args.measure)
     request = CellRequest(key, args.engine_options, inputs, settings, args.tolerance, serving)
+    for path in args.invalidates:
+        if path.is_file():
+            path.unlink()
+            log.info("removed %s: it publishes this cell's earlier numbers; the run makes it again", path)
     record = measure_cell(request, args.out, args.lock, imports_started, args.code)
     p50 = (record.latency_ms or {}).get("p50")
     processes = (record.repeats or {}).get("n", 1)

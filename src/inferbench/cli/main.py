@@ -14,6 +14,7 @@ from typing import Any
 
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.verbs import VERBS, Verb
+from inferbench.core.env_vars import problems
 from inferbench.core.errors import UserError
 
 
@@ -49,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     verb = VERBS[args.verb]
+    if bad := problems():  # a bad environment variable, refused by name before the verb takes anything
+        print("\n".join(f"inferbench {args.verb}: error: {line}" for line in bad), file=sys.stderr)
+        return 2
     configure_logging()
     gpu = None
     if verb.gpu == "always" or (verb.gpu == "device" and args.device == "cuda"):
@@ -56,11 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         gpu = claim_for_this_process()  # before anything imports CUDA; released when this process ends
     args.lock = None
+    joined = None
     if verb.lock:
         from inferbench.machine.lock import MachineLock
         from inferbench.machine.run_lock import join_run
 
-        join_run()  # a job of a run in this directory: a run started after a kill -9 leaves it alone
+        joined = join_run()  # a job of a run in this directory: a run started after a kill -9 leaves it alone
         args.lock = MachineLock()
         args.lock.shared()
         from inferbench.machine.host_partition import keep_to_shared_cores
@@ -76,4 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.lock.close()
         if gpu:
             gpu.release()
+        if joined is not None:
+            from inferbench.machine.run_lock import leave_run
+
+            leave_run(joined)
     return 0

@@ -17,7 +17,7 @@ from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.environment import package_source_hash
 from inferbench.core.fsutil import read_json
 from inferbench.core.storage import loadgen_dir, save_cell
-from inferbench.launch.processes import import_libraries, run_in_fresh_processes
+from inferbench.launch.processes import end_on_sigterm, import_libraries, run_in_fresh_processes
 from inferbench.launch.warm import PRELOADED, preloaded_import_s
 from inferbench.machine.lock import MachineLock
 from inferbench.scenarios.prepare import CellInputs, CellRequest, seeded_batches
@@ -43,6 +43,7 @@ def measure_cell(
     the job's code identity, as the workflow computed it; and the package source's hash). ``lock`` is
     held shared except while a process runs (each takes its own). A server or offline cell runs in one
     fresh process (its LoadGen runs are many seconds each); LoadGen's logs go to ``loadgen_dir(out)``."""
+    end_on_sigterm()  # a cancelled job leaves no process, scratch folder or lock behind
     key, inputs, settings = request.key, request.inputs, request.settings
     info = engine_info(request.variant["engine"])
     if key.device == "cpu":

@@ -45,7 +45,7 @@ from inferbench.core.stats import latency_stats
 from inferbench.core.storage import BOUNDARIES, load_samples, save_cell
 from inferbench.launch.warm import scratch_folder
 from inferbench.machine import watchdog
-from inferbench.machine.lifetime import why_not_fork
+from inferbench.machine.lifetime import kill_group, why_not_fork
 from inferbench.machine.lock import MachineLock
 from inferbench.machine.watchdog import Heartbeat
 
@@ -235,6 +235,17 @@ def cold_start_total_s(cold_start_s: dict[str, float]) -> float | None:
     return sum(steps) if steps else None
 
 
+def end_on_sigterm() -> None:
+    """A cancelled job (SIGTERM: Snakemake stopping it, a cluster cancelling it) unwinds like an error: its
+    measuring process's group is killed, its scratch folder removed and its machine lock released, in that
+    order, before it exits with 143 as a process ended by SIGTERM would."""
+
+    def end(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, end)
+
+
 def run_in_fresh_processes(
     measure_one: Callable[[Path, int], CellRecord],
     out: Path,
@@ -276,7 +287,13 @@ def run_in_fresh_processes(
             if lock is not None:
                 lock.release()
             child.start()
-            why_stalled = watchdog.wait_or_end_stalled(child, heartbeat, stall_timeout_s)
+            try:
+                why_stalled = watchdog.wait_or_end_stalled(child, heartbeat, stall_timeout_s)
+            finally:  # a cancelled job (SIGTERM: end_on_sigterm) ends its process's group before its scratch goes
+                if child.exitcode is None:
+                    kill_group(child.pid)
+                    child.kill()
+                    child.join()
             if lock is not None:
                 lock.shared()
             if why_stalled is None and not rep_out.exists():  # run_cell writes one whatever happens: a crash

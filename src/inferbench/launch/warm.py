@@ -45,12 +45,14 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inferbench.core.env_vars import OMP_NUM_THREADS, WARM_SOCKET
+from inferbench.core.errors import UserError
 from inferbench.machine.lifetime import die_with_parent, kill_group, why_not_fork
 
 if TYPE_CHECKING:
     import tempfile
 
-SOCKET_ENV = "INFERBENCH_WARM_SOCKET"
+SOCKET_ENV = WARM_SOCKET.name
 #: imported by the server, in this order (torch first: ONNX Runtime's CUDA provider uses its CUDA
 #: libraries); then the harness's statistics and the cell job's own code
 PRELOAD = ("numpy", "torch", "timm", "transformers", "onnxruntime", "scipy.stats", "inferbench.launch.cell_job")
@@ -97,7 +99,7 @@ def run_via_server(argv: Sequence[str], socket_path: str | None = None) -> int |
     """Run ``inferbench <argv>`` in a child of the warm server and return its exit code, or None
     when there is no server that can run it (the caller then runs the command itself). Which verbs
     come here is the table's business (inferbench.catalog.verbs: ``warm``)."""
-    socket_path = socket_path or os.environ.get(SOCKET_ENV)
+    socket_path = socket_path or WARM_SOCKET.read()
     if not argv or not socket_path:
         return None
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -278,6 +280,11 @@ class _Pending:
                 os.close(self.fds.pop())
 
 
+#: how long a job whose client is gone has to end by itself after SIGTERM (a cell's job: kill its measuring
+#: process, remove its scratch), before the server kills its process group
+END_GRACE_S = 10.0
+
+
 class _Server:
     """The server's state: the listening socket, requests still arriving, and the children running
     jobs, each with its job's connection (readable only once the job is gone)."""
@@ -296,6 +303,8 @@ class _Server:
         self.selector.register(listener, selectors.EVENT_READ)
         self.selector.register(self.wake, selectors.EVENT_READ)
         self.pending: dict[socket.socket, _Pending] = {}
+        #: jobs whose client is gone, asked to end (SIGTERM), by when they are killed (SIGKILL)
+        self.ending: dict[int, float] = {}
         self.children: dict[int, socket.socket] = {}  # child pid -> the job's connection
 
     def step(self, poll_s: float) -> None:
@@ -312,7 +321,12 @@ class _Server:
         now = time.monotonic()
         for pending in [p for p in self.pending.values() if p.deadline <= now]:
             self._drop(pending, f"no whole request within {self.request_s:g} s")
+        for pid in [pid for pid, deadline in self.ending.items() if deadline <= now]:
+            kill_group(pid)
+            del self.ending[pid]
         _reap(self.children, self.selector)
+        for pid in [pid for pid in self.ending if pid not in self.children]:
+            del self.ending[pid]  # reaped: ended within its grace
 
     def _handle(self, key: selectors.SelectorKey) -> None:
         if key.fileobj is self.listener:
@@ -323,7 +337,11 @@ class _Server:
         elif isinstance(key.data, _Pending):
             self._receive(key.data)
         else:  # a job's connection is readable only when the job is gone: end its child
-            kill_group(key.data)
+            # SIGTERM first: a cell's job then ends its measuring process, removes its scratch and frees
+            # its lock (inferbench.launch.processes.end_on_sigterm); SIGKILL if it has not within the grace
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(key.data, signal.SIGTERM)
+            self.ending[key.data] = time.monotonic() + END_GRACE_S
             self.selector.unregister(key.fileobj)
 
     def _accept(self) -> None:
@@ -498,10 +516,13 @@ def _become_job(request: dict[str, Any], fds: list[int], entry: Callable[[list[s
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = ["inferbench", *request["argv"]]
-    threads = request["env"].get("OMP_NUM_THREADS")
-    if threads and threads.isdigit() and "torch" in sys.modules:
+    try:
+        threads = OMP_NUM_THREADS.read()
+    except UserError:
+        threads = None  # the command refuses it by name as it starts (inferbench.cli.main)
+    if threads and "torch" in sys.modules:
         # what OMP_NUM_THREADS would have done in a fresh process: libgomp read it in the server
-        sys.modules["torch"].set_num_threads(int(threads))
+        sys.modules["torch"].set_num_threads(threads)
     return entry(list(request["argv"]))
 
 

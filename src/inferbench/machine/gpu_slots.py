@@ -22,19 +22,22 @@ import subprocess
 import time
 from pathlib import Path
 
+from inferbench.core.env_vars import GPU_CLAIMED, GPUS
 from inferbench.machine.lock import lock_path, open_lock_file
 
-POOL_ENV = "INFERBENCH_GPUS"
+POOL_ENV = GPUS.name
 #: set for the processes a GPU job starts itself (measure.repeats), which use their parent's device
-CLAIMED_ENV = "INFERBENCH_GPU_CLAIMED"
+CLAIMED_ENV = GPU_CLAIMED.name
 
 
 def gpu_pool() -> list[str]:
     """The devices GPU jobs on this machine share, as CUDA_VISIBLE_DEVICES entries."""
-    for variable in (POOL_ENV, "CUDA_VISIBLE_DEVICES"):
-        value = os.environ.get(variable)
-        if value is not None and value.strip():
-            return [d.strip() for d in value.split(",") if d.strip()]
+    given = GPUS.read()
+    if given:
+        return list(given)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")  # CUDA's own: taken as it is
+    if visible is not None and visible.strip():
+        return [d.strip() for d in visible.split(",") if d.strip()]
     # no driver: no GPU to hand out (cuda cells record why they cannot run)
     return [index for index, *_ in query_gpus("index")]
 
@@ -88,7 +91,7 @@ def claim_gpu(pool: list[str], lock_dir: Path | None = None, poll_s: float = 0.0
 def claim_for_this_process() -> GpuSlot | None:
     """Claim a device for a GPU job and make it the only one this process (and its children) sees.
     Does nothing in a process whose parent job already claimed one, or where there is no GPU."""
-    if os.environ.get(CLAIMED_ENV):
+    if GPU_CLAIMED.read():
         return None
     pool = gpu_pool()
     if not pool:

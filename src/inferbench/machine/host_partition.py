@@ -27,8 +27,9 @@ preparation:
   compiling) and the GPU cells' own set-up (loading, torch.compile's workers, capturing), which on a
   4-core slot took a compiled ResNet-50 training step 59 s a process on 2 x H200; a CPU cell still
   measures alone, with the machine lock exclusive;
-- the partition travels to a job's processes in ``INFERBENCH_HOST_PARTITION`` (JSON; ``off`` turns it
-  off), so that every process of a run reads the same one.
+- the partition travels to a job's processes in ``INFERBENCH_HOST_PARTITION`` (JSON; ``off``, ``0``,
+  ``false``, ``no`` or ``none`` turns it off; empty counts as unset), so that every process of a run reads
+  the same one. A bad value is refused by name before any job (inferbench.core.env_vars).
 
 Only the standard library is imported here.
 """
@@ -45,15 +46,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferbench.machine.gpu_slots import CLAIMED_ENV, gpu_pool, query_gpus
+from inferbench.core.env_vars import (
+    GPU_CLAIMED,
+    GPU_SLOT_CPUS,
+    GPUS_MEASURE_AT_ONCE,
+    HOST_PARTITION,
+    PARTITION_OFF,
+    parse_partition,
+)
+from inferbench.machine.gpu_slots import gpu_pool, query_gpus
 from inferbench.machine.lock import MachineLock, open_lock_file
 
-PARTITION_ENV = "INFERBENCH_HOST_PARTITION"
-SLOT_CPUS_ENV = "INFERBENCH_GPU_SLOT_CPUS"
-#: ``1``: every GPU times its calls under a lock of its own, at the same moment as the others
-AT_ONCE_ENV = "INFERBENCH_GPUS_MEASURE_AT_ONCE"
+PARTITION_ENV = HOST_PARTITION.name
+SLOT_CPUS_ENV = GPU_SLOT_CPUS.name
+#: on (``1``): every GPU times its calls under a lock of its own, at the same moment as the others
+AT_ONCE_ENV = GPUS_MEASURE_AT_ONCE.name
 #: cores per GPU slot: a GPU cell's threads (the rules give GPU cells 4)
-DEFAULT_SLOT_CPUS = 4
+DEFAULT_SLOT_CPUS = GPU_SLOT_CPUS.default
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +79,10 @@ class HostPartition:
 
     @classmethod
     def from_json(cls, text: str) -> HostPartition:
-        data = json.loads(text)
-        slots = {str(d): tuple(int(c) for c in cores) for d, cores in data["slots"].items()}
-        return cls(slots, tuple(int(c) for c in data["shared"]))
+        parsed = parse_partition(text)  # the one parser of INFERBENCH_HOST_PARTITION's values
+        if parsed == PARTITION_OFF:
+            raise ValueError(f"{text!r} turns the partition off: there is no partition to read")
+        return cls(*parsed)
 
 
 def plan_partition(
@@ -118,12 +128,12 @@ def parse_cpulist(text: str) -> set[int]:
 def current_partition() -> HostPartition | None:
     """This run's partition (see the module's docstring): from ``INFERBENCH_HOST_PARTITION`` where a parent
     process set it, else planned here from the GPU pool and this process's CPUs and passed on to children."""
-    given = os.environ.get(PARTITION_ENV)
+    given = HOST_PARTITION.read()  # off (or 0, false, no, none), or a partition; empty: as if unset
     if given is not None:
-        return None if given == "off" else HostPartition.from_json(given)
+        return None if given == PARTITION_OFF else HostPartition(*given)
     pool = gpu_pool()
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-    per_slot = int(os.environ.get(SLOT_CPUS_ENV) or DEFAULT_SLOT_CPUS)
+    per_slot = GPU_SLOT_CPUS.read()
     partition = plan_partition(cpus, pool, per_slot, numa_local_cpus(pool) if len(pool) > 1 else None)
     if partition is None and len(pool) > 1:
         log.warning(
@@ -134,7 +144,7 @@ def current_partition() -> HostPartition | None:
             per_slot,
             SLOT_CPUS_ENV,
         )
-    os.environ[PARTITION_ENV] = partition.to_json() if partition else "off"
+    os.environ[PARTITION_ENV] = partition.to_json() if partition else PARTITION_OFF
     return partition
 
 
@@ -169,7 +179,7 @@ def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
     exclusively. Yields what was held, for the record: ``lock`` (``machine``, ``gpus``: one GPU at a
     time, or ``gpu <device>``) and the process's ``cpus`` meanwhile."""
     partition = current_partition() if device == "cuda" else None
-    gpu = os.environ.get(CLAIMED_ENV)  # this process's GPU, as its job claimed it
+    gpu = GPU_CLAIMED.read()  # this process's GPU, as its job claimed it
     slot = partition.slots.get(gpu) if partition is not None and gpu is not None else None
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     if slot is None or cpus is None:
@@ -179,7 +189,7 @@ def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
     # the partition placed this process on the shared cores; one pinned elsewhere (measure.cpu_affinity)
     # stays where it was put
     move = set(cpus) == set(partition.shared)
-    at_once = os.environ.get(AT_ONCE_ENV) == "1"
+    at_once = GPUS_MEASURE_AT_ONCE.read()
     held = f"gpu {gpu}" if at_once else "gpus"
     fd = open_lock_file(lock.path.parent / f"inferbench-measure-{held.replace(' ', '-')}.lock")
     try:

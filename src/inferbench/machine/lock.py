@@ -17,27 +17,29 @@ that each of them can open for writing (made beforehand: inferbench creates its 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from inferbench.core.env_vars import LOCK_FILE
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import user_dir
 
-LOCK_ENV = "INFERBENCH_LOCK_FILE"
+LOCK_ENV = LOCK_FILE.name
 #: how long a holder's command line may be in the line that names it
 _CMDLINE_CHARS = 200
 
 
 def lock_path() -> Path:
     """The lock file: ``$INFERBENCH_LOCK_FILE`` or ``measure.lock`` in this user's directory."""
-    override = os.environ.get(LOCK_ENV)
-    return Path(override) if override else user_dir() / "measure.lock"
+    return LOCK_FILE.read() or user_dir() / "measure.lock"
 
 
 def open_lock_file(path: Path) -> int:
@@ -61,6 +63,23 @@ def open_lock_file(path: Path) -> int:
         os.close(fd)
         raise UserError(f"the lock file {path} is not a regular file: remove it, or set {LOCK_ENV} to another path")
     return fd
+
+
+#: how long a job waits for the machine lock before it gives up, naming the holder (a queue of cells that
+#: measure one at a time waits long; a lock held for hours by one process is stuck)
+LOCK_WAIT_S = 6 * 3600.0
+#: how often a waiting job says again that it waits
+LOCK_REMIND_S = 600.0
+
+
+def tell_console(message: str) -> None:
+    """Say ``message`` in the job's log (stderr) and on the terminal the run was started from, where
+    there is one: a job's stderr goes to its log file, which nobody reads while a run seems to hang."""
+    print(message, file=sys.stderr, flush=True)
+    if sys.stderr.isatty():
+        return  # stderr is the terminal: said once
+    with contextlib.suppress(OSError), open("/dev/tty", "w") as terminal:
+        terminal.write(message + "\n")
 
 
 class MachineLock:
@@ -90,9 +109,25 @@ class MachineLock:
         except BlockingIOError:
             pass
         holders = describe_holders(_flock_holders(os.fstat(self._fd).st_ino))
-        message = f"inferbench: waiting for the machine lock {self.path} ({mode}), held by {holders}"
-        print(message, file=sys.stderr, flush=True)
-        fcntl.flock(self._fd, operation)
+        tell_console(f"inferbench: waiting for the machine lock {self.path} ({mode}), held by {holders}")
+        started = time.monotonic()
+        said = started
+        while True:
+            try:
+                fcntl.flock(self._fd, operation | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                waited = time.monotonic() - started
+                holders = describe_holders(_flock_holders(os.fstat(self._fd).st_ino))
+                if waited >= LOCK_WAIT_S:
+                    raise UserError(
+                        f"waited {waited / 3600:.1f} h for the machine lock {self.path}, still held by {holders}: "
+                        "stop what holds it if it is stuck (kill PID), then run again"
+                    ) from None
+                if time.monotonic() - said >= LOCK_REMIND_S:
+                    said = time.monotonic()
+                    tell_console(f"inferbench: still waiting ({waited / 60:.0f} min) for {self.path}: {holders}")
+                time.sleep(0.2)
 
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)

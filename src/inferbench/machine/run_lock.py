@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+import time
 from pathlib import Path
 
 from inferbench.machine.lock import describe_holders, lock_holders
@@ -29,6 +30,8 @@ RUN_LOCK = Path(".snakemake") / "inferbench-run.lock"
 RUN_OWNER = Path(".snakemake") / "inferbench-run.pid"  # the pid of the run that cleared the directory last
 
 _held: dict[Path, int] = {}  # run-lock path -> the open file holding its flock, for the process's life
+#: how long a starting run waits for the jobs a killed run left (they end with their cells: minutes at most)
+ORPHAN_WAIT_S = 600.0
 
 
 def _open(workdir: str | Path, create: bool) -> tuple[Path, int] | None:
@@ -79,13 +82,27 @@ def _wait_for_orphaned_jobs(workdir: str | Path, path: Path, fd: int) -> bool:
     if owner in holders or not holders:  # a live run, or holders this process cannot see: not ours to wait on
         return False
     print(
-        f"inferbench: waiting for {len(holders)} job(s) of a killed run still working in "
+        f"inferbench: waiting up to {ORPHAN_WAIT_S:.0f} s for {len(holders)} job(s) of a killed run still working in "
         f"{Path(workdir).resolve()} to end: {describe_holders(holders)} (stop them to go on at once)",
         file=sys.stderr,
         flush=True,
     )
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return True
+    deadline = time.monotonic() + ORPHAN_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                still = describe_holders({pid for pid in lock_holders(path) if pid != os.getpid()})
+                print(
+                    f"inferbench: gave up after {ORPHAN_WAIT_S:.0f} s: {still} still hold {path}; stop them "
+                    "(kill PID) and run again; meanwhile Snakemake's lock of the killed run stays",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return False
+            time.sleep(0.5)
 
 
 def _run_owner(workdir: str | Path) -> int | None:
@@ -95,19 +112,28 @@ def _run_owner(workdir: str | Path) -> int | None:
         return None
 
 
-def join_run(workdir: str | Path = ".") -> bool:
+def join_run(workdir: str | Path = ".") -> Path | None:
     """A job of a run: hold the run lock shared while it works, so that a run started after a
     ``kill -9`` of Snakemake does not clear the directory under jobs that still write in it. A no-op
     outside a workflow directory (no run lock there). Waits only for the moment a starting run
-    holds the lock exclusively to clear stale locks."""
+    holds the lock exclusively to clear stale locks. Returns the lock joined, for ``leave_run`` (None
+    where nothing was joined now: no run lock, or this process holds it already)."""
     opened = _open(workdir, create=False)
     if opened is None:
-        return (Path(workdir) / RUN_LOCK).resolve() in _held
+        return None
     path, fd = opened
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
     except OSError:
         os.close(fd)
-        return False
+        return None
     _held[path] = fd
-    return True
+    return path
+
+
+def leave_run(path: Path | None) -> None:
+    """Let go of a run lock ``join_run`` took once the verb that needed it is done: a process that runs
+    verbs in-process (a test, a notebook) would otherwise hold it for its life, and a later run would
+    wait for it as for a job of a killed run."""
+    if path is not None and (fd := _held.pop(path, None)) is not None:
+        os.close(fd)

@@ -4,7 +4,6 @@ against PyTorch on inputs larger than the export example."""
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from inferbench.core.env_vars import OMP_NUM_THREADS
 from inferbench.core.errors import CorruptArtifact
 from inferbench.core.fsutil import atomic_path
 from inferbench.models.registry import ModelSpec, make_inputs
@@ -94,7 +94,7 @@ def export_onnx(
             reference = spec.module(**{k: torch.from_numpy(v) for k, v in check.items()}).numpy()
         options = ort.SessionOptions()
         # the cores the job was given (Snakemake's `threads:` reaches torch through OMP_NUM_THREADS)
-        options.intra_op_num_threads = int(os.environ.get("OMP_NUM_THREADS", "0"))
+        options.intra_op_num_threads = OMP_NUM_THREADS.read() or 0
         session = ort.InferenceSession(str(tmp), options, providers=["CPUExecutionProvider"])
         actual = session.run(None, check)[0]
         error = relative_l2(actual, reference) if actual.shape == reference.shape else float("inf")

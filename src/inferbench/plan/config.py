@@ -22,6 +22,14 @@ from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.catalog.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of, workload_info
 from inferbench.core.settings import schema as config_schema
 from inferbench.data import DATASETS
+from inferbench.plan.sizing import (
+    context_length,
+    decoder_arch_problems,
+    decoder_config,
+    decoder_type_problem,
+    positions_key,
+    size_problems,
+)
 
 
 def axis_values() -> dict[str, list[str]]:
@@ -160,8 +168,8 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     problems = [_describe(e) for e in errors]
     if not problems:
         problems = list(_cross_reference_problems(config))
-    if not problems:  # the models' own checks need known workloads and studies
-        problems = list(_model_problems(config))
+    if not problems:  # the models' own checks need known workloads, engines and studies
+        problems = [*_pairing_problems(config), *_model_problems(config)]
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     return config
@@ -201,6 +209,8 @@ def workload_problem(workload: str, look_up: bool = True) -> str | None:
     if name not in known:
         close = difflib.get_close_matches(name, known, n=5)
         return f"{what} {name!r}" + (f"; did you mean {', '.join(close)}?" if close else "")
+    if library == "llm":  # a model type transformers knows, but perhaps no decoder LM (llm:bert, llm:t5, llm:vit)
+        return decoder_type_problem(name)
     return None
 
 
@@ -208,10 +218,6 @@ def workload_problem(workload: str, look_up: bool = True) -> str | None:
 #: Models are built with random weights from the libraries' code alone; such a value (timm's
 #: `architecture: hf-hub:timm/resnet18`, an `attn_implementation` naming a Hub kernel) would reach the network
 _DOWNLOADABLE = re.compile(r"^(hf[-_]hub:|hf://)|://|^[\w.-]+/[\w.-]+(@[\w.-]+)?(:[\w.-]+)?$")
-
-#: random weights beyond this many parameters are refused (fp32: 8 GB): a family's default (hf:llama is
-#: 6.7 billion) would otherwise fill the host's memory in every job; the fix is to shrink it in `arch`
-MAX_PARAMETERS = 2_000_000_000
 
 
 def _downloadable_values(value: Any, path: tuple) -> Iterator[str]:
@@ -224,65 +230,130 @@ def _downloadable_values(value: Any, path: tuple) -> Iterator[str]:
             )
 
 
-def _hf_problems(workload: str, model_type: str, arch: dict[str, Any]) -> Iterator[str]:
-    """An hf:<type> workload is a text encoder (token ids in) of a size the host can build."""
-    import torch
-    from transformers import AutoModel
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
+def _hf_problems(workload: str, model_type: str, arch: dict[str, Any]) -> list[str]:
+    """An hf:<type> workload is a text encoder (token ids in) whose config takes its `arch`."""
     try:
-        config = CONFIG_MAPPING[model_type](**arch)
+        config = _encoder_config(model_type, arch)
     except Exception as error:  # a value of the wrong kind for the config class
-        yield f"models.{workload}.arch: transformers' {model_type} config refuses it: {error}"
-        return
+        return [f"models.{workload}.arch: transformers' {model_type} config refuses it: {error}"]
     if getattr(config, "vocab_size", None) is None:
-        yield (
+        return [
             f"{workload}: transformers' {model_type} config has no vocab_size: the hf: family takes text encoders "
             "(token ids in); vision models are timm:<name> workloads"
-        )
-        return
-    with torch.device("meta"):  # the parameter count without allocating the weights
-        parameters = sum(p.numel() for p in AutoModel.from_config(config).parameters())
-    if parameters > MAX_PARAMETERS:
-        yield (
-            f"{workload}: {parameters / 1e9:.1f} billion parameters ({parameters * 4 / 1e9:.0f} GB of random "
-            f"fp32 weights) is more than the {MAX_PARAMETERS / 1e9:g} billion allowed; shrink it in "
-            f"models.{workload}.arch (e.g. num_hidden_layers, hidden_size)"
-        )
+        ]
+    return []
+
+
+def _encoder_config(model_type: str, arch: dict[str, Any]) -> Any:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    return CONFIG_MAPPING[model_type](**arch)
+
+
+def _family(workload: str) -> tuple[str, str] | None:
+    """(family, name) of the model a workload is built as: its own, or the one its declaration names."""
+    return family_of(workload_info(workload).model or workload)
 
 
 def model_positions(workload: str, arch: dict[str, Any]) -> int | None:
     """The longest sequence a text workload's model takes (its position embeddings), or None if unknown."""
+    family = _family(workload)
+    if family is not None and family[0] in ("hf", "llm"):  # the config it is built with, arch applied
+        try:
+            config = decoder_config(family[1], arch) if family[0] == "llm" else _encoder_config(family[1], arch)
+        except Exception:  # refused by the model checks, which say why
+            return None
+        return getattr(config, "max_position_embeddings", None)
     if "max_position_embeddings" in arch:
         return int(arch["max_position_embeddings"])
-    info = workload_info(workload)
-    if info.positions is not None:
-        return info.positions
-    family = family_of(info.model or workload)
-    if family is None or family[0] != "hf":
-        return None
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    return workload_info(workload).positions
 
-    return getattr(CONFIG_MAPPING[family[1]](), "max_position_embeddings", None)
+
+def _workload_problems(workload: str, arch: dict[str, Any], precisions: list[str]) -> list[str]:
+    """What a measured workload's model cannot take: an `arch` its config refuses or that is no decoder's,
+    a size past its limit or this machine's memory."""
+    family = _family(workload)
+    problems = []
+    if family is not None and family[0] == "hf":
+        problems = _hf_problems(workload, family[1], arch)
+    elif family is not None and family[0] == "llm":
+        problems = decoder_arch_problems(workload, family[1], arch)
+    if problems:
+        return problems
+    if family is None and not arch and workload_info(workload).kind != "tabular":
+        return []  # a declared model at its declared shape fits: counting it would import torch in every dry run
+    return size_problems(workload, arch, precisions)
+
+
+#: generation engines whose export holds a context of its own, and what it is from the decoder's config:
+#: ONNX Runtime GenAI's model builder writes it as genai_config's context_length, and a request whose
+#: max_length (prompt + new_tokens) passes it fails ("max_length (68) > context_length (64)")
+EXPORTED_CONTEXT = {"ort_genai": ("ONNX Runtime GenAI's context_length", context_length)}
+
+
+def _decoder_length_problems(
+    name: str, study: dict[str, Any], workload: str, arch: dict[str, Any], variants: dict[str, Any]
+) -> Iterator[str]:
+    """A generation cell's prompt (the study's seq_lens) and new tokens (its engine variant's option) within
+    the decoder's positions, and within an exported context: past them the first call fails (GPT-2: a bare
+    IndexError)."""
+    family = _family(workload)
+    assert family is not None  # a decoder workload is an llm: one, or declared as one
+    config, key = decoder_config(family[1], arch), positions_key(family[1])
+    positions = getattr(config, "max_position_embeddings", None)
+    for variant in study["engines"]:
+        info = engine_info(variants[variant]["engine"])
+        if info.mode != "generate" or "new_tokens" not in info.options:
+            continue
+        new_tokens = info.effective_options(variants[variant])["new_tokens"]
+        limit, what = positions, f"{workload}'s {positions} positions ({key})"
+        if variants[variant]["engine"] in EXPORTED_CONTEXT:
+            named, of_config = EXPORTED_CONTEXT[variants[variant]["engine"]]
+            context = of_config(config)
+            if context is not None and (limit is None or context < limit):
+                limit, what = context, f"{named} ({context}, from {workload}'s config)"
+            elif limit is not None:
+                what += f", which is {named}"
+        too_long = [n for n in study.get("seq_lens", []) if limit is not None and n + new_tokens > limit]
+        if too_long:
+            fits = f"list prompts up to {limit - new_tokens}, " if limit > new_tokens else ""
+            yield (
+                f"studies.{name}.seq_lens: prompts {too_long} + engines.{variant}.new_tokens {new_tokens} exceed "
+                f"{what}; {fits}lower engines.{variant}.new_tokens, or give the model more in "
+                f"models.{workload}.arch.{key}"
+            )
 
 
 def _model_problems(config: dict[str, Any]) -> Iterator[str]:
-    """What the models of the studies that run cannot take: downloads, sizes, sequence lengths."""
+    """What the models of the studies that run cannot take: downloads, shapes, sizes, sequence lengths."""
     models = config.get("models", {})
+    unbuildable = set()
     for workload, settings in models.items():
-        yield from _downloadable_values(settings.get("arch", {}), ("models", workload, "arch"))
+        downloads = list(_downloadable_values(settings.get("arch", {}), ("models", workload, "arch")))
+        if downloads:  # never built, not even on the meta device: a builder might fetch it
+            unbuildable.add(workload)
+        yield from downloads
     running = [(name, config["studies"][name]) for name in config["run"] if name in config["studies"]]
-    workloads = {w for _, study in running for w in study["workloads"]}
-    for workload in sorted(workloads):
-        info, arch = workload_info(workload), models.get(workload, {}).get("arch", {})
-        family = family_of(info.model or workload)
-        if family is not None and family[0] == "hf":
-            yield from _hf_problems(workload, family[1], arch)
+    precisions: dict[str, set[str]] = {}  # each measured workload's, for the memory its weights take
+    for _, study in running:
+        for workload in study["workloads"]:
+            precisions.setdefault(workload, set()).update(study["precisions"])
+    for workload in sorted(precisions):
+        if workload in unbuildable:
+            continue
+        problems = _workload_problems(workload, models.get(workload, {}).get("arch", {}), sorted(precisions[workload]))
+        if problems:
+            unbuildable.add(workload)
+        yield from problems
     for name, study in running:
         for workload in study["workloads"]:
-            if not workload_info(workload).has_seq_len:
+            if workload in unbuildable or not workload_info(workload).has_seq_len:
                 continue
-            positions = model_positions(workload, models.get(workload, {}).get("arch", {}))
+            arch = models.get(workload, {}).get("arch", {})
+            if workload_info(workload).kind == "decoder":
+                yield from _decoder_length_problems(name, study, workload, arch, config["engines"])
+                continue
+            positions = model_positions(workload, arch)
             too_long = [n for n in study.get("seq_lens", []) if positions is not None and n > positions]
             if too_long:
                 yield (
@@ -290,6 +361,52 @@ def _model_problems(config: dict[str, Any]) -> Iterator[str]:
                     f"sequence lengths up to {positions}, or give the model more in "
                     f"models.{workload}.arch.max_position_embeddings"
                 )
+
+
+def _pairing_problems(config: dict[str, Any]) -> Iterator[str]:
+    """A study's workloads and engines that make no cell together: a workload no engine of the study runs
+    (an llm: decoder beside no generation engine), else an engine that runs none of the study's workloads.
+    Left to the grid, they vanish from the cells, and a study of them alone read "no cells on this machine"."""
+    variants = config["engines"]
+    for name, study in config["studies"].items():
+        infos = {variant: engine_info(variants[variant]["engine"]) for variant in study["engines"]}
+        listed = ", ".join(f"{v} ({variants[v]['engine']})" for v in infos)
+        orphans = False
+        for i, workload in enumerate(study["workloads"]):
+            kind = workload_info(workload).kind
+            if any(kind in info.workload_kinds for info in infos.values()):
+                continue
+            orphans = True
+            runners = [e for e, info in ENGINES.items() if kind in info.workload_kinds and not info.harness]
+            configured = [v for v, variant in variants.items() if variant["engine"] in runners]
+            if kind == "decoder":
+                verb = "is not a generation engine" if len(infos) == 1 else "are not generation engines"
+                why = (
+                    f"{workload} is a decoder LM, and {listed} {verb}; llm: workloads run on generation engines: "
+                    f"{', '.join(runners)}"
+                )
+            else:
+                why = (
+                    f"{workload} is a {kind} workload, and none of {listed} runs one; they run on {', '.join(runners)}"
+                )
+            yield (
+                f"studies.{name}.workloads[{i}]: {why} (this config's variants of them: "
+                f"{', '.join(configured) or 'none'}); add one to studies.{name}.engines, or give {workload} a study "
+                "of its own"
+            )
+        if orphans:
+            continue
+        kinds = {workload_info(w).kind for w in study["workloads"]}
+        for i, variant in enumerate(study["engines"]):
+            info = infos[variant]
+            if info.harness or kinds & set(info.workload_kinds):
+                continue
+            generation = " (a generation engine: llm: workloads)" if info.mode == "generate" else ""
+            yield (
+                f"studies.{name}.engines[{i}]: {variant} ({variants[variant]['engine']}) runs "
+                f"{', '.join(info.workload_kinds)} workloads{generation}, and the study has none "
+                f"({', '.join(study['workloads'])}); remove it from the study, or give it a study of its own"
+            )
 
 
 def _layout_problem(study: dict[str, Any]) -> str | None:

@@ -193,12 +193,47 @@ def resolved_studies(config: dict[str, Any], has_cuda: bool | None = None) -> di
     return out
 
 
-def no_cells_message(config: dict[str, Any]) -> str:
-    """Why a run has no cells on this machine, and what to do (its studies all need a GPU, typically)."""
-    gpu_only = [name for name in config["run"] if config["studies"][name].get("requires_gpu")]
-    why = f": {', '.join(gpu_only)} {'needs' if len(gpu_only) == 1 else 'need'} a GPU, and snakemake sees none"
-    return (
-        f"The studies of this run ({', '.join(config['run'])}) have no cells on this machine"
-        + (why if gpu_only else "")
-        + ". Run them where there is a GPU, or choose other studies (config `run`, or another preset)."
-    )
+def no_cells_message(config: dict[str, Any], has_cuda: bool | None = None) -> str:
+    """Why a run has no cells on this machine, study by study and, within a study, per workload and engine
+    variant; and what to do."""
+    has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
+    lines = [f"The studies of this run ({', '.join(config['run'])}) have no cells on this machine:"]
+    for name in config["run"]:
+        reasons = no_cell_reasons(config["studies"][name], config["engines"], bool(has_cuda))
+        lines += [f"  {name}: {reason}" for reason in reasons]
+    lines.append("Change the studies (their engines, devices, precisions), choose others (config `run`, or another")
+    lines.append("preset), or run them where what they need is (a GPU).")
+    return "\n".join(lines)
+
+
+def no_cell_reasons(study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cuda: bool) -> list[str]:
+    """Why ``study`` has no cell of each workload on each engine variant that has none here, one line each
+    (the whole study at once where it needs a GPU and there is none)."""
+    if study.get("requires_gpu") and not has_cuda:
+        return ["every cell needs a GPU, and none is visible here"]
+    study = with_defaults(study)
+    devices = resolve_devices(study["devices"], has_cuda)
+    reasons = []
+    for workload, name in itertools.product(study["workloads"], study["engines"]):
+        if study_cells({**study, "workloads": [workload], "engines": [name]}, variants, has_cuda):
+            continue
+        reasons.append(f"{workload} on {name}: {_pair_reason(workload, variants[name], study, devices)}")
+    return reasons
+
+
+def _pair_reason(workload: str, variant: dict[str, Any], study: dict[str, Any], devices: list[str]) -> str:
+    """Why an engine variant measures no cell of ``workload`` in ``study`` on ``devices`` (resolved here)."""
+    info = engine_info(variant["engine"])
+    runs_on = [d for d in info.devices if d in variant.get("devices", info.devices)]
+    if not set(runs_on) & set(devices):
+        auto = " (devices auto: cuda where a GPU is visible)" if "auto" in study["devices"] else ""
+        return f"it runs on {'/'.join(runs_on)}, and the study runs on {' and '.join(devices)} here{auto}"
+    precisions = [p for p in info.precisions if p in variant.get("precisions", info.precisions)]
+    if not set(precisions) & set(study["precisions"]):
+        return f"it runs {'/'.join(precisions)}, and the study asks for {'/'.join(study['precisions'])}"
+    kind = workload_info(workload).kind
+    if kind not in info.workload_kinds:
+        return f"it runs {'/'.join(info.workload_kinds)} workloads, and {workload} is a {kind} workload"
+    if info.mode != "inference" and "single" not in study["scenarios"]:
+        return f"a {info.mode} engine is timed by its own scenario, and the study lists {', '.join(study['scenarios'])}"
+    return "no combination of the study's axes suits it"

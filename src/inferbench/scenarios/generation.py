@@ -73,6 +73,12 @@ class StepClock:
         return [a.elapsed_time(b) * 1e-3 for a, b in itertools.pairwise(self.marks)]
 
 
+#: a request tells the stall watchdog it progresses every this many tokens (inferbench.machine.watchdog): a
+#: long request is no stall. A beat is a store to shared memory (under a microsecond): every 8 steps it is
+#: lost in the steps' own time
+BEAT_EVERY_TOKENS = 8
+
+
 def generate_request(engine: Any, batch: dict[str, np.ndarray], stream: Any) -> tuple[float, list[float], float, Any]:
     """One request: (TTFT s, each further token's s, the request's host-clock s, the engine's request)."""
     clock = StepClock(stream)
@@ -81,9 +87,12 @@ def generate_request(engine: Any, batch: dict[str, np.ndarray], stream: Any) -> 
     clock.mark()
     request = engine.start(staged)
     clock.mark()
-    for _ in range(engine.new_tokens - 1):
+    beat()  # the prefill, done (a long prompt's takes a while)
+    for index in range(1, engine.new_tokens):
         request = engine.step(request)
         clock.mark()
+        if index % BEAT_EVERY_TOKENS == 0:
+            beat()
     engine.generated(request)  # the tokens on the host: the request is answered
     latency = time.perf_counter() - start
     intervals = clock.intervals_s()
@@ -130,6 +139,8 @@ def measure(cell: PreparedCell) -> Measured:
     tpot: list[float] = []
     latencies: list[float] = []
     host = HostWindow()
+    # the phase the watchdog names if a request stalls (the cell's key says scenario "single", as its paths do)
+    beat(f"generating (warm-up, then requests of {key.seq_len} prompt + {engine.new_tokens} new tokens)")
     with measuring(cell.lock, key.device) as held:
         # warm-up: whole requests until warmup_s has passed (one at least)
         warm_start = time.perf_counter()
@@ -137,6 +148,7 @@ def measure(cell: PreparedCell) -> Measured:
         while warmup == 0 or time.perf_counter() - warm_start < settings.warmup_s:
             generate_request(engine, next(batches), stream)
             warmup += 1
+            beat()
         if gpu:
             memory.reset_gpu_peak()
         with host, telemetry or contextlib.nullcontext():

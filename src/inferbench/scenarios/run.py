@@ -107,7 +107,8 @@ def _measure(
     beat("checking parity against FP32 eager")
     parity, problems = check_parity(engine, request) if info.mode != "train" else (None, [])
     cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs)
-    beat(f"measuring ({key.scenario} scenario: warm-up, timed calls)")
+    timed = {"train": "training steps", "generate": "requests"}.get(info.mode, f"the {key.scenario} scenario's calls")
+    beat(f"measuring (warm-up, then {timed})")
     measured: Measured = _scenario_function(key.scenario, info.mode)(cell)
     attention = None
     if first_process:

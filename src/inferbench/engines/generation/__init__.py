@@ -9,9 +9,19 @@ imported only when a cell runs.
 from inferbench.catalog.engines import TF32, EngineInfo, Option, precision_mode
 from inferbench.engines.pytorch import COMPILE_MODES
 
+#: the most tokens a request may generate: a request of a billion held the machine lock for the watchdog's
+#: whole timeout; a decoder's positions (prompt + new_tokens) bound it further (inferbench.plan.config)
+MAX_NEW_TOKENS = 4096
+
 #: what every generation engine takes: how many tokens a request generates (the output length)
 _GENERATION = {
-    "new_tokens": Option(int, 32, "tokens each request generates after its prompt (greedy, no stop at EOS)", minimum=2),
+    "new_tokens": Option(
+        int,
+        32,
+        "tokens each request generates after its prompt (greedy, no stop at EOS)",
+        minimum=2,
+        maximum=MAX_NEW_TOKENS,
+    ),
     # fp16/bf16 weights, as LLMs are served
     "precision_mode": precision_mode("cast"),
     "tf32": TF32,

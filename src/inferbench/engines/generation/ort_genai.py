@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from inferbench.catalog.engines import engine_files_dir
 from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_digest, made_once
 from inferbench.models.registry import InputSpec
 
@@ -71,7 +72,10 @@ class OrtGenAI(ExportedDecoder):
     def _export(self, artifact: Path | None, lm: Any) -> Path:
         """The builder's export of this checkpoint at this precision and device (made once, then reused)."""
         precision, _ = BUILDER_PRECISION[self.precision]
-        folder = Path(self.options.model_dir) / f"{checkpoint_digest(artifact, self.impl)}-{precision}-{self.device}"
+        folder = (
+            engine_files_dir(self.options.model_dir)
+            / f"{checkpoint_digest(artifact, self.impl)}-{precision}-{self.device}"
+        )
 
         def build(scratch: Path) -> Path:
             weights, built = scratch / "hf", scratch / "onnx"

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from inferbench.catalog.engines import engine_files_dir
 from inferbench.engines.base import cuda_unavailable_reason
 from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_digest, made_once
 from inferbench.models.registry import InputSpec
@@ -145,7 +146,7 @@ class Vllm(ExportedDecoder):
 
     def _saved(self, artifact: Path | None, lm: Any) -> Path:
         """The checkpoint in transformers' layout (config.json, safetensors) for vLLM to load, saved once."""
-        folder = Path(self.options.model_dir) / f"{checkpoint_digest(artifact, self.impl)}-{self.precision}"
+        folder = engine_files_dir(self.options.model_dir) / f"{checkpoint_digest(artifact, self.impl)}-{self.precision}"
 
         def save(scratch: Path) -> Path:
             lm.save_pretrained(scratch / "hf", safe_serialization=True)

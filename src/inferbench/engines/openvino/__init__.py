@@ -24,6 +24,8 @@ ENGINES = {
                 "CPU streams: inference requests the plugin can run at once, the cell's threads shared among "
                 "them (1: all threads on one call, the lowest latency of a call)",
                 minimum=1,
+                # 2**40 streams reached the plugin and failed at job time; no CPU runs more calls at once
+                maximum=1024,
             ),
             "static_shapes": Option(
                 bool,

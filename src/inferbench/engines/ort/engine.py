@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from inferbench.catalog.engines import engine_files_dir
 from inferbench.core.errors import CorruptArtifact
 from inferbench.engines.base import Engine, cuda_unavailable_reason
 from inferbench.engines.tensorrt.plans import tensorrt_unavailable_reason
@@ -372,7 +373,7 @@ class OrtTensorRT(OrtCuda):
         return cuda_unavailable_reason() or _ort_reason(cls.provider) or tensorrt_unavailable_reason()
 
     def provider_options(self, graph_capture: bool = True) -> dict[str, Any]:
-        cache = Path(self.options.cache_dir)
+        cache = engine_files_dir(self.options.cache_dir)
         cache.mkdir(parents=True, exist_ok=True)
         return {
             "device_id": 0,
