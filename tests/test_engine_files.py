@@ -60,3 +60,19 @@ def test_the_config_check_refuses_a_model_dir_outside_results_engines():
     config["engines"]["ort_genai"]["model_dir"] = "results/cells/genai"
     with pytest.raises(ConfigError, match=r"engines.ort_genai: model_dir: 'results/cells/genai' must be"):
         validate_config(config)
+
+
+def test_an_export_killed_half_way_leaves_no_scratch_once_the_next_build_runs(tmp_path):
+    from inferbench.engines.generation.exports import made_once
+    from inferbench.machine.scratch import host_name
+
+    killed = tmp_path / f"export-999999999@{host_name()}-abc"  # a builder SIGKILLed with its cell: 75 MB left
+    (killed / "onnx").mkdir(parents=True)
+
+    def build(scratch):
+        (scratch / "out").mkdir()
+        (scratch / "out" / "genai_config.json").write_text("{}")
+        return scratch / "out"
+
+    assert made_once(tmp_path / "model", "genai_config.json", build) == tmp_path / "model"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"], "the killed build's scratch is gone too"

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from inferbench.launch import warm
+from inferbench.machine import scratch
 from tests.conftest import REPO
 
 WAIT_S = 60.0
@@ -238,7 +239,7 @@ def _gone_pid() -> int:
 
 
 def test_scratch_of_a_gone_process_is_removed_and_a_live_ones_kept(tmp_path):
-    host, gone = warm._host(), _gone_pid()
+    host, gone = scratch.host_name(), _gone_pid()
     stale = tmp_path / f"repeats-{gone}@{host}-k1ll3d_x"
     (stale / "caches0" / "deep").mkdir(parents=True)
     (stale / "repeat0.json").write_text("{}")
@@ -250,13 +251,13 @@ def test_scratch_of_a_gone_process_is_removed_and_a_live_ones_kept(tmp_path):
     other_scratch = tmp_path / f"caches-{gone}@{host}-abc"  # another prefix
     other_scratch.mkdir()
 
-    with warm.scratch_folder(tmp_path, "repeats-") as mine:
+    with scratch.scratch_folder(tmp_path, "repeats-") as mine:
         assert not stale.exists(), "the scratch of a process that is gone is removed"
         assert live.exists() and other_node.exists() and unnamed.exists() and other_scratch.exists()
         assert Path(mine).name.startswith(f"repeats-{os.getpid()}@{host}-"), "named after its process"
     assert not Path(mine).exists()
-    assert warm.remove_orphaned_scratch(tmp_path, "repeats-") == [], "a live process's scratch is kept"
-    assert warm.remove_orphaned_scratch(tmp_path / "missing", "repeats-") == []
+    assert scratch.remove_orphaned_scratch(tmp_path, "repeats-") == [], "a live process's scratch is kept"
+    assert scratch.remove_orphaned_scratch(tmp_path / "missing", "repeats-") == []
 
 
 @pytest.mark.slow
@@ -283,7 +284,7 @@ def test_the_next_cell_removes_the_scratch_of_a_killed_job(tmp_path):
     os.killpg(killed.pid, signal.SIGKILL)  # the job and its repeat, as the warm-start server kills them
     killed.wait(WAIT_S)
     (left,) = out.parent.glob(f"repeats-{killed.pid}@*")
-    live = out.parent / f"repeats-{os.getpid()}@{warm._host()}-still_running"
+    live = out.parent / f"repeats-{os.getpid()}@{scratch.host_name()}-still_running"
     live.mkdir()
 
     done = subprocess.run(cell(0.05), env=env, capture_output=True, text=True, timeout=300, check=False)

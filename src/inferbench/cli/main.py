@@ -48,7 +48,15 @@ def configure_logging() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv[0] if argv else None).parse_args(argv)
+    args, unknown = build_parser(argv[0] if argv else None).parse_known_args(argv)
+    if unknown:  # named with the verb and where its options are, not under the top-level usage
+        command = " ".join(argv[: argv.index(unknown[0])]) if unknown[0] in argv else args.verb
+        print(
+            f"inferbench {args.verb}: error: unrecognized arguments: {' '.join(unknown)}; "
+            f"its options: python -m inferbench {command} --help",
+            file=sys.stderr,
+        )
+        return 2
     verb = VERBS[args.verb]
     if bad := problems():  # a bad environment variable, refused by name before the verb takes anything
         print("\n".join(f"inferbench {args.verb}: error: {line}" for line in bad), file=sys.stderr)

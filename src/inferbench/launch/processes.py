@@ -43,10 +43,10 @@ from inferbench.core.cells import COLD_START_STEPS, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import latency_stats
 from inferbench.core.storage import BOUNDARIES, load_samples, save_cell
-from inferbench.launch.warm import scratch_folder
 from inferbench.machine import watchdog
 from inferbench.machine.lifetime import kill_group, why_not_fork
 from inferbench.machine.lock import MachineLock
+from inferbench.machine.scratch import scratch_folder
 from inferbench.machine.watchdog import Heartbeat
 
 log = logging.getLogger(__name__)

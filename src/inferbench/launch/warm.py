@@ -24,8 +24,8 @@ so that no client holds up another: at most 8 MiB, whole within 10 s of connecti
 table marks ``warm``. Whatever goes wrong with one (not JSON, nested past the decoder's recursion,
 too large, too slow, another verb), the client is answered ``N`` and why, and the descriptors it
 passed are closed. A killed job leaves its repeats' scratch folder behind (nothing of it runs a
-clean-up): ``scratch_folder`` names each after its process, and the next one made beside it removes
-those whose process is gone.
+clean-up): inferbench.machine.scratch names each after its process, and the next one made beside it
+removes those whose process is gone.
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ from typing import TYPE_CHECKING, Any
 from inferbench.core.env_vars import OMP_NUM_THREADS, WARM_SOCKET
 from inferbench.core.errors import UserError
 from inferbench.machine.lifetime import die_with_parent, kill_group, why_not_fork
+from inferbench.machine.scratch import pid_exists
 
 if TYPE_CHECKING:
-    import tempfile
+    pass
 
 SOCKET_ENV = WARM_SOCKET.name
 #: imported by the server, in this order (torch first: ONNX Runtime's CUDA provider uses its CUDA
@@ -220,19 +221,7 @@ def _alive(pid: int, parent_at_start: int) -> bool:
     the parent pid says so without the risk of ``kill(pid, 0)`` finding a reused pid."""
     if pid == parent_at_start:
         return os.getppid() == pid
-    return _pid_exists(pid)
-
-
-def _pid_exists(pid: int) -> bool:
-    if pid <= 0:
-        return True  # kill(0 or -1, 0) would ask about a group: never taken for a gone process
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process of that pid: alive
-    return True
+    return pid_exists(pid)
 
 
 class _Refused(Exception):
@@ -553,50 +542,6 @@ def private_socket_path(owner_pid: int) -> Path:
     import tempfile
 
     return Path(tempfile.mkdtemp(prefix=f"inferbench-warm-{owner_pid}-")) / "server.sock"
-
-
-# -- scratch left by killed jobs -----------------------------------------------------------------
-
-
-def scratch_folder(parent: Path, prefix: str) -> tempfile.TemporaryDirectory[str]:
-    """A scratch folder in ``parent`` (removed when its ``with`` block ends) named after this
-    process: ``<prefix><pid>@<host>-<random>``; first removes those in ``parent`` that processes
-    now gone left behind. A job's child killed by the server (SIGKILL, its job gone) or a job killed
-    by Snakemake runs no clean-up of its own: its cell's repeats left 11-15 MB each time."""
-    import tempfile
-
-    remove_orphaned_scratch(parent, prefix)
-    return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}@{_host()}-", dir=parent)
-
-
-def remove_orphaned_scratch(parent: Path, prefix: str) -> list[Path]:
-    """Remove the folders ``scratch_folder`` made in ``parent`` whose process is gone; returns them.
-    Only this host's: a pid says nothing about a process on another node sharing the file system.
-    A folder whose pid runs (or was reused since) is kept: a live job's scratch is never removed."""
-    import re
-    import shutil
-
-    name = re.compile(rf"{re.escape(prefix)}(\d+)@(.+)-[^-]+")
-    host = _host()
-    removed: list[Path] = []
-    with contextlib.suppress(FileNotFoundError), os.scandir(parent) as entries:
-        for entry in entries:
-            match = name.fullmatch(entry.name)
-            if match is None or match[2] != host or not entry.is_dir(follow_symlinks=False):
-                continue
-            if not _pid_exists(int(match[1])):
-                shutil.rmtree(entry.path, ignore_errors=True)
-                removed.append(Path(entry.path))
-    if removed:
-        log.info("removed the scratch of %d killed job(s) in %s", len(removed), parent)
-    return removed
-
-
-def _host() -> str:
-    """This host's name as a folder name may hold it."""
-    import re
-
-    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "localhost"
 
 
 # -- started and stopped by the Snakefile's onstart / onsuccess / onerror -------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import numpy as np
 
 from inferbench.engines.base import Engine
 from inferbench.engines.generation.transformers import decode_read_bytes, kv_bytes_per_position, weight_bytes
+from inferbench.machine.scratch import scratch_folder
 from inferbench.models.registry import load_checkpoint
 
 
@@ -56,7 +56,8 @@ def made_once(folder: Path, marker: str, build: Callable[[Path], Path]) -> Path:
     if (folder / marker).exists():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent) as scratch:
+    # named after this process: the scratch of a killed build (75 MB for ORT GenAI) goes with the next one here
+    with scratch_folder(folder.parent, "export-") as scratch:
         built = build(Path(scratch))
         if not (built / marker).exists():
             raise RuntimeError(f"the export into {built} made no {marker}")
