@@ -129,7 +129,7 @@ def test_the_registries_the_snakefile_reads_import_nothing_heavy():
         "import inferbench.plan.grid, inferbench.plan.config, inferbench.plan.code, inferbench.data\n"
         "import inferbench.catalog.engine_registry, inferbench.catalog.scenarios, inferbench.catalog.verbs\n"
         "import inferbench.catalog.layouts, inferbench.catalog.exporters, inferbench.engines.tensorrt.plans\n"
-        "import inferbench.launch.cell_job\n"
+        "import inferbench.launch.cell_job, inferbench.analysis.leases\n"
         "heavy = [m for m in ('torch', 'onnxruntime', 'scipy', 'pandas', 'matplotlib', 'timm') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

@@ -35,6 +35,7 @@ from inferbench.plan.grid import (
     study_cells,
 )
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT, plot_names
+from inferbench.analysis.leases import lease_spread_problems
 from inferbench.catalog.exporters import EXPORTERS
 from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix
 
@@ -42,6 +43,12 @@ try:
     validate_config(config)
 except ConfigError as error:
     raise WorkflowError(f"{error}\nFix config/config.yaml (or the --config / --configfile given).") from None
+# the spread between leases the report counts (a file compare --out-leases wrote), read before any job
+LEASE_PROBLEMS = lease_spread_problems(config["report"]["lease_spread"])
+if LEASE_PROBLEMS:
+    raise WorkflowError(
+        "invalid config:\n  " + "\n  ".join(LEASE_PROBLEMS) + "\nFix config/config.yaml (or the --config given)."
+    )
 # a bad environment variable (INFERBENCH_*, OMP_NUM_THREADS) is refused by name before any job
 ENV_PROBLEMS = env_vars.problems()
 if ENV_PROBLEMS:

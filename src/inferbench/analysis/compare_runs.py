@@ -25,14 +25,21 @@ verdict (valid or not) changed and whether the ratio is beyond the project's rep
 A run is a results directory (``summary.csv`` and ``cells/`` with the samples beside each record),
 or a summary CSV alone (then no samples: single-process cells get no interval). What cannot be
 compared is refused by name, with how to fix it (a UserError): a summary that cannot be read, has no
-row, lacks a column compare needs or has a field that is not a number where a number belongs; a run
-none of whose cells measured anything; a samples file that cannot be read, or is not its record's (a
-count of calls other than the record's, a median other than its p50).
+row, repeats a column or a cell (each copy would be counted), lacks a column compare needs, has a field
+that is not a number where a number belongs or a number out of its range (a latency not above 0, a
+batch of 1e30, NaN or infinity), or a cell measured ok without a p50; a run none of whose cells measured
+anything; a samples file that cannot be read, or is not its record's (a count of calls other than the
+record's, a median other than its p50). Nothing is dropped without a word.
+
+Its work is linear in cells: the runs are joined on the cell's key once, and each cell's row is read
+from a list of plain records, never looked up in a frame per cell.
 """
 
 from __future__ import annotations
 
+import csv
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,8 +100,20 @@ NUMERIC_COLUMNS = [
     "serving_p99_ms",
     "serving_harness_p99_ms",
 ]
-#: the cell's dimensions that are whole numbers (they name its record's path)
+#: the cell's dimensions that are whole numbers (they name its record's path), and their range: the
+#: config's own limits (workflow/schemas/config.schema.yaml: size_list, threads; 0: no sequence, or a
+#: GPU cell's threads)
 INTEGER_COLUMNS = ["batch_size", "seq_len", "threads"]
+DIMENSION_RANGES = {"batch_size": (1, 1_048_576), "seq_len": (0, 1_048_576), "threads": (0, 1024)}
+#: no timed call lasts longer than a day (the stall watchdog's longest setting, measure.stall_timeout_s): a
+#: latency beyond it is a unit or a typo, not a measurement
+MAX_LATENCY_MS = 86_400_000.0
+#: the columns of NUMERIC_COLUMNS that are latencies (ms, above 0), whole counts of calls (from 1); the
+#: others are rates (per second, from 0)
+LATENCY_COLUMNS = [c for c in NUMERIC_COLUMNS if c.endswith("_ms")]
+COUNT_COLUMNS = ["n_iters", "e2e_n_iters"]
+#: the text columns that name a cell, and its status: never empty
+NAME_COLUMNS = [*KEY_COLUMNS[:4], "scenario", "status"]
 #: each process's p50, ';'-separated numbers
 BY_PROCESS_COLUMNS = ["p50_by_process_ms", "e2e_p50_by_process_ms"]
 #: statuses of a cell that measured something (an invalid one measured, and failed its check)
@@ -125,19 +144,100 @@ def _not_number(value: object) -> bool:
 
 
 def read_summary(path: Path) -> pd.DataFrame:
-    """A summary CSV, or a UserError naming it where it cannot be read as one."""
+    """A summary CSV, or a UserError naming it where it cannot be read as one, or its header names a
+    column twice (pandas would read the second as ``NAME.1`` and compare the first, unsaid)."""
     try:
-        return read_summary_csv(path)
-    except (OSError, ValueError) as error:  # empty (no header), malformed rows, not text at all
+        summary = read_summary_csv(path)
+        with open(path, newline="", encoding="utf-8", errors="replace") as text:
+            header = next(csv.reader(text), [])
+    except (OSError, ValueError, csv.Error) as error:  # empty (no header), malformed rows, not text at all
         raise UserError(
             f"{path} cannot be read as a summary CSV ({type(error).__name__}: {str(error)[:200]}); {REMAKE_SUMMARY}"
         ) from error
+    repeated = [name for name, count in Counter(header).items() if count > 1]
+    if repeated:
+        where = "; ".join(
+            f"{name!r} in columns {', '.join(str(i + 1) for i, c in enumerate(header) if c == name)}"
+            for name in repeated
+        )
+        raise UserError(
+            f"{path} names a column more than once in its header ({where}): compare cannot tell which one is "
+            f"the cells'. Keep one column of each name, or {REMAKE_SUMMARY}"
+        )
+    return summary
+
+
+def _refuse_row(summary: pd.DataFrame, source: Path, bad: pd.Series, column: str, what: str) -> None:
+    """A UserError naming the first row of ``bad`` (a mask over ``summary``): its cell, ``column``'s field
+    as written and ``what`` the field must be; nothing where no row is bad."""
+    if not bad.any():
+        return
+    index = bad.idxmax()
+    value = summary.at[index, column]
+    shown = "empty" if value is None or (isinstance(value, float) and math.isnan(value)) else _shown(value)
+    more = f" ({int(bad.sum()) - 1} more rows like it)" if bad.sum() > 1 else ""
+    raise UserError(
+        f"{source}: column {column} of row {index + 1} (cell {cell_name(summary.loc[index])}) is {shown}, not "
+        f"{what}{more}; correct or empty that field, or {REMAKE_SUMMARY}"
+    )
+
+
+def _numbers_problem(summary: pd.DataFrame, source: Path, column: str, values: pd.Series) -> None:
+    """A UserError where a field of a column of numbers (``values``: the column parsed, NaN where it is
+    not a number) is not a number, or a number outside the column's range. Empty fields are left."""
+    written = summary[column].notna()
+    if column in INTEGER_COLUMNS:  # a cell's dimension: present, whole and within the config's limits
+        low, high = DIMENSION_RANGES[column]
+        outside = ~values.between(low, high) | (values % 1 != 0)
+        _refuse_row(summary, source, values.isna() | outside, column, f"a whole number from {low} to {high:,}")
+    elif column in COUNT_COLUMNS:
+        _refuse_row(summary, source, written & ~((values >= 1) & (values % 1 == 0) & np.isfinite(values)), column,
+                    "a whole number of calls from 1")  # fmt: skip
+    elif column in LATENCY_COLUMNS:
+        _refuse_row(summary, source, written & ~((values > 0) & (values <= MAX_LATENCY_MS)), column,
+                    f"a latency in ms above 0 and at most {MAX_LATENCY_MS:,.0f} (a day)")  # fmt: skip
+    else:
+        _refuse_row(summary, source, written & ~((values >= 0) & np.isfinite(values)), column,
+                    "a finite rate per second from 0")  # fmt: skip
+
+
+def _by_process_problem(summary: pd.DataFrame, source: Path, column: str) -> None:
+    """A UserError where a field of a by-process column is not ';'-separated latencies above 0 (one that is
+    not would be left out of the cell's spread, unsaid)."""
+    for index, value in summary[column].dropna().items():
+        parts = [part for part in str(value).split(";") if part]
+        if not parts or any(_not_number(part) or not 0 < float(part) <= MAX_LATENCY_MS for part in parts):
+            bad = pd.Series(summary.index == index, index=summary.index)
+            _refuse_row(summary, source, bad, column, "';'-separated numbers (each process's p50 in ms, above 0)")
+
+
+def _repeated_cells_problem(summary: pd.DataFrame, source: Path) -> None:
+    """A UserError where a cell (its key) is in more than one row: compare would count each copy (two runs'
+    summaries pasted into one read as twice the cells, a cell repeated with another p50 judged twice)."""
+    repeated = summary.duplicated(KEY_COLUMNS, keep=False)
+    if not repeated.any():
+        return
+    groups = summary[repeated].groupby(KEY_COLUMNS, sort=False, dropna=False).indices
+    positions = next(iter(groups.values()))
+    rows = summary[repeated].iloc[positions]
+    first = rows.iloc[0]
+    p50s = ", ".join("empty" if pd.isna(v) else f"{v:g}" for v in rows["latency_p50_ms"])
+    # (a run's cells/ cannot repeat one: a record not at its own cell's path is refused as it is read)
+    count = f"{len(groups)} cells are" if len(groups) > 1 else "it is the only cell"
+    raise UserError(
+        f"{source}: cell {cell_name(first)} (scenario {first['scenario']}) is in rows "
+        f"{', '.join(str(i + 1) for i in rows.index)} (p50 {p50s} ms); {count} repeated. A summary has one row per "
+        f"cell, and compare would count each copy (two summaries pasted into one?). Keep one row per cell, or "
+        f"{REMAKE_SUMMARY}"
+    )
 
 
 def checked_summary(summary: pd.DataFrame, source: Path) -> pd.DataFrame:
     """``summary`` (read from ``source``) with every column compare reads, its numbers as numbers; a
-    UserError naming ``source`` and what is wrong where it has no row, lacks a column compare needs, has
-    a field that is not a number in a column of numbers, or no cell that measured anything."""
+    UserError naming ``source``, the row, its cell and what is wrong where it has no row, lacks a column
+    compare needs, has an empty name, a field that is not a number or a number out of its range in a
+    column of numbers, a cell measured ok without a p50, a cell in two rows, or no cell that measured
+    anything. Nothing is dropped without a word."""
     if summary.empty:
         raise UserError(f"{source} has no cells (a header and no rows): nothing to compare; {REMAKE_SUMMARY}")
     missing = [column for column in REQUIRED_COLUMNS if column not in summary]
@@ -150,28 +250,20 @@ def checked_summary(summary: pd.DataFrame, source: Path) -> pd.DataFrame:
     for column in OPTIONAL_COLUMNS:
         if column not in summary:  # empty: numbers where numbers belong, else text (None)
             summary[column] = np.nan if column in NUMERIC_COLUMNS else pd.Series(None, summary.index, object)
+    for column in NAME_COLUMNS:
+        _refuse_row(summary, source, summary[column].isna() | (summary[column].astype(str) == ""), column, "a name")
     for column in [*INTEGER_COLUMNS, *(c for c in NUMERIC_COLUMNS if c in summary)]:
-        values = pd.to_numeric(summary[column], errors="coerce")
-        bad = summary[column].notna() & values.isna()
-        if column in INTEGER_COLUMNS:  # a cell's dimension: present and whole
-            bad |= values.isna() | (values.notna() & (values % 1 != 0))
-        if bad.any():
-            index = bad.idxmax()
-            raise UserError(
-                f"{source}: column {column} of row {index + 1} (cell {cell_name(summary.loc[index])}) is "
-                f"{_shown(summary.at[index, column])}, not "
-                f"{'a whole number' if column in INTEGER_COLUMNS else 'a number'}"
-                f"; correct or empty that field, or {REMAKE_SUMMARY}"
-            )
-        summary[column] = values.astype(int) if column in INTEGER_COLUMNS else values.astype(float)
+        values = pd.to_numeric(summary[column], errors="coerce").astype(float)
+        not_number = summary[column].notna() & values.isna()
+        _refuse_row(summary, source, not_number, column, "a whole number" if column in INTEGER_COLUMNS else "a number")
+        _numbers_problem(summary, source, column, values)
+        summary[column] = values.astype(int) if column in INTEGER_COLUMNS else values
     for column in BY_PROCESS_COLUMNS:
-        for index, value in summary[column].dropna().items():
-            if any(_not_number(part) for part in str(value).split(";") if part):
-                raise UserError(
-                    f"{source}: column {column} of row {index + 1} (cell {cell_name(summary.loc[index])}) is "
-                    f"{_shown(value)}, not ';'-separated numbers (each process's p50 in ms); correct or empty that "
-                    f"field, or {REMAKE_SUMMARY}"
-                )
+        _by_process_problem(summary, source, column)
+    measured_single = summary["status"].isin(MEASURED_STATUSES) & (summary["scenario"] == "single")
+    _refuse_row(summary, source, measured_single & summary["latency_p50_ms"].isna(), "latency_p50_ms",
+                "a number: the cell measured (its status says so), so it has a p50")  # fmt: skip
+    _repeated_cells_problem(summary, source)
     if not summary["status"].isin(MEASURED_STATUSES).any():
         counts = ", ".join(f"{n} {status}" for status, n in summary["status"].value_counts().items())
         reasons = summary["reason"].dropna() if "reason" in summary else pd.Series(dtype=object)
@@ -311,23 +403,36 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float,
     return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 
+#: what compare_cells reads of a cell's row (the whole summary has ~90 columns a row to copy)
+PAIR_COLUMNS = [*KEY_COLUMNS, "bound", "timing", "n_iters", "e2e_n_iters",
+                *dict.fromkeys(column for columns in COLUMNS.values() for column in columns)]  # fmt: skip
+
+
+def paired_rows(a: pd.DataFrame, b: pd.DataFrame, columns: list[str]) -> list[tuple[dict, dict]]:
+    """The cells in both ``a`` and ``b`` (each at most once: checked_summary), as pairs of plain records of
+    ``columns``, in ``a``'s order: one join on the key, then a list read by position (a frame looked up, or
+    iterated by row, per cell costs milliseconds a cell)."""
+    rows_a, rows_b = (frame[columns].to_dict("records") for frame in (a, b))
+    keys_a = a[KEY_COLUMNS].assign(_a=np.arange(len(a)))
+    keys_b = b[KEY_COLUMNS].assign(_b=np.arange(len(b)))
+    joined = keys_a.merge(keys_b, on=KEY_COLUMNS, validate="one_to_one")
+    return [(rows_a[i], rows_b[j]) for i, j in zip(joined["_a"].tolist(), joined["_b"].tolist(), strict=True)]
+
+
 def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
     """One row per cell ok in both runs: the p50 ratio B / A per boundary, its interval, where the
     interval comes from, and whether the change is beyond the noise."""
     a = run_a.summary[(run_a.summary["status"] == "ok") & (run_a.summary["scenario"] == "single")]
     b = run_b.summary[(run_b.summary["status"] == "ok") & (run_b.summary["scenario"] == "single")]
-    both = a.merge(b, on=KEY_COLUMNS, suffixes=("_a", "_b"))
     floors_a, floors_b = SpreadFloors.of(a), SpreadFloors.of(b)
     rows = []
-    for _, pair in both.iterrows():
-        row_a = _side(pair, "_a")
-        row_b = _side(pair, "_b")
-        out: dict = {c: pair[c] for c in KEY_COLUMNS}
+    for row_a, row_b in paired_rows(a, b, PAIR_COLUMNS):
+        out: dict = {c: row_a[c] for c in KEY_COLUMNS}
         out["bound"] = row_b.get("bound") if isinstance(row_b.get("bound"), str) else row_a.get("bound")
         for boundary, prefix in (("device", ""), ("end_to_end", "e2e_")):
             p50_col = COLUMNS[boundary][0]
-            p50_a, p50_b = row_a.get(p50_col), row_b.get(p50_col)
-            if p50_a is None or p50_b is None or pd.isna(p50_a) or pd.isna(p50_b) or p50_a <= 0:
+            p50_a, p50_b = row_a[p50_col], row_b[p50_col]
+            if math.isnan(p50_a) or math.isnan(p50_b):  # no end-to-end loop (checked_summary: all above 0)
                 continue
             value, low, high, p_value, source = p50_b / p50_a, None, None, None, "none"
             spread_a, spread_b = spread_at(row_a, boundary, floors_a), spread_at(row_b, boundary, floors_b)
@@ -414,15 +519,6 @@ def compare_serving(run_a: Run, run_b: Run) -> pd.DataFrame:
     )
 
 
-def _side(pair: pd.Series, suffix: str) -> dict:
-    """One run's columns of a merged row, under their own names."""
-    side = {c: pair[c] for c in KEY_COLUMNS}
-    for column, value in pair.items():
-        if isinstance(column, str) and column.endswith(suffix):
-            side[column[: -len(suffix)]] = value
-    return side
-
-
 def _change(low: float | None, high: float | None) -> str:
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return "unknown"
@@ -466,17 +562,13 @@ def _name(cell: dict) -> str:
     return f"{cell['engine']} {cell['precision']} {cell['device']}"
 
 
-def _judge(frame: pd.DataFrame, faster: dict, slower: dict, floors: SpreadFloors) -> Claim | None:
-    """The claim about one pair of cells in one run (``frame``: its measured rows by key), or None where
+def _judge(rows: dict[tuple, dict], faster: dict, slower: dict, floors: SpreadFloors) -> Claim | None:
+    """The claim about one pair of cells in one run (``rows``: its measured rows by key), or None where
     the run lacks either cell."""
-    rows = []
-    for cell in (faster, slower):
-        try:
-            row = frame.loc[tuple(cell.get(c, 0) for c in KEY_COLUMNS[:7])]
-        except KeyError:
-            return None
-        rows.append((row.iloc[0] if isinstance(row, pd.DataFrame) else row).to_dict() | cell)
-    return claim(rows[0], rows[1], floors)
+    found = [rows.get(tuple(cell.get(c, 0) for c in KEY_COLUMNS[:7])) for cell in (faster, slower)]
+    if found[0] is None or found[1] is None:
+        return None
+    return claim(found[0] | faster, found[1] | slower, floors)
 
 
 def claim_agreement(run_a: Run, run_b: Run, between: LeaseSpread | None = None) -> pd.DataFrame:
@@ -489,7 +581,9 @@ def claim_agreement(run_a: Run, run_b: Run, between: LeaseSpread | None = None) 
     summaries = [decisions.measured(s) for s in common_cells(run_a, run_b)]
     own = [SpreadFloors.of(summary) for summary in summaries]
     noisy = [SpreadFloors(floors.floors, between) for floors in own]
-    indexed = [summary.set_index(list(KEY_COLUMNS[:7])) for summary in summaries]
+    # each run's rows by key, as plain records: a frame looked up per claim cost ~5 ms a claim
+    indexed = [{tuple(row[c] for c in KEY_COLUMNS[:7]): row for row in summary.to_dict("records")}
+               for summary in summaries]  # fmt: skip
     seen, rows = set(), []
     for summary, floor in zip(summaries, own, strict=True):
         for what, faster, slower in claimed_pairs(summary, floor):

@@ -142,9 +142,11 @@ class Ratio:
             return None
         if self.log_se == 0:
             return 1.0 if self.value == 1 else 0.0
-        from scipy import stats  # imported where used: the workflow's DAG imports this module (2 s)
+        from scipy import special  # imported where used: the workflow's DAG imports this module (2 s)
 
-        return float(2 * stats.t.sf(abs(math.log(self.value)) / self.log_se, self.df))
+        # Student's t tail as the ufunc (stdtr: ~3 us a call; scipy.stats.t.sf is ~100-500 us, the most of
+        # `inferbench compare` at 100,000 cells)
+        return float(2 * special.stdtr(self.df, -abs(math.log(self.value)) / self.log_se))
 
 
 def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: float = 0.95) -> Ratio:
@@ -159,7 +161,7 @@ def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: 
     if se == 0:
         return Ratio(math.exp(centre), math.exp(centre), math.exp(centre), processes, 0.0, math.inf)
     df = (va + vb) ** 2 / (va**2 / a.degrees() + vb**2 / b.degrees())
-    from scipy import stats
+    from scipy import special
 
-    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    half = float(special.stdtrit(df, 0.5 + confidence / 2)) * se  # Student's t quantile (t.ppf's ufunc, ~3 us)
     return Ratio(math.exp(centre), math.exp(centre - half), math.exp(centre + half), processes, se, df)

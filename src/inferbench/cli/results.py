@@ -116,8 +116,22 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
 def compare(args: argparse.Namespace) -> None:
     from inferbench.analysis.leases import MIN_CELLS
     from inferbench.core.errors import UserError
-    from inferbench.core.fsutil import atomic_path
+    from inferbench.core.fsutil import atomic_path, refuse_non_regular
     from inferbench.report.compare import compare_runs
+
+    # every output checked before the work: none replaces a link, a device, a run compared or another output
+    outputs = {flag: path for flag, path in (("--out-md", args.out_md), ("--out-csv", args.out_csv),
+                                             ("--out-leases", args.out_leases)) if path is not None}  # fmt: skip
+    runs = (("RUN_A", args.run_a), ("RUN_B", args.run_b))
+    seen = {path.resolve(): f"{name} {path}" for name, run in runs for path in (run, run / "summary.csv")}
+    for flag, path in outputs.items():
+        try:
+            refuse_non_regular(path)
+        except UserError as error:
+            raise UserError(f"{flag} {error}") from None
+        if (other := seen.get(path.resolve())) is not None:
+            raise UserError(f"{flag} {path} is also {other}: it would be overwritten; give {flag} another path")
+        seen[path.resolve()] = flag
 
     cells, _, text, leases = compare_runs(args.run_a, args.run_b)
     if args.out_csv:

@@ -34,11 +34,43 @@ def _umask() -> int:
 NEW_FILE_MODE = 0o666 & ~_umask()
 
 
+def _what_it_is(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+
+
+def refuse_non_regular(path: Path) -> None:
+    """A UserError where ``path`` exists and is not a regular file (os.lstat: a symbolic link is one, whatever
+    it points to): an output renamed onto it would replace the link, the device (as root, /dev/null
+    itself) or the directory with a regular file. A missing ``path`` is fine."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(info.st_mode):
+        return
+    what = _what_it_is(info.st_mode)
+    target = f" (to {os.readlink(path)})" if stat.S_ISLNK(info.st_mode) else ""
+    raise UserError(
+        f"{path} is {what}{target}, not a regular file: inferbench writes an output as a regular file of its own "
+        f"and refuses to replace {what} with it. Give the output another path, or remove {path} first if it is "
+        "yours to replace"
+    )
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds. The
-    file has the mode the user's umask gives new files."""
+    file has the mode the user's umask gives new files. A ``path`` that exists and is not a regular file
+    (a symbolic link, a device, a directory) is refused by name (a UserError), before the block and again
+    just before the rename."""
     path = Path(path)
+    refuse_non_regular(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
@@ -51,6 +83,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         finally:
             os.close(fd)
         yield tmp
+        refuse_non_regular(path)  # one made while the block wrote
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -101,7 +101,7 @@ def _over_all_cells(cells: pd.DataFrame) -> list[str]:
         return []  # no cell has an interval across processes: nothing to judge over all cells
     flagged = judged[judged["change"].isin(["faster", "slower"])]
     holding = flagged[flagged["holds_over_all_cells"].astype(bool)]
-    names = ", ".join(f"{cell_name(row)} ({row['ratio']:.2f}x)" for _, row in holding.iterrows())
+    names = ", ".join(f"{cell_name(row)} ({row['ratio']:.2f}x)" for row in holding.to_dict("records"))
     n = len(judged)
     return [
         f"Of the {n} cells with an interval across processes, about {0.05 * n:.1f} would be flagged by chance with "
