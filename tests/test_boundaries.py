@@ -87,18 +87,18 @@ def test_device_and_end_to_end_boundaries_time_what_they_say(engine_cls, tmp_pat
 
 
 class SpeedingUpEngine(SleepEngine):
-    """A host that speeds up steadily while the cell is measured: each call sleeps 4 ms at first, 2 ms
-    after 0.5 s and from then on. Staging and fetching cost nothing."""
+    """A host that speeds up steadily while the cell is measured: each call sleeps 4 ms at first, 2 ms from
+    its 125th call on. The drift follows the calls, not the clock: a busy machine's slow sleeps then change
+    how long each call takes, never which calls are the slow ones. Staging and fetching cost nothing."""
 
-    started: float | None = None
+    calls = 0
 
     def stage(self, batch: dict[str, np.ndarray]) -> Any:
         return batch
 
     def run(self, staged: Any) -> Any:
-        now = time.perf_counter()
-        SpeedingUpEngine.started = SpeedingUpEngine.started or now
-        time.sleep(max(0.002, 0.004 - 0.004 * (now - SpeedingUpEngine.started)))
+        SpeedingUpEngine.calls += 1
+        time.sleep(max(0.002, 0.004 - 0.002 * SpeedingUpEngine.calls / 125))
         return np.zeros(1, np.float32)
 
     def to_numpy(self, output: Any) -> np.ndarray:
@@ -111,7 +111,7 @@ def test_a_drifting_host_reaches_both_boundaries_alike(tmp_path, monkeypatch):
     both boundaries see the same host."""
     info = EngineInfo("tests.test_boundaries:SpeedingUpEngine", ("cpu",), ("fp32",), "none", "speeds up")
     monkeypatch.setitem(registry.ENGINES, "sleep", info)
-    SpeedingUpEngine.started = None
+    SpeedingUpEngine.calls = 0
     lock = MachineLock(tmp_path / "lock")
     lock.shared()
     try:
