@@ -80,16 +80,11 @@ def option_problems(impl: str, variant: dict[str, Any]) -> list[str]:
             problems.append(f"{key!r} is not an option of {impl}{elsewhere}; allowed keys: {allowed}")
         elif (problem := declared[key].problem(value)) is not None:
             problems.append(f"{key}: {problem} ({declared[key].help})")
-    effective = effective_options(impl, variant)
+    effective = engine_info(impl).effective_options(variant)
     for key, option in declared.items():
         if option.requires and effective[key] is True and effective.get(option.requires) is not True:
             problems.append(f"{key}: true needs {option.requires}: true ({option.help})")
     return problems
-
-
-def effective_options(impl: str, variant: dict[str, Any]) -> dict[str, Any]:
-    """The variant's options with its engine's defaults filled in (what a record says it ran with)."""
-    return engine_info(impl).effective_options(variant)
 
 
 def load_engine_class(impl: str) -> type:

@@ -86,7 +86,7 @@ class Option:
     #: strings: a folder the engine writes, which must stay inside ``ENGINE_FILES`` of the working directory,
     #: symlinks resolved: what a job creates must not land anywhere a config string points, nor among the
     #: records, which `clean` removes
-    inside_workdir: bool = False
+    engine_folder: bool = False
     #: booleans: another boolean option of the same engine that must be true when this one is
     requires: str | None = None
 
@@ -99,7 +99,7 @@ class Option:
             return f"{value!r} is not a {self.type.__name__}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"{value!r} is not a finite number"
-        if self.inside_workdir and (problem := engine_files_problem(value)) is not None:
+        if self.engine_folder and (problem := engine_files_problem(value)) is not None:
             return problem
         if self.choices is not None and value not in self.choices:
             return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
@@ -202,6 +202,10 @@ class EngineInfo:
     options: dict[str, Option] = field(default_factory=dict)
     #: it compiles while preparing (tens of seconds): True, or the boolean option that turns it on
     compiles: bool | str = False
+    #: generation engines that export the decoder for a fixed longest sequence: what the export calls it.
+    #: A request whose prompt plus new tokens pass it fails at its first call (ONNX Runtime GenAI: "max_length
+    #: (68) > context_length (64)"); the config check reads it with inferbench.plan.sizing.context_length
+    exported_context: str | None = None
 
     @property
     def module(self) -> str:

@@ -108,26 +108,28 @@ class MachineLock:
             return
         except BlockingIOError:
             pass
-        holders = describe_holders(_flock_holders(os.fstat(self._fd).st_ino))
-        tell_console(f"inferbench: waiting for the machine lock {self.path} ({mode}), held by {holders}")
-        started = time.monotonic()
-        said = started
+        tell_console(f"inferbench: waiting for the machine lock {self.path} ({mode}), held by {self._holders()}")
+        started = said = time.monotonic()
         while True:
+            # polled, not blocking, so the wait has a limit; who holds it is read only when it is said
+            time.sleep(0.05)
             try:
                 fcntl.flock(self._fd, operation | fcntl.LOCK_NB)
                 return
             except BlockingIOError:
                 waited = time.monotonic() - started
-                holders = describe_holders(_flock_holders(os.fstat(self._fd).st_ino))
                 if waited >= LOCK_WAIT_S:
                     raise UserError(
-                        f"waited {waited / 3600:.1f} h for the machine lock {self.path}, still held by {holders}: "
-                        "stop what holds it if it is stuck (kill PID), then run again"
+                        f"waited {waited / 3600:.1f} h for the machine lock {self.path}, still held by "
+                        f"{self._holders()}: stop what holds it if it is stuck (kill PID), then run again"
                     ) from None
                 if time.monotonic() - said >= LOCK_REMIND_S:
                     said = time.monotonic()
+                    holders = self._holders()
                     tell_console(f"inferbench: still waiting ({waited / 60:.0f} min) for {self.path}: {holders}")
-                time.sleep(0.2)
+
+    def _holders(self) -> str:
+        return describe_holders(_flock_holders(os.fstat(self._fd).st_ino))
 
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)

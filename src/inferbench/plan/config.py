@@ -285,12 +285,6 @@ def _workload_problems(workload: str, arch: dict[str, Any], precisions: list[str
     return size_problems(workload, arch, precisions)
 
 
-#: generation engines whose export holds a context of its own, and what it is from the decoder's config:
-#: ONNX Runtime GenAI's model builder writes it as genai_config's context_length, and a request whose
-#: max_length (prompt + new_tokens) passes it fails ("max_length (68) > context_length (64)")
-EXPORTED_CONTEXT = {"ort_genai": ("ONNX Runtime GenAI's context_length", context_length)}
-
-
 def _decoder_length_problems(
     name: str, study: dict[str, Any], workload: str, arch: dict[str, Any], variants: dict[str, Any]
 ) -> Iterator[str]:
@@ -305,11 +299,10 @@ def _decoder_length_problems(
         info = engine_info(variants[variant]["engine"])
         if info.mode != "generate" or "new_tokens" not in info.options:
             continue
-        new_tokens = info.effective_options(variants[variant])["new_tokens"]
+        new_tokens = info.typed_options(variants[variant]).new_tokens
         limit, what = positions, f"{workload}'s {positions} positions ({key})"
-        if variants[variant]["engine"] in EXPORTED_CONTEXT:
-            named, of_config = EXPORTED_CONTEXT[variants[variant]["engine"]]
-            context = of_config(config)
+        if (named := info.exported_context) is not None:
+            context = context_length(config)
             if context is not None and (limit is None or context < limit):
                 limit, what = context, f"{named} ({context}, from {workload}'s config)"
             elif limit is not None:

@@ -64,10 +64,11 @@ ENGINES = {
         mode="generate",
         workload_kinds=("decoder",),
         libraries=("onnxruntime_genai", "torch", "transformers"),
+        exported_context="ONNX Runtime GenAI's context_length",
         options={
             "new_tokens": _GENERATION["new_tokens"],
             "model_dir": Option(
-                str, "results/engines/ort_genai", "where the builder's exports are kept", inside_workdir=True
+                str, "results/engines/ort_genai", "where the builder's exports are kept", engine_folder=True
             ),
         },
     ),
@@ -94,7 +95,7 @@ ENGINES = {
             ),
             "enforce_eager": Option(bool, False, "no CUDA graphs: every decode step launched kernel by kernel"),
             "model_dir": Option(
-                str, "results/engines/vllm", "where the checkpoint is saved for vLLM to load", inside_workdir=True
+                str, "results/engines/vllm", "where the checkpoint is saved for vLLM to load", engine_folder=True
             ),
         },
     ),

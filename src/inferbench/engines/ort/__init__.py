@@ -65,7 +65,7 @@ ENGINES = {
         options={
             **_CUDA,
             "cache_dir": Option(
-                str, "results/engines/ort_trt", "where TensorRT engines are cached", inside_workdir=True
+                str, "results/engines/ort_trt", "where TensorRT engines are cached", engine_folder=True
             ),
         },
     ),
