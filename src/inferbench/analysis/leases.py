@@ -83,12 +83,13 @@ class LeaseSpread:
         if len(summaries) < 2:
             raise ValueError("the spread between leases needs runs from two leases at least")
         key = [c for c in KEY_COLUMNS if all(c in s for s in summaries)]
-        repeated = [int(measured(s).duplicated(key).sum()) for s in summaries]
+        oks = [measured(s) for s in summaries]
+        repeated = [int(ok.duplicated(key).sum()) for ok in oks]
         if any(repeated):  # the merge below would pair each copy with each: one cell counted many times
             raise ValueError(f"the spread between leases needs each cell once a run; repeated cells: {repeated}")
         merged = None
-        for i, summary in enumerate(summaries):
-            ok = measured(summary)[[*key, "latency_p50_ms", "bound"]]
+        for i, ok in enumerate(oks):
+            ok = ok[[*key, "latency_p50_ms", "bound"]]
             ok = ok.rename(columns={"latency_p50_ms": f"p50_{i}", "bound": f"bound_{i}"})
             merged = ok if merged is None else merged.merge(ok, on=key)
         variances: dict[str, list[float]] = {}

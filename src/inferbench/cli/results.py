@@ -164,12 +164,11 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
         q.add_argument("--out-dir", type=Path, default=Path("results") / name, help="where its own files go")
         q.add_argument("--out", type=Path, help="write what was exported where (JSON) here too")
         module = importlib.import_module(info.module)  # only when the export verb runs
+        own = argparse.ArgumentParser(add_help=False)  # the exporter's options, known by what it declares
         if hasattr(module, "add_arguments"):
             module.add_arguments(q)
-
-
-#: the export verb's own arguments; the rest are the exporter's options
-_EXPORT_ARGUMENTS = ("verb", "lock", "exporter", "summary", "cells_dir", "plots_dir", "out_dir", "out")
+            module.add_arguments(own)
+        q.set_defaults(exporter_options=tuple(vars(own.parse_args([]))))
 
 
 @arguments(_export_arguments)
@@ -178,7 +177,7 @@ def export(args: argparse.Namespace) -> None:
     from inferbench.catalog.targets import load_target
     from inferbench.core.fsutil import write_json
 
-    options = {key: value for key, value in vars(args).items() if key not in _EXPORT_ARGUMENTS}
+    options = {key: getattr(args, key) for key in args.exporter_options}
     run_export = load_target(exporter_info(args.exporter).target)
     done = run_export(args.summary, args.cells_dir, args.plots_dir, args.out_dir, **options)
     if args.out:

@@ -190,11 +190,6 @@ def _artifacts(folder: Path) -> str:
     return (folder / "artifacts").as_uri()
 
 
-def tracking_uri(store_dir: Path) -> str:
-    """``MLFLOW_TRACKING_URI`` where set, else a SQLite file under ``store_dir``."""
-    return store_of(store_dir).uri
-
-
 def _number(value: Any) -> float | None:
     """``value`` as a metric, or None: real numbers only (a boolean is a tag), finite ones."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
@@ -245,12 +240,13 @@ def _is_rows_record(row: dict[str, Any], record: CellRecord) -> bool:
     return all(_text(value) == _text(own[column]) for column, value in row.items() if column in own)
 
 
-def cell_run(row: dict[str, Any], record: CellRecord | None, plots: list[Path], record_path: Path | None) -> CellRun:
+def cell_run(
+    row: dict[str, Any], key: CellKey, record: CellRecord | None, plots: list[Path], record_path: Path | None
+) -> CellRun:
     """The MLflow run of one summary row: its settings as params, its numbers as metrics, the rest as tags. A
     ValueError names what MLflow would refuse (an option's name) or what no measurement is (a figure not
     finite or negative, a cell that is none); the columns' names are checked by ``summary_runs``."""
     present = {k: v for k, v in row.items() if v is not None and not (isinstance(v, float) and math.isnan(v))}
-    key = _row_key(row)
     if record is not None and not _is_rows_record(row, record):
         record = record_path = None  # another record of the cell: neither its identity nor its file
     host = row.get("hostname") or (record.environment.get("hostname") if record else None)
@@ -332,6 +328,7 @@ def summary_runs(summary_csv: Path, cells_dir: Path, plots_dir: Path) -> list[Ce
     and its workload's plots (under ``plots_dir``); a UserError names a row that cannot be exported as it is."""
     runs: list[CellRun] = []
     rows: dict[str, int] = {}  # record -> its row
+    plots_of: dict[str, list[Path]] = {}
     for number, row in enumerate(_read_summary(summary_csv).to_dict("records"), start=1):
         where = f"{summary_csv} row {number}"
         try:
@@ -348,10 +345,13 @@ def summary_runs(summary_csv: Path, cells_dir: Path, plots_dir: Path) -> list[Ce
                 raise UserError(
                     f"{path}: cannot be read ({error_text(error)[:300]}); `python -m inferbench clean` removes it"
                 ) from error
-        folder = Path(plots_dir) / key.workload
-        plots = [_inside(p, Path(plots_dir)) for p in sorted(folder.glob("*.png"))] if folder.is_dir() else []
+        if key.workload not in plots_of:  # a workload's plots listed and checked once, not per row
+            folder = Path(plots_dir) / key.workload
+            found = sorted(folder.glob("*.png")) if folder.is_dir() else []
+            plots_of[key.workload] = [_inside(p, Path(plots_dir)) for p in found]
+        plots = plots_of[key.workload]
         try:
-            run = cell_run(row, record, plots, path if record else None)
+            run = cell_run(row, key, record, plots, path if record else None)
         except ValueError as error:
             raise UserError(f"{where} ({key.cell_id}): {error}") from error
         if run.record_id in rows:
