@@ -63,7 +63,7 @@ if not (workflow.remote_exec or workflow.subprocess_exec):
 HAS_CUDA = run_has_cuda(config)  # None: no study of this run asks
 CELLS = config_cells(config, HAS_CUDA)
 if not CELLS:
-    raise WorkflowError(no_cells_message(config))
+    raise WorkflowError(no_cells_message(config, HAS_CUDA))
 # timed calls per cell: more where one of its studies reports a tail percentile (p99: 100)
 CELL_MIN_ITERS = cell_min_iters(config, HAS_CUDA)
 # server and offline cells: LoadGen's settings, the latency bound of their studies, the batcher's delay

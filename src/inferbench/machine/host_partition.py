@@ -61,8 +61,6 @@ PARTITION_ENV = HOST_PARTITION.name
 SLOT_CPUS_ENV = GPU_SLOT_CPUS.name
 #: on (``1``): every GPU times its calls under a lock of its own, at the same moment as the others
 AT_ONCE_ENV = GPUS_MEASURE_AT_ONCE.name
-#: cores per GPU slot: a GPU cell's threads (the rules give GPU cells 4)
-DEFAULT_SLOT_CPUS = GPU_SLOT_CPUS.default
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -19,8 +21,6 @@ def scratch_folder(parent: Path, prefix: str) -> tempfile.TemporaryDirectory[str
     process: ``<prefix><pid>@<host>-<random>``; first removes those in ``parent`` that processes
     now gone left behind. A job's child killed by the server (SIGKILL, its job gone) or a job killed
     by Snakemake runs no clean-up of its own: its cell's repeats left 11-15 MB each time."""
-    import tempfile
-
     remove_orphaned_scratch(parent, prefix)
     return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}@{host_name()}-", dir=parent)
 
@@ -29,9 +29,6 @@ def remove_orphaned_scratch(parent: Path, prefix: str) -> list[Path]:
     """Remove the folders ``scratch_folder`` made in ``parent`` whose process is gone; returns them.
     Only this host's: a pid says nothing about a process on another node sharing the file system.
     A folder whose pid runs (or was reused since) is kept: a live job's scratch is never removed."""
-    import re
-    import shutil
-
     name = re.compile(rf"{re.escape(prefix)}(\d+)@(.+)-[^-]+")
     host = host_name()
     removed: list[Path] = []
@@ -50,8 +47,6 @@ def remove_orphaned_scratch(parent: Path, prefix: str) -> list[Path]:
 
 def host_name() -> str:
     """This host's name as a folder name may hold it."""
-    import re
-
     return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "localhost"
 
 

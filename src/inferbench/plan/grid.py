@@ -16,6 +16,7 @@ from typing import Any
 
 from inferbench.catalog.engine_registry import engine_info
 from inferbench.catalog.layouts import study_percentiles
+from inferbench.catalog.scenarios import PLAIN
 from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellKey
 from inferbench.core.percentiles import samples_needed
@@ -234,6 +235,6 @@ def _pair_reason(workload: str, variant: dict[str, Any], study: dict[str, Any], 
     kind = workload_info(workload).kind
     if kind not in info.workload_kinds:
         return f"it runs {'/'.join(info.workload_kinds)} workloads, and {workload} is a {kind} workload"
-    if info.mode != "inference" and "single" not in study["scenarios"]:
+    if info.mode != "inference" and PLAIN not in study["scenarios"]:
         return f"a {info.mode} engine is timed by its own scenario, and the study lists {', '.join(study['scenarios'])}"
     return "no combination of the study's axes suits it"
