@@ -67,7 +67,7 @@ class FakeGenerator:
 def test_a_request_s_first_token_and_each_further_one_are_timed_apart():
     engine = FakeGenerator(prefill_s=0.03, step_s=0.005, new_tokens=6)
     batch = {"input_ids": np.zeros((2, 4), dtype=np.int64)}
-    ttft, steps, latency, request = generate_request(engine, batch, None)
+    ttft, steps, latency, request, _ = generate_request(engine, batch, None)
     assert len(steps) == engine.new_tokens - 1  # the first token comes from the prefill
     assert ttft >= 0.03 and all(s >= 0.005 for s in steps)
     assert ttft < 0.03 + 0.5 and max(steps) < 0.005 + 0.5  # sleeps overshoot on a busy machine, not by seconds
@@ -353,6 +353,16 @@ def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes
     text = "\n".join(generation_answer(cells, {}))
     assert "batch 16 decodes 13.3× (95% CI 9.90–18.0) the tokens/s of batch 1" in text
     assert "(hf_static fp16 cuda b1 prompt 128; 2 processes: 1.70–1.80 ms)" in text
+    # where the cells say where a step's time goes, the floor comes with the GPU's busy share of the step
+    from inferbench.report.generation import generation_section
+
+    assert "GPU busy" not in text and "GPU busy a step" not in "\n".join(generation_section(cells, {}))
+    cells["gen_gpu_busy_ms_per_step"] = [3.1, 1.6, 2.0]
+    cells["gen_gpu_idle_ms_per_step"] = [10.9, 0.15, 0.1]
+    text = "\n".join(generation_answer(cells, {}))
+    assert "hf_static 2.50× (GPU busy 1.60 of 1.75 ms), hf_eager 20.0× (GPU busy 3.10 of 14.0 ms)" in text
+    table = "\n".join(generation_section(cells, {}))
+    assert "| GPU busy a step | GPU idle a step |" in table and "| 1.60 | 0.150 |" in table
 
 
 def test_the_generation_plot_draws_each_engine_and_prompt_against_the_batch(tmp_path, monkeypatch):
@@ -382,3 +392,141 @@ def test_the_generation_plot_draws_each_engine_and_prompt_against_the_batch(tmp_
     not_run = [r for r in rows if r["status"] != "ok"]
     plots.plot_generation(pd.DataFrame(not_run), "llm:llama", tmp_path / "empty.png")
     assert not drawn[1].axes[0].lines and (tmp_path / "empty.png").exists()
+
+
+# --- where a decode step's time goes (issue 57) --------------------------------------------------------
+
+
+def test_the_host_s_time_in_each_step_call_is_kept_per_step():
+    engine = FakeGenerator(prefill_s=0.0, step_s=0.004, new_tokens=5)
+    *_, host_steps = generate_request(engine, {"input_ids": np.zeros((1, 3), dtype=np.int64)}, None)
+    assert len(host_steps) == engine.new_tokens - 1 and all(s >= 0.004 for s in host_steps)
+
+
+def test_busy_time_is_the_union_of_kernel_intervals_not_their_sum():
+    from inferbench.trackers.kernel_trace import busy_us
+
+    assert busy_us([]) == 0
+    assert busy_us([(0, 10), (20, 25)]) == 15  # apart: their sum
+    assert busy_us([(0, 10), (5, 12)]) == 12  # overlapping streams count once
+    assert busy_us([(0, 10), (2, 3), (9, 30), (40, 41)]) == 31  # nested, chained, apart
+
+
+def test_a_chrome_trace_s_kernels_are_read_gzipped_or_not_and_copies_and_host_ops_are_left_out(tmp_path):
+    import gzip
+
+    from inferbench.trackers.kernel_trace import totals, trace_kernels
+
+    events = [
+        {"cat": "kernel", "name": "gemv", "ts": 100.0, "dur": 8.0},
+        {"cat": "kernel", "name": "rmsnorm", "ts": 110.0, "dur": 2.0},
+        {"cat": "gpu_memcpy", "name": "Memcpy DtoH", "ts": 120.0, "dur": 5.0},
+        {"cat": "cpu_op", "name": "aten::mm", "ts": 90.0, "dur": 50.0},
+        {"ph": "M", "name": "process_name"},
+    ]
+    plain, zipped = tmp_path / "t.json", tmp_path / "t.pt.trace.json.gz"
+    plain.write_text(json.dumps({"traceEvents": events}))
+    with gzip.open(zipped, "wt") as handle:
+        json.dump({"traceEvents": events}, handle)
+    for path in (plain, zipped):
+        assert trace_kernels(path) == [(100.0, 108.0), (110.0, 112.0)]
+        assert totals(trace_kernels(path)).busy_us == 10.0
+
+
+class TracedElsewhere(FakeGenerator):
+    """An engine whose kernels run in another process (as vLLM's engine core): a request of ``tokens``
+    tokens per row runs a 50-us prefill kernel, then per further token two kernels of 3 and 1 us."""
+
+    steps_in_another_process = True
+    kernel_trace_description = "a fake engine core's trace"
+
+    def traced_kernels(self, staged, tokens):
+        kernels, t = [(0.0, 50.0)], 60.0
+        for _ in range(tokens - 1):
+            kernels += [(t, t + 3.0), (t + 3.0, t + 4.0)]
+            t += 10.0
+        return kernels
+
+
+def test_the_step_split_of_an_engine_traced_elsewhere_is_the_difference_of_a_full_and_a_one_token_request():
+    from inferbench.scenarios.generation import step_split
+
+    engine = TracedElsewhere(0.0, 0.0, new_tokens=9)
+    split = step_split(engine, {"input_ids": np.zeros((1, 3), dtype=np.int64)}, tpot_p50_ms=0.01, host_step_s=[1.0])
+    assert split["steps_profiled"] == 8 and split["kernels_per_step"] == 2
+    assert split["gpu_busy_ms_per_step"] == pytest.approx(0.004)  # 4 us a step, the prefill's 50 us left out
+    assert split["gpu_busy_share"] == pytest.approx(0.4) and split["gpu_idle_ms_per_step"] == pytest.approx(0.006)
+    # its step call waits for another process: not the host's time to issue a step
+    assert split["host_step_call_ms_p50"] is None and "own process" in split["host_step_call"]
+
+
+def test_processes_step_splits_merge_against_the_pooled_tpot_and_plain_requests_keep_each_ratio():
+    from inferbench.scenarios.generation import merged_plain_requests, merged_step_split
+
+    one = {"gpu_busy_ms_per_step": 1.0, "kernels_per_step": 400.0, "host_step_call_ms_p50": 0.3, "profiled": "x"}
+    two = one | {"gpu_busy_ms_per_step": 1.2, "host_step_call_ms_p50": 0.5}
+    three = one | {"gpu_busy_ms_per_step": 1.1, "host_step_call_ms_p50": 0.4}
+    merged = merged_step_split([one, None, two, three], tpot_p50_ms=2.0)
+    assert merged["gpu_busy_ms_per_step"] == pytest.approx(1.1) and merged["gpu_busy_share"] == pytest.approx(0.55)
+    assert merged["gpu_idle_ms_per_step"] == pytest.approx(0.9) and merged["host_step_call_ms_p50"] == pytest.approx(
+        0.4
+    )
+    assert merged["gpu_busy_ms_per_step_by_process"] == [1.0, 1.2, 1.1]
+    assert merged_step_split([None, None], 2.0) is None
+    plain = {
+        "how": "LLM.generate",
+        "requests": 5,
+        "plain_p50_ms": 10.0,
+        "stepped_p50_ms": 10.1,
+        "stepped_over_plain": 1.01,
+    }
+    merged_plain = merged_plain_requests([plain, plain | {"stepped_over_plain": 0.99}, None])
+    assert merged_plain["requests"] == 10 and merged_plain["stepped_over_plain_by_process"] == [1.01, 0.99]
+    assert merged_plain["stepped_over_plain"] == pytest.approx(1.0)
+
+
+class PlainToo(FakeGenerator):
+    plain_request_description = "the engine's own loop"
+
+    def plain_request(self, staged):
+        time.sleep(self.step_s * (self.new_tokens - 1))
+
+
+def test_an_engine_with_a_plain_way_of_answering_is_timed_that_way_too_and_others_are_not():
+    from inferbench.scenarios.generation import PLAIN_REQUESTS, plain_requests
+
+    batch = {"input_ids": np.zeros((1, 3), dtype=np.int64)}
+    assert plain_requests(FakeGenerator(0, 0.001, 4), batch, [0.003]) is None
+    compared = plain_requests(PlainToo(0, 0.002, 4), batch, [0.004, 0.004, 0.005])
+    assert compared["requests"] == PLAIN_REQUESTS and compared["plain_p50_ms"] >= 6.0
+    assert compared["stepped_over_plain"] == pytest.approx(compared["stepped_p50_ms"] / compared["plain_p50_ms"])
+
+
+def test_vllm_s_own_latency_benchmark_gets_the_cell_s_engine_arguments_and_is_set_beside_it(tmp_path):
+    spec = importlib.util.spec_from_file_location("vllm_bench_latency", REPO / "benchmarks/tools/vllm_bench_latency.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    bench_args, side_by_side = tool.bench_args, tool.side_by_side
+    record = {
+        "cell": {"cell_id": "llm:llama/vllm-fp16/cuda/b1-s128-t0", "batch_size": 1, "seq_len": 128},
+        "engine": {
+            "vllm": "0.24.0",
+            "checkpoint_dir": "results/engines/vllm/abc-fp16",
+            "engine_args": {
+                "dtype": "float16",
+                "max_num_seqs": 1,
+                "enforce_eager": False,
+                "enable_prefix_caching": False,
+            },
+        },
+        "latency_ms": {"p50": 70.0},
+        "generation": {"new_tokens": 33, "ttft_ms": {"p50": 5.0}, "tpot_ms": {"p50": 2.0}},
+    }
+    args = bench_args(record, 33, tmp_path / "o.json", iters=30, warmup=10)
+    assert args[:2] == ["--model", "results/engines/vllm/abc-fp16"] and "--skip-tokenizer-init" in args
+    assert "--no-enforce-eager" in args and "--no-enable-prefix-caching" in args
+    assert args[args.index("--max-num-seqs") + 1] == "1" and args[args.index("--output-len") + 1] == "33"
+    assert args[args.index("--input-len") + 1] == "128" and args[args.index("--batch-size") + 1] == "1"
+    row = side_by_side(record, {"output_len": 1, "p50_ms": 4.0}, {"output_len": 33, "p50_ms": 68.0})
+    assert row["bench_latency"]["per_token_ms"] == pytest.approx(2.0)  # (68 - 4) / 32
+    assert row["cell_over_bench"] == pytest.approx({"request_ms": 70 / 68, "ttft_ms": 1.25, "per_token_ms": 1.0})

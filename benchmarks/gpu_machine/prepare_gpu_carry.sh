@@ -10,8 +10,9 @@
 # On the GPU machine, back to back (it goes back after 30 s idle, /tmp with it): one call per piece but
 # the last, carrying .carry/NN and running `mkdir -p /tmp/carry && cp .carry/NN/* /tmp/carry/`; then
 # the working call carrying the last piece (e.g. benchmarks/gpu_machine/readme_run_on_gpu_machine.sh), whose install
-# joins the pieces, checks the bundle's SHA-256 and unpacks the wheels. vLLM is not among them: its wheel
-# alone is larger than a call may carry, so the vllm engine's cells are recorded `unavailable` there.
+# joins the pieces, checks the bundle's SHA-256 and unpacks the wheels. vLLM is a piece set of its own,
+# .carry_vllm/NN, made from .vllmw (../shared/gpu/vllm-bundle.sh) when that is there; carried the same way
+# (to /tmp/carry_vllm) before the working call, it is installed beside the machine's packages.
 #
 #   usage: bash benchmarks/gpu_machine/prepare_gpu_carry.sh     (from the project root; ../shared/gpu must exist)
 #          bash benchmarks/gpu_machine/prepare_gpu_carry.sh --resplit   (no network: the bundle in .carry split again,
@@ -48,20 +49,38 @@ fi
 tree_bytes=$( (git ls-files -z; git ls-files -z -o --exclude-standard) | { xargs -0 stat -c %s 2>/dev/null || true; } |
   awk '{ total += 512 + int(($1 + 511) / 512) * 512 } END { print total + 0 }')   # a file deleted but tracked: skipped
 capacity=$(( 64 * 1024 * 1024 - tree_bytes - 1024 * 1024 ))
-total=$(stat -c %s "$bundle/wheels.tar")
-pieces=$(( (total + capacity - 1) / capacity ))
-piece_bytes=$(( (total + pieces - 1) / pieces ))
-rm -rf .carry && mkdir -p .carry
-split -b "$piece_bytes" -d -a 2 "$bundle/wheels.tar" "$bundle/part"
-for part in "$bundle"/part*; do
-  n=${part##*/part}
-  mkdir -p ".carry/$n" && mv "$part" ".carry/$n/"
-done
-last=$(printf '%02d' $(( pieces - 1 )))
-sha256sum < "$bundle/wheels.tar" | cut -d' ' -f1 > ".carry/$last/wheels.tar.sha256"
-echo "$pieces" > ".carry/$last/pieces"
-echo "wheels.tar: $total bytes in $pieces pieces of <= $piece_bytes (working tree $tree_bytes bytes)"
-for n in $(seq -f '%02g' 0 $(( pieces - 2 ))); do
-  echo "call: carry .carry/$n; run: mkdir -p /tmp/carry && cp .carry/$n/* /tmp/carry/"
-done
-echo "working call: carry .carry/$last (install_on_gpu_machine.sh joins the pieces)"
+
+# split_pieces TAR SET: TAR in as few pieces as the call limit allows, SET/00, SET/01, ..., the last one with
+# the whole's SHA-256 and the count of pieces; prints the calls that carry them
+split_pieces() {
+  local tar=$1 set=$2 total pieces piece_bytes part n last
+  total=$(stat -c %s "$tar")
+  pieces=$(( (total + capacity - 1) / capacity ))
+  piece_bytes=$(( (total + pieces - 1) / pieces ))
+  rm -rf "$set" && mkdir -p "$set"
+  split -b "$piece_bytes" -d -a 2 "$tar" "$bundle/part"
+  for part in "$bundle"/part*; do
+    n=${part##*/part}
+    mkdir -p "$set/$n" && mv "$part" "$set/$n/"
+  done
+  last=$(printf '%02d' $(( pieces - 1 )))
+  sha256sum < "$tar" | cut -d' ' -f1 > "$set/$last/wheels.tar.sha256"
+  echo "$pieces" > "$set/$last/pieces"
+  echo "$set: $total bytes in $pieces pieces of <= $piece_bytes (working tree $tree_bytes bytes)"
+  for n in $(seq -f '%02g' 0 $(( pieces - 1 ))); do
+    echo "call: carry $set/$n; run: mkdir -p /tmp/${set#.} && cp $set/$n/* /tmp/${set#.}/"
+  done
+}
+
+split_pieces "$bundle/wheels.tar" .carry
+echo "the working call may carry the last piece of .carry itself (install_on_gpu_machine.sh joins the pieces)"
+
+# vLLM (the vllm engine's cells, vllm bench latency) as a piece set of its own, carried only where wanted:
+# the 24 wheels ../shared/gpu/vllm-bundle.sh puts in .vllmw (213 MB), installed beside the machine's packages
+if [ -d .vllmw ] && ls .vllmw/*.whl > /dev/null 2>&1; then
+  tar -cf "$bundle/vllm.tar" -C .vllmw $(cd .vllmw && ls *.whl)
+  split_pieces "$bundle/vllm.tar" .carry_vllm
+else
+  rm -rf .carry_vllm
+  echo "no .vllmw (bash ../shared/gpu/vllm-bundle.sh makes it): no vLLM pieces; the vllm engine's cells are recorded unavailable"
+fi

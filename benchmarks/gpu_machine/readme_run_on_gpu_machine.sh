@@ -28,9 +28,10 @@ overrides=()
 [ ${#overrides[@]} -gt 0 ] && preset+=(--config "${overrides[@]}")
 run=/tmp/inferbench-run   # a detached run's arguments, log, start time, exit status and tree, kept between calls
 if [ "${BACKGROUND:-0}" = 1 ]; then
-  mkdir -p /tmp/carry && cp .carry/*/* /tmp/carry/ 2>/dev/null   # this call's piece of the wheels
+  mkdir -p /tmp/carry /tmp/carry_vllm && cp .carry/*/* /tmp/carry/ 2>/dev/null   # this call's piece of the wheels
+  cp .carry_vllm/*/* /tmp/carry_vllm/ 2>/dev/null
   if [ ! -d "$run/tree" ]; then
-    mkdir -p "$run/tree" && tar -c --exclude=./.carry . | tar -x -C "$run/tree"
+    mkdir -p "$run/tree" && tar -c --exclude=./.carry --exclude=./.carry_vllm . | tar -x -C "$run/tree"
   fi
   cd "$run/tree" || exit 1
 fi

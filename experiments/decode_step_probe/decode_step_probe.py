@@ -102,7 +102,7 @@ def probe(mode: str, args: argparse.Namespace, batch: dict, specs) -> dict:
         generate_request(engine, batch, stream)
     tpot, ttft = [], []
     for _ in range(args.requests):
-        first, steps, _, _ = generate_request(engine, batch, stream)
+        first, steps, _, _, _ = generate_request(engine, batch, stream)
         ttft.append(first)
         tpot.extend(steps)
     # the host's own cost of issuing a step, with the GPU left to catch up (no event, no wait)

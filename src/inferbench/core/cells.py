@@ -303,6 +303,7 @@ class CellRecord:
         """A generation cell's figures (None elsewhere)."""
         gen = self.generation or {}
         ttft, tpot = gen.get("ttft_ms") or {}, gen.get("tpot_ms") or {}
+        split = gen.get("step_split") or {}
         return {
             "gen_new_tokens": gen.get("new_tokens"),
             **{f"gen_ttft_{k}_ms": ttft.get(k) for k in ("p50", "p99")},
@@ -320,6 +321,12 @@ class CellRecord:
             "gen_decode_floor_ms": gen.get("decode_floor_ms"),
             "gen_decode_floor_share": gen.get("decode_floor_share"),
             "gen_token_parity": (gen.get("token_parity") or {}).get("equal"),
+            # where a decode step's time goes on a GPU (inferbench.scenarios.generation.step_split)
+            "gen_kernels_per_step": split.get("kernels_per_step"),
+            "gen_gpu_busy_ms_per_step": split.get("gpu_busy_ms_per_step"),
+            "gen_gpu_idle_ms_per_step": split.get("gpu_idle_ms_per_step"),
+            "gen_host_step_call_ms": split.get("host_step_call_ms_p50"),
+            "gen_stepped_over_plain": (gen.get("plain_requests") or {}).get("stepped_over_plain"),
         }
 
     def _serving_columns(self) -> dict[str, Any]:

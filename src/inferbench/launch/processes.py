@@ -163,7 +163,12 @@ def merge_repeats(
 def _merged_generation(records: Sequence[CellRecord]) -> dict[str, Any]:
     """A generation cell's figures from every process's TTFT and TPOT samples pooled; its decode roofline
     against the pooled TPOT (the bandwidth: the best any process measured)."""
-    from inferbench.scenarios.generation import decode_roofline, generation_stats
+    from inferbench.scenarios.generation import (
+        decode_roofline,
+        generation_stats,
+        merged_plain_requests,
+        merged_step_split,
+    )
 
     first = records[0].generation or {}
     pooled = {
@@ -184,6 +189,10 @@ def _merged_generation(records: Sequence[CellRecord]) -> dict[str, Any]:
         "samples_ms": {name: [round(v * 1e3, 4) for v in values] for name, values in pooled.items()},
         # each process's own TPOT p50: how far a decode step moves between processes (the report's intervals)
         "tpot_p50_by_process_ms": [((r.generation or {}).get("tpot_ms") or {}).get("p50") for r in records],
+        "step_split": merged_step_split(
+            [(r.generation or {}).get("step_split") for r in records], stats["tpot_ms"]["p50"]
+        ),
+        "plain_requests": merged_plain_requests([(r.generation or {}).get("plain_requests") for r in records]),
     }
 
 

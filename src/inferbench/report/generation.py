@@ -38,6 +38,20 @@ COLUMNS = [
     ("gen_token_parity", "tokens = FP32 eager"),
     ("n_iters", "requests"),
 ]
+#: where a GPU decode step's time goes (inferbench.scenarios.generation.step_split): shown where a cell has it
+SPLIT_COLUMNS = [
+    ("gen_kernels_per_step", "kernels a step"),
+    ("gen_gpu_busy_ms_per_step", "GPU busy a step"),
+    ("gen_gpu_idle_ms_per_step", "GPU idle a step"),
+    ("gen_host_step_call_ms", "host in step call"),
+]
+SPLIT_EXPLAINED = (
+    "`GPU busy a step`: the time a kernel ran during a decode step, from one profiled request after the timed "
+    "ones (the union of the kernels' intervals); `GPU idle a step`: TPOT p50 less that, the GPU waiting for the "
+    "host to schedule, launch or hand back the step. `host in step call`: the host's time inside the engine's "
+    "step call, its time to issue a step where the call returns once the step is queued; – where the engine "
+    "steps in a process of its own (vLLM)."
+)
 
 EXPLAINED = (
     "One timed call is one request: the prompt (`prompt` tokens per row, `batch` rows), then `new tokens` "
@@ -80,11 +94,26 @@ def generation_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = N
 def generation_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
     """A generation study's detail: the table of every cell, and what its columns measure."""
     generation = split_scenarios(cells).generation
-    out = [EXPLAINED, ""]
+    split = _has_split(generation)
+    out = [EXPLAINED + (" " + SPLIT_EXPLAINED if split else ""), ""]
+    columns = COLUMNS + (SPLIT_COLUMNS if split else [])
     for workload, frame in generation.groupby("workload", sort=False):
         order = frame.sort_values(["engine", "precision", "device", "batch_size", "seq_len"])
-        out += [f"**{escape_markdown(workload)}**:", "", markdown_table(order, COLUMNS), ""]
+        out += [f"**{escape_markdown(workload)}**:", "", markdown_table(order, columns), ""]
     return out
+
+
+def _has_split(frame: pd.DataFrame) -> bool:
+    """Whether any cell says where its decode step's time goes (summaries before issue 57 do not)."""
+    return "gen_gpu_busy_ms_per_step" in frame and frame["gen_gpu_busy_ms_per_step"].notna().any()
+
+
+def _busy(row: pd.Series) -> str:
+    """`` (GPU busy 1.70 of 1.89 ms)`` where the cell has its step's split, else nothing."""
+    busy = row.get("gen_gpu_busy_ms_per_step")
+    if busy is None or pd.isna(busy):
+        return ""
+    return f" (GPU busy {fmt(busy)} of {fmt(row['gen_tpot_p50_ms'])} ms)"
 
 
 def _cell(row: pd.Series) -> str:
@@ -100,7 +129,7 @@ def _from_the_floor(name: str, frame: pd.DataFrame) -> list[str]:
         ["precision", "device", "batch_size", "seq_len"], sort=True
     ):
         ratios = ", ".join(
-            f"{escape_markdown(row['engine'])} {fmt(1 / row['gen_decode_floor_share'])}×"
+            f"{escape_markdown(row['engine'])} {fmt(1 / row['gen_decode_floor_share'])}×{_busy(row)}"
             for _, row in series.sort_values("gen_tpot_p50_ms").iterrows()
         )
         out.append(

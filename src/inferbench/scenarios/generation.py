@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +42,7 @@ from inferbench.trackers import memory
 from inferbench.trackers.bound import classify
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
 from inferbench.trackers.host_telemetry import HostWindow
+from inferbench.trackers.kernel_trace import profiled_kernels, totals
 from inferbench.trackers.roofline import copy_bandwidth
 
 BOUNDARY = (
@@ -79,9 +82,13 @@ class StepClock:
 BEAT_EVERY_TOKENS = 8
 
 
-def generate_request(engine: Any, batch: dict[str, np.ndarray], stream: Any) -> tuple[float, list[float], float, Any]:
-    """One request: (TTFT s, each further token's s, the request's host-clock s, the engine's request)."""
+def generate_request(
+    engine: Any, batch: dict[str, np.ndarray], stream: Any
+) -> tuple[float, list[float], float, Any, list[float]]:
+    """One request: (TTFT s, each further token's s, the request's host-clock s, the engine's request, the
+    host's s inside each ``step`` call: for an engine that queues a step and returns, its time to issue it)."""
     clock = StepClock(stream)
+    host_step_s: list[float] = []
     start = time.perf_counter()
     staged = engine.stage(batch)
     clock.mark()
@@ -89,14 +96,16 @@ def generate_request(engine: Any, batch: dict[str, np.ndarray], stream: Any) -> 
     clock.mark()
     beat()  # the prefill, done (a long prompt's takes a while)
     for index in range(1, engine.new_tokens):
+        called = time.perf_counter()
         request = engine.step(request)
+        host_step_s.append(time.perf_counter() - called)
         clock.mark()
         if index % BEAT_EVERY_TOKENS == 0:
             beat()
     engine.generated(request)  # the tokens on the host: the request is answered
     latency = time.perf_counter() - start
     intervals = clock.intervals_s()
-    return intervals[0], intervals[1:], latency, request
+    return intervals[0], intervals[1:], latency, request, host_step_s
 
 
 def generation_stats(ttft_s: np.ndarray, tpot_s: np.ndarray, batch: int) -> dict[str, Any]:
@@ -138,6 +147,7 @@ def measure(cell: PreparedCell) -> Measured:
     ttft: list[float] = []
     tpot: list[float] = []
     latencies: list[float] = []
+    host_step: list[float] = []
     host = HostWindow()
     # the phase the watchdog names if a request stalls (the cell's key says scenario "single", as its paths do)
     beat(f"generating (warm-up, then requests of {key.seq_len} prompt + {engine.new_tokens} new tokens)")
@@ -156,13 +166,18 @@ def measure(cell: PreparedCell) -> Measured:
             started = time.perf_counter()
             enough_s, enough_requests = settings.min_time_s, settings.min_iters_per_process
             while len(latencies) < enough_requests or time.perf_counter() - started < enough_s:
-                first, steps, latency, request = generate_request(engine, next(batches), stream)
+                first, steps, latency, request, host_steps = generate_request(engine, next(batches), stream)
                 ttft.append(first)
                 tpot.extend(steps)
+                host_step.extend(host_steps)
                 latencies.append(latency)
                 beat()
             measured_s = time.perf_counter() - started
             window = [window_start, time.time()]
+        # after the timed window: the profiler's own cost stays out of the cell's numbers
+        tpot_p50_ms = float(np.median(tpot)) * 1e3 if tpot else None
+        split = step_split(engine, next(batches), tpot_p50_ms, host_step) if gpu and tpot_p50_ms else None
+        plain = plain_requests(engine, next(batches), latencies)
         # the copy that sets the decode floor: under the lock too, it would disturb a cell measuring beside it
         bandwidth = copy_bandwidth(key.device)
     # the first tokens against FP32 eager's, greedy from the reference prompts (the parity gate of tokens)
@@ -195,6 +210,8 @@ def measure(cell: PreparedCell) -> Measured:
         "copy_bytes_per_s": bandwidth,
         **decode_roofline(read_bytes, bandwidth, generation["tpot_ms"]["p50"]),
         "token_parity": tokens_parity,
+        "step_split": split,
+        "plain_requests": plain,
         # every sample, so that a cell's processes pool them (inferbench.launch.processes)
         "samples_ms": {"ttft": [round(s * 1e3, 4) for s in ttft], "tpot": [round(s * 1e3, 4) for s in tpot]},
     }
@@ -233,6 +250,129 @@ def measure(cell: PreparedCell) -> Measured:
     return Measured(fields, {"device": samples, "end_to_end": samples}, invalid)
 
 
+#: how a decode step's kernels are found, for an engine whose kernels this process launches
+IN_PROCESS_TRACE = (
+    "torch.profiler in the cell's process (CUPTI: every kernel the process ran, CUDA-graph replays included) "
+    "over the decode steps of one request, its prefill done and synchronised before"
+)
+
+
+def step_split(engine: Any, batch: dict[str, np.ndarray], tpot_p50_ms: float, host_step_s: list[float]) -> dict:
+    """Where a decode step's time goes on a GPU: the kernels' busy time per step (the union of their
+    intervals, from one profiled request) against the timed TPOT p50; the rest the GPU idles, waiting for the
+    host to schedule, launch or hand back the step. Beside it, the host's time inside each ``step`` call of
+    the timed requests: for an engine that queues a step and returns, its time to issue one (where ``step``
+    waits for the GPU or for another process, that wait is in it; ``host_step_call`` says which).
+
+    An engine whose kernels run in another process (vLLM's engine core) traces them there
+    (``engine.traced_kernels``): a request of one token (the prefill) and one of ``new_tokens``; their
+    difference is the decode steps'."""
+    steps = engine.new_tokens - 1
+    with tempfile.TemporaryDirectory(prefix="inferbench-trace-") as folder:
+        if hasattr(engine, "traced_kernels"):
+            staged = engine.stage(batch)
+            one = totals(engine.traced_kernels(staged, 1))
+            decode = totals(engine.traced_kernels(staged, engine.new_tokens)) - one
+            how = engine.kernel_trace_description
+        else:
+            request = engine.start(engine.stage(batch))
+            engine.synchronize()
+
+            def decode_steps() -> None:
+                nonlocal request
+                for _ in range(steps):
+                    request = engine.step(request)
+
+            decode = totals(profiled_kernels(decode_steps, engine.synchronize, Path(folder) / "decode.json"))
+            engine.generated(request)
+            how = IN_PROCESS_TRACE
+    if decode.kernels <= 0 or decode.busy_us <= 0:
+        return {"profiled": how, "reason": "the profiler saw no kernel of the decode steps"}
+    busy_ms = decode.busy_us / steps / 1e3
+    in_another_process = getattr(engine, "steps_in_another_process", False)
+    host_call_ms = float(np.median(host_step_s)) * 1e3 if host_step_s and not in_another_process else None
+    return {
+        "profiled": how,
+        "steps_profiled": steps,
+        "kernels_per_step": decode.kernels / steps,
+        "gpu_busy_ms_per_step": busy_ms,
+        "tpot_p50_ms": tpot_p50_ms,
+        "gpu_busy_share": busy_ms / tpot_p50_ms,
+        # negative where the profiled request's kernels ran longer than the timed steps took at their median
+        "gpu_idle_ms_per_step": tpot_p50_ms - busy_ms,
+        "host_step_call_ms_p50": host_call_ms,
+        "host_step_call": (
+            "the engine core steps in its own process: this process's step call waits for its output"
+            if in_another_process
+            else "the host's time inside the engine's step call (returns once the step is queued where the engine "
+            "computes asynchronously)"
+        ),
+    }
+
+
+def merged_step_split(splits: list[dict | None], tpot_p50_ms: float) -> dict | None:
+    """Each process's ``step_split`` as the cell's: the median busy time and kernels per step, against the
+    TPOT p50 pooled over the processes; each process's busy time beside it."""
+    known = [s for s in splits if s and s.get("gpu_busy_ms_per_step") is not None]
+    if not known:
+        return next((s for s in splits if s), None)
+    busy_ms = float(np.median([s["gpu_busy_ms_per_step"] for s in known]))
+    host = [s["host_step_call_ms_p50"] for s in known if s.get("host_step_call_ms_p50") is not None]
+    return {
+        **known[0],
+        "kernels_per_step": float(np.median([s["kernels_per_step"] for s in known])),
+        "gpu_busy_ms_per_step": busy_ms,
+        "gpu_busy_ms_per_step_by_process": [s["gpu_busy_ms_per_step"] for s in known],
+        "tpot_p50_ms": tpot_p50_ms,
+        "gpu_busy_share": busy_ms / tpot_p50_ms,
+        "gpu_idle_ms_per_step": tpot_p50_ms - busy_ms,
+        "host_step_call_ms_p50": float(np.median(host)) if host else None,
+    }
+
+
+#: requests answered the engine's plain way (``engine.plain_request``), to set beside the stepped ones
+PLAIN_REQUESTS = 5
+
+
+def plain_requests(engine: Any, batch: dict[str, np.ndarray], stepped_s: list[float]) -> dict | None:
+    """An engine stepped here token by token (vLLM's engine, a scheduler iteration per call), against its
+    plain way of answering a request (``LLM.generate``): the stepping must cost nothing, or its per-token
+    times would not be what a user of the engine sees. None for engines with no plain way of their own."""
+    if not hasattr(engine, "plain_request"):
+        return None
+    staged = engine.stage(batch)
+    engine.plain_request(staged)  # its first call: anything it sets up once stays out
+    plain_s = []
+    for _ in range(PLAIN_REQUESTS):
+        started = time.perf_counter()
+        engine.plain_request(staged)
+        plain_s.append(time.perf_counter() - started)
+    stepped_p50, plain_p50 = float(np.median(stepped_s)), float(np.median(plain_s))
+    return {
+        "how": engine.plain_request_description,
+        "requests": PLAIN_REQUESTS,
+        "plain_p50_ms": plain_p50 * 1e3,
+        "stepped_p50_ms": stepped_p50 * 1e3,
+        "stepped_over_plain": stepped_p50 / plain_p50,
+    }
+
+
+def merged_plain_requests(comparisons: list[dict | None]) -> dict | None:
+    """Each process's ``plain_requests`` as the cell's: the median of each p50 and of their ratio, each
+    process's ratio beside it."""
+    known = [c for c in comparisons if c]
+    if not known:
+        return None
+    return {
+        **known[0],
+        "requests": sum(c["requests"] for c in known),
+        **{
+            k: float(np.median([c[k] for c in known])) for k in ("plain_p50_ms", "stepped_p50_ms", "stepped_over_plain")
+        },
+        "stepped_over_plain_by_process": [c["stepped_over_plain"] for c in known],
+    }
+
+
 #: the generated tokens that must equal FP32 eager's, by precision: all the reference holds in fp32; at a
 #: lower precision the first only (the prefill's pick, whose logits parity bounds). Random weights leave
 #: the next token's logits within a rounding of each other, so a low-precision greedy sequence parts from
@@ -247,7 +387,7 @@ def token_parity(
     FP32 eager through transformers' own ``generate``: ``equal`` when the first ``gated`` (None: all the
     reference holds) agree; ``agreeing``: how many agree from the start (after a first difference the
     sequences part by construction)."""
-    _, _, _, request = generate_request(engine, inputs, None)
+    request = generate_request(engine, inputs, None)[3]
     tokens = engine.generated(request)
     compared = min(tokens.shape[1], reference.shape[1], gated or reference.shape[1])
     available = min(tokens.shape[1], reference.shape[1])

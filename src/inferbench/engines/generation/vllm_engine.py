@@ -1,15 +1,19 @@
 """vLLM, the engine many small LLMs are served with: the decoder's checkpoint saved in transformers'
 layout and loaded by ``vllm.LLM`` (its own model code, paged KV cache, CUDA graphs for the decode step
-unless ``enforce_eager``), requests driven through its ``LLMEngine`` one scheduler step at a time.
+unless ``enforce_eager``), run as its users run it: the engine core in its own process, scheduling
+asynchronously (vLLM's defaults), requests driven through the ``LLMEngine`` loop ``LLM.generate`` runs.
 
-One step of vLLM's engine is one scheduler iteration: the prefill of newly added requests (the prompt
-in, the first token out), or one decode token for every running request. So ``start`` adds the batch's
-rows as requests and steps until each has its first token, and ``step`` steps until each has one more;
-the tokens come back on the host with every step, as vLLM returns them to a server. That holds with
-the engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set before vLLM is imported):
-in its own process the core would run ahead of ``step`` calls, and the tokens of several iterations
-could arrive at once. Prefix caching is off: the timed requests rotate through a few seeded prompts,
-whose prefills a cache would skip.
+``LLM.generate`` adds the requests and calls ``LLMEngine.step`` until they finish; each call hands back
+the outputs of one iteration of the engine core (a prefill, or one decode token for every running request),
+as a streaming server receives them. ``start`` and ``step`` drive that same loop, stopping when every row
+has one more token, so that each token is timed on the host clock as it arrives. That the stepping costs
+nothing against ``LLM.generate`` itself is measured in every cell (``plain_request``; the scenario records
+both). Prefix caching is off: the timed requests rotate through a few seeded prompts, whose prefills a
+cache would skip.
+
+vLLM keeps what torch.compile made (``VLLM_CACHE_ROOT``) and reuses it in later processes of the same model
+and configuration (its cache key hashes both and vLLM's own code): the cache lives beside the saved
+checkpoint, and the record says whether a process found it.
 
 vLLM returns log-probabilities, not logits: the parity call asks for the first token's over the whole
 vocabulary, which equal the logits up to a constant per row (the check compares both centred).
@@ -31,7 +35,9 @@ import numpy as np
 from inferbench.catalog.engines import engine_files_dir
 from inferbench.engines.base import cuda_unavailable_reason
 from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_digest, made_once
+from inferbench.machine.scratch import scratch_folder
 from inferbench.models.registry import InputSpec
+from inferbench.trackers.kernel_trace import trace_kernels
 
 #: vLLM's dtype for each of our precisions, and the bytes of one weight
 VLLM_DTYPE = {"fp16": ("float16", 2), "bf16": ("bfloat16", 2)}
@@ -97,6 +103,13 @@ class Vllm(ExportedDecoder):
         "vocabulary back on the host"
     )
     run_gives_log_probabilities = True
+    #: the engine core issues every step in its own process (inferbench.scenarios.generation.step_split)
+    steps_in_another_process = True
+    kernel_trace_description = (
+        "vLLM's torch profiler in its engine core's process (profiler_config), one request of 1 token (the "
+        "prefill) and one of new_tokens; the decode steps' kernels are their difference"
+    )
+    plain_request_description = "LLM.generate: the request's rows added at once, the engine stepped to the end"
 
     @classmethod
     def unavailable_reason(cls, device: str, precision: str) -> str | None:
@@ -110,39 +123,58 @@ class Vllm(ExportedDecoder):
         return None
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
-        # the engine core in this process: one step() is one scheduler iteration (see the module's docstring)
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        with self.cold_start("import_vllm"):  # here, not with the cell's libraries: after the line above
-            from vllm import LLM, SamplingParams
-
         dtype, size = VLLM_DTYPE[self.precision]
         lm = self.load_decoder(artifact, size)
         self.vocab_size = int(lm.config.vocab_size)
         with self.cold_start("export"):
-            folder = self._saved(artifact, lm)
+            folder = self.checkpoint_dir = self._saved(artifact, lm)
+        # torch.compile's output, kept for the next process of this model and configuration (vLLM's own key)
+        cache = folder.parent / "vllm-cache"
+        self.compile_cache = "reused" if (cache / "torch_compile_cache").is_dir() else "made"
+        os.environ["VLLM_CACHE_ROOT"] = str(cache.resolve())
+        # where the engine core writes its kernel traces (traced_kernels), empty between them; named after this
+        # process, so that the next process removes it if this one is killed (inferbench.machine.scratch)
+        self._trace_scratch = scratch_folder(folder.parent, "vllm-trace-")
+        self.trace_dir = Path(self._trace_scratch.name)
+        with self.cold_start("import_vllm"):  # here, not with the cell's libraries: after VLLM_CACHE_ROOT
+            from vllm import LLM, SamplingParams
+
         batch, prompt = example["input_ids"].shape
         max_model_len = prompt + self.new_tokens
-        with self.cold_start("engine"):  # weights loaded, KV cache allocated, CUDA graphs captured
+        self.engine_args = {
+            "dtype": dtype,
+            "seed": 0,
+            "max_model_len": max_model_len,
+            "max_num_seqs": batch,
+            "max_num_batched_tokens": max(batch * max_model_len, 2048),  # a batch's prefill in one step
+            "gpu_memory_utilization": float(self.options.gpu_memory_utilization),
+            "enforce_eager": bool(self.options.enforce_eager),
+            "enable_prefix_caching": False,
+        }
+        with self.cold_start("engine"):  # its process started, weights loaded, KV cache allocated, graphs captured
             self.llm = LLM(
                 model=str(folder),
                 skip_tokenizer_init=True,
-                dtype=dtype,
-                seed=0,
-                max_model_len=max_model_len,
-                max_num_seqs=batch,
-                max_num_batched_tokens=max(batch * max_model_len, 2048),  # a batch's prefill in one step
-                gpu_memory_utilization=float(self.options.gpu_memory_utilization),
-                enforce_eager=bool(self.options.enforce_eager),
-                enable_prefix_caching=False,
                 max_logprobs=self.vocab_size,
                 disable_log_stats=True,
+                profiler_config={
+                    "profiler": "torch",
+                    "torch_profiler_dir": str(self.trace_dir),
+                    "torch_profiler_with_stack": False,
+                    "torch_profiler_use_gzip": False,
+                    "torch_profiler_dump_cuda_time_total": False,
+                    "ignore_frontend": True,
+                },
+                **self.engine_args,
             )
         self.driver = StepDriver(self.llm.llm_engine)
-        greedy = {"temperature": 0.0, "detokenize": False, "ignore_eos": True}
-        self.generate_params = SamplingParams(max_tokens=self.new_tokens, min_tokens=self.new_tokens, **greedy)
-        self.logprob_params = SamplingParams(max_tokens=1, logprobs=self.vocab_size, **greedy)
-        cache = getattr(self.llm.llm_engine, "cache_config", None) or self.llm.llm_engine.vllm_config.cache_config
-        self.block_size = int(cache.block_size)
+        self.sampling_params = SamplingParams
+        self.greedy = {"temperature": 0.0, "detokenize": False, "ignore_eos": True}
+        self.generate_params = SamplingParams(max_tokens=self.new_tokens, **self.greedy)
+        self.logprob_params = SamplingParams(max_tokens=1, logprobs=self.vocab_size, **self.greedy)
+        config = self.llm.llm_engine.vllm_config
+        self.block_size = int(config.cache_config.block_size)
+        self.async_scheduling = bool(config.scheduler_config.async_scheduling)
 
     def _saved(self, artifact: Path | None, lm: Any) -> Path:
         """The checkpoint in transformers' layout (config.json, safetensors) for vLLM to load, saved once."""
@@ -186,6 +218,30 @@ class Vllm(ExportedDecoder):
         self.driver.until(request, request.made() + 1)
         return request
 
+    def plain_request(self, staged: list[list[int]]) -> Any:
+        """The request as vLLM's users make it: ``LLM.generate``, to the last token."""
+        return self.llm.generate([{"prompt_token_ids": p} for p in staged], self.generate_params, use_tqdm=False)
+
+    def traced_kernels(self, staged: list[list[int]], tokens: int) -> list[tuple[float, float]]:
+        """The kernels (start, end µs) the engine core ran for one request of ``tokens`` tokens per row, from
+        the trace its profiler writes when it stops."""
+        before = set(self.trace_dir.iterdir())
+        params = self.sampling_params(max_tokens=tokens, **self.greedy)
+        self.llm.start_profile()
+        try:
+            self.llm.generate([{"prompt_token_ids": p} for p in staged], params, use_tqdm=False)
+        finally:
+            self.llm.stop_profile()
+        written = sorted(set(self.trace_dir.iterdir()) - before)
+        traces = [p for p in written if p.name.endswith((".json", ".json.gz"))]
+        if not traces:
+            raise RuntimeError(f"vLLM's profiler wrote no trace into {self.trace_dir} (it wrote {written})")
+        try:
+            return [k for trace in traces for k in trace_kernels(trace)]
+        finally:
+            for path in written:
+                path.unlink()
+
     def generated(self, request: VllmRequest) -> np.ndarray:
         return np.array([request.tokens[i] for i in request.ids], dtype=np.int64)
 
@@ -205,4 +261,11 @@ class Vllm(ExportedDecoder):
     def describe(self) -> dict[str, Any]:
         import vllm
 
-        return super().describe() | {"vllm": vllm.__version__}
+        return super().describe() | {
+            "vllm": vllm.__version__,
+            "engine_core": "its own process (vLLM's default)",
+            "async_scheduling": self.async_scheduling,
+            "compile_cache": self.compile_cache,
+            "engine_args": self.engine_args,
+            "checkpoint_dir": str(self.checkpoint_dir),
+        }

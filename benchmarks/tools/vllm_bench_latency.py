@@ -1,0 +1,158 @@
+"""vLLM's own `vllm bench latency` beside the workflow's vLLM cells: same machine, same checkpoint, same engine
+arguments, batch and prompt length; the yardstick a harness around vLLM is held to.
+
+For every vLLM cell `ok` among the records, vLLM's benchmark (the module ``vllm.benchmarks.latency``, run with
+its own argument parser: the ``vllm`` command also imports its OpenAI server) runs in a fresh process at the
+engine arguments the cell's record holds, twice: output length 1 (the prefill) and the cell's ``new_tokens``.
+Each run times ``LLM.generate`` over the batch, ``--num-iters`` times after ``--num-iters-warmup``. From their
+p50s: the request's latency, the time to the first token (output 1) and the time per further token,
+(p50(N) - p50(1)) / (N - 1). Beside them the cell's own request p50, TTFT p50 and TPOT p50, and cell / vLLM.
+
+Two differences stay by design: the benchmark samples at temperature 1 (the cells pick greedily), and its
+prompts are random ids below 10,000 (the cells': the workload's seeded prompts).
+
+    python benchmarks/tools/vllm_bench_latency.py results/cells [--out vllm_bench_latency.json] [--md F.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: the benchmark's own entry point, with its own parser (as `vllm bench latency` calls it)
+RUN_LATENCY = (
+    "import argparse, sys\n"
+    "from vllm.benchmarks import latency\n"
+    "parser = argparse.ArgumentParser()\n"
+    "latency.add_cli_args(parser)\n"
+    "latency.main(parser.parse_args(sys.argv[1:]))\n"
+)
+
+
+def vllm_cells(cells_dir: Path) -> list[dict[str, Any]]:
+    """The records of the vLLM cells that measured (status ok)."""
+    records = []
+    for path in sorted(cells_dir.glob("**/*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("status") == "ok" and "vllm" in (record.get("engine") or {}):
+            records.append(record)
+    return records
+
+
+def bench_args(record: dict[str, Any], output_len: int, out_json: Path, iters: int, warmup: int) -> list[str]:
+    """The benchmark's command-line arguments for a cell: its engine arguments, batch and prompt length."""
+    engine = record["engine"]
+    key = record["cell"]
+    args = ["--model", engine["checkpoint_dir"], "--skip-tokenizer-init", "--disable-detokenize"]
+    for name, value in engine["engine_args"].items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(flag if value else f"--no-{name.replace('_', '-')}")
+        else:
+            args += [flag, str(value)]
+    return [
+        *args,
+        "--batch-size", str(key["batch_size"]), "--input-len", str(key["seq_len"]),
+        "--output-len", str(output_len), "--num-iters", str(iters), "--num-iters-warmup", str(warmup),
+        "--output-json", str(out_json),
+    ]  # fmt: skip
+
+
+def run_bench(record: dict[str, Any], output_len: int, iters: int, warmup: int) -> dict[str, Any]:
+    """One run of vLLM's benchmark in a fresh process, with the compile cache the cell's processes used."""
+    env = dict(os.environ)
+    env["VLLM_CACHE_ROOT"] = str(Path(record["engine"]["checkpoint_dir"]).parent / "vllm-cache")
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "latency.json"
+        command = [sys.executable, "-c", RUN_LATENCY, *bench_args(record, output_len, out, iters, warmup)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(f"vllm bench latency failed ({done.returncode}): {done.stderr[-2000:]}")
+        result = json.loads(out.read_text())
+    return {"output_len": output_len, "p50_ms": result["percentiles"]["50"] * 1e3, "mean_ms": result["avg_latency"]
+            * 1e3, "iters": len(result["latencies"])}  # fmt: skip
+
+
+def side_by_side(record: dict[str, Any], one: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
+    """The cell's figures against the benchmark's, per request, first token and further token."""
+    key, gen = record["cell"], record["generation"]
+    tokens = full["output_len"]
+    bench = {
+        "request_ms": full["p50_ms"],
+        "ttft_ms": one["p50_ms"],
+        "per_token_ms": (full["p50_ms"] - one["p50_ms"]) / (tokens - 1),
+    }
+    cell = {
+        "request_ms": record["latency_ms"]["p50"],
+        "ttft_ms": gen["ttft_ms"]["p50"],
+        "per_token_ms": gen["tpot_ms"]["p50"],
+    }
+    return {
+        "cell": key["cell_id"],
+        "batch_size": key["batch_size"],
+        "prompt": key["seq_len"],
+        "new_tokens": tokens,
+        "bench_latency": bench,
+        "bench_runs": [one, full],
+        "inferbench": cell,
+        "cell_over_bench": {k: cell[k] / bench[k] for k in bench},
+        "vllm": record["engine"]["vllm"],
+    }
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| batch | prompt | new tokens | request p50: cell / bench | ratio | TTFT p50: cell / bench | ratio "
+        "| per token: cell TPOT p50 / bench | ratio |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        cell, bench, ratio = row["inferbench"], row["bench_latency"], row["cell_over_bench"]
+        lines.append(
+            f"| {row['batch_size']} | {row['prompt']} | {row['new_tokens']} "
+            + "".join(
+                f"| {cell[k]:.3f} / {bench[k]:.3f} ms | {ratio[k]:.3f} "
+                for k in ("request_ms", "ttft_ms", "per_token_ms")
+            )
+            + "|"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cells", type=Path, help="a run's results/cells")
+    parser.add_argument("--iters", type=int, default=30, help="timed iterations per run (the benchmark's default)")
+    parser.add_argument("--warmup", type=int, default=10, help="warm-up iterations per run (the benchmark's default)")
+    parser.add_argument("--out", type=Path, default=Path("vllm_bench_latency.json"))
+    parser.add_argument("--md", type=Path, help="the side-by-side table as Markdown")
+    args = parser.parse_args(argv)
+    records = vllm_cells(args.cells)
+    if not records:
+        print(f"no vLLM cell measured ok under {args.cells}", file=sys.stderr)
+        return 2
+    rows = []
+    for record in records:
+        tokens = record["generation"]["new_tokens"]
+        one, full = (run_bench(record, n, args.iters, args.warmup) for n in (1, tokens))
+        rows.append(side_by_side(record, one, full))
+        print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
+    args.out.write_text(json.dumps(rows, indent=1))
+    table = markdown(rows)
+    if args.md:
+        args.md.write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
