@@ -25,6 +25,8 @@ overrides=()
 [ -n "${STUDIES:-}" ] && overrides+=("run=[$STUDIES]")
 # WORKLOADS=a,b with one study in STUDIES: only those workloads of it (merged into the study by Snakemake)
 [ -n "${WORKLOADS:-}" ] && overrides+=("studies={${STUDIES:?WORKLOADS needs one study in STUDIES}: {workloads: [$WORKLOADS]}}")
+# NARROW='engines: [vllm], seq_lens: [128]' with one study in STUDIES (instead of WORKLOADS): any of its keys
+[ -n "${NARROW:-}" ] && overrides+=("studies={${STUDIES:?NARROW needs one study in STUDIES}: {$NARROW}}")
 [ ${#overrides[@]} -gt 0 ] && preset+=(--config "${overrides[@]}")
 run=/tmp/inferbench-run   # a detached run's arguments, log, start time, exit status and tree, kept between calls
 if [ "${BACKGROUND:-0}" = 1 ]; then

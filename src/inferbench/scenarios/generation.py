@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from inferbench.core.errors import failure_reason
 from inferbench.core.stats import latency_stats
 from inferbench.machine.host_partition import measuring
 from inferbench.machine.watchdog import beat
@@ -176,8 +177,8 @@ def measure(cell: PreparedCell) -> Measured:
             window = [window_start, time.time()]
         # after the timed window: the profiler's own cost stays out of the cell's numbers
         tpot_p50_ms = float(np.median(tpot)) * 1e3 if tpot else None
-        split = step_split(engine, next(batches), tpot_p50_ms, host_step) if gpu and tpot_p50_ms else None
-        plain = plain_requests(engine, next(batches), latencies)
+        split = _or_reason(step_split, engine, next(batches), tpot_p50_ms, host_step) if gpu and tpot_p50_ms else None
+        plain = _or_reason(plain_requests, engine, next(batches), latencies)
         # the copy that sets the decode floor: under the lock too, it would disturb a cell measuring beside it
         bandwidth = copy_bandwidth(key.device)
     # the first tokens against FP32 eager's, greedy from the reference prompts (the parity gate of tokens)
@@ -248,6 +249,15 @@ def measure(cell: PreparedCell) -> Measured:
         },
     }
     return Measured(fields, {"device": samples, "end_to_end": samples}, invalid)
+
+
+def _or_reason(figure: Any, *args: Any) -> dict | None:
+    """``figure(*args)``, or why it could not be had: a figure beside the timed requests never fails the cell
+    whose requests were measured."""
+    try:
+        return figure(*args)
+    except Exception as error:
+        return {"reason": failure_reason(error)}
 
 
 #: how a decode step's kernels are found, for an engine whose kernels this process launches
@@ -360,9 +370,9 @@ def plain_requests(engine: Any, batch: dict[str, np.ndarray], stepped_s: list[fl
 def merged_plain_requests(comparisons: list[dict | None]) -> dict | None:
     """Each process's ``plain_requests`` as the cell's: the median of each p50 and of their ratio, each
     process's ratio beside it."""
-    known = [c for c in comparisons if c]
+    known = [c for c in comparisons if c and "stepped_over_plain" in c]
     if not known:
-        return None
+        return next((c for c in comparisons if c), None)  # none, or why none could be had
     return {
         **known[0],
         "requests": sum(c["requests"] for c in known),
