@@ -434,30 +434,52 @@ def test_a_chrome_trace_s_kernels_are_read_gzipped_or_not_and_copies_and_host_op
 
 
 class TracedElsewhere(FakeGenerator):
-    """An engine whose kernels run in another process (as vLLM's engine core): a request of ``tokens``
-    tokens per row runs a 50-us prefill kernel, then per further token two kernels of 3 and 1 us."""
+    """An engine whose kernels run in another process (as vLLM's engine core): its profiled request's decode
+    steps, each two kernels of 3 and 1 us, and one step of a batch whose rows reached it late left out."""
 
     steps_in_another_process = True
     kernel_trace_description = "a fake engine core's trace"
 
-    def traced_kernels(self, staged, tokens):
-        kernels, t = [(0.0, 50.0)], 60.0
-        for _ in range(tokens - 1):
-            kernels += [(t, t + 3.0), (t + 3.0, t + 4.0)]
-            t += 10.0
-        return kernels
+    def traced_decode_steps(self, staged):
+        return [[(t, t + 3.0), (t + 3.0, t + 4.0)] for t in range(0, 10 * (self.new_tokens - 2), 10)]
 
 
-def test_the_step_split_of_an_engine_traced_elsewhere_is_the_difference_of_a_full_and_a_one_token_request():
+def test_the_step_split_of_an_engine_traced_elsewhere_counts_the_steps_its_trace_tells_apart():
     from inferbench.scenarios.generation import step_split
 
     engine = TracedElsewhere(0.0, 0.0, new_tokens=9)
     split = step_split(engine, {"input_ids": np.zeros((1, 3), dtype=np.int64)}, tpot_p50_ms=0.01, host_step_s=[1.0])
-    assert split["steps_profiled"] == 8 and split["kernels_per_step"] == 2
-    assert split["gpu_busy_ms_per_step"] == pytest.approx(0.004)  # 4 us a step, the prefill's 50 us left out
+    assert split["steps_profiled"] == 7 and split["kernels_per_step"] == 2
+    assert split["gpu_busy_ms_per_step"] == pytest.approx(0.004)
     assert split["gpu_busy_share"] == pytest.approx(0.4) and split["gpu_idle_ms_per_step"] == pytest.approx(0.006)
     # its step call waits for another process: not the host's time to issue a step
     assert split["host_step_call_ms_p50"] is None and "own process" in split["host_step_call"]
+
+
+def test_kernels_are_grouped_by_the_iteration_annotation_they_follow_and_only_decode_steps_kept(tmp_path):
+    from inferbench.engines.generation.vllm_engine import decode_iteration
+    from inferbench.trackers.kernel_trace import annotated_kernels
+
+    def annotation(name: str, ts: float) -> dict:
+        return {"cat": "gpu_user_annotation", "name": name, "ts": ts, "dur": 5.0}
+
+    def kernel(ts: float, dur: float) -> dict:
+        return {"cat": "kernel", "name": "k", "ts": ts, "dur": dur}
+
+    events = [
+        annotation("execute_context_1(128)_generation_0(0)", 0.0), kernel(1, 50),  # one row's prefill
+        annotation("execute_context_1(128)_generation_1(1)", 60.0), kernel(61, 40), kernel(105, 2),  # mixed
+        annotation("execute_context_0(0)_generation_2(2)", 110.0), kernel(111, 3), kernel(115, 1),
+        kernel(117, 1),  # the sampling after the step: still the step's
+        annotation("execute_context_0(0)_generation_2(2)", 130.0), kernel(131, 3),
+        {"cat": "user_annotation", "name": "execute_context_0(0)_generation_2(2)", "ts": 129.0, "dur": 9.0},
+    ]  # fmt: skip
+    trace = tmp_path / "rank0.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    steps = annotated_kernels(trace, decode_iteration(2))
+    assert steps == [[(111.0, 114.0), (115.0, 116.0), (117.0, 118.0)], [(131.0, 134.0)]]
+    assert not decode_iteration(16).fullmatch("execute_context_14(1792)_generation_2(2)")
+    assert decode_iteration(16).fullmatch("execute_context_0(0)_generation_16(16)")
 
 
 def test_processes_step_splits_merge_against_the_pooled_tpot_and_plain_requests_keep_each_ratio():

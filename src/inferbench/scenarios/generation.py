@@ -43,7 +43,7 @@ from inferbench.trackers import memory
 from inferbench.trackers.bound import classify
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
 from inferbench.trackers.host_telemetry import HostWindow
-from inferbench.trackers.kernel_trace import profiled_kernels, totals
+from inferbench.trackers.kernel_trace import KernelTotals, busy_us, profiled_kernels, totals
 from inferbench.trackers.roofline import copy_bandwidth
 
 BOUNDARY = (
@@ -274,15 +274,14 @@ def step_split(engine: Any, batch: dict[str, np.ndarray], tpot_p50_ms: float, ho
     the timed requests: for an engine that queues a step and returns, its time to issue one (where ``step``
     waits for the GPU or for another process, that wait is in it; ``host_step_call`` says which).
 
-    An engine whose kernels run in another process (vLLM's engine core) traces them there
-    (``engine.traced_kernels``): a request of one token (the prefill) and one of ``new_tokens``; their
-    difference is the decode steps'."""
+    An engine whose kernels run in another process (vLLM's engine core) traces them there and tells its
+    decode steps apart (``engine.traced_decode_steps``: the kernels of each)."""
     steps = engine.new_tokens - 1
     with tempfile.TemporaryDirectory(prefix="inferbench-trace-") as folder:
-        if hasattr(engine, "traced_kernels"):
-            staged = engine.stage(batch)
-            one = totals(engine.traced_kernels(staged, 1))
-            decode = totals(engine.traced_kernels(staged, engine.new_tokens)) - one
+        if hasattr(engine, "traced_decode_steps"):
+            per_step = engine.traced_decode_steps(engine.stage(batch))
+            steps = len(per_step)
+            decode = KernelTotals(sum(len(k) for k in per_step), sum(busy_us(k) for k in per_step))
             how = engine.kernel_trace_description
         else:
             request = engine.start(engine.stage(batch))
@@ -296,7 +295,7 @@ def step_split(engine: Any, batch: dict[str, np.ndarray], tpot_p50_ms: float, ho
             decode = totals(profiled_kernels(decode_steps, engine.synchronize, Path(folder) / "decode.json"))
             engine.generated(request)
             how = IN_PROCESS_TRACE
-    if decode.kernels <= 0 or decode.busy_us <= 0:
+    if steps <= 0 or decode.kernels <= 0 or decode.busy_us <= 0:
         return {"profiled": how, "reason": "the profiler saw no kernel of the decode steps"}
     busy_ms = decode.busy_us / steps / 1e3
     in_another_process = getattr(engine, "steps_in_another_process", False)

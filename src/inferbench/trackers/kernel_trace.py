@@ -11,8 +11,10 @@ torch.profiler and writes ``*.pt.trace.json.gz``).
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +27,6 @@ class KernelTotals:
 
     kernels: int
     busy_us: float
-
-    def __sub__(self, other: KernelTotals) -> KernelTotals:
-        return KernelTotals(self.kernels - other.kernels, self.busy_us - other.busy_us)
 
 
 def busy_us(intervals: Iterable[tuple[float, float]]) -> float:
@@ -50,15 +49,40 @@ def totals(intervals: list[tuple[float, float]]) -> KernelTotals:
 def trace_kernels(path: Path) -> list[tuple[float, float]]:
     """The kernels' ``(start, end)`` (µs) in a Chrome-trace JSON file (gzipped or not), as torch.profiler
     writes them: events of category ``kernel`` (what CUPTI recorded, CUDA-graph replays included)."""
+    return _kernels(_events(path))
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as handle:
         trace = json.load(handle)
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    return [
+    return [e for e in events if isinstance(e, dict)]
+
+
+def _kernels(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    return sorted(
         (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)))
         for e in events
-        if isinstance(e, dict) and e.get("cat") == "kernel" and "ts" in e
-    ]
+        if e.get("cat") == "kernel" and "ts" in e
+    )
+
+
+def annotated_kernels(path: Path, iteration: re.Pattern[str]) -> list[list[tuple[float, float]]]:
+    """The kernels of a Chrome-trace file grouped by the iteration they belong to, for the iterations whose
+    annotation matches ``iteration``. An engine that annotates each iteration (vLLM's worker: a
+    ``record_function`` per step, which the trace also draws on the GPU's timeline as ``gpu_user_annotation``)
+    runs an iteration's kernels, and the sampling after it, before the next iteration's first kernel on its
+    stream: a kernel belongs to the last annotation that began on the GPU before it."""
+    events = _events(path)
+    marks = sorted((float(e["ts"]), str(e.get("name", ""))) for e in events if e.get("cat") == "gpu_user_annotation")
+    groups: list[list[tuple[float, float]]] = [[] for _ in marks]
+    starts = [ts for ts, _ in marks]
+    for kernel in _kernels(events):
+        index = bisect.bisect_right(starts, kernel[0]) - 1
+        if index >= 0:
+            groups[index].append(kernel)
+    return [group for (_, name), group in zip(marks, groups, strict=True) if iteration.fullmatch(name)]
 
 
 def profiled_kernels(

@@ -22,10 +22,15 @@ Random-weight models have no tokenizer; vLLM takes token ids and is started with
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import importlib.util
 import itertools
 import math
 import os
+import re
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,13 +42,33 @@ from inferbench.engines.base import cuda_unavailable_reason
 from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_digest, made_once
 from inferbench.machine.scratch import scratch_folder
 from inferbench.models.registry import InputSpec
-from inferbench.trackers.kernel_trace import trace_kernels
+from inferbench.trackers.kernel_trace import annotated_kernels
 
 #: vLLM's dtype for each of our precisions, and the bytes of one weight
 VLLM_DTYPE = {"fp16": ("float16", 2), "bf16": ("bfloat16", 2)}
 #: scheduler steps a request may take to make one token before the engine is called stuck: a prefill
 #: split into chunks takes several, a decode token one
 MAX_STEPS_PER_TOKEN = 64
+
+
+#: a call into vLLM's engine that has not returned after this long has every thread's stack written to the
+#: cell's log (and goes on): a cell's process once waited on its engine core for minutes, nothing saying where
+STALL_DUMP_S = 120
+
+
+def decode_iteration(rows: int) -> re.Pattern[str]:
+    """The annotation of an iteration of vLLM's worker that decodes ``rows`` requests and prefills none
+    (``execute_context_<requests>(<tokens>)_generation_<requests>(<tokens>)``, vLLM 0.24's gpu_worker)."""
+    return re.compile(rf"execute_context_0\(0\)_generation_{rows}\({rows}\)")
+
+
+@contextlib.contextmanager
+def _stacks_dumped_after(seconds: float) -> Iterator[None]:
+    faulthandler.dump_traceback_later(seconds, repeat=True, file=sys.stderr)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @dataclass
@@ -106,8 +131,8 @@ class Vllm(ExportedDecoder):
     #: the engine core issues every step in its own process (inferbench.scenarios.generation.step_split)
     steps_in_another_process = True
     kernel_trace_description = (
-        "vLLM's torch profiler in its engine core's process (profiler_config), one request of 1 token (the "
-        "prefill) and one of new_tokens; the decode steps' kernels are their difference"
+        "vLLM's torch profiler in its engine core's process (profiler_config) over one request (LLM.generate); "
+        "the steps that decode every row, told apart by the annotation vLLM's worker gives each iteration"
     )
     plain_request_description = "LLM.generate: the request's rows added at once, the engine stepped to the end"
 
@@ -220,24 +245,29 @@ class Vllm(ExportedDecoder):
 
     def plain_request(self, staged: list[list[int]]) -> Any:
         """The request as vLLM's users make it: ``LLM.generate``, to the last token."""
-        return self.llm.generate([{"prompt_token_ids": p} for p in staged], self.generate_params, use_tqdm=False)
+        with _stacks_dumped_after(STALL_DUMP_S):
+            return self.llm.generate([{"prompt_token_ids": p} for p in staged], self.generate_params, use_tqdm=False)
 
-    def traced_kernels(self, staged: list[list[int]], tokens: int) -> list[tuple[float, float]]:
-        """The kernels (start, end µs) the engine core ran for one request of ``tokens`` tokens per row, from
-        the trace its profiler writes when it stops."""
+    def traced_decode_steps(self, staged: list[list[int]]) -> list[list[tuple[float, float]]]:
+        """The kernels (start, end µs) of each decode step of one request, as the engine core's profiler traced
+        them: one profiled request of ``new_tokens`` tokens per row, its iterations told apart by the
+        annotation vLLM's worker gives each (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``):
+        the steps that decode every row and prefill none. A batch's rows reach the engine core one by one, so
+        its prefill may span iterations that decode some rows too; those are left out."""
+        decode_only = decode_iteration(len(staged))
         before = set(self.trace_dir.iterdir())
-        params = self.sampling_params(max_tokens=tokens, **self.greedy)
-        self.llm.start_profile()
-        try:
-            self.llm.generate([{"prompt_token_ids": p} for p in staged], params, use_tqdm=False)
-        finally:
-            self.llm.stop_profile()
+        with _stacks_dumped_after(STALL_DUMP_S):
+            self.llm.start_profile()
+            try:
+                self.plain_request(staged)
+            finally:
+                self.llm.stop_profile()
         written = sorted(set(self.trace_dir.iterdir()) - before)
-        traces = [p for p in written if p.name.endswith((".json", ".json.gz"))]
-        if not traces:
-            raise RuntimeError(f"vLLM's profiler wrote no trace into {self.trace_dir} (it wrote {written})")
         try:
-            return [k for trace in traces for k in trace_kernels(trace)]
+            traces = [p for p in written if p.name.endswith((".json", ".json.gz"))]
+            if not traces:
+                raise RuntimeError(f"vLLM's profiler wrote no trace into {self.trace_dir} (it wrote {written})")
+            return [steps for trace in traces for steps in annotated_kernels(trace, decode_only)]
         finally:
             for path in written:
                 path.unlink()
