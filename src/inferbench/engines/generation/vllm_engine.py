@@ -51,9 +51,11 @@ VLLM_DTYPE = {"fp16": ("float16", 2), "bf16": ("bfloat16", 2)}
 MAX_STEPS_PER_TOKEN = 64
 
 
-#: a call into vLLM's engine that has not returned after this long has every thread's stack written to the
-#: cell's log (and goes on): a cell's process once waited on its engine core for minutes, nothing saying where
-STALL_DUMP_S = 120
+#: a call into vLLM's engine outside the timed requests that has not returned after this long (they take
+#: seconds) ends the process, every thread's stack written to the cell's log first: a cell's process once
+#: waited on its engine core for 9 minutes, the GPU idle, nothing saying where; the cell then fails with a
+#: reason instead of holding the machine until the stall watchdog's timeout
+STALL_DUMP_S = 180
 
 
 def decode_iteration(rows: int) -> re.Pattern[str]:
@@ -64,7 +66,7 @@ def decode_iteration(rows: int) -> re.Pattern[str]:
 
 @contextlib.contextmanager
 def _stacks_dumped_after(seconds: float) -> Iterator[None]:
-    faulthandler.dump_traceback_later(seconds, repeat=True, file=sys.stderr)
+    faulthandler.dump_traceback_later(seconds, exit=True, file=sys.stderr)
     try:
         yield
     finally:
