@@ -31,8 +31,10 @@ batch of 1e30, NaN or infinity), or a cell measured ok without a p50; a run none
 anything; a samples file that cannot be read, or is not its record's (a count of calls other than the
 record's, a median other than its p50). Nothing is dropped without a word.
 
-Its work is linear in cells: the runs are joined on the cell's key once, and each cell's row is read
-from a list of plain records, never looked up in a frame per cell.
+Its work is linear in cells: the runs are joined on the cell's key once, each run's fields are read once
+into arrays (inferbench.analysis.comparison.CellTable), and every cell's interval and every claim are
+computed for all of them at once, never one cell or claim at a time in Python (benchmarks/tools/compare_scale.py
+times it: about 0.1 ms a cell at 100,000 cells).
 """
 
 from __future__ import annotations
@@ -46,13 +48,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from inferbench.analysis import decisions
-from inferbench.analysis.comparison import COLUMNS, SpreadFloors, spread_at
-from inferbench.analysis.decisions import CELL, SHAPE
+from inferbench.analysis import decisions, verdicts
+from inferbench.analysis.comparison import COLUMNS, CellTable, SpreadFloors
+from inferbench.analysis.decisions import SHAPE
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import KEY_COLUMNS, load_records, read_summary_csv, summary_frame, with_scenario
-from inferbench.analysis.uncertainty import Z95, ratio
-from inferbench.analysis.verdicts import Claim, claim
+from inferbench.analysis.uncertainty import Z95, ratios
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.storage import samples_path
@@ -284,6 +285,18 @@ class Run:
     source: Path | None = None
     #: records read to check their samples, by path: a cell's two boundaries read its record once
     _records: dict[Path, CellRecord] = field(default_factory=dict, repr=False)
+    #: what a claim reads of each row of the summary, read once (``table``)
+    _table: CellTable | None = field(default=None, repr=False)
+
+    def table(self, rows: pd.DataFrame | None = None) -> CellTable:
+        """What a claim reads of the summary's rows (``CellTable``), read once for every use: of ``rows`` (some
+        of the summary's rows, by their key) where given."""
+        if self._table is None:
+            self._table = CellTable.of(self.summary)
+        if rows is None:
+            return self._table
+        keys = self.summary[KEY_COLUMNS].assign(_position=np.arange(len(self.summary)))
+        return self._table.take(rows[KEY_COLUMNS].merge(keys, on=KEY_COLUMNS, how="left")["_position"].to_numpy())
 
     @classmethod
     def load(cls, path: str | Path) -> Run:
@@ -403,65 +416,122 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float,
     return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 
-#: what compare_cells reads of a cell's row (the whole summary has ~90 columns a row to copy)
+#: what compare_cells reads of a cell's row to find its saved calls (the whole summary has ~90 columns a row)
 PAIR_COLUMNS = [*KEY_COLUMNS, "bound", "timing", "n_iters", "e2e_n_iters",
                 *dict.fromkeys(column for columns in COLUMNS.values() for column in columns)]  # fmt: skip
 
 
-def paired_rows(a: pd.DataFrame, b: pd.DataFrame, columns: list[str]) -> list[tuple[dict, dict]]:
-    """The cells in both ``a`` and ``b`` (each at most once: checked_summary), as pairs of plain records of
-    ``columns``, in ``a``'s order: one join on the key, then a list read by position (a frame looked up, or
-    iterated by row, per cell costs milliseconds a cell)."""
-    rows_a, rows_b = (frame[columns].to_dict("records") for frame in (a, b))
+def paired_positions(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The cells in both ``a`` and ``b`` (each at most once: checked_summary), as their positions in each, in
+    ``a``'s order: one join on the key (a frame looked up, or iterated by row, per cell costs milliseconds a
+    cell)."""
     keys_a = a[KEY_COLUMNS].assign(_a=np.arange(len(a)))
     keys_b = b[KEY_COLUMNS].assign(_b=np.arange(len(b)))
-    joined = keys_a.merge(keys_b, on=KEY_COLUMNS, validate="one_to_one")
-    return [(rows_a[i], rows_b[j]) for i, j in zip(joined["_a"].tolist(), joined["_b"].tolist(), strict=True)]
+    joined = keys_a.merge(keys_b, on=KEY_COLUMNS, validate="one_to_one").sort_values("_a")
+    return joined["_a"].to_numpy(), joined["_b"].to_numpy()
+
+
+def _known(values: np.ndarray) -> list[float | None]:
+    """Numbers as a table holds them: None where unknown."""
+    return [None if math.isnan(v) else v for v in values.tolist()]
 
 
 def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
     """One row per cell ok in both runs: the p50 ratio B / A per boundary, its interval, where the
-    interval comes from, and whether the change is beyond the noise."""
+    interval comes from, and whether the change is beyond the noise. Each run's cells are read once
+    (``CellTable``), the intervals across processes made for all cells at once; only a cell without
+    them reads its saved calls."""
     a = run_a.summary[(run_a.summary["status"] == "ok") & (run_a.summary["scenario"] == "single")]
     b = run_b.summary[(run_b.summary["status"] == "ok") & (run_b.summary["scenario"] == "single")]
-    floors_a, floors_b = SpreadFloors.of(a), SpreadFloors.of(b)
-    rows = []
-    for row_a, row_b in paired_rows(a, b, PAIR_COLUMNS):
-        out: dict = {c: row_a[c] for c in KEY_COLUMNS}
-        out["bound"] = row_b.get("bound") if isinstance(row_b.get("bound"), str) else row_a.get("bound")
-        for boundary, prefix in (("device", ""), ("end_to_end", "e2e_")):
-            p50_col = COLUMNS[boundary][0]
-            p50_a, p50_b = row_a[p50_col], row_b[p50_col]
-            if math.isnan(p50_a) or math.isnan(p50_b):  # no end-to-end loop (checked_summary: all above 0)
-                continue
-            value, low, high, p_value, source = p50_b / p50_a, None, None, None, "none"
-            spread_a, spread_b = spread_at(row_a, boundary, floors_a), spread_at(row_b, boundary, floors_b)
-            if spread_a and spread_b and spread_a.known and spread_b.known:
-                result = ratio(spread_a, spread_b, value)
-                low, high, p_value = result.low, result.high, result.p_value
-                source = f"processes ({spread_a.n} / {spread_b.n})"
-                if spread_a.df is not None or spread_b.df is not None:
-                    source += ", at least the pooled spread of their class"
-            else:
-                samples_a, samples_b = run_a.samples(row_a, boundary), run_b.samples(row_b, boundary)
-                if samples_a is not None and samples_b is not None:
-                    low, high = bootstrap_ratio(samples_a, samples_b)
-                    source = "calls within one process (spread between processes unknown)"
-            out |= {
-                f"{prefix}p50_a_ms": p50_a,
-                f"{prefix}p50_b_ms": p50_b,
-                f"{prefix}ratio": value,
-                f"{prefix}ratio_low": low,
-                f"{prefix}ratio_high": high,
-                f"{prefix}p_value": p_value,
-                f"{prefix}interval_from": source,
-                f"{prefix}change": _change(low, high),
-            }
-        rows.append(out)
-    cells = pd.DataFrame(rows)
-    if not cells.empty and "p_value" in cells:
+    table_a, table_b = run_a.table(a), run_b.table(b)
+    at_a, at_b = paired_positions(a, b)
+    if not len(at_a):
+        return pd.DataFrame()
+    cells_a = table_a.floored(SpreadFloors.of_table(table_a)).take(at_a)
+    cells_b = table_b.floored(SpreadFloors.of_table(table_b)).take(at_b)
+    out: dict[str, list] = {c: a[c].iloc[at_a].tolist() for c in KEY_COLUMNS}
+    bound_a, bound_b = a["bound"].iloc[at_a].tolist(), b["bound"].iloc[at_b].tolist()
+    out["bound"] = [mine if isinstance(mine, str) else theirs for mine, theirs in zip(bound_b, bound_a, strict=True)]
+    # per boundary: what is known for every cell at once; the rest from the calls, cell by cell below
+    fallbacks = []
+    for boundary, prefix in (("device", ""), ("end_to_end", "e2e_")):
+        p50_col = COLUMNS[boundary][0]
+        p50_a, p50_b = a[p50_col].to_numpy(dtype=float)[at_a], b[p50_col].to_numpy(dtype=float)[at_b]
+        timed = ~np.isnan(p50_a) & ~np.isnan(p50_b)  # else no end-to-end loop (checked_summary: all above 0)
+        if not timed.any():
+            continue
+        spread_a, spread_b = cells_a.spreads[boundary], cells_b.spreads[boundary]
+        across = timed & spread_a.known & spread_b.known
+        found = ratios(spread_a, spread_b, p50_b / p50_a)
+        low, high = np.where(across, found.low, np.nan), np.where(across, found.high, np.nan)
+        floored = ~np.isnan(spread_a.df) | ~np.isnan(spread_b.df)
+        sources = zip(across.tolist(), spread_a.n.tolist(), spread_b.n.tolist(), floored.tolist(), strict=True)
+        columns = {
+            "p50_a_ms": p50_a.tolist(),
+            "p50_b_ms": p50_b.tolist(),
+            "ratio": (p50_b / p50_a).tolist(),
+            "ratio_low": _known(low),
+            "ratio_high": _known(high),
+            "p_value": _known(np.where(across, found.p_values(), np.nan)),
+            "interval_from": [_across_processes(*source) for source in sources],
+        }
+        for name, values in columns.items():  # a cell without this boundary has none of its columns (NaN)
+            out[prefix + name] = [v if t else math.nan for v, t in zip(values, timed.tolist(), strict=True)]
+        fallbacks.append((boundary, prefix, timed, np.flatnonzero(timed & ~across)))
+    _from_calls(run_a, run_b, a.iloc[at_a], b.iloc[at_b], fallbacks, out)
+    for _, prefix, timed, _ in fallbacks:  # the intervals all known now: whether each excludes 1
+        bounds = zip(out[f"{prefix}ratio_low"], out[f"{prefix}ratio_high"], timed.tolist(), strict=True)
+        out[f"{prefix}change"] = [_change(low, high) if t else math.nan for low, high, t in bounds]
+    cells = pd.DataFrame(_in_row_order(out))
+    if "p_value" in cells:
         cells["holds_over_all_cells"] = holm(cells["p_value"])
     return cells
+
+
+def _across_processes(known: bool, processes_a: int, processes_b: int, floored: bool) -> str:
+    """Where a cell's interval across processes comes from ("none" where it has none)."""
+    if not known:
+        return "none"
+    return f"processes ({processes_a} / {processes_b})" + (", at least the pooled spread of their class" * floored)
+
+
+#: the columns of a boundary, in the order a row of compare_cells gives them
+_BOUNDARY_COLUMNS = ["p50_a_ms", "p50_b_ms", "ratio", "ratio_low", "ratio_high", "p_value", "interval_from", "change"]
+
+
+def _in_row_order(out: dict[str, list]) -> dict[str, list]:
+    order = [*KEY_COLUMNS, "bound", *(p + c for p in ("", "e2e_") for c in _BOUNDARY_COLUMNS)]
+    return {name: out[name] for name in order if name in out}
+
+
+def _from_calls(
+    run_a: Run,
+    run_b: Run,
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    fallbacks: list[tuple[str, str, np.ndarray, np.ndarray]],
+    out: dict[str, list],
+) -> None:
+    """The interval of each cell without one across processes (``fallbacks``: per boundary, its prefix, which
+    cells were timed there, and the positions of those without an interval), from the saved calls of both runs
+    where both kept them: a bootstrap of the ratio of medians, which covers only the noise within each process.
+    In the cells' order, each cell's boundaries in turn (a samples file that is not its record's is refused at
+    the first such cell)."""
+    if run_a.cells_dir is None and run_b.cells_dir is None:
+        return  # no run kept calls
+    wanted = sorted({int(i) for *_, positions in fallbacks for i in positions})
+    rows_a = dict(zip(wanted, a[PAIR_COLUMNS].iloc[wanted].to_dict("records"), strict=True))
+    rows_b = dict(zip(wanted, b[PAIR_COLUMNS].iloc[wanted].to_dict("records"), strict=True))
+    needs = {(int(i), boundary): prefix for boundary, prefix, _, positions in fallbacks for i in positions}
+    for i in wanted:
+        for boundary in COLUMNS:
+            if (prefix := needs.get((i, boundary))) is None:
+                continue
+            samples_a, samples_b = run_a.samples(rows_a[i], boundary), run_b.samples(rows_b[i], boundary)
+            if samples_a is not None and samples_b is not None:
+                low, high = bootstrap_ratio(samples_a, samples_b)
+                out[f"{prefix}ratio_low"][i], out[f"{prefix}ratio_high"][i] = low, high
+                out[f"{prefix}interval_from"][i] = "calls within one process (spread between processes unknown)"
 
 
 def holm(p_values: pd.Series, alpha: float = 0.05) -> pd.Series:
@@ -469,13 +539,12 @@ def holm(p_values: pd.Series, alpha: float = 0.05) -> pd.Series:
     cell is among them (Holm's step-down over the cells with a p-value; None for the others). Each cell's
     own 95% interval excludes 1 in about one cell of twenty with nothing changed: over 40 cells, two such
     flags are the noise."""
-    known = p_values.dropna().sort_values()
-    holds = pd.Series([None] * len(p_values), index=p_values.index, dtype=object)
-    still = True
-    for rank, (index, p) in enumerate(known.items()):
-        still = still and p < alpha / (len(known) - rank)  # once one fails, every larger p fails too
-        holds[index] = still
-    return holds
+    known = pd.to_numeric(p_values.dropna(), errors="coerce").sort_values()
+    # the k-th smallest of m holds while it and every smaller one is below alpha / (m - k)
+    below = known.to_numpy(dtype=float) < alpha / (len(known) - np.arange(len(known)))
+    holds = np.full(len(p_values), None, dtype=object)
+    holds[p_values.index.get_indexer(known.index)] = np.logical_and.accumulate(below).tolist()
+    return pd.Series(holds, index=p_values.index, dtype=object)
 
 
 def compare_serving(run_a: Run, run_b: Run) -> pd.DataFrame:
@@ -536,39 +605,35 @@ def common_cells(run_a: Run, run_b: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
     return tuple(frame.merge(both, on=KEY_COLUMNS) for frame in (run_a.summary, run_b.summary))  # type: ignore[return-value]
 
 
-def claimed_pairs(summary: pd.DataFrame, floors: SpreadFloors) -> list[tuple[str, dict, dict]]:
-    """Every pair of cells a run's report makes a claim about, as (what is claimed, the cell said to be
-    faster, the other): the fastest cell per shape against its runner-up, each speed-up over FP32 eager,
-    each single-option step."""
-    pairs: list[tuple[str, dict, dict]] = []
-    for row in decisions.best_cells(summary, floors).to_dict("records"):
-        if isinstance(row.get("runner_up"), str):
-            shape = {c: row[c] for c in SHAPE}
-            faster = shape | {c: row[c] for c in CELL}
-            pairs.append(("fastest", faster, shape | {c: row[f"runner_up_{c}"] for c in CELL}))
-    for row in decisions.speedups(summary, floors).to_dict("records"):
-        cell = {c: row[c] for c in (*SHAPE, *CELL)}
-        baseline = cell | {"engine": decisions.BASELINE_ENGINE, "precision": decisions.BASELINE_PRECISION}
-        pairs.append(("speed-up over FP32 eager", cell, baseline))
-    for row in decisions.option_steps(summary, floors).to_dict("records"):
-        shape = {c: row[c] for c in (*SHAPE, "device", "threads")}
-        after = shape | {"engine": row["to_engine"], "precision": row["to_precision"]}
-        before = shape | {"engine": row["from_engine"], "precision": row["from_precision"]}
-        pairs.append((f"option step, {row['change']}", after, before))
-    return pairs
+def claimed_pairs(summary: pd.DataFrame, table: CellTable) -> pd.DataFrame:
+    """Every pair of cells a run's report makes a claim about (``summary``: its measured cells, ``table``
+    theirs, floored as its report judges them), as positions into ``summary``: what is claimed, the cell said
+    to be faster and the other. The fastest cell per shape against its runner-up, each speed-up over FP32
+    eager, each single-option step; the last two where the report has a claim to make."""
+    _, fastest = decisions.fastest_pairs(summary, table)
+    baseline = decisions.baseline_pairs(summary, table)
+    details, steps = decisions.option_step_pairs(summary, table)
+    speedup, step = baseline.claims.present, steps.claims.present
+    what = ["fastest"] * len(fastest.faster) + ["speed-up over FP32 eager"] * int(speedup.sum())
+    what += [f"option step, {change}" for change in details["change"][step].tolist()]
+    return pd.DataFrame({
+        "what": what,
+        "faster": np.concatenate([fastest.faster, baseline.faster[speedup], steps.faster[step]]).astype(np.int64),
+        "slower": np.concatenate([fastest.slower, baseline.slower[speedup], steps.slower[step]]).astype(np.int64),
+    })  # fmt: skip
 
 
-def _name(cell: dict) -> str:
-    return f"{cell['engine']} {cell['precision']} {cell['device']}"
+def _names(summary: pd.DataFrame, positions: np.ndarray) -> list[str]:
+    columns = (summary[c].iloc[positions].tolist() for c in ("engine", "precision", "device"))
+    return [f"{engine} {precision} {device}" for engine, precision, device in zip(*columns, strict=True)]
 
 
-def _judge(rows: dict[tuple, dict], faster: dict, slower: dict, floors: SpreadFloors) -> Claim | None:
-    """The claim about one pair of cells in one run (``rows``: its measured rows by key), or None where
-    the run lacks either cell."""
-    found = [rows.get(tuple(cell.get(c, 0) for c in KEY_COLUMNS[:7])) for cell in (faster, slower)]
-    if found[0] is None or found[1] is None:
-        return None
-    return claim(found[0] | faster, found[1] | slower, floors)
+def _cell_ids(summaries: list[pd.DataFrame]) -> list[np.ndarray]:
+    """Each run's cells numbered alike (one number per key, whichever run has it)."""
+    key = KEY_COLUMNS[:7]
+    both = pd.concat([summary[key] for summary in summaries], ignore_index=True)
+    ids = both.groupby(key, sort=False, dropna=False).ngroup().to_numpy()
+    return np.split(ids, np.cumsum([len(summary) for summary in summaries])[:-1])
 
 
 def claim_agreement(run_a: Run, run_b: Run, between: LeaseSpread | None = None) -> pd.DataFrame:
@@ -577,54 +642,69 @@ def claim_agreement(run_a: Run, run_b: Run, between: LeaseSpread | None = None) 
     the winner in each. Whether the margin moved beyond the noise: the two claims' log ratios differ by
     more than 1.96 standard errors of both, each counting ``between`` (how far each class moved between
     these two runs) too. A problem is a claim significant in either run whose winner changes or whose
-    margin moves beyond it."""
-    summaries = [decisions.measured(s) for s in common_cells(run_a, run_b)]
-    own = [SpreadFloors.of(summary) for summary in summaries]
-    noisy = [SpreadFloors(floors.floors, between) for floors in own]
-    # each run's rows by key, as plain records: a frame looked up per claim cost ~5 ms a claim
-    indexed = [{tuple(row[c] for c in KEY_COLUMNS[:7]): row for row in summary.to_dict("records")}
-               for summary in summaries]  # fmt: skip
-    seen, rows = set(), []
-    for summary, floor in zip(summaries, own, strict=True):
-        for what, faster, slower in claimed_pairs(summary, floor):
-            # one claim per pair, named as the first run to make it names it (the other may name it reversed)
-            key = (what, frozenset((tuple(faster.items()), tuple(slower.items()))))
-            if key in seen:
-                continue
-            seen.add(key)
-            judged = [
-                _judge(frame, faster, slower, floors) for frame, floors in zip(indexed * 2, own + noisy, strict=True)
-            ]
-            if None in judged:
-                continue
-            a, b, a_noisy, b_noisy = judged
-            winner_changed = (a.value > 1) != (b.value > 1)
-            se = [a_noisy.ratio.log_se, b_noisy.ratio.log_se]
-            change = b.value / a.value
-            moved = None
-            low = high = None
-            if None not in se:
-                half = Z95 * math.hypot(*se)  # type: ignore[arg-type]
-                low, high = change * math.exp(-half), change * math.exp(half)
-                moved = abs(math.log(change)) > half
-            significant = bool(a.significant) or bool(b.significant)
-            rows.append(
-                {
-                    **{c: faster[c] for c in SHAPE},
-                    "claim": f"{what}: {_name(faster)} over {_name(slower)}",
-                    "boundary": a.boundary,
-                    "run_a": f"{a.value:.3g}× ({a.verdict})",
-                    "run_b": f"{b.value:.3g}× ({b.verdict})",
-                    "margin_change": change,
-                    "margin_change_low": low,
-                    "margin_change_high": high,
-                    "winner_changed": winner_changed,
-                    "margin_moved": moved,
-                    "significant": significant,
-                    "agree": not winner_changed and not moved,
-                    "problem": significant and (winner_changed or bool(moved)),
-                }
-            )
+    margin moves beyond it. Each run's cells are read once and every claim is judged at once, in arrays."""
     columns = [*SHAPE, "claim", "boundary", "run_a", "run_b", "margin_change", "margin_change_low",
                "margin_change_high", "winner_changed", "margin_moved", "significant", "agree", "problem"]  # fmt: skip
-    return pd.DataFrame(rows, columns=columns)
+    summaries = [decisions.measured(s) for s in common_cells(run_a, run_b)]
+    tables = [run.table(summary) for run, summary in zip((run_a, run_b), summaries, strict=True)]
+    own = [SpreadFloors.of_table(table) for table in tables]
+    # as each run's report judges its claims (its own spread per class), then with the spread between the runs
+    judging = [
+        [table.floored(floors) for table, floors in zip(tables, own, strict=True)],
+        [table.floored(SpreadFloors(floors.floors, between)) for table, floors in zip(tables, own, strict=True)],
+    ]
+    ids = _cell_ids(summaries)
+    # every run's claims by cell number, the first run's first: one claim per pair, named as the first run to
+    # make it names it (the other may name it reversed)
+    claimed = []
+    for summary, table, numbers in zip(summaries, judging[0], ids, strict=True):
+        pairs = claimed_pairs(summary, table)
+        claimed.append(pairs.assign(faster=numbers[pairs["faster"]], slower=numbers[pairs["slower"]]))
+    every = pd.concat(claimed, ignore_index=True)
+    pair = np.sort(every[["faster", "slower"]].to_numpy(), axis=1)
+    every = every[~every.assign(low=pair[:, 0], high=pair[:, 1]).duplicated(["what", "low", "high"])]
+    # each claim's cells in each run (-1: the run lacks it, and makes no claim)
+    count = max(int(numbers.max(initial=-1)) for numbers in ids) + 1
+    positions = []
+    for numbers in ids:
+        where = np.full(count, -1)
+        where[numbers] = np.arange(len(numbers))
+        positions.append([where[every[side].to_numpy(dtype=np.int64)] for side in ("faster", "slower")])
+    in_both = np.logical_and.reduce([cells >= 0 for pair in positions for cells in pair])
+    positions = [[cells[in_both] for cells in pair] for pair in positions]
+    judged = [
+        verdicts.claims(table.take(faster), table.take(slower))
+        for tables_of_runs in judging
+        for (faster, slower), table in zip(positions, tables_of_runs, strict=True)
+    ]
+    made = np.logical_and.reduce([found.present for found in judged])
+    if not made.any():
+        return pd.DataFrame([], columns=columns)
+    a, b, a_noisy, b_noisy = (found.take(made) for found in judged)
+    what = every["what"].to_numpy()[in_both][made]
+    first, (faster, slower) = summaries[0], (cells[made] for cells in positions[0])
+    with np.errstate(invalid="ignore"):
+        winner_changed = (a.ratio.value > 1) != (b.ratio.value > 1)
+        change = b.ratio.value / a.ratio.value
+        half = Z95 * np.hypot(a_noisy.ratio.log_se, b_noisy.ratio.log_se)  # NaN: a spread unknown
+        moved = np.abs(np.log(change)) > half
+    known = ~np.isnan(half)
+    significant = np.equal(a.significant(), True) | np.equal(b.significant(), True)
+    moved_or_none = np.where(known, moved, None)
+    names = zip(what.tolist(), _names(first, faster), _names(first, slower), strict=True)
+    frame = {c: first[c].iloc[faster].tolist() for c in SHAPE}
+    frame |= {"claim": [f"{w}: {f} over {s}" for w, f, s in names], "boundary": a.boundary.tolist()}
+    for name, found in (("run_a", a), ("run_b", b)):
+        said = zip(found.ratio.value.tolist(), found.verdicts(), strict=True)
+        frame[name] = [f"{value:.3g}× ({verdict})" for value, verdict in said]
+    frame |= {
+        "margin_change": change.tolist(),
+        "margin_change_low": _known(np.where(known, change * np.exp(-half), np.nan)),
+        "margin_change_high": _known(np.where(known, change * np.exp(half), np.nan)),
+        "winner_changed": winner_changed.tolist(),
+        "margin_moved": moved_or_none.tolist(),
+        "significant": significant.tolist(),
+        "agree": (~winner_changed & ~(known & moved)).tolist(),
+        "problem": (significant & (winner_changed | (known & moved))).tolist(),
+    }
+    return pd.DataFrame(frame, columns=columns)

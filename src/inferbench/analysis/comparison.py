@@ -11,12 +11,15 @@ includes the copies a device change or a host-to-host engine pays.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
-from inferbench.analysis.uncertainty import CellSpread, Ratio, SpreadFloor, ratio
+from inferbench.analysis.uncertainty import CellSpread, Ratio, Ratios, SpreadFloor, Spreads, ratios
 
 if TYPE_CHECKING:
     from inferbench.analysis.leases import LeaseSpread
@@ -34,10 +37,20 @@ COLUMNS = {
 }
 
 
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def _get(row: Any, column: str) -> Any:
     """A field of a summary row (a Series, a dict or a namedtuple), None where missing or NaN."""
     value = getattr(row, column, None) if isinstance(row, tuple) else row.get(column)
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+    return None if _missing(value) else value
+
+
+def _timed_at_device(timings: np.ndarray) -> np.ndarray:
+    """Whether each engine's own boundary (``timings``: objects, None where missing) is the device one (a
+    summary from before timings were recorded: it is)."""
+    return np.equal(timings, None) | (timings == "") | (timings == "device")
 
 
 def boundary_of(cells: pd.DataFrame | Iterable[Any]) -> str:
@@ -45,12 +58,10 @@ def boundary_of(cells: pd.DataFrame | Iterable[Any]) -> str:
     device and every engine's own boundary is ``device``, else ``end_to_end``."""
     if isinstance(cells, pd.DataFrame):
         devices = set(cells["device"])
-        timings = set(cells["timing"].fillna("device")) if "timing" in cells else {"device"}
     else:
-        rows = list(cells)
-        devices = {_get(r, "device") for r in rows}
-        timings = {_get(r, "timing") or "device" for r in rows}
-    return "device" if len(devices) <= 1 and timings <= {"device"} else "end_to_end"
+        cells = list(cells)
+        devices = {_get(r, "device") for r in cells}
+    return "device" if len(devices) <= 1 and _timed_at_device(_values(cells, "timing", False)).all() else "end_to_end"
 
 
 def p50_at(frame: pd.DataFrame, boundary: str) -> pd.Series:
@@ -89,12 +100,127 @@ SPREAD_CLASSES = {
 }
 
 
+def _class_of(device: Any, bound: Any) -> str:
+    if device != "cuda":
+        return "cpu"
+    return "device" if bound == "device" else "host"
+
+
 def spread_class(row: Any) -> str:
     """``device`` for a GPU cell found device-bound, ``host`` for another GPU cell (host-bound or not
     classified: its time follows the host thread launching its kernels), ``cpu`` for a CPU cell."""
-    if _get(row, "device") != "cuda":
-        return "cpu"
-    return "device" if _get(row, "bound") == "device" else "host"
+    return _class_of(_get(row, "device"), _get(row, "bound"))
+
+
+def _split(by_process: Any) -> list[float]:
+    """Each process's p50 written in a summary field (';'-separated; None: missing, none)."""
+    return [] if by_process is None else list(map(float, filter(None, str(by_process).split(";"))))
+
+
+def _process_p50s(by_process: Sequence[Any], p50: np.ndarray) -> np.ndarray:
+    """Each row's process p50s (ms) as a row of a 2-D array, NaN past its last: each field parsed once; a
+    row without any (a summary from before processes were recorded) is its p50 alone, one process."""
+    parsed = [_split(value) for value in by_process]
+    counts = np.fromiter(map(len, parsed), dtype=np.int64, count=len(parsed))
+    p50s = np.full((len(parsed), max(1, int(counts.max(initial=0)))), np.nan)
+    starts = np.cumsum(counts) - counts
+    flat = np.fromiter(chain.from_iterable(parsed), dtype=float, count=int(counts.sum()))
+    places = np.arange(len(flat)) - np.repeat(starts, counts)
+    p50s[np.repeat(np.arange(len(parsed)), counts), places] = flat
+    alone = counts == 0
+    p50s[alone, 0] = p50[alone]
+    return p50s
+
+
+def _number(value: Any) -> float:
+    try:
+        return math.nan if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _values(cells: pd.DataFrame | Sequence[Any], column: str, numbers: bool) -> np.ndarray:
+    """A column of ``cells`` (a frame, or summary rows of any kind), numbers as floats (NaN where missing or
+    not a number), else as objects (None where missing)."""
+    if not isinstance(cells, pd.DataFrame):  # a few rows (a claim of the report's): no frame to make
+        fields = [_get(row, column) for row in cells]
+        if numbers:
+            return np.array([_number(v) for v in fields], dtype=float)
+        objects = np.empty(len(fields), dtype=object)
+        objects[:] = fields
+        return objects
+    values = cells[column] if column in cells else pd.Series(None, index=cells.index, dtype=object)
+    if numbers:
+        return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return values.astype(object).where(values.notna(), None).to_numpy(dtype=object)
+
+
+@dataclass(frozen=True)
+class CellTable:
+    """What a claim reads of each row of a summary, read once for all its rows (every field parsed once):
+    its device, whether its engine's own boundary is the device one, its class (``spread_class``) and, per
+    boundary, its p50 (``p50_at``) and its spread across processes, each class's floor and spread between
+    leases applied where ``floored`` gave them (``leases``: how many leases those rest on)."""
+
+    device: np.ndarray
+    timed_at_device: np.ndarray
+    classes: np.ndarray
+    p50: dict[str, np.ndarray]
+    spreads: dict[str, Spreads]
+    leases: int = 1
+
+    @classmethod
+    def of(cls, cells: pd.DataFrame | Iterable[Any]) -> CellTable:
+        """Of a summary frame, or of summary rows (Series, dicts or namedtuples)."""
+        cells = cells if isinstance(cells, pd.DataFrame) else list(cells)
+        device = _values(cells, "device", numbers=False)
+        timing = _values(cells, "timing", numbers=False)
+        bound = _values(cells, "bound", numbers=False)
+        numbers = {c: _values(cells, c, numbers=True) for cs in COLUMNS.values() for c in (cs[0], cs[2], cs[3])}
+        texts = {c: _values(cells, c, numbers=False) for c in (COLUMNS["device"][1], COLUMNS["end_to_end"][1])}
+        p50, spreads = {}, {}
+        for boundary, (p50_col, by_process, low, high) in COLUMNS.items():
+            p50[boundary] = numbers[p50_col]
+            p50s = _process_p50s(texts[by_process], p50[boundary])
+            spreads[boundary] = Spreads.from_processes(p50s, numbers[low], numbers[high])
+        # end to end where the engine's own boundary already is: its own p50, processes and interval
+        own = np.isnan(p50["end_to_end"])
+        p50["end_to_end"] = np.where(own, p50["device"], p50["end_to_end"])
+        spreads["end_to_end"] = spreads["device"].where(own, spreads["end_to_end"])
+        classes = [_class_of(d, b) for d, b in zip(device.tolist(), bound.tolist(), strict=True)]
+        return cls(device, _timed_at_device(timing), np.array(classes, dtype=object), p50, spreads)
+
+    def __len__(self) -> int:
+        return len(self.device)
+
+    def take(self, positions: np.ndarray) -> CellTable:
+        return CellTable(
+            self.device[positions],
+            self.timed_at_device[positions],
+            self.classes[positions],
+            {boundary: p50[positions] for boundary, p50 in self.p50.items()},
+            {boundary: spreads.take(positions) for boundary, spreads in self.spreads.items()},
+            self.leases,
+        )
+
+    def floored(self, floors: SpreadFloors | None) -> CellTable:
+        """Each spread never narrower than its class's in ``floors``, and widened by how far its class moves
+        between leases where ``floors`` knows that."""
+        if floors is None:
+            return self
+        members = {name: self.classes == name for name in pd.unique(self.classes)}
+        lease_sd = np.zeros(len(self))
+        for name, member in members.items():
+            lease_sd[member] = floors.class_lease_sd(name)
+        spreads = {}
+        for boundary, spread in self.spreads.items():
+            sd, df = np.full(len(self), np.nan), np.full(len(self), np.nan)
+            for name, member in members.items():
+                if (floor := floors.floors.get((name, boundary))) is not None:
+                    sd[member], df[member] = floor.sd_log, floor.df
+            spreads[boundary] = spread.with_floor(sd, df).with_lease(lease_sd)
+        leases = floors.leases.leases if floors.leases is not None else 1
+        return replace(self, spreads=spreads, leases=leases)
 
 
 class SpreadFloors:
@@ -110,16 +236,16 @@ class SpreadFloors:
     @classmethod
     def of(cls, summary: pd.DataFrame, leases: LeaseSpread | None = None) -> SpreadFloors:
         ok = summary[summary["status"] == "ok"] if "status" in summary else summary
+        return cls.of_table(CellTable.of(ok), leases)
+
+    @classmethod
+    def of_table(cls, table: CellTable, leases: LeaseSpread | None = None) -> SpreadFloors:
+        """Of the cells of ``table`` (a run's ok cells, their spreads not floored)."""
         floors: dict[tuple[str, str], SpreadFloor] = {}
-        rows = list(ok.itertuples(index=False))
-        for boundary in COLUMNS:
-            by_class: dict[str, list[CellSpread]] = {}
-            for row in rows:
-                spread = spread_at(row, boundary)
-                if spread is not None and spread.n > 1:
-                    by_class.setdefault(spread_class(row), []).append(spread)
-            for name, spreads in by_class.items():
-                if (floor := SpreadFloor.pooled(spreads)) is not None:
+        for boundary, spreads in table.spreads.items():
+            several = spreads.n > 1
+            for name in pd.unique(table.classes[several]):  # in the order the cells first name them
+                if (floor := SpreadFloor.of_arrays(spreads.take(several & (table.classes == name)))) is not None:
                     floors[(name, boundary)] = floor
         return cls(floors, leases)
 
@@ -128,30 +254,17 @@ class SpreadFloors:
 
     def lease_sd(self, row: Any) -> float:
         """How far a cell of this row's class moves between leases (sd of log p50; 0 where unknown)."""
-        return self.leases.sd_log.get(spread_class(row), 0.0) if self.leases is not None else 0.0
+        return self.class_lease_sd(spread_class(row))
+
+    def class_lease_sd(self, name: str) -> float:
+        """How far a cell of class ``name`` moves between leases (sd of log p50; 0 where unknown)."""
+        return self.leases.sd_log.get(name, 0.0) if self.leases is not None else 0.0
 
 
 def spread_at(row: Any, boundary: str, floors: SpreadFloors | None = None) -> CellSpread | None:
     """A summary row's p50 across its processes at ``boundary`` (see inferbench.analysis.uncertainty),
-    never narrower than its class's pooled spread in ``floors``."""
-    p50_col, by_process_col, low_col, high_col = COLUMNS[boundary]
-    p50 = _get(row, p50_col)
-    if p50 is None and boundary == "end_to_end":  # the engine's own boundary is end to end
-        p50_col, by_process_col, low_col, high_col = COLUMNS["device"]
-        p50 = _get(row, p50_col)
-    values = _by_process(row, by_process_col, p50)
-    spread = CellSpread.from_processes(values, _get(row, low_col), _get(row, high_col))
-    if spread is None or floors is None:
-        return spread
-    return spread.with_floor(floors.get(row, boundary)).with_lease(floors.lease_sd(row))
-
-
-def _by_process(row: Any, column: str, p50: Any) -> list[float]:
-    by_process = _get(row, column)
-    values = [float(v) for v in str(by_process).split(";") if v] if by_process is not None else []
-    if not values and p50 is not None:
-        values = [float(p50)]  # summaries from before processes were recorded: one process
-    return values
+    never narrower than its class's pooled spread in ``floors`` (``CellTable`` of one row)."""
+    return CellTable.of([row]).floored(floors).spreads[boundary].row(0)
 
 
 def process_p50s(row: Any, boundary: str) -> list[float]:
@@ -159,19 +272,36 @@ def process_p50s(row: Any, boundary: str) -> list[float]:
     p50_col, by_process_col, _, _ = COLUMNS[boundary]
     if boundary == "end_to_end" and _get(row, p50_col) is None:
         p50_col, by_process_col, _, _ = COLUMNS["device"]
-    return _by_process(row, by_process_col, _get(row, p50_col))
+    p50 = _get(row, p50_col)
+    return _split(_get(row, by_process_col)) or ([float(p50)] if p50 is not None else [])
+
+
+def pair_boundaries(faster: CellTable, slower: CellTable) -> np.ndarray:
+    """Each pair's common boundary (``faster`` and ``slower`` aligned, a pair per entry): ``boundary_of``
+    the two cells."""
+    at_device = (faster.device == slower.device) & faster.timed_at_device & slower.timed_at_device
+    return np.where(at_device, "device", "end_to_end").astype(object)
+
+
+def pair_ratios(faster: CellTable, slower: CellTable, boundary: str) -> tuple[Ratios, np.ndarray]:
+    """Per pair (the tables aligned), p50 of ``slower`` / p50 of ``faster`` at ``boundary`` with its interval
+    (``ratios``, centred on the ratio of the pooled p50s), and whether the pair has one: both cells have a
+    p50 there, ``faster``'s above 0."""
+    p50_a, p50_b = faster.p50[boundary], slower.p50[boundary]
+    spread_a, spread_b = faster.spreads[boundary], slower.spreads[boundary]
+    present = (spread_a.n > 0) & (spread_b.n > 0) & ~np.isnan(p50_a) & (p50_a != 0) & ~np.isnan(p50_b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return ratios(spread_a, spread_b, p50_b / p50_a), present
 
 
 def compare(faster: Any, slower: Any, boundary: str | None = None, floors: SpreadFloors | None = None) -> Ratio | None:
     """p50 of ``slower`` / p50 of ``faster`` at the common boundary (> 1: ``faster`` is faster), with
     its interval (each cell's spread at least its class's in ``floors``); None where either cell has
-    no p50 there."""
-    boundary = boundary or boundary_of([faster, slower])
-    spread_a, spread_b = spread_at(faster, boundary, floors), spread_at(slower, boundary, floors)
-    p50_a, p50_b = p50_of(faster, boundary), p50_of(slower, boundary)
-    if spread_a is None or spread_b is None or not p50_a or p50_b is None:
-        return None
-    return ratio(spread_a, spread_b, p50_b / p50_a)
+    no p50 there (``pair_ratios`` of one pair)."""
+    table = CellTable.of([faster, slower]).floored(floors)
+    a, b = table.take(np.array([0])), table.take(np.array([1]))
+    found, present = pair_ratios(a, b, boundary or pair_boundaries(a, b)[0])
+    return found.row(0) if present[0] else None
 
 
 def _numbers(frame: pd.DataFrame, name: str) -> pd.Series:

@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from inferbench.analysis.comparison import SpreadFloors, boundary_of, p50_at, p50_of, process_p50s, rate_at
+from inferbench.analysis.comparison import CellTable, SpreadFloors, boundary_of, p50_at, p50_of, process_p50s, rate_at
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import measured
-from inferbench.analysis.verdicts import claim, claim_columns
+from inferbench.analysis.verdicts import Claims, claims
 from inferbench.catalog.engines import PLAIN_COMPUTATION, PLAIN_PRECISION
 
 #: the engine variant every speed-up is measured against
@@ -124,43 +124,89 @@ def row_of(frame: pd.DataFrame, cell: Any) -> pd.Series:
     return frame[match].iloc[0]
 
 
+@dataclass(frozen=True)
+class ClaimedPairs:
+    """Pairs of rows of one run's measured cells that its report makes claims about, as positions into them
+    (the cell said to be faster, the other), with the claims (one per pair, ``present`` False where none
+    could be made)."""
+
+    faster: np.ndarray
+    slower: np.ndarray
+    claims: Claims
+
+
+def _groups(ok: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """Each row's group of ``columns`` (numbered in the groups' sorted order; -1 where a key is missing)."""
+    return ok.groupby(columns, sort=True).ngroup().fillna(-1).to_numpy(dtype=np.int64)
+
+
+def fastest_pairs(ok: pd.DataFrame, table: CellTable) -> tuple[pd.DataFrame, ClaimedPairs]:
+    """Per workload x batch x sequence length of ``ok`` (measured cells, ``table`` theirs: floored), in that
+    order: its boundary (``boundary_of`` its cells), and its fastest cell and runner-up there (``best``,
+    ``second``: positions, -1 where the fastest is the only cell); and the claims of each fastest over its
+    runner-up. One sort of the whole frame, not one per group."""
+    group = _groups(ok, list(SHAPE))
+    listed = group >= 0
+    per_group = pd.DataFrame({"group": group, "device": ok["device"].to_numpy(), "timed": table.timed_at_device})
+    per_group = per_group[listed].groupby("group", sort=True)
+    at_device = (per_group["device"].nunique(dropna=False) <= 1) & per_group["timed"].all()
+    # each group's boundary, and each row's p50 at its group's (a row in no group: at neither)
+    boundary = np.where(at_device.to_numpy(), "device", "end_to_end").astype(object)
+    row_at_device = np.append(at_device.to_numpy(), False)[group]
+    p50 = np.where(row_at_device, table.p50["device"], table.p50["end_to_end"])
+    # one sort of every row: by group, then fastest first (a missing p50 last), ties in row order
+    positions = np.flatnonzero(listed)
+    ranked = positions[np.lexsort((positions, p50[positions], group[positions]))]
+    starts = np.flatnonzero(np.diff(group[ranked], prepend=-2) != 0)  # where each group's rows begin
+    has_second = np.diff(starts, append=len(ranked)) > 1
+    best = ranked[starts]
+    second = np.where(has_second, ranked[np.minimum(starts + 1, len(ranked) - 1)], -1)
+    groups = pd.DataFrame({"best": best, "second": second, "boundary": boundary, "p50_ms": p50[best]})
+    faster, slower = best[has_second], second[has_second]
+    found = claims(table.take(faster), table.take(slower), boundary[has_second])
+    return groups, ClaimedPairs(faster, slower, found)
+
+
+def _objects(found: Claims) -> list[Any]:
+    """Each claim as a ``Claim`` (None where none was made)."""
+    return [found.claim(i) for i in range(len(found))]
+
+
 def best_cells(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
     """The fastest cell per workload x batch x sequence length, compared like with like (p50 at the
     group's common boundary), with its margin over the runner-up and how that margin holds
     (inferbench.analysis.verdicts). ``floors``: the run's spread per class (by default, of ``summary``)."""
     ok = measured(summary)
     floors = floors if floors is not None else SpreadFloors.of(ok)
-    rows = []
-    for (workload, batch, seq), cells in ok.groupby(["workload", "batch_size", "seq_len"], sort=True):
-        boundary = boundary_of(cells)
-        ranked = cells.assign(p50_ms=p50_at(cells, boundary)).sort_values("p50_ms")
-        best = ranked.iloc[0]
-        row = {
-            "workload": workload,
-            "batch_size": batch,
-            "seq_len": seq,
-            "boundary": boundary,
-            "engine": best["engine"],
-            "precision": best["precision"],
-            "device": best["device"],
-            "threads": best["threads"],
-            "p50_ms": best["p50_ms"],
-            "bound": best.get("bound"),
-            "runner_up": None,
-            "margin": None,
-            "margin_low": None,
-            "margin_high": None,
-            "verdict": "the only cell",
-            "claim": None,
-        }
-        if len(ranked) > 1:
-            second = ranked.iloc[1]
-            margin = claim(best, second, floors, boundary)
-            row |= {"runner_up": f"{second['engine']} {second['precision']} {second['device']}"}
-            row |= {f"runner_up_{c}": second[c] for c in CELL}
-            row |= claim_columns(margin, "margin") | {"claim": margin}
-        rows.append(row)
-    return pd.DataFrame(rows)
+    groups, pairs = fastest_pairs(ok, CellTable.of(ok).floored(floors))
+    if groups.empty:
+        return pd.DataFrame()
+    best, second = groups["best"].to_numpy(), groups["second"].to_numpy()
+    has_second = second >= 0
+
+    def column(name: str, positions: np.ndarray) -> list[Any]:
+        return ok[name].iloc[positions].tolist() if name in ok else [None] * len(positions)
+
+    def runner_ups(values: list[Any], missing: Any) -> list[Any]:
+        """``values`` (one per group with a runner-up) at their groups, ``missing`` at the others."""
+        out = [missing] * len(groups)
+        for i, value in zip(np.flatnonzero(has_second).tolist(), values, strict=True):
+            out[i] = value
+        return out
+
+    names = [f"{e} {p} {d}" for e, p, d in zip(*(column(c, second[has_second]) for c in CELL[:3]), strict=True)]
+    margins = pairs.claims.columns("margin")
+    frame = {c: column(c, best) for c in SHAPE}
+    frame |= {"boundary": groups["boundary"].tolist()}
+    frame |= {c: column(c, best) for c in CELL}
+    frame |= {"p50_ms": groups["p50_ms"].tolist(), "bound": column("bound", best), "runner_up": runner_ups(names, None)}
+    frame |= {c: runner_ups(margins[c], None) for c in ("margin", "margin_low", "margin_high")}
+    frame |= {"verdict": runner_ups(margins["verdict"], "the only cell")}
+    frame |= {"claim": runner_ups(_objects(pairs.claims), None)}
+    if has_second.any():  # as each group's row names them: only where a group has a runner-up
+        frame |= {f"runner_up_{c}": runner_ups(column(c, second[has_second]), math.nan) for c in CELL}
+        frame |= {"significant": runner_ups(margins["significant"], math.nan)}
+    return pd.DataFrame(frame)
 
 
 def pareto_front(
@@ -185,36 +231,42 @@ def workload_front(cells: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return boundary, pareto_front(e2e, latency="e2e_p50", throughput="e2e_items_per_s")
 
 
+#: the cells a speed-up is measured between: same workload, device, batch, sequence length and threads
+SPEEDUP_KEY = ["workload", "device", "batch_size", "seq_len", "threads"]
+
+
+def baseline_pairs(ok: pd.DataFrame, table: CellTable) -> ClaimedPairs:
+    """Each cell of ``ok`` (measured cells, ``table`` theirs: floored) but FP32 eager against the FP32 eager
+    cell of its ``SPEEDUP_KEY`` (the last where there are several), in ``ok``'s order, with its claim at
+    the pair's common boundary; cells without such a baseline left out. One join, not a look-up per cell."""
+    is_base = ((ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)).to_numpy()
+    keys = ok[SPEEDUP_KEY].reset_index(drop=True).assign(position=np.arange(len(ok)))
+    base = keys[is_base].dropna(subset=SPEEDUP_KEY).drop_duplicates(SPEEDUP_KEY, keep="last")
+    cells = keys[~is_base].dropna(subset=SPEEDUP_KEY)  # a missing key matches nothing
+    joined = cells.merge(base, on=SPEEDUP_KEY, suffixes=("", "_base")).sort_values("position")
+    faster, slower = joined["position"].to_numpy(), joined["position_base"].to_numpy()
+    return ClaimedPairs(faster, slower, claims(table.take(faster), table.take(slower)))
+
+
 def speedups(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
     """Each cell's p50 speed-up over FP32 eager PyTorch at the same workload, device, batch, sequence
     length and threads, as a claim (inferbench.analysis.verdicts): at the pair's common boundary, with a
     95% interval that counts the spread between processes (None where either cell ran in one process)."""
     ok = measured(summary)
     floors = floors if floors is not None else SpreadFloors.of(ok)
-    key = ["workload", "device", "batch_size", "seq_len", "threads"]
-    is_base = (ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)
-    base = {tuple(r[c] for c in key): r for r in ok[is_base].to_dict("records")}
-    rows = []
-    for row in ok[~is_base].to_dict("records"):  # plain records: a Series per row cost ~1 ms a cell
-        b = base.get(tuple(row[c] for c in key))
-        if b is None:
-            continue
-        result = claim(row, b, floors)
-        if result is None:
-            continue
-        rows.append(
-            {
-                **{c: row[c] for c in key},
-                "engine": row["engine"],
-                "precision": row["precision"],
-                **claim_columns(result, "speedup"),
-                "processes": f"{result.ratio.processes[0]} / {result.ratio.processes[1]}",
-                "claim": result,
-            }
-        )
-    columns = [*key, "engine", "precision", "boundary", "speedup", "speedup_low", "speedup_high", "significant",
-               "verdict", "processes", "claim"]  # fmt: skip
-    return pd.DataFrame(rows, columns=columns)
+    columns = [*SPEEDUP_KEY, "engine", "precision", "boundary", "speedup", "speedup_low", "speedup_high",
+               "significant", "verdict", "processes", "claim"]  # fmt: skip
+    pairs = baseline_pairs(ok, CellTable.of(ok).floored(floors))
+    made = pairs.claims.present
+    if not made.any():
+        return pd.DataFrame([], columns=columns)
+    found = pairs.claims.take(made)
+    cells = pairs.faster[made]
+    frame = {c: ok[c].iloc[cells].tolist() for c in (*SPEEDUP_KEY, "engine", "precision")}
+    frame |= found.columns("speedup")
+    n_a, n_b = found.ratio.n_a.tolist(), found.ratio.n_b.tolist()
+    frame |= {"processes": [f"{a} / {b}" for a, b in zip(n_a, n_b, strict=True)], "claim": _objects(found)}
+    return pd.DataFrame(frame, columns=columns)
 
 
 #: a power law fitted to two points always fits: an exponent needs at least three lengths
@@ -320,16 +372,15 @@ def break_even(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.
     if "import_s" not in ok:
         return pd.DataFrame()
     floors = floors if floors is not None else SpreadFloors.of(ok)
-    key = ["workload", "device", "batch_size", "seq_len", "threads"]
-    is_base = (ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)
-    base = {tuple(r[c] for c in key): r for r in ok[is_base].to_dict("records")}
+    pairs = baseline_pairs(ok, CellTable.of(ok).floored(floors))
+    records = ok.to_dict("records")  # plain records: a Series per row cost ~1 ms a cell
     rows = []
-    for row in ok[~is_base].to_dict("records"):  # plain records: a Series per row cost ~1 ms a cell
-        b = base.get(tuple(row[c] for c in key))
-        cold, base_cold = cold_start_total_s(row), (cold_start_total_s(b) if b is not None else None)
-        if b is None or cold is None or base_cold is None or pd.isna(row["import_s"]) or pd.isna(b["import_s"]):
+    for i, (position, base_position) in enumerate(zip(pairs.faster.tolist(), pairs.slower.tolist(), strict=True)):
+        row, b = records[position], records[base_position]
+        cold, base_cold = cold_start_total_s(row), cold_start_total_s(b)
+        if cold is None or base_cold is None or pd.isna(row["import_s"]) or pd.isna(b["import_s"]):
             continue  # a cold start with the imports in it (a record from before they were timed apart)
-        faster = claim(row, b, floors)
+        faster = pairs.claims.claim(i)
         if faster is None:
             continue
         boundary = faster.boundary
@@ -345,7 +396,7 @@ def break_even(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.
             verdict = f"after {math.ceil(inferences):,} calls"
         rows.append(
             {
-                **{c: row[c] for c in key},
+                **{c: row[c] for c in SPEEDUP_KEY},
                 "engine": row["engine"],
                 "precision": row["precision"],
                 "boundary": boundary,
@@ -372,19 +423,67 @@ END_TO_END_KNOBS = ("host_input",)
 
 
 def _spelled(value: object) -> str:
-    """A summary value as ``_knob_value`` spells it (None as empty, booleans as their names)."""
+    """A summary value as ``_settings`` spells it (None as empty, booleans as their names)."""
     return "" if value is None else str(value)
 
 
-#: each knob's plain setting (as ``_knob_value`` spells it): a step goes from it to the other one
+#: each knob's plain setting (as ``_settings`` spells it): a step goes from it to the other one
 _PLAIN = {
     knob: tuple(_spelled({"precision": PLAIN_PRECISION, **PLAIN_COMPUTATION}[column]) for column in columns)
     for knob, columns in KNOBS.items()
 }
 
 
-def _knob_value(row: pd.Series, columns: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple("" if pd.isna(v := row.get(c)) or v is None else str(v) for c in columns)
+def _settings(ok: pd.DataFrame, columns: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Each row's setting of a knob (its ``columns``), spelled: None and NaN as empty, the rest as text."""
+    spelled = [_spelled_column(ok[c]) if c in ok else [""] * len(ok) for c in columns]
+    return list(zip(*spelled, strict=True))
+
+
+def _spelled_column(values: pd.Series) -> list[str]:
+    present = values.notna().tolist()  # one test of the column, not pd.isna per field
+    return [_spelled(v) if known else "" for v, known in zip(values.tolist(), present, strict=True)]
+
+
+def option_step_pairs(ok: pd.DataFrame, table: CellTable) -> tuple[pd.DataFrame, ClaimedPairs]:
+    """Every pair of cells of ``ok`` (measured cells, ``table`` theirs: floored) at the same workload, device,
+    batch, sequence length and threads that differ in exactly one knob, in ``option_steps``' order: the knob
+    and the change (``knob``, ``change``), and the claim that the other setting is faster than the plainer
+    one (``faster``: the other, ``slower``: the plainer), at the end-to-end boundary for knobs that act
+    before the device computes. The pairs come from one join on the shape; each knob's settings are coded
+    once, and the plainer side and the change are worked out once per distinct pair of settings. No pair
+    where the summary lacks the computation columns (records from before they were added)."""
+    group = _groups(ok, SPEEDUP_KEY) if "graph" in ok else np.full(len(ok), -1)
+    rows = pd.DataFrame({"group": group, "i": np.arange(len(ok))})[group >= 0]
+    pairs = rows.merge(rows.rename(columns={"i": "j"}), on="group")
+    pairs = pairs[pairs["i"] < pairs["j"]]
+    pairs = pairs.iloc[np.lexsort((pairs["j"], pairs["i"], pairs["group"]))]
+    first, second = pairs["i"].to_numpy(), pairs["j"].to_numpy()
+    codes, settings = {}, {}
+    for knob, columns in KNOBS.items():
+        index: dict[tuple[str, ...], int] = {}
+        codes[knob] = np.array([index.setdefault(v, len(index)) for v in _settings(ok, columns)], dtype=np.int64)
+        settings[knob] = list(index)
+    differs = np.stack([codes[knob][first] != codes[knob][second] for knob in KNOBS])
+    step = differs.sum(axis=0) == 1
+    first, second, knob_index = first[step], second[step], differs[:, step].argmax(axis=0)
+    knobs = np.array(list(KNOBS), dtype=object)[knob_index]
+    steps: dict[tuple[str, int, int], tuple[bool, str]] = {}  # per knob and pair of settings
+
+    def oriented(knob: str, a: int, b: int) -> tuple[bool, str]:
+        if (knob, a, b) not in steps:
+            value_a, value_b = settings[knob][a], settings[knob][b]
+            a_plain = _plain_first(value_a, value_b, knob)
+            plain, other = (value_a, value_b) if a_plain else (value_b, value_a)
+            steps[(knob, a, b)] = a_plain, _describe_change(plain, other, knob)
+        return steps[(knob, a, b)]
+
+    found = [oriented(k, codes[k][a], codes[k][b]) for k, a, b in zip(knobs.tolist(), first, second, strict=True)]
+    a_plain = np.array([plain for plain, _ in found], dtype=bool)
+    plain, other = np.where(a_plain, first, second), np.where(a_plain, second, first)
+    boundary = np.where(np.isin(knobs, END_TO_END_KNOBS), "end_to_end", None).astype(object)
+    details = pd.DataFrame({"knob": knobs, "change": [change for _, change in found]})
+    return details, ClaimedPairs(other, plain, claims(table.take(other), table.take(plain), boundary))
 
 
 def option_steps(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
@@ -397,58 +496,39 @@ def option_steps(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> p
     if "graph" not in ok or ok.empty:
         return pd.DataFrame()
     floors = floors if floors is not None else SpreadFloors.of(ok)
-    shape = ["workload", "device", "batch_size", "seq_len", "threads"]
-    rows = []
-    # plain records, made once (a Series per row, or records per group, cost ~1 ms a cell or a group)
-    every = ok.to_dict("records")
-    for positions in ok.groupby(shape, sort=True).indices.values():
-        records = [every[i] for i in positions]
-        for i, a in enumerate(records):
-            for b in records[i + 1 :]:
-                differing = [k for k, cols in KNOBS.items() if _knob_value(a, cols) != _knob_value(b, cols)]
-                if len(differing) != 1:
-                    continue
-                knob = differing[0]
-                plain, other = _orient(a, b, knob)
-                result = claim(other, plain, floors, "end_to_end" if knob in END_TO_END_KNOBS else None)
-                if result is None:
-                    continue
-                rows.append(
-                    {
-                        **{c: plain[c] for c in shape},
-                        "knob": knob,
-                        "from_engine": plain["engine"],
-                        "from_precision": plain["precision"],
-                        "to_engine": other["engine"],
-                        "to_precision": other["precision"],
-                        "change": _describe_change(plain, other, knob),
-                        **claim_columns(result, "speedup"),
-                    }
-                )
-    return pd.DataFrame(rows)
+    details, pairs = option_step_pairs(ok, CellTable.of(ok).floored(floors))
+    made = pairs.claims.present
+    if not made.any():
+        return pd.DataFrame()
+    plain, other = pairs.slower[made], pairs.faster[made]
+    frame = {c: ok[c].iloc[plain].tolist() for c in SPEEDUP_KEY}
+    frame |= {"knob": details["knob"][made].tolist()}
+    frame |= {"from_engine": ok["engine"].iloc[plain].tolist(), "from_precision": ok["precision"].iloc[plain].tolist()}
+    frame |= {"to_engine": ok["engine"].iloc[other].tolist(), "to_precision": ok["precision"].iloc[other].tolist()}
+    frame |= {"change": details["change"][made].tolist()}
+    return pd.DataFrame(frame | pairs.claims.take(made).columns("speedup"))
 
 
-def _orient(a: pd.Series, b: pd.Series, knob: str) -> tuple[pd.Series, pd.Series]:
-    """(plainer, other): the cell whose knob is the plain setting (or whose first column is) first,
-    else in name order."""
+def _plain_first(value_a: tuple[str, ...], value_b: tuple[str, ...], knob: str) -> bool:
+    """Whether ``value_a`` is the plainer of two settings of ``knob``: the plain setting (or the one whose first
+    column is plain) first, else in name order."""
     plain = _PLAIN[knob]
-    value_a, value_b = _knob_value(a, KNOBS[knob]), _knob_value(b, KNOBS[knob])
     for same in (lambda v: v == plain, lambda v: v[0] == plain[0]):
         if same(value_b) and not same(value_a):
-            return b, a
+            return False
         if same(value_a) and not same(value_b):
-            return a, b
-    return (a, b) if value_a <= value_b else (b, a)
+            return True
+    return value_a <= value_b
 
 
 #: a knob's plain setting in words, where its columns are empty for it
 _PLAIN_WORDS = {"host_input": "pageable fp32"}
 
 
-def _describe_change(plain: pd.Series, other: pd.Series, knob: str) -> str:
-    def text(row: pd.Series) -> str:
-        return " ".join(v for v in _knob_value(row, KNOBS[knob]) if v and v not in ("False", "True")) or (
-            "on" if _knob_value(row, KNOBS[knob])[0] == "True" else _PLAIN_WORDS.get(knob, "off")
+def _describe_change(plain: tuple[str, ...], other: tuple[str, ...], knob: str) -> str:
+    def text(value: tuple[str, ...]) -> str:
+        return " ".join(v for v in value if v and v not in ("False", "True")) or (
+            "on" if value[0] == "True" else _PLAIN_WORDS.get(knob, "off")
         )
 
     return f"{knob}: {text(plain)} → {text(other)}"
