@@ -49,9 +49,13 @@ if [ -f /tmp/carry_vllm/pieces ]; then
   python -m pip install -q --no-index --no-deps --no-compile --target /tmp/vllm-site /tmp/vllm-wheels/*.whl \
     >> "$out/install.log" 2>&1 || return 1
   echo "vllm install wall_s=$(( $(date +%s) - vllm_start ))" | tee -a "$out/timing.txt"
-  # the environment vLLM ran in on these machines: offline, no FlashInfer (not carried), loopback only
-  export PYTHONPATH=/tmp/vllm-site${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-    VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_HOST_IP=127.0.0.1 VLLM_ALLREDUCE_USE_SYMM_MEM=0 VLLM_NO_USAGE_STATS=1
+  # the environment vLLM ran in on these machines: offline, no FlashInfer (not carried), loopback only; kept
+  # for later calls on the same machine (CONTINUE=1, benchmarks/tools/vllm_bench_latency.py)
+  cat > /tmp/vllm-env.sh <<'ENV'
+export PYTHONPATH=/tmp/vllm-site${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_HOST_IP=127.0.0.1 VLLM_ALLREDUCE_USE_SYMM_MEM=0 VLLM_NO_USAGE_STATS=1
+ENV
+  source /tmp/vllm-env.sh
 fi
 python -m inferbench list engines 2>&1 | grep -E "warning|^ort_|^vllm" | tee -a "$out/timing.txt"
 return 0

@@ -19,14 +19,21 @@ set -uo pipefail
 out=${OUT:-/tmp/inferbench-out}
 limit=${1:-540}
 call_started=$(date +%s)   # the detached run's wait ends limit s after this, the install included
+configfiles=()
+[ -n "${PRESET:-}" ] && configfiles+=("config/studies/$PRESET.yaml")
+# NARROW='engines: [vllm], seq_lens: [128]' with one study in STUDIES: any of its keys, as a config file of its
+# own (a --config value reads numbers as strings)
+if [ -n "${NARROW:-}" ]; then
+  narrow=/tmp/inferbench-narrow-${STUDIES:?NARROW needs one study in STUDIES}.yaml
+  printf 'studies:\n  %s: {%s}\n' "$STUDIES" "$NARROW" > "$narrow"
+  configfiles+=("$narrow")
+fi
 preset=()
-[ -n "${PRESET:-}" ] && preset=(--configfile "config/studies/$PRESET.yaml")
+[ ${#configfiles[@]} -gt 0 ] && preset=(--configfile "${configfiles[@]}")   # one flag: a second would replace the first
 overrides=()
 [ -n "${STUDIES:-}" ] && overrides+=("run=[$STUDIES]")
 # WORKLOADS=a,b with one study in STUDIES: only those workloads of it (merged into the study by Snakemake)
 [ -n "${WORKLOADS:-}" ] && overrides+=("studies={${STUDIES:?WORKLOADS needs one study in STUDIES}: {workloads: [$WORKLOADS]}}")
-# NARROW='engines: [vllm], seq_lens: [128]' with one study in STUDIES (instead of WORKLOADS): any of its keys
-[ -n "${NARROW:-}" ] && overrides+=("studies={${STUDIES:?NARROW needs one study in STUDIES}: {$NARROW}}")
 [ ${#overrides[@]} -gt 0 ] && preset+=(--config "${overrides[@]}")
 run=/tmp/inferbench-run   # a detached run's arguments, log, start time, exit status and tree, kept between calls
 if [ "${BACKGROUND:-0}" = 1 ]; then
@@ -40,6 +47,7 @@ fi
 if [ "${CONTINUE:-0}" = 1 ]; then
   mkdir -p "$out"
   export PIP_NO_INDEX=1 PYTHONUNBUFFERED=1
+  [ -f /tmp/vllm-env.sh ] && source /tmp/vllm-env.sh   # vLLM, where the first call installed it
 else
   source benchmarks/gpu_machine/install_on_gpu_machine.sh || exit 1
 fi
