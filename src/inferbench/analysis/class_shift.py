@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from inferbench.analysis.comparison import SPREAD_CLASSES, spread_class
+from inferbench.analysis.comparison import SPREAD_CLASSES, spread_classes
 from inferbench.analysis.leases import MIN_CELLS
 from inferbench.analysis.summary import KEY_COLUMNS
 from inferbench.core.stats import order_statistic_ranks
@@ -73,7 +73,7 @@ def class_shifts(cells: pd.DataFrame, summary_a: pd.DataFrame, summary_b: pd.Dat
     # each run's own view of every cell: its class and its spread between processes
     runs = [_aligned(summary, cells, ["bound", SPREAD_COLUMN]).assign(device=cells["device"]) for summary in
             (summary_a, summary_b)]  # fmt: skip
-    class_a, class_b = (run.apply(spread_class, axis=1) for run in runs)
+    class_a, class_b = (spread_classes(run) for run in runs)
     spreads = [pd.to_numeric(run[SPREAD_COLUMN], errors="coerce") for run in runs]
     ratios = pd.to_numeric(cells["ratio"], errors="coerce")
     shifts = []

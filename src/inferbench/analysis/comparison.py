@@ -112,6 +112,13 @@ def spread_class(row: Any) -> str:
     return _class_of(_get(row, "device"), _get(row, "bound"))
 
 
+def spread_classes(frame: pd.DataFrame) -> pd.Series:
+    """``spread_class`` of every row of a frame with ``device`` and ``bound`` columns, at once."""
+    bound = frame["bound"] if "bound" in frame else pd.Series(None, index=frame.index, dtype=object)
+    gpu, device_bound = frame["device"].eq("cuda"), bound.eq("device")
+    return pd.Series(np.where(~gpu, "cpu", np.where(device_bound, "device", "host")), index=frame.index, dtype=object)
+
+
 def _split(by_process: Any) -> list[float]:
     """Each process's p50 written in a summary field (';'-separated; None: missing, none)."""
     return [] if by_process is None else list(map(float, filter(None, str(by_process).split(";"))))

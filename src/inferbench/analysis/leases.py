@@ -77,7 +77,10 @@ class LeaseSpread:
         of them (no serving, training or no-op cell), at its own boundary (p50).
         A cell is in the host-bound class if any run found it so (the cautious reading). A class with
         fewer than ``MIN_CELLS`` cells in common is left out: its spread between leases is unknown."""
-        from inferbench.analysis.comparison import spread_class
+        import numpy as np
+        import pandas as pd
+
+        from inferbench.analysis.comparison import spread_classes
         from inferbench.analysis.summary import KEY_COLUMNS, measured
 
         if len(summaries) < 2:
@@ -92,15 +95,21 @@ class LeaseSpread:
             ok = ok[[*key, "latency_p50_ms", "bound"]]
             ok = ok.rename(columns={"latency_p50_ms": f"p50_{i}", "bound": f"bound_{i}"})
             merged = ok if merged is None else merged.merge(ok, on=key)
+        # each cell's variance of log p50 over the runs (those with a p50 above 0; two at least), in one pass
+        p50s = merged[[f"p50_{i}" for i in range(len(summaries))]].to_numpy(dtype=float)
+        kept = p50s > 0  # NaN: no
+        logs = np.log(np.where(kept, p50s, 1.0))
+        counted = kept.sum(axis=1)
+        mean = np.where(kept, logs, 0.0).sum(axis=1) / np.maximum(counted, 1)
+        squares = np.where(kept, (logs - mean[:, None]) ** 2, 0.0).sum(axis=1)
+        variance = squares / np.maximum(counted - 1, 1)
+        # a cell is host-bound if any run found it so (the cautious reading)
+        bounds = merged[[f"bound_{i}" for i in range(len(summaries))]]
+        bound = pd.Series(np.where(bounds.eq("host").any(axis=1), "host", merged["bound_0"]), index=merged.index)
+        names = spread_classes(pd.DataFrame({"device": merged["device"], "bound": bound}))
         variances: dict[str, list[float]] = {}
-        for row in merged.to_dict("records"):
-            logs = [math.log(row[f"p50_{i}"]) for i in range(len(summaries)) if row[f"p50_{i}"] > 0]
-            if len(logs) < 2:
-                continue
-            bounds = {row[f"bound_{i}"] for i in range(len(summaries))}
-            name = spread_class({"device": row["device"], "bound": "host" if "host" in bounds else row["bound_0"]})
-            mean = sum(logs) / len(logs)
-            variances.setdefault(name, []).append(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+        for name, value in zip(names[counted >= 2].tolist(), variance[counted >= 2].tolist(), strict=True):
+            variances.setdefault(name, []).append(value)
         enough = {name: v for name, v in variances.items() if len(v) >= MIN_CELLS}
         return cls(
             {name: _typical_sd(v) for name, v in enough.items()},
