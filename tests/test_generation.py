@@ -552,3 +552,52 @@ def test_vllm_s_own_latency_benchmark_gets_the_cell_s_engine_arguments_and_is_se
     row = side_by_side(record, {"output_len": 1, "p50_ms": 4.0}, {"output_len": 33, "p50_ms": 68.0})
     assert row["bench_latency"]["per_token_ms"] == pytest.approx(2.0)  # (68 - 4) / 32
     assert row["cell_over_bench"] == pytest.approx({"request_ms": 70 / 68, "ttft_ms": 1.25, "per_token_ms": 1.0})
+
+
+class FakeLLMEngine:
+    """vLLM's LLMEngine as the vllm engine drives it under load: requests added at any time, each step one
+    token for every running request (outputs cumulative, as vLLM's default output kind)."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, list] = {}
+
+    def add_request(self, request_id, prompt, params):
+        assert prompt["prompt_token_ids"] and params.ignore_eos and params.temperature == 0.0
+        self.running[request_id] = [params.max_tokens, []]
+
+    def has_unfinished_requests(self):
+        return bool(self.running)
+
+    def step(self):
+        from types import SimpleNamespace
+
+        outputs = []
+        for request_id, (wanted, tokens) in list(self.running.items()):
+            tokens.append(len(tokens) + 100)
+            finished = len(tokens) == wanted
+            outputs.append(SimpleNamespace(request_id=request_id, finished=finished,
+                                           outputs=[SimpleNamespace(token_ids=tuple(tokens))]))  # fmt: skip
+            if finished:
+                del self.running[request_id]
+        return outputs
+
+
+def test_vllm_serves_requests_under_load_through_its_engine_loop_as_the_step_driver_drives_it():
+    from types import SimpleNamespace
+
+    from inferbench.core.arrivals import PlannedRequest
+    from inferbench.engines.generation.vllm_engine import Vllm
+    from inferbench.scenarios.llm_load import drive_steps, serving_mode
+
+    engine = object.__new__(Vllm)  # what prepare sets up for serving, without vLLM
+    engine.llm = SimpleNamespace(llm_engine=FakeLLMEngine())
+    engine.sampling_params = SimpleNamespace
+    engine.greedy = {"temperature": 0.0, "detokenize": False, "ignore_eos": True}
+    engine._served = {}
+    assert serving_mode(engine) == "step"
+    requests = [PlannedRequest(f"r{i}", 0.0, (1, 2, 3), tokens) for i, tokens in enumerate((2, 5, 3))]
+    traces, _ = drive_steps(engine, requests, concurrency=2)
+    assert [len(t.events) for t in traces] == [2, 5, 3] and not engine.serve_busy()
+    assert engine.serve_tokens("r1") == [100, 101, 102, 103, 104]
+    with pytest.raises(KeyError):
+        engine.serve_tokens("r1")  # read once

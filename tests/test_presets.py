@@ -220,6 +220,10 @@ def test_gpu_only_presets_stop_with_a_clear_message_on_a_cpu_machine(tmp_path, n
 def test_llm_preset_gives_first_token_and_per_token_times_for_every_engine_on_the_cpu(workdir):
     summary, report = run_preset(workdir, "llm")
     generation = summary[summary["mode"] == "generate"]
+    # and llm_serving_cpu's cell under load (tests/test_llm_load_workflow.py reads its answer)
+    loaded = generation[generation["scenario"] == "llm_load"]
+    assert len(generation) == 25 and len(loaded) == 1 and (loaded["status"] == "ok").all(), loaded["reason"]
+    generation = generation[generation["scenario"] == "single"]
     # llm_gpu needs a GPU; on the CPU: llama_mini, three engines, fp32 and bf16, batch 1 and 4, two prompts
     assert set(generation["engine"]) == {"hf_eager", "hf_static", "ort_genai"} and len(generation) == 24
     # ONNX Runtime's CPU provider cannot run the GenAI builder's bf16 graph: those cells say so

@@ -51,11 +51,11 @@ def main() -> None:
 
         threading.Thread(target=sample, daemon=True).start()
     folder = Path(tempfile.mkdtemp(prefix="probe-trace-"))
+    profiler = {"profiler": "torch", "torch_profiler_dir": str(folder), "torch_profiler_with_stack": False,
+                "torch_profiler_use_gzip": False, "torch_profiler_dump_cuda_time_total": False,
+                "ignore_frontend": True}  # fmt: skip
     llm = LLM(model=model, skip_tokenizer_init=True, dtype="float16", max_model_len=160, max_num_seqs=16,
-              gpu_memory_utilization=0.5, enable_prefix_caching=False,
-              profiler_config={"profiler": "torch", "torch_profiler_dir": str(folder), "torch_profiler_with_stack": False,
-                               "torch_profiler_use_gzip": False, "torch_profiler_dump_cuda_time_total": False,
-                               "ignore_frontend": True})  # fmt: skip
+              gpu_memory_utilization=0.5, enable_prefix_caching=False, profiler_config=profiler)  # fmt: skip
     rows = 16 if mode in ("stepped", "cuda") else 1
     prompt = [{"prompt_token_ids": list(range(1000 + r, 1128 + r))} for r in range(rows)]
     greedy = {"temperature": 0.0, "detokenize": False, "ignore_eos": True}
@@ -70,7 +70,9 @@ def main() -> None:
             request = driver.add([p["prompt_token_ids"] for p in prompt], SamplingParams(max_tokens=32, **greedy))
             for made in range(1, 33):
                 driver.until(request, made)
-        print(json.dumps({"stepped": request.made(), "unfinished": llm.llm_engine.has_unfinished_requests()}), flush=True)
+        print(
+            json.dumps({"stepped": request.made(), "unfinished": llm.llm_engine.has_unfinished_requests()}), flush=True
+        )
     sessions = [[1], [32]] if mode in ("twice", "stepped", "cuda") else [[1, 32]]
     for tokens_list in sessions:
         before = set(folder.iterdir())

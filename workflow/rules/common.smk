@@ -27,6 +27,7 @@ from inferbench.plan.code import code_identity
 from inferbench.plan.config import ConfigError, cell_tolerance, validate_config
 from inferbench.plan.grid import (
     cell_min_iters,
+    cell_scenario_settings,
     cell_serving,
     config_cells,
     no_cells_message,
@@ -68,6 +69,9 @@ if not CELLS:
 CELL_MIN_ITERS = cell_min_iters(config, HAS_CUDA)
 # server and offline cells: LoadGen's settings, the latency bound of their studies, the batcher's delay
 CELL_SERVING = cell_serving(config, HAS_CUDA)
+# cells of a scenario with settings of its own (llm_load: config `llm_load`, their studies' over it); the
+# config check has refused a cell given different settings by two studies
+CELL_SCENARIO_SETTINGS = cell_scenario_settings(config, HAS_CUDA)
 # cells named (or matched by a glob) in config `profile.cells`; patterns matching no cell here are
 # skipped, since one config serves CPU-only and GPU machines
 PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for p in config["profile"]["cells"])]
@@ -161,8 +165,17 @@ def workload_records(workload):
     return [cell_record(c) for c in CELLS if c.workload == workload and c.scenario == "single"]
 
 
+#: the scenarios whose cells a workload's serving plot draws: LoadGen's server search, or a decoder's llm_load sweep
+SERVING_PLOTTED = ("server", "llm_load")
+
+
 def serving_records(workload):
-    return [cell_record(c) for c in CELLS if c.workload == workload and c.scenario == "server"]
+    return [cell_record(c) for c in CELLS if c.workload == workload and c.scenario in SERVING_PLOTTED]
+
+
+def records_read_by_report():
+    """The records the report reads beside the summary: the llm_load cells' sweeps (no summary column holds them)."""
+    return [cell_record(c) for c in CELLS if c.scenario == "llm_load"]
 
 
 def profile_record(cell):
@@ -172,7 +185,7 @@ def profile_record(cell):
 def plot_files():
     """Plots of the workloads with cells timed one call at a time (serving cells have their own tables)."""
     plotted = ordered(c.workload for c in CELLS if c.scenario == "single")
-    served = ordered(c.workload for c in CELLS if c.scenario == "server")
+    served = ordered(c.workload for c in CELLS if c.scenario in SERVING_PLOTTED)
     return [f"results/plots/{w}/{name}" for w in plotted for name in plot_names(w)] + [
         f"results/plots/{w}/{SERVING_PLOT}" for w in served
     ]
@@ -298,9 +311,14 @@ def wildcard_cell(wildcards, scenario=PLAIN):
 
 
 def cell_measure(wildcards, scenario=PLAIN):
-    """The measure settings of one cell: config `measure`, with the timed calls its studies need."""
+    """The measure settings of one cell: config `measure`, with the timed calls its studies need and, for a
+    scenario with settings of its own, its settings as its studies resolve them (only there: the params of
+    every other cell stay as they were)."""
     key = wildcard_cell(wildcards, scenario)
-    return {**config["measure"], "min_iters": CELL_MIN_ITERS.get(key, config["measure"]["min_iters"])}
+    measure = {**config["measure"], "min_iters": CELL_MIN_ITERS.get(key, config["measure"]["min_iters"])}
+    if key in CELL_SCENARIO_SETTINGS:
+        measure["scenario_settings"] = CELL_SCENARIO_SETTINGS[key]
+    return measure
 
 
 def cell_args(wildcards, scenario=PLAIN):

@@ -103,7 +103,8 @@ rule plot_generation:
         " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
 
 
-# The serving plot of a workload with server cells: p99 against QPS over every LoadGen run of their search.
+# The serving plot of a workload with server cells: p99 against QPS over every LoadGen run of their search; of a
+# decoder with llm_load cells: TTFT and TPOT percentiles against the request rate over every load of their sweep.
 rule plot_serving:
     input:
         lambda wc: serving_records(wc.workload),
@@ -152,6 +153,8 @@ rule report:
         profiles=[profile_record(c) for c in PROFILED_CELLS],
         roofline=["results/roofline.csv"] if ROOFLINE_CELLS else [],
         leases=[config["report"]["lease_spread"]] if config["report"]["lease_spread"] else [],
+        # read beside the summary (results/cells/): the llm_load cells' sweeps
+        records=records_read_by_report(),
     output:
         report="results/report.md",
         details="results/report_details.md",  # written beside the report (inferbench.report.markdown)

@@ -12,7 +12,8 @@ from typing import Any
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import workload_info
 
-#: the serving plot of a workload (inferbench.report.plots.plot_serving)
+#: the serving plot of a workload (inferbench.report.plots.plot_serving): LoadGen's p99 against QPS, or for a
+#: decoder's llm_load cells its TTFT and TPOT percentiles against the request rate
 SERVING_PLOT = "serving.png"
 #: the generation plot of a decoder workload (inferbench.report.plots.plot_generation)
 GENERATION_PLOT = "generation.png"
@@ -41,6 +42,9 @@ class Layout:
     percentiles: tuple[str, ...]
     #: the plot files shown, of each of the study's workloads (made by inferbench.report.plots)
     plots: tuple[str, ...]
+    #: its answer also reads the study's cell records (``cells/`` beside the report), passed as ``records``
+    #: (cell id -> CellRecord): what a cell measured that is no summary column (an llm_load cell's sweep)
+    records: bool = False
 
     def first_page_function(self) -> Callable[[Any, dict[str, Any], Any], list[str]]:
         return load_target(self.first_page)
@@ -76,6 +80,12 @@ LAYOUTS: dict[str, Layout] = {
         "inferbench.report.serving:serving_answer",
         ("p50", "p99"),  # LoadGen's own, over its queries (inferbench.scenarios.serving)
         (SERVING_PLOT,),
+    ),
+    "llm_load": Layout(
+        "inferbench.report.llm_load:llm_load_answer",
+        ("p50", "p99"),  # each load's own, over its requests (inferbench.scenarios.llm_load)
+        (SERVING_PLOT,),  # for a decoder: TTFT and TPOT percentiles against the request rate
+        records=True,
     ),
 }
 

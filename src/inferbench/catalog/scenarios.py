@@ -7,7 +7,8 @@ layout its studies' answers take where it needs one of its own.
 
 Cells of training engines are measured by ``TRAINING`` (one call is a training step or an epoch), cells
 of generation engines by ``GENERATION`` (one call is a request: a prompt, then tokens one by one); their
-key's scenario is ``single``, the value their paths have always had.
+key's scenario is ``single``, the value their paths have always had. A scenario of its own for such engines
+declares the engine modes it drives (``modes``): ``llm_load`` drives generation engines under load.
 """
 
 from __future__ import annotations
@@ -35,6 +36,19 @@ class ScenarioInfo:
     #: the layout (inferbench.catalog.layouts) of the studies that list it, where it needs one of its own:
     #: then such a study lists only scenarios of that layout
     layout: str | None = None
+    #: the modes of the engines it drives (EngineInfo.mode): the plain scenario drives every mode (through
+    #: TRAINING and GENERATION for train and generate engines), the others inference engines unless they say
+    modes: tuple[str, ...] = ("inference",)
+    #: the config section holding its settings, where it has some (a study may override them under the same
+    #: key): the workflow resolves them per cell and passes them in the measure settings (``scenario_settings``)
+    settings: str | None = None
+    #: ``"module:function"``: ``function(records) -> dict``, record fields of a cell (e.g. ``serving``) from its
+    #: processes' records, where pooling their per-call samples does not make them (the cell runner replaces
+    #: them in the merged record once every process is done)
+    merge: str | None = None
+    #: ``"module:function"``: ``function(engine_class, device, precision) -> str | None``, why an engine of this
+    #: class cannot be driven by the scenario there (its cell is then ``unavailable`` with that reason), or None
+    unavailable: str | None = None
 
     @property
     def module(self) -> str:
@@ -62,6 +76,16 @@ SCENARIOS: dict[str, ScenarioInfo] = {
         "MLPerf LoadGen's server scenario: Poisson arrivals; the highest QPS whose p99 stays within the bound"
     ),
     "offline": _loadgen("MLPerf LoadGen's offline scenario: every query at once; samples per second"),
+    "llm_load": ScenarioInfo(
+        "inferbench.scenarios.llm_load:measure",
+        "a decoder under load: requests arriving at a rate (or a fixed concurrency) while earlier ones decode, "
+        "batched continuously; TTFT, TPOT, ITL, e2e and goodput per load, the highest rate meeting the objective",
+        layout="llm_load",
+        modes=("generate",),
+        settings="llm_load",
+        merge="inferbench.scenarios.llm_load:merged_fields",
+        unavailable="inferbench.scenarios.llm_load:unavailable_reason",
+    ),
 }
 #: how cells of training engines (EngineInfo.mode "train") are measured
 TRAINING = ScenarioInfo(
@@ -92,7 +116,13 @@ def scenario_info(scenario: str, mode: str = "inference") -> ScenarioInfo:
         raise ValueError(f"scenario must be one of {tuple(SCENARIOS)}, got {scenario!r}")
     own = {"train": TRAINING, "generate": GENERATION}
     if mode in own:
-        if scenario != "single":
+        if scenario == PLAIN:
+            return own[mode]
+        if mode not in SCENARIOS[scenario].modes:
             raise ValueError(f"a {mode} engine's cells are timed by their own scenario, not as {scenario!r}")
-        return own[mode]
     return SCENARIOS[scenario]
+
+
+def drives(scenario: str, mode: str) -> bool:
+    """Whether ``scenario`` drives engines of ``mode`` (the plain scenario: every mode)."""
+    return scenario == PLAIN or mode in SCENARIOS[scenario].modes

@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from inferbench.catalog.scenarios import scenario_info
+from inferbench.catalog.targets import load_target
 from inferbench.core.cells import COLD_START_STEPS, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import latency_stats
@@ -157,6 +159,10 @@ def merge_repeats(
         repeats=summary,
         generation=generation,
     )
+    # a scenario whose records hold figures of their own (llm_load's sweep) pools them itself
+    own = scenario_info(first.key.scenario, first.mode).merge
+    if own is not None:
+        merged = replace(merged, **load_target(own)(records))
     return merged, pooled
 
 

@@ -20,8 +20,11 @@ from inferbench.catalog.exporters import EXPORTERS
 from inferbench.catalog.layouts import LAYOUTS
 from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.catalog.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of, workload_info
+from inferbench.core.arrivals import MIN_OUTPUT_TOKENS, LoadSettings, length_bounds
+from inferbench.core.percentiles import MIN_SAMPLES
 from inferbench.core.settings import schema as config_schema
 from inferbench.data import DATASETS
+from inferbench.plan.grid import SettingsConflict, cell_scenario_settings, study_scenario_settings
 from inferbench.plan.sizing import (
     context_length,
     decoder_arch_problems,
@@ -169,7 +172,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     if not problems:
         problems = list(_cross_reference_problems(config))
     if not problems:  # the models' own checks need known workloads, engines and studies
-        problems = [*_pairing_problems(config), *_model_problems(config)]
+        problems = [*_pairing_problems(config), *_scenario_settings_problems(config), *_model_problems(config)]
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     return config
@@ -286,11 +289,18 @@ def _workload_problems(workload: str, arch: dict[str, Any], precisions: list[str
 
 
 def _decoder_length_problems(
-    name: str, study: dict[str, Any], workload: str, arch: dict[str, Any], variants: dict[str, Any]
+    name: str,
+    study: dict[str, Any],
+    workload: str,
+    arch: dict[str, Any],
+    variants: dict[str, Any],
+    ranges: tuple[float, float] = (0.0, 0.0),
 ) -> Iterator[str]:
     """A generation cell's prompt (the study's seq_lens) and new tokens (its engine variant's option) within
     the decoder's positions, and within an exported context: past them the first call fails (GPT-2: a bare
-    IndexError)."""
+    IndexError). ``ranges``: how far llm_load spreads prompt and output lengths around them (its longest
+    requests must fit)."""
+    prompt_range, output_range = ranges
     family = _family(workload)
     assert family is not None  # a decoder workload is an llm: one, or declared as one
     config, key = decoder_config(family[1], arch), positions_key(family[1])
@@ -307,12 +317,24 @@ def _decoder_length_problems(
                 limit, what = context, f"{named} ({context}, from {workload}'s config)"
             elif limit is not None:
                 what += f", which is {named}"
-        too_long = [n for n in study.get("seq_lens", []) if limit is not None and n + new_tokens > limit]
+        longest_output = length_bounds(new_tokens, output_range, MIN_OUTPUT_TOKENS)[1]
+        too_long = [
+            n for n in study.get("seq_lens", []) if limit is not None and length_bounds(n, prompt_range)[1] +
+            longest_output > limit
+        ]  # fmt: skip
         if too_long:
-            fits = f"list prompts up to {limit - new_tokens}, " if limit > new_tokens else ""
+            # the longest prompt whose spread requests fit: int(n x (1 + range)) + the longest output <= limit
+            longest_prompt = int((limit - longest_output) / (1 + prompt_range))
+            fits = f"list prompts up to {longest_prompt}, " if longest_prompt > 0 else ""
+            spread = (
+                f" (spread by llm_load's prompt_range {prompt_range:g} and output_range {output_range:g}: the "
+                f"longest requests are {length_bounds(max(too_long), prompt_range)[1]} + {longest_output} tokens)"
+                if prompt_range or output_range
+                else ""
+            )
             yield (
-                f"studies.{name}.seq_lens: prompts {too_long} + engines.{variant}.new_tokens {new_tokens} exceed "
-                f"{what}; {fits}lower engines.{variant}.new_tokens, or give the model more in "
+                f"studies.{name}.seq_lens: prompts {too_long} + engines.{variant}.new_tokens {new_tokens}{spread} "
+                f"exceed {what}; {fits}lower engines.{variant}.new_tokens, or give the model more in "
                 f"models.{workload}.arch.{key}"
             )
 
@@ -344,7 +366,9 @@ def _model_problems(config: dict[str, Any]) -> Iterator[str]:
                 continue
             arch = models.get(workload, {}).get("arch", {})
             if workload_info(workload).kind == "decoder":
-                yield from _decoder_length_problems(name, study, workload, arch, config["engines"])
+                yield from _decoder_length_problems(
+                    name, study, workload, arch, config["engines"], _ranges(config, study)
+                )
                 continue
             positions = model_positions(workload, arch)
             too_long = [n for n in study.get("seq_lens", []) if positions is not None and n > positions]
@@ -354,6 +378,75 @@ def _model_problems(config: dict[str, Any]) -> Iterator[str]:
                     f"sequence lengths up to {positions}, or give the model more in "
                     f"models.{workload}.arch.max_position_embeddings"
                 )
+
+
+def _ranges(config: dict[str, Any], study: dict[str, Any]) -> tuple[float, float]:
+    """How far a study's llm_load cells spread prompt and output lengths (0, 0 without such cells)."""
+    sections = {SCENARIOS[name].settings for name in study["scenarios"]} - {None}
+    if "llm_load" not in sections:
+        return 0.0, 0.0
+    settings = study_scenario_settings(config, study, "llm_load")
+
+    def valid(value: Any) -> float:  # one out of [0, 1) is refused by the settings check, named there
+        return float(value) if isinstance(value, int | float) and 0 <= value < 1 else 0.0
+
+    return valid(settings.get("prompt_range", 0.0)), valid(settings.get("output_range", 0.0))
+
+
+def _scenario_settings_problems(config: dict[str, Any]) -> Iterator[str]:
+    """The settings of scenarios with a config section of their own (llm_load): a study's override checked as
+    the section itself is (the schema, on the merged settings), what the scenario refuses (e.g. burstiness
+    with Poisson arrivals), requests too few for the objective's percentile, a study key no scenario of the
+    study reads, a cell given different settings by two studies, and the key the workflow sets itself."""
+    if config["measure"].get("scenario_settings") is not None:
+        yield (
+            "measure.scenario_settings: the workflow sets it for each cell of a scenario with settings of its own; "
+            "leave it out and set the scenario's section (`llm_load`, or a study's `llm_load`) instead"
+        )
+    sections = sorted({info.settings for info in SCENARIOS.values() if info.settings})
+    for section in sections:
+        readers = [name for name, info in SCENARIOS.items() if info.settings == section]
+        whole = config_schema()
+        # the section's schema with the definitions it refers to, validated as the whole config's is
+        subschema = {**copy.deepcopy(whole["properties"][section]), "definitions": whole.get("definitions", {})}
+        validator = jsonschema.validators.validator_for(whole)(subschema)
+        for name, study in config["studies"].items():
+            listed = [s for s in study["scenarios"] if s in readers]
+            if section in study and not listed:
+                yield (
+                    f"studies.{name}.{section}: only the {', '.join(readers)} scenario reads it, and the study lists "
+                    f"{', '.join(study['scenarios'])}; remove it, or add {readers[0]} to studies.{name}.scenarios"
+                )
+                continue
+            if not listed:
+                continue
+            merged = study_scenario_settings(config, study, section)
+            where = f"studies.{name}.{section}" if section in study else section
+            errors = sorted(validator.iter_errors(merged), key=lambda e: list(map(str, e.absolute_path)))
+            if errors:
+                for error in errors:
+                    inner = _key(error.absolute_path)
+                    text = _describe(error)
+                    yield f"{where}{'' if inner == '(top level)' else '.' + inner}{text[len(inner) :]}"
+                continue
+            try:
+                settings = LoadSettings.from_dict(merged)
+            except ValueError as error:
+                yield f"studies.{name}: {error}"
+                continue
+            needed = MIN_SAMPLES[settings.objective.percentile]
+            if settings.requests < needed:
+                yield (
+                    f"{where}.requests: {settings.requests} requests per load are too few for the objective's "
+                    f"{settings.objective.percentile}, which needs {needed}; send at least {needed}, or judge the "
+                    "objective at a lower percentile (objective.percentile)"
+                )
+    for has_cuda in (False, True):  # a cell is in the run with a GPU or without one
+        try:
+            cell_scenario_settings(config, has_cuda)
+        except SettingsConflict as error:
+            yield str(error)
+            return
 
 
 def _pairing_problems(config: dict[str, Any]) -> Iterator[str]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from inferbench.catalog.engine_registry import engine_info
 from inferbench.catalog.layouts import study_percentiles
-from inferbench.catalog.scenarios import PLAIN
+from inferbench.catalog.scenarios import SCENARIOS, drives
 from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellKey
 from inferbench.core.percentiles import samples_needed
@@ -93,8 +93,9 @@ def study_cells(
         if workload_info(workload).kind not in info.workload_kinds:
             continue
         seq_lens, threads = _axes(study, workload, device)
-        # training engines are timed one step or epoch at a time: no queries to serve
-        scenarios = [s for s in study["scenarios"] if info.mode == "inference" or s == "single"]
+        # each scenario drives the engine modes it declares: training engines are timed one step or epoch at a
+        # time (no queries to serve), generation engines one request at a time or under load (llm_load)
+        scenarios = [s for s in study["scenarios"] if drives(s, info.mode)]
         for batch, seq, n_threads, scenario in itertools.product(study["batch_sizes"], seq_lens, threads, scenarios):
             cells.add(CellKey(workload, variant, precision, device, batch, seq, n_threads, scenario))
     return cells
@@ -142,12 +143,53 @@ def cell_serving(config: dict[str, Any], has_cuda: bool | None = None) -> dict[C
         study = config["studies"][name]
         bound = study.get("latency_bound_ms", defaults["latency_bound_ms"])
         for cell in study_cells(study, config["engines"], has_cuda):
-            if cell.scenario == "single":
+            if not SCENARIOS[cell.scenario].serves:
                 continue
             delay = config["engines"][cell.engine].get("max_queue_delay_ms", defaults["max_queue_delay_ms"])
             earlier = settings.get(cell, {}).get("latency_bound_ms", bound)
             settings[cell] = {**defaults, "latency_bound_ms": min(bound, earlier), "max_queue_delay_ms": delay}
     return settings
+
+
+class SettingsConflict(ValueError):
+    """A cell of several studies would get different settings of its scenario from each."""
+
+
+def deep_merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` over it, mappings merged key by key (a study's ``llm_load.objective`` may set
+    one bound and keep the other)."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = deep_merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def study_scenario_settings(config: dict[str, Any], study: dict[str, Any], section: str) -> dict[str, Any]:
+    """A study's settings of the scenario whose config section is ``section``: the section, the study's own
+    ``section`` key over it."""
+    return deep_merged(config.get(section) or {}, study.get(section) or {})
+
+
+def cell_scenario_settings(config: dict[str, Any], has_cuda: bool | None = None) -> dict[CellKey, dict[str, Any]]:
+    """The settings of each cell whose scenario has a config section of its own (ScenarioInfo.settings): the
+    section with its study's override (a study's key of the same name). SettingsConflict where two studies of
+    the run give one cell different settings."""
+    has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
+    settings: dict[CellKey, tuple[str, dict[str, Any]]] = {}
+    for name in config["run"]:
+        study = config["studies"][name]
+        for cell in sorted(study_cells(study, config["engines"], has_cuda)):
+            section = SCENARIOS[cell.scenario].settings
+            if section is None:
+                continue
+            own = study_scenario_settings(config, study, section)
+            earlier = settings.setdefault(cell, (name, own))
+            if earlier[1] != own:
+                raise SettingsConflict(
+                    f"studies.{earlier[0]} and studies.{name} both measure {cell.cell_id} with different `{section}` "
+                    f"settings; give the two studies the same `{section}`, or no common cell"
+                )
+    return {cell: values for cell, (_, values) in settings.items()}
 
 
 def spans_devices(study: dict[str, Any]) -> bool:
@@ -235,6 +277,11 @@ def _pair_reason(workload: str, variant: dict[str, Any], study: dict[str, Any], 
     kind = workload_info(workload).kind
     if kind not in info.workload_kinds:
         return f"it runs {'/'.join(info.workload_kinds)} workloads, and {workload} is a {kind} workload"
-    if info.mode != "inference" and PLAIN not in study["scenarios"]:
-        return f"a {info.mode} engine is timed by its own scenario, and the study lists {', '.join(study['scenarios'])}"
+    if not any(drives(scenario, info.mode) for scenario in study["scenarios"]):
+        driving = [name for name in SCENARIOS if drives(name, info.mode)]
+        article = "an" if info.mode[0] in "aeiou" else "a"
+        return (
+            f"{article} {info.mode} engine is driven by the scenarios {', '.join(driving)}, and the study lists "
+            f"{', '.join(study['scenarios'])}"
+        )
     return "no combination of the study's axes suits it"

@@ -25,7 +25,7 @@ from inferbench.analysis.verdicts import OTHER_BOUNDARY, Claim, claim
 from inferbench.catalog.engine_registry import HARNESS_ENGINES
 from inferbench.catalog.layouts import LAYOUTS, study_percentiles
 from inferbench.core.percentiles import samples_needed
-from inferbench.report.studies import study_rows, training_speedups
+from inferbench.report.studies import records_beside, study_rows, training_speedups
 from inferbench.report.tables import distinct, fmt
 from inferbench.report.text import escape_markdown, inline_code
 
@@ -427,7 +427,9 @@ def answers_section(
             out += [f"Not answered here: {why}.", ""]
             continue
         layout = LAYOUTS[study.get("layout", "engines")]
-        out += layout.first_page_function()(cells, study, basis)
+        # a layout whose answer needs what no summary column holds reads the records beside the report
+        extra = {"records": records_beside(cells, report_dir)} if layout.records else {}
+        out += layout.first_page_function()(cells, study, basis, **extra)
         if study.get("layout", "engines") != "training" and not split_scenarios(cells).training.empty:
             out += training_answer(cells, study, basis)
         out += plot_lines(study, plots, report_dir, shown)

@@ -11,6 +11,7 @@ import pandas as pd
 
 from inferbench.analysis.summary import split_scenarios
 from inferbench.analysis.uncertainty import CellSpread, Ratio, ratio
+from inferbench.catalog.scenarios import PLAIN
 from inferbench.report.answers import ratio_text
 from inferbench.report.tables import fmt, markdown_table
 from inferbench.report.text import escape_markdown
@@ -69,10 +70,17 @@ EXPLAINED = (
 )
 
 
+def one_request_at_a_time(cells: pd.DataFrame) -> pd.DataFrame:
+    """The generation cells timed one request at a time (their key's scenario is the plain one), not under
+    load (llm_load: inferbench.report.llm_load)."""
+    generation = split_scenarios(cells).generation
+    return generation[generation["scenario"] == PLAIN]
+
+
 def generation_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
     """The answer lines of a generation study: per workload, the fastest decode and first token, how far
     each decode step is from its floor, and how tokens per second grow with the batch."""
-    generation = split_scenarios(cells).generation
+    generation = one_request_at_a_time(cells)
     ok = generation[generation["status"] == "ok"]
     out: list[str] = []
     for workload, frame in ok.groupby("workload", sort=False):
@@ -93,7 +101,7 @@ def generation_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = N
 
 def generation_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
     """A generation study's detail: the table of every cell, and what its columns measure."""
-    generation = split_scenarios(cells).generation
+    generation = one_request_at_a_time(cells)
     split = _has_split(generation)
     out = [EXPLAINED + (" " + SPLIT_EXPLAINED if split else ""), ""]
     columns = COLUMNS + (SPLIT_COLUMNS if split else [])

@@ -23,9 +23,10 @@ from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.report.answers import answers_section, not_measured_section, provenance_section, summary_line
 from inferbench.report.generation import generation_section
+from inferbench.report.llm_load import LLM_LOAD_MEASURED, llm_load_rows, llm_load_section
 from inferbench.report.roofline import roofline_section
 from inferbench.report.serving import serving_section
-from inferbench.report.studies import TRAINING_COLUMNS, training_speedups
+from inferbench.report.studies import TRAINING_COLUMNS, records_beside, training_speedups
 from inferbench.report.tables import distinct, fmt, markdown_table, recipe
 from inferbench.report.text import escape_markdown, inline_code
 
@@ -329,8 +330,13 @@ def build_details(
         out += ["## Training", "", TRAINING_MEASURED, ""]
         for workload, cells in training_speedups(frames.training, floors=basis.floors).groupby("workload", sort=False):
             out += [f"### {escape_markdown(workload)}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
-    if not frames.generation.empty:
-        out += ["## Generation", "", *generation_section(frames.generation, {})]
+    # a decoder's requests one at a time, and under load (llm_load: every load of each sweep, from the records)
+    loaded = llm_load_rows(frames.generation)
+    one_at_a_time = frames.generation.drop(loaded.index)
+    if not one_at_a_time.empty:
+        out += ["## Generation", "", *generation_section(one_at_a_time, {})]
+    if not loaded.empty:
+        out += ["## LLM serving under load", "", *llm_load_section(loaded, records_beside(loaded, report_dir))]
     if not frames.serving.empty:
         out += ["## Serving", "", *serving_section(frames.serving, {})]
     out += payback_section(inference_and_training, basis)
@@ -380,8 +386,11 @@ def method_section(measured: pd.DataFrame, frames: Any) -> list[str]:
         ]
     if not frames.serving.empty:
         what += [SERVING_MEASURED]
-    if not frames.generation.empty:
+    loaded = llm_load_rows(frames.generation)
+    if len(loaded) < len(frames.generation):
         what += [GENERATION_MEASURED]
+    if not loaded.empty:
+        what += [LLM_LOAD_MEASURED]
     return [*(["## What was measured", ""] if what else []), *(line for text in what for line in (text, ""))]
 
 

@@ -23,6 +23,7 @@ from inferbench.analysis.comparison import p50_at, rate_at
 from inferbench.analysis.decisions import cpu_gpu_crossovers
 from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.catalog.layouts import GENERATION_PLOT
+from inferbench.catalog.scenarios import PLAIN
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.cells import CellRecord
 from inferbench.core.fsutil import atomic_path
@@ -162,7 +163,8 @@ def plot_generation(summary: pd.DataFrame, workload: str, out: str | Path, varia
     user waits for) on the left, time to first token (p50, the prefill) on the right; colour: the engine
     variant, as in every plot; marker and line: the prompt length."""
     frame = split_scenarios(summary).generation
-    frame = frame[(frame["workload"] == workload) & (frame["status"] == "ok")]
+    # one request at a time: a cell under load (llm_load) has its own plot (plot_llm_load)
+    frame = frame[(frame["workload"] == workload) & (frame["status"] == "ok") & (frame["scenario"] == PLAIN)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     prompts = sorted(frame["seq_len"].unique()) if not frame.empty else []
     prompt_style = {
@@ -202,7 +204,8 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
     for workload in ordered(scenarios.single["workload"]):
         for kind in ["batch", "seq"] if workload_info(workload).has_seq_len else ["batch"]:
             written += plot_workload(summary, workload, Path(out_dir) / workload, kind, variants)
-    for workload in ordered(scenarios.generation["workload"]):
+    one_at_a_time = scenarios.generation[scenarios.generation["scenario"] == PLAIN]
+    for workload in ordered(one_at_a_time["workload"]):
         written.append(plot_generation(summary, workload, Path(out_dir) / workload / GENERATION_PLOT, variants))
     return written
 
@@ -213,7 +216,10 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
 def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
     """p99 latency against the QPS LoadGen completed, for every run of every server cell's search of
     ``workload`` (filled: valid runs, hollow: not valid), one line per engine and largest batch, the
-    cells' latency bounds as horizontal lines: where each configuration crosses its bound."""
+    cells' latency bounds as horizontal lines: where each configuration crosses its bound. A decoder's
+    serving plot is its llm_load cells' (``plot_llm_load``)."""
+    if any(r.key.workload == workload and r.key.scenario == LLM_LOAD for r in records):
+        return plot_llm_load(records, workload, out, variants)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     bounds = set()
     cells = [r for r in records if r.key.workload == workload and r.key.scenario == "server" and r.serving]
@@ -248,6 +254,69 @@ def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, 
     ax.set_title(f"{workload}: p99 against load, every run of the search (hollow: not valid)")
     if ax.lines:
         ax.legend(fontsize=7, loc="best")
+    out = Path(out)
+    _save(fig, out)
+    return out
+
+
+#: the scenario of a decoder's cells under load (inferbench.scenarios.llm_load)
+LLM_LOAD = "llm_load"
+
+
+def plot_llm_load(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
+    """A decoder's llm_load cells: the objective's percentile of TTFT (left) and of TPOT (right) against the
+    request rate of every load of each cell's sweep (offered; served at a fixed concurrency), filled where the
+    load met the objective, hollow where not; each cell's bounds as horizontal lines and its capacity as a
+    vertical one. Colour: the engine variant, as in every plot; marker: the cell's largest running batch."""
+    cells = [r for r in records if r.key.workload == workload and r.key.scenario == LLM_LOAD and r.serving]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    batch_marker = {
+        b: _BATCH_MARKERS[i % len(_BATCH_MARKERS)] for i, b in enumerate(sorted({r.key.batch_size for r in cells}))
+    }
+    levels = sorted({r.serving["objective"]["percentile"] for r in cells})
+    for record in sorted(cells, key=lambda r: (r.key.engine, r.key.precision, r.key.device, r.key.batch_size)):
+        serving, key = record.serving, record.key
+        level = serving["objective"]["percentile"]
+        colour, marker = engine_colour(key.engine, variants), batch_marker[key.batch_size]
+        rates = [
+            s["offered_per_s"] if s.get("offered_per_s") is not None else s["request_per_s"] for s in serving["sweep"]
+        ]
+        label = f"{key.engine} {key.precision} {key.device}, up to {key.batch_size} running, prompt {key.seq_len}"
+        for ax, figure, bound in ((axes[0], "ttft", "ttft_ms"), (axes[1], "tpot", "tpot_ms")):
+            values = [s[f"{figure}_ms"][level] for s in serving["sweep"]]
+            points = [(x, y, s.get("objective_met")) for x, y, s in zip(rates, values, serving["sweep"], strict=True)
+                      if y is not None]  # fmt: skip
+            if not points:
+                continue
+            line = _STYLES.get(key.device, ":")
+            ax.plot([p[0] for p in points], [p[1] for p in points], color=colour, linestyle=line, alpha=0.6)
+            for x, y, met in points:
+                ax.plot(x, y, marker=marker, color=colour, mfc=colour if met else "none", linestyle="none")
+            ax.axhline(serving["objective"][bound], color=colour, linewidth=0.8, linestyle=":")
+            ax.axvline(serving["capacity"]["request_per_s"], color=colour, linewidth=0.8, linestyle="-.", alpha=0.5)
+        axes[0].plot([], [], color=colour, marker=marker, label=label)
+    level_text = "/".join(levels) or "p99"
+    for ax, what in (
+        (axes[0], f"time to first token, {level_text} (ms)"),
+        (axes[1], f"time per output token, {level_text} (ms)"),
+    ):
+        if ax.lines:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            plain = FuncFormatter(lambda v, _: f"{v:g}")
+            for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+                axis.set_major_formatter(plain)  # plain numbers, not powers of ten
+                # within a decade or so there is no major tick to read: label the minor ones then
+                axis.set_minor_formatter(plain if high / low < 12 else NullFormatter())
+            ax.grid(True, which="both", alpha=0.3)
+        else:
+            _empty(ax, "no llm_load cell with a sweep")
+        ax.set(xlabel="request rate (requests/s; dash-dot: capacity)", ylabel=what)
+    if axes[0].lines:
+        axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(
+        f"{workload}: TTFT and TPOT against the request rate (hollow: the objective missed; dotted: its bound)"
+    )
     out = Path(out)
     _save(fig, out)
     return out

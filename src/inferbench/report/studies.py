@@ -8,14 +8,15 @@ with the study's devices as resolved where the workflow ran.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from inferbench.analysis.comparison import SpreadFloors
-from inferbench.analysis.summary import with_scenario
+from inferbench.analysis.summary import UNREADABLE, with_scenario
 from inferbench.analysis.verdicts import claim, claim_columns
-from inferbench.core.cells import CellKey
+from inferbench.core.cells import CellKey, CellRecord
 from inferbench.plan.grid import in_study
 from inferbench.report.tables import recipe
 
@@ -33,6 +34,29 @@ def study_rows(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
         for key, scenario in zip(keys, scenarios, strict=True)
     ]
     return summary[mask]
+
+
+def row_key(row: Any) -> CellKey:
+    """The cell key of a summary row (a namedtuple of its columns)."""
+    return CellKey(row.workload, row.engine, row.precision, row.device, int(row.batch_size), int(row.seq_len),
+                   int(row.threads), getattr(row, "scenario", "single"))  # fmt: skip
+
+
+#: where a report's cell records are, beside it (results/cells)
+CELLS_DIR = "cells"
+
+
+def records_beside(cells: pd.DataFrame, report_dir: Path) -> dict[str, CellRecord]:
+    """The records of ``cells``'s rows found beside the report (``report_dir``/cells/, where the workflow and
+    ``rerender`` keep them), by cell id; one missing or unreadable is left out (the caller says so)."""
+    out = {}
+    for row in with_scenario(cells).itertuples(index=False):
+        key = row_key(row)
+        try:
+            out[key.cell_id] = CellRecord.load(report_dir / CELLS_DIR / key.relpath)
+        except UNREADABLE:
+            continue
+    return out
 
 
 TRAINING_COLUMNS = [

@@ -15,6 +15,7 @@ import numpy as np
 from inferbench.catalog.engine_registry import engine_info, load_engine_class
 from inferbench.catalog.engines import EngineInfo
 from inferbench.catalog.scenarios import scenario_info
+from inferbench.catalog.targets import load_target
 from inferbench.core.cells import CellKey
 from inferbench.core.fsutil import read_json
 from inferbench.core.settings import MeasureSettings, ServingSettings
@@ -106,6 +107,10 @@ def unavailable(request: CellRequest) -> str | None:
     except ImportError as error:
         return f"engine {variant['engine']!r} cannot be imported here: {error}"
     if scenario_info(key.scenario).serves and (reason := loadgen_unavailable_reason()):
+        return reason
+    # a scenario that drives engines its own way says which it cannot drive here (llm_load: no serving path)
+    own = scenario_info(key.scenario, engine_info(variant["engine"]).mode).unavailable
+    if own is not None and (reason := load_target(own)(engine_cls, key.device, key.precision)):
         return reason
     if key.device == "cpu" and (reason := threads_unavailable_reason(key.threads)):
         return reason

@@ -3,10 +3,17 @@
 ``start`` runs the prefill (the whole prompt, the cache filled) and picks the first token; ``step`` feeds
 the last token and picks the next. Tokens are picked on the device (argmax) and stay there, so nothing
 waits for the host between steps, as in a server's decode loop; ``generated`` brings them back.
+
+Under load (inferbench.scenarios.llm_load, step-driven: ``serve_add``, ``serve_step``, ``serve_busy``) the
+requests go through transformers' own continuous batching (``model.init_continuous_batching``: a paged KV
+cache, a FIFO scheduler that admits waiting requests between steps, prefills split to a token budget), stepped
+one scheduler iteration per ``serve_step`` in the caller's thread rather than by its background thread, so
+that the scenario times each token as the step that made it returns (``ServingBatcher``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,9 @@ class HfGenerate(TorchEngine):
         self.module = self._load(artifact, inputs)  # the prompt -> last-position logits wrapper (parity)
         self.lm = self.module.model
         self.new_tokens = int(self.options.new_tokens)
+        # under load: the most requests running at once (the cell's batch) and its prompt length
+        self.serve_shape = tuple(example["input_ids"].shape)
+        self.batcher: ServingBatcher | None = None
 
     def run(self, staged: dict[str, torch.Tensor]) -> torch.Tensor:
         with torch.inference_mode(), self._autocast():
@@ -93,6 +103,126 @@ class HfGenerate(TorchEngine):
     def decode_read_bytes(self) -> int:
         return decode_read_bytes(self.lm)
 
+    # -- under load (inferbench.scenarios.llm_load: step-driven) --
+
+    @property
+    def serve_graphs(self) -> bool:
+        """Whether the continuous batcher replays its steps as CUDA graphs (here: no, eager kernels)."""
+        return False
+
+    @classmethod
+    def serve_unavailable_reason(cls, device: str, precision: str) -> str | None:
+        """Why this engine cannot serve under load on ``device`` at ``precision`` (None: it can)."""
+        return None
+
+    def _batcher(self) -> ServingBatcher:
+        """The continuous batcher, made at the first request (a cell timed one request at a time never makes
+        one): up to the cell's batch running at once, each up to twice the prompt and new tokens long (a
+        length range ratio is below 1)."""
+        if self.batcher is None:
+            running, prompt = self.serve_shape
+            positions = getattr(self.lm.config, "max_position_embeddings", None) or 2 * (prompt + self.new_tokens)
+            longest = min(2 * (prompt + self.new_tokens), positions)
+            self.batcher = ServingBatcher(self.lm, running, longest, self._autocast, graphs=self.serve_graphs)
+        return self.batcher
+
+    def serve_add(self, request_id: str, prompt: list[int], max_tokens: int) -> None:
+        """A request waits for the scheduler: ``max_tokens`` greedy tokens after ``prompt``, no stop at EOS."""
+        self._batcher().add(request_id, prompt, max_tokens)
+
+    def serve_step(self) -> list[tuple[str, int, bool]]:
+        """One scheduler iteration: waiting requests admitted as the cache allows, one forward pass over the
+        running ones (prefill chunks and one decode token each); (request id, tokens made, finished) of each
+        request that made a token."""
+        return self._batcher().step()
+
+    def serve_busy(self) -> bool:
+        """Whether a request is waiting or running."""
+        return self.batcher is not None and self.batcher.busy()
+
+    def serve_tokens(self, request_id: str) -> list[int]:
+        """The tokens a finished request made (forgotten once read)."""
+        return self._batcher().tokens(request_id)
+
+
+class ServingBatcher:
+    """transformers' continuous batching stepped by hand: the manager ``init_continuous_batching`` makes,
+    its batch processor made once and driven one ``prepare_next_batch`` / forward / ``update_batch`` at a
+    time (what its background thread's loop does), synchronously: no double-buffered async batching, no
+    prefix sharing (every prompt is new, as vLLM's cells run without a prefix cache), SDPA kept rather than
+    switched to flash attention (as the engine's other cells). The cache holds ``running`` sequences of
+    ``longest`` tokens in pages of PAGE_SIZE; a forward takes at most MAX_BATCH_TOKENS tokens, so a longer
+    prefill is split over steps (vLLM's chunked prefill). ``graphs``: CUDA graphs of the steps (a GPU).
+
+    At most ``running`` requests are in transformers' scheduler at once; the others wait here, in arrival
+    order, and one is admitted between steps as soon as one finishes (vLLM's ``max_num_seqs``). transformers'
+    own limit is per forward, not per running request: given every request, it admitted them all into a
+    cache sized for ``running``, stepped a few of them at a time and evicted others to prefill them again
+    (on 2 CPU cores, TPOT grew 15x and throughput fell 11x at a load the cell's capacity run served)."""
+
+    #: tokens per page of the paged KV cache
+    PAGE_SIZE = 64
+    #: tokens one forward pass takes at most, prefill chunks and decode tokens together (vLLM's
+    #: max_num_batched_tokens of 2,048 where its chunked prefill is on)
+    MAX_BATCH_TOKENS = 2048
+
+    def __init__(self, lm: torch.nn.Module, running: int, longest: int, autocast: Any, graphs: bool = False) -> None:
+        from transformers import ContinuousBatchingConfig, GenerationConfig
+
+        pages = -(-longest // self.PAGE_SIZE)
+        config = ContinuousBatchingConfig(
+            page_size=self.PAGE_SIZE,
+            num_blocks=running * pages + 1,
+            max_batch_tokens=max(self.MAX_BATCH_TOKENS, running),
+            max_requests_per_batch=running,
+            allow_block_sharing=False,
+            use_async_batching=False,
+            use_cuda_graph=graphs,
+            auto_switch_to_flash=False,
+        )
+        # greedy, and no EOS: every request makes the tokens it asks for
+        generation = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0)
+        self.lm, self.autocast, self.running = lm, autocast, running
+        self.manager = lm.init_continuous_batching(generation_config=generation, continuous_batching_config=config)
+        self.processor = self.manager._create_batch_processor()
+        self.manager.batch_processor = self.processor
+        self.waiting: deque[tuple[str, list[int], int]] = deque()
+        self.admitted: set[str] = set()
+        self.finished: dict[str, list[int]] = {}
+
+    def add(self, request_id: str, prompt: list[int], max_tokens: int) -> None:
+        self.waiting.append((request_id, list(prompt), max_tokens))
+
+    def busy(self) -> bool:
+        return bool(self.waiting or self.admitted)
+
+    def step(self) -> list[tuple[str, int, bool]]:
+        while self.waiting and len(self.admitted) < self.running:
+            request_id, prompt, max_tokens = self.waiting.popleft()
+            self.manager.add_request(
+                prompt, request_id=request_id, max_new_tokens=max_tokens, streaming=True, eos_token_id=-1
+            )
+            self.admitted.add(request_id)
+        with torch.inference_mode(), self.autocast():
+            if self.processor.prepare_next_batch():
+                self.processor._generation_step(self.lm)
+                self.processor.update_batch()
+        progress: dict[str, tuple[int, bool]] = {}
+        outputs = self.manager.output_router.output_queue
+        while not outputs.empty():
+            output = outputs.get_nowait()
+            if getattr(output, "error", None):
+                raise RuntimeError(f"continuous batching failed request {output.request_id}: {output.error}")
+            finished = output.is_finished()
+            progress[output.request_id] = (len(output.generated_tokens), finished)
+            if finished:
+                self.finished[output.request_id] = list(output.generated_tokens)
+                self.admitted.discard(output.request_id)
+        return [(request_id, made, finished) for request_id, (made, finished) in progress.items()]
+
+    def tokens(self, request_id: str) -> list[int]:
+        return self.finished.pop(request_id)
+
 
 def weight_bytes(lm: torch.nn.Module, element_size: int | None = None) -> int:
     """The weights' bytes in memory (at ``element_size`` bytes each, where another runtime holds them)."""
@@ -135,6 +265,22 @@ class HfGenerateStatic(HfGenerate):
     the step is a replayed CUDA graph, whose output is cloned before the next replay overwrites it."""
 
     graph = "compiled"
+
+    # under load: transformers' continuous batching with its steps replayed as CUDA graphs (the static cache and
+    # the compiled step are the one-request path's), which a GPU has
+    @property
+    def serve_graphs(self) -> bool:
+        return True
+
+    @classmethod
+    def serve_unavailable_reason(cls, device: str, precision: str) -> str | None:
+        if device != "cuda":
+            return (
+                "under load the static engine replays transformers' continuous batching steps as CUDA graphs, which "
+                "need a GPU; on the CPU its steps under torch.compile recompiled through the timed runs (the "
+                "capacity run measured below the load it served later), and its eager steps are hf_generate's"
+            )
+        return None
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         super().prepare(artifact, inputs, example)

@@ -167,7 +167,10 @@ class Vllm(ExportedDecoder):
             from vllm import LLM, SamplingParams
 
         batch, prompt = example["input_ids"].shape
-        max_model_len = prompt + self.new_tokens
+        # room for the longest request under load too (inferbench.core.arrivals: lengths within a range ratio
+        # below 1 of the prompt and new tokens), within the model's positions
+        positions = getattr(lm.config, "max_position_embeddings", None) or 2 * (prompt + self.new_tokens)
+        max_model_len = min(2 * (prompt + self.new_tokens), positions)
         self.engine_args = {
             "dtype": dtype,
             "seed": 0,
@@ -195,6 +198,7 @@ class Vllm(ExportedDecoder):
                 **self.engine_args,
             )
         self.driver = StepDriver(self.llm.llm_engine)
+        self._served: dict[str, list[int]] = {}  # under load: each finished request's tokens, until read
         self.sampling_params = SamplingParams
         self.greedy = {"temperature": 0.0, "detokenize": False, "ignore_eos": True}
         self.generate_params = SamplingParams(max_tokens=self.new_tokens, **self.greedy)
@@ -289,6 +293,33 @@ class Vllm(ExportedDecoder):
             "precision_mode": "cast" if self.precision != "fp32" else None,
             "cuda_graph": self.device == "cuda" and not eager,
         }
+
+    # -- under load (inferbench.scenarios.llm_load, step-driven): the same LLMEngine loop LLM.generate runs,
+    # requests added as they arrive; the engine core in its own process batches them continuously, as vLLM
+    # schedules them (a request added while a step's outputs are awaited reaches it as that call returns)
+
+    def serve_add(self, request_id: str, prompt: list[int], max_tokens: int) -> None:
+        """A request for ``max_tokens`` greedy tokens after ``prompt``, no stop at EOS."""
+        params = self.sampling_params(max_tokens=max_tokens, **self.greedy)
+        self.llm.llm_engine.add_request(request_id, {"prompt_token_ids": list(prompt)}, params)
+
+    def serve_step(self) -> list[tuple[str, int, bool]]:
+        """The outputs of one iteration of the engine core: (request id, tokens made, finished) of each
+        request that made a token in it."""
+        made = []
+        for output in self.llm.llm_engine.step():
+            tokens = output.outputs[0].token_ids
+            if output.finished:
+                self._served[output.request_id] = list(tokens)
+            made.append((output.request_id, len(tokens), bool(output.finished)))
+        return made
+
+    def serve_busy(self) -> bool:
+        return bool(self.llm.llm_engine.has_unfinished_requests())
+
+    def serve_tokens(self, request_id: str) -> list[int]:
+        """The tokens a finished request made (forgotten once read)."""
+        return self._served.pop(request_id)
 
     def describe(self) -> dict[str, Any]:
         import vllm

@@ -1,0 +1,178 @@
+"""The requests an LLM serving run sends: when each arrives, how long its prompt is, how many tokens it asks
+for, seeded so that a run repeats (inferbench.scenarios.llm_load sends them).
+
+Arrivals follow ``vllm bench serve``: the gaps between requests are drawn from a gamma distribution of shape
+``burstiness`` and scale ``1 / (rate * burstiness)``, so that their mean is ``1 / rate`` at any burstiness;
+burstiness 1 is the exponential distribution (Poisson arrivals), below 1 the requests come in bursts, above 1
+more evenly. The first request is sent at once (offset 0), as vllm sends its first.
+
+Lengths follow vllm's random dataset: uniform integers within ``mean * (1 - range_ratio)`` and
+``mean * (1 + range_ratio)`` (both ends included), a range ratio of 0 giving every request the mean. Prompt
+token ids are uniform over the vocabulary. Light: numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from inferbench.core.request_metrics import Objective
+
+#: the fewest output tokens a request asks for: its time per output token needs a second token
+MIN_OUTPUT_TOKENS = 2
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request of a run: its id, when it is sent (seconds from the run's start; None where it is sent
+    when an earlier one finishes, at a fixed concurrency), its prompt's token ids, the tokens it asks for."""
+
+    request_id: str
+    arrival_s: float | None
+    prompt: tuple[int, ...]
+    max_tokens: int
+
+
+def arrival_offsets(count: int, rate: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
+    """When each of ``count`` requests is sent, in seconds from the first (which is sent at 0): gamma gaps of
+    shape ``burstiness`` and mean ``1 / rate``."""
+    if count < 1:
+        raise ValueError(f"a run sends at least one request, not {count}")
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ValueError(f"a request rate must be a positive finite number of requests per second, not {rate}")
+    if not (burstiness > 0 and math.isfinite(burstiness)):
+        raise ValueError(f"burstiness (the gamma shape of the gaps) must be positive, not {burstiness}")
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=count - 1)
+    return np.concatenate(([0.0], np.cumsum(gaps)))
+
+
+def length_bounds(mean: int, range_ratio: float, least: int = 1) -> tuple[int, int]:
+    """The shortest and longest length of requests whose lengths spread ``range_ratio`` around ``mean``
+    (vllm's random dataset: ``int(mean * (1 - r))`` to ``int(mean * (1 + r))``), never below ``least``."""
+    if not 0 <= range_ratio < 1:
+        raise ValueError(f"a range ratio lies in [0, 1), not {range_ratio}")
+    low, high = int(mean * (1 - range_ratio)), int(mean * (1 + range_ratio))
+    return max(least, low), max(least, high)
+
+
+def request_lengths(count: int, mean: int, range_ratio: float, rng: np.random.Generator, least: int = 1) -> np.ndarray:
+    """``count`` lengths, uniform integers within ``length_bounds`` (all ``mean`` at range ratio 0)."""
+    low, high = length_bounds(mean, range_ratio, least)
+    return rng.integers(low, high + 1, size=count)
+
+
+def plan_requests(
+    count: int,
+    *,
+    rate: float | None,
+    burstiness: float,
+    prompt_tokens: int,
+    prompt_range: float,
+    output_tokens: int,
+    output_range: float,
+    vocab: int,
+    seed: int,
+    prefix: str = "r",
+) -> list[PlannedRequest]:
+    """``count`` seeded requests: sent at ``rate`` requests per second with gamma gaps of shape
+    ``burstiness`` (``rate`` None: each is sent when a slot frees, at a fixed concurrency), prompts of
+    ``prompt_tokens`` spread by ``prompt_range``, outputs of ``output_tokens`` spread by ``output_range`` (at
+    least MIN_OUTPUT_TOKENS). The same arguments give the same requests: every process of a cell, and every
+    engine, is sent the same ones."""
+    if vocab < 1:
+        raise ValueError(f"prompt tokens are drawn from a vocabulary of at least one token, not {vocab}")
+    rng = np.random.default_rng(seed)
+    # drawn in a fixed order, each from the same generator, so that one setting's change leaves the others' draws
+    # as they were only where it comes after them: lengths first, then arrivals, then the tokens
+    prompts = request_lengths(count, prompt_tokens, prompt_range, rng)
+    outputs = request_lengths(count, output_tokens, output_range, rng, least=MIN_OUTPUT_TOKENS)
+    arrivals = arrival_offsets(count, rate, burstiness, rng) if rate is not None else [None] * count
+    width = len(str(count - 1))
+    return [
+        PlannedRequest(
+            f"{prefix}{index:0{width}d}",
+            None if arrival is None else float(arrival),
+            tuple(int(t) for t in rng.integers(0, vocab, size=int(length))),
+            int(out),
+        )
+        for index, (arrival, length, out) in enumerate(zip(arrivals, prompts, outputs, strict=True))
+    ]
+
+
+#: how a run's requests arrive: at a rate with gamma gaps (poisson: shape 1; gamma: shape ``burstiness``), or
+#: each when an earlier one finishes, at a fixed number in flight (concurrency)
+ARRIVALS = ("poisson", "gamma", "concurrency")
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """How an llm_load cell sends its requests (config ``llm_load``, a study's ``llm_load`` over it; their
+    keys, defaults and meaning are the config schema's): the arrival process, the loads of the sweep (shares
+    of the cell's measured capacity, or concurrencies), the requests per load, how far prompt and output
+    lengths spread around the cell's prompt length and its engine's ``new_tokens``, the seed and the
+    objective."""
+
+    arrivals: str
+    burstiness: float
+    load_shares: tuple[float, ...]
+    concurrencies: tuple[int, ...]
+    requests: int
+    prompt_range: float
+    output_range: float
+    seed: int
+    objective: Objective
+
+    def __post_init__(self) -> None:
+        if self.arrivals not in ARRIVALS:
+            raise ValueError(f"llm_load.arrivals is {self.arrivals!r}; allowed: {', '.join(ARRIVALS)}")
+        if self.arrivals == "poisson" and self.burstiness != 1:
+            raise ValueError(
+                f"llm_load.burstiness is {self.burstiness:g} with arrivals poisson, whose gaps are exponential "
+                "(burstiness 1); set arrivals: gamma for another shape"
+            )
+        loads = self.concurrencies if self.by_concurrency else self.load_shares
+        key = "concurrencies" if self.by_concurrency else "load_shares"
+        if not loads or list(loads) != sorted(set(loads)) or min(loads) <= 0:
+            raise ValueError(f"llm_load.{key} is {list(loads)}: positive values, each once, from light to heavy")
+        if self.requests < 1:
+            raise ValueError(f"llm_load.requests is {self.requests}: a load sends at least one request")
+
+    @property
+    def by_concurrency(self) -> bool:
+        return self.arrivals == "concurrency"
+
+    @property
+    def loads(self) -> tuple[float, ...] | tuple[int, ...]:
+        """The sweep's loads, light to heavy: shares of the capacity, or concurrencies."""
+        return self.concurrencies if self.by_concurrency else self.load_shares
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> LoadSettings:
+        """The settings from a cell's resolved ``llm_load`` (missing keys at the schema's defaults)."""
+        from inferbench.core.settings import schema_defaults
+
+        defaults = dict(schema_defaults("llm_load"))
+        unknown = sorted(set(values) - set(defaults))
+        if unknown:
+            raise ValueError(f"unknown llm_load settings {unknown}; known: {', '.join(defaults)}")
+        merged = {**defaults, **values}
+        objective = {**dict(schema_defaults("llm_load", "objective")), **(merged.get("objective") or {})}
+        return cls(
+            arrivals=str(merged["arrivals"]),
+            burstiness=float(merged["burstiness"]),
+            load_shares=tuple(float(v) for v in merged["load_shares"]),
+            concurrencies=tuple(int(v) for v in merged["concurrencies"]),
+            requests=int(merged["requests"]),
+            prompt_range=float(merged["prompt_range"]),
+            output_range=float(merged["output_range"]),
+            seed=int(merged["seed"]),
+            objective=Objective.from_dict(objective),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["load_shares"], out["concurrencies"] = list(self.load_shares), list(self.concurrencies)
+        return out

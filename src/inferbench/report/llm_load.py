@@ -1,0 +1,265 @@
+"""The report section of a study with layout ``llm_load``: decoders serving requests under load
+(inferbench.scenarios.llm_load). Per workload and engine: the highest request rate at which the objective held,
+with the objective stated, the capacity beside it, the TTFT and TPOT percentiles and the goodput at that rate,
+and how far the answer moved between the cell's processes; in the appendix every load of every cell.
+
+A cell's sweep is in its record (``serving``), not in the summary, as a server cell's search is: the answer
+reads the records beside the summary (``cells/``), and says so where they are not there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from inferbench.analysis.summary import with_scenario
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.report.studies import CELLS_DIR, row_key
+from inferbench.report.tables import fmt, fmt_ms, markdown_table
+from inferbench.report.text import escape_markdown
+
+SCENARIO = "llm_load"
+
+LLM_LOAD_MEASURED = (
+    "LLM serving cells (`llm_load`; their own study sections) send a decoder requests that arrive while earlier "
+    "ones decode, in fresh processes like every cell, under the machine-wide lock. Each process first measures "
+    "the cell's capacity (request throughput with the batch size of requests always in flight), then sends the "
+    "same seeded requests at each load of its sweep, light to heavy (request rates at shares of that capacity, "
+    "Poisson or gamma arrivals, or fixed concurrencies). Each request is timed on the host clock from its "
+    "scheduled arrival (at a fixed concurrency: from its send) to each of its tokens: TTFT to the first, TPOT "
+    "= (e2e - TTFT) / (tokens - 1), ITL between token arrivals, e2e to the last. A load meets the objective "
+    "when the objective's percentile of its TTFTs and of its TPOTs are within the bounds; goodput counts the "
+    "requests within both. The engine batches continuously up to the batch size (transformers' continuous "
+    "batching, vLLM's scheduler)."
+)
+
+LOAD_COLUMNS = [
+    ("load_text", "load"),
+    ("offered_per_s", "offered req/s"),
+    ("request_per_s", "served req/s"),
+    ("output_tokens_per_s", "output tokens/s"),
+    ("mean_in_flight", "in flight"),
+    ("ttft_p50_ms", "TTFT p50"),
+    ("ttft_p90_ms", "TTFT p90"),
+    ("ttft_p99_ms", "TTFT p99"),
+    ("tpot_p50_ms", "TPOT p50"),
+    ("tpot_p90_ms", "TPOT p90"),
+    ("tpot_p99_ms", "TPOT p99"),
+    ("itl_p99_ms", "ITL p99"),
+    ("e2e_p99_ms", "e2e p99"),
+    ("goodput_per_s", "goodput req/s"),
+    ("met", "objective met"),
+    ("requests", "requests"),
+    ("processes", "processes"),
+]
+
+
+def llm_load_rows(cells: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows of llm_load cells."""
+    cells = with_scenario(cells)
+    return cells[cells["scenario"] == SCENARIO]
+
+
+def _cell_name(key: CellKey) -> str:
+    threads = f" {key.threads}t" if key.threads else ""
+    return f"{key.engine} {key.precision} {key.device}{threads}"
+
+
+def _rate(value: float | None) -> str:
+    return f"{fmt(value)} requests/s" if value is not None else "–"
+
+
+def _load_text(serving: dict[str, Any], step: dict[str, Any]) -> str:
+    if step.get("concurrency") is not None and step.get("offered_per_s") is None:
+        return f"{step['concurrency']} in flight"
+    return f"{step['load']:g}× capacity"
+
+
+def _shape(serving: dict[str, Any]) -> str:
+    settings = serving.get("settings") or {}
+
+    def spread(value: Any, key: str) -> str:
+        r = settings.get(key) or 0
+        return f"{value}" + (f" ±{r:.0%}" if r else "")
+
+    arrivals = settings.get("arrivals", "poisson")
+    how = {"poisson": "Poisson arrivals", "gamma": f"gamma arrivals (burstiness {fmt(settings.get('burstiness'))})",
+           "concurrency": "a fixed concurrency"}.get(arrivals, arrivals)  # fmt: skip
+    return (
+        f"up to {serving['max_running']} running, prompts of {spread(serving['prompt_tokens'], 'prompt_range')} "
+        f"tokens, {spread(serving['output_tokens'], 'output_range')} new tokens, {how}"
+    )
+
+
+def _processes_text(serving: dict[str, Any], repeats: dict[str, Any] | None = None) -> str:
+    """How far the answer and the capacity moved between the cell's processes; where the record's sweep is one
+    process's of several (its processes' sweeps not pooled), that, and how far the answering load's e2e p50
+    moved between them (``repeats``: what the cell runner pooled for every cell)."""
+    n = serving.get("processes", 1)
+    processes = (repeats or {}).get("n", n)
+    if n < processes:
+        spread = (repeats or {}).get("p50_spread_pct")
+        return f"the sweep of the first of its {processes} processes" + (
+            f" (their e2e p50 at the answering load: {fmt(spread)}% apart)" if spread is not None else ""
+        )
+    if n < 2:
+        return "1 process"
+    parts = [f"{n} processes"]
+    by_process = (serving.get("answer") or {}).get("by_process") or {}
+    rates = [r for r in by_process.get("rate_per_s") or [] if r is not None]
+    if rates:
+        spread = ((serving.get("answer") or {}).get("spread_pct") or {}).get("rate_per_s")
+        parts.append(
+            f"rate meeting the objective {fmt(min(rates))}–{fmt(max(rates))} requests/s"
+            + (f" (spread {fmt(spread)}%)" if spread is not None else "")
+        )
+    capacity = serving.get("capacity") or {}
+    values = (capacity.get("by_process") or {}).get("request_per_s") or []
+    if values:
+        spread = (capacity.get("spread_pct") or {}).get("request_per_s")
+        parts.append(
+            f"capacity {fmt(min(values))}–{fmt(max(values))} requests/s"
+            + (f" (spread {fmt(spread)}%)" if spread is not None else "")
+        )
+    return "; ".join(parts)
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def answer_line(record: CellRecord) -> str:
+    """One cell's answer: the rate meeting the objective (or that none did), the objective, the capacity, and
+    at that rate the objective's percentiles, the goodput; how far it moved between processes."""
+    serving, key = record.serving or {}, record.key
+    objective = serving["objective"]
+    level = objective["percentile"]
+    answer = serving["answer"]
+    sweep = serving["sweep"]
+    capacity = serving["capacity"]
+    head = f"- **{escape_markdown(key.workload)}** {escape_markdown(_cell_name(key))} ({_shape(serving)}): "
+    against = f"{escape_markdown(serving['objective_text'])}"
+    cap = (
+        f"capacity {_rate(capacity['request_per_s'])} ({fmt(capacity['output_tokens_per_s'])} output tokens/s, "
+        f"{serving['max_running']} in flight)"
+    )
+    if answer["index"] is None:
+        first = sweep[0]
+        lightest = first["offered_per_s"] if first["offered_per_s"] is not None else first["request_per_s"]
+        return (
+            f"{head}not even the lightest load ({_load_text(serving, first)}, {_rate(lightest)}) "
+            f"met {against}: its TTFT {level} {fmt_ms(first['ttft_ms'][level])}, TPOT {level} "
+            f"{fmt_ms(first['tpot_ms'][level])}; {cap}. {_capitalised(_processes_text(serving, record.repeats))}."
+        )
+    step = sweep[answer["index"]]
+    beyond = ""
+    if answer["failing_index"] is not None:
+        missed = sweep[answer["failing_index"]]
+        beyond = (
+            f"; at {_load_text(serving, missed)} ({_rate(answer['failing_rate_per_s'])}) TTFT {level} "
+            f"{fmt_ms(missed['ttft_ms'][level])}, TPOT {level} {fmt_ms(missed['tpot_ms'][level])} missed it"
+        )
+    else:
+        beyond = "; every load of the sweep met it (the answer is a lower bound)"
+    return (
+        f"{head}{against} up to **{_rate(answer['rate_per_s'])}** ({_load_text(serving, step)}, served "
+        f"{fmt(step['request_per_s'])} requests/s): there TTFT {level} {fmt_ms(step['ttft_ms'][level])}, TPOT {level} "
+        f"{fmt_ms(step['tpot_ms'][level])}, goodput {_rate(step['goodput_per_s'])} "
+        f"({fmt(100 * (step['good_share'] or 0))}% of requests within both){beyond}; {cap}. "
+        f"{_capitalised(_processes_text(serving, record.repeats))}."
+    )
+
+
+def llm_load_answer(
+    cells: pd.DataFrame, study: dict[str, Any], basis: Any = None, records: dict[str, CellRecord] | None = None
+) -> list[str]:
+    """The answer lines of an llm_load study: per cell the rate meeting the objective beside the capacity, and
+    per workload the engines ranked by that rate."""
+    rows = llm_load_rows(cells)
+    ok = rows[rows["status"] == "ok"]
+    records = records or {}
+    out: list[str] = []
+    missing = 0
+    for workload, frame in ok.groupby("workload", sort=False):
+        found = [
+            records[row_key(row).cell_id] for row in frame.itertuples(index=False) if row_key(row).cell_id in records
+        ]
+        missing += len(frame) - len(found)
+        for record in sorted(found, key=lambda r: (r.key.engine, r.key.precision, r.key.batch_size, r.key.seq_len)):
+            out.append(answer_line(record))
+        ranked = [(r.serving["answer"]["rate_per_s"], r) for r in found if r.serving["answer"]["rate_per_s"]]
+        if len(ranked) > 1:
+            ranked.sort(key=lambda pair: -pair[0])
+            best_rate, best = ranked[0]
+            others = ", ".join(
+                f"{escape_markdown(_cell_name(r.key))} {fmt(best_rate / rate)}× fewer ({fmt(rate)})"
+                for rate, r in ranked[1:]
+            )
+            out.append(
+                f"- **{escape_markdown(workload)}**: the most requests/s within the objective: "
+                f"{escape_markdown(_cell_name(best.key))}, {fmt(best_rate)}; {others}."
+            )
+    if missing:
+        out.append(
+            f"- {missing} llm_load cell(s) measured ok, but their records (their sweeps) are not beside this "
+            f"summary (`{CELLS_DIR}/`): their rate and capacity are in the summary's serving_target_qps and "
+            "serving_capacity_qps."
+        )
+    return [*out, ""]
+
+
+def load_table(record: CellRecord) -> pd.DataFrame:
+    """Every load of a cell's sweep, the capacity run first, one row each."""
+    serving = record.serving or {}
+    runs = [({**serving["capacity"], "load_text": "capacity", "offered_per_s": None}), *serving["sweep"]]
+    rows = []
+    for run in runs:
+        row = {
+            "load_text": run.get("load_text") or _load_text(serving, run),
+            "offered_per_s": run.get("offered_per_s"),
+            **{k: run.get(k) for k in ("request_per_s", "output_tokens_per_s", "mean_in_flight", "goodput_per_s",
+                                       "requests")},
+            "met": run.get("objective_met"),
+            "processes": run.get("processes", serving.get("processes", 1)),
+        }  # fmt: skip
+        for figure in ("ttft", "tpot", "itl", "e2e"):
+            for level in ("p50", "p90", "p99"):
+                row[f"{figure}_{level}_ms"] = (run.get(f"{figure}_ms") or {}).get(level)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def llm_load_section(cells: pd.DataFrame, records: dict[str, CellRecord]) -> list[str]:
+    """The appendix of llm_load cells: what they measure, then every load of every cell."""
+    rows = llm_load_rows(cells)
+    out = [LLM_LOAD_MEASURED, ""]
+    for row in rows.itertuples(index=False):
+        key = row_key(row)
+        record = records.get(key.cell_id)
+        name = f"{escape_markdown(key.workload)} {escape_markdown(_cell_name(key))}"
+        title = f"**{name}**, batch {key.batch_size}, prompt {key.seq_len}"
+        if row.status != "ok":
+            out += [
+                f"{title}: {escape_markdown(row.status)} ({escape_markdown(str(row.reason).splitlines()[0][:300])}).",
+                "",
+            ]
+            continue
+        if record is None or not record.serving:
+            out += [f"{title}: its record is not beside this summary (`{CELLS_DIR}/`).", ""]
+            continue
+        serving = record.serving
+        parity = serving.get("token_parity") or {}
+        tokens = (
+            "served tokens = FP32 eager's" if parity.get("checked") and parity.get("equal")
+            else "served tokens not checked" if parity else "no token reference"
+        )  # fmt: skip
+        out += [
+            f"{title} ({escape_markdown(_shape(serving))}; {escape_markdown(serving['objective_text'])}; driven "
+            f"{serving['driven']}-wise; timed from each request's {serving['timed_from']}; {tokens}; "
+            f"{escape_markdown(_processes_text(serving, record.repeats))}):",
+            "",
+            markdown_table(load_table(record), LOAD_COLUMNS),
+            "",
+        ]
+    return out

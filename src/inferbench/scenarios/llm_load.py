@@ -1,0 +1,556 @@
+"""The llm_load scenario: a decoder serving requests under load, as ``vllm bench serve`` and MLPerf's LLM server
+scenario measure one. Requests arrive at a rate (Poisson, or gamma gaps of a burstiness) or at a fixed
+concurrency while earlier ones still decode, and the engine batches them continuously, up to the cell's batch
+size running at once. Each request asks for its own prompt and output length (inferbench.core.arrivals: fixed,
+or uniform within a range ratio, seeded: every process and every engine gets the same requests).
+
+A cell's process first measures the engine's **capacity**: its request throughput with the batch size of
+requests always in flight (each sent as one finishes). Then it sweeps the loads of its settings from light to
+past saturation: request rates at shares of that capacity (or concurrencies), each load a run of
+``requests`` requests. Per request: TTFT, TPOT = (e2e - TTFT) / (output tokens - 1), the inter-token latencies
+and e2e; per run: request throughput, output tokens/s, mean/p50/p90/p99 of each, goodput (requests within both
+bounds of the objective, per second) and whether the run's percentiles meet the objective
+(inferbench.core.request_metrics). The answer: the heaviest load up to which every load met the objective, with
+the capacity beside it and the first load that missed it.
+
+What is timed: every request from the time it counts from to each of its tokens, on the host clock
+(``time.perf_counter``): at a rate, from its **scheduled arrival** (a request that waits for the engine to
+finish a step, or in its queue, waits in its TTFT, as a client that sent it then would), where ``vllm bench
+serve`` times from its send; at a fixed concurrency, from the moment it is sent (a slot freed). A token is
+timed when the engine hands it to the scenario. The run lasts from its start to its last request's last token.
+
+How an engine serves under load (the contract; an engine knows nothing of the timing):
+
+(a) **step-driven**: ``serve_add(request_id: str, prompt: list[int], max_tokens: int) -> None`` queues a
+    request (greedy, exactly ``max_tokens`` tokens, no stop at EOS); ``serve_step() -> list[tuple[str, int,
+    bool]]`` runs one scheduler iteration and returns, for each request that made a token in it, (request id,
+    tokens that request has made so far, finished); ``serve_busy() -> bool`` says whether a request is waiting
+    or running. The driver admits every request whose arrival has passed, steps while the engine is busy,
+    sleeps until the next arrival while it is idle, and timestamps each new token as ``serve_step`` returns.
+(b) **stream-driven**: ``async def serve_stream(request_id: str, prompt: list[int], max_tokens: int) ->
+    AsyncIterator[int]`` yields the count of tokens made so far each time new tokens arrive, and ends when the
+    request is done. The driver runs one asyncio event loop for the whole cell (every ``serve_stream`` call of a
+    cell runs on it, current while the cell measures), starts one task per request at its arrival time and
+    timestamps each yield.
+
+Either kind may define ``serve_tokens(request_id: str) -> list[int]``, the tokens a finished request made: the
+scenario then sends the workload's reference prompts through the same path and holds their first tokens to
+those of FP32 eager (as the generation scenario does), else it says the tokens were not checked. The scenario
+picks (b) where the engine has ``serve_stream``, else (a) where it has ``serve_add``; an engine with neither
+cannot be driven, nor one whose classmethod ``serve_unavailable_reason(device, precision)`` gives a reason
+(``unavailable_reason``: its cell is ``unavailable`` with that reason).
+
+Every process's record keeps its own sweep (``serving``) with every sample; a cell's processes are pooled by
+``merged_fields`` (``merged_serving``): each load's percentiles from every process's requests, its rates over
+their summed time, and each figure's value per process with its spread (max - min over the median), the
+capacity and the answer too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from inferbench.core.arrivals import LoadSettings, PlannedRequest, plan_requests
+from inferbench.core.request_metrics import (
+    RequestTrace,
+    pooled_run,
+    spread_pct,
+    sweep_answer,
+    traces_figures,
+)
+from inferbench.core.stats import latency_stats
+from inferbench.machine.host_partition import measuring
+from inferbench.machine.watchdog import beat
+from inferbench.models.parity import load_reference_tokens
+from inferbench.scenarios.generation import GATED_TOKENS
+from inferbench.scenarios.prepare import Measured, PreparedCell
+from inferbench.trackers.gpu_telemetry import GpuTelemetry
+from inferbench.trackers.host_telemetry import HostWindow
+
+#: the scenario's name (inferbench.catalog.scenarios), in the records it writes
+SCENARIO = "llm_load"
+#: the driver tells the stall watchdog it progresses every this many steps (or streamed token arrivals)
+BEAT_EVERY = 16
+
+Clock = Callable[[], float]
+
+
+class CannotServe(RuntimeError):
+    """The engine has no way to serve requests under load (neither serve_stream nor serve_add)."""
+
+
+def serving_mode(engine: Any) -> str | None:
+    """How the scenario drives ``engine`` (an instance or its class): ``stream`` (it has ``serve_stream``),
+    ``step`` (``serve_add``, ``serve_step``, ``serve_busy``), or None."""
+    if callable(getattr(engine, "serve_stream", None)):
+        return "stream"
+    if all(callable(getattr(engine, name, None)) for name in ("serve_add", "serve_step", "serve_busy")):
+        return "step"
+    return None
+
+
+def unavailable_reason(engine_class: type, device: str | None = None, precision: str | None = None) -> str | None:
+    """Why the scenario cannot drive engines of ``engine_class`` (on ``device`` at ``precision``), or None: it
+    has no way to serve under load, or its ``serve_unavailable_reason(device, precision)`` says why not here."""
+    if serving_mode(engine_class) is None:
+        return (
+            f"{engine_class.__name__} serves no requests under load: it has neither serve_stream (stream-driven) "
+            "nor serve_add/serve_step/serve_busy (step-driven), the two ways inferbench.scenarios.llm_load drives "
+            "an engine"
+        )
+    own = getattr(engine_class, "serve_unavailable_reason", None)
+    return own(device, precision) if callable(own) and device is not None else None
+
+
+# -- the two drivers --
+
+
+def drive_steps(
+    engine: Any,
+    requests: Sequence[PlannedRequest],
+    concurrency: int | None = None,
+    clock: Clock = time.perf_counter,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[list[RequestTrace], float]:
+    """Send ``requests`` to a step-driven engine: each at its arrival (``concurrency`` None), or each as soon as
+    fewer than ``concurrency`` are in flight; step while the engine is busy, sleep until the next arrival while
+    it is idle. Returns each request's trace (in the order given) and when the run started."""
+    waiting = deque(requests)
+    traces: dict[str, RequestTrace] = {}
+    in_flight: set[str] = set()
+    started = clock()
+    steps = 0
+    while waiting or in_flight:
+        now = clock()
+        while waiting and (
+            len(in_flight) < concurrency if concurrency is not None else started + _arrival(waiting[0]) <= now
+        ):
+            request = waiting.popleft()
+            # at a rate a request counts from its scheduled arrival, however late the driver admits it
+            sent = now if concurrency is not None else started + _arrival(request)
+            traces[request.request_id] = RequestTrace(request.request_id, sent, request.max_tokens)
+            engine.serve_add(request.request_id, list(request.prompt), request.max_tokens)
+            in_flight.add(request.request_id)
+        if engine.serve_busy():
+            progress = engine.serve_step()
+            at = clock()  # every token this step made is handed over now
+            for request_id, made, finished in progress:
+                if request_id not in traces:
+                    raise RuntimeError(f"the engine's step returned request {request_id!r}, which was never sent")
+                traces[request_id].observe(at, int(made), bool(finished))
+                if finished:
+                    in_flight.discard(request_id)
+            steps += 1
+            if steps % BEAT_EVERY == 0:
+                beat()
+        elif in_flight:
+            raise RuntimeError(
+                f"the engine says it is idle with {len(in_flight)} request(s) unfinished "
+                f"(e.g. {sorted(in_flight)[0]}): serve_busy must stay true until serve_step has finished them"
+            )
+        elif waiting:
+            sleep(max(0.0, started + _arrival(waiting[0]) - clock()))
+    return [traces[request.request_id] for request in requests], started
+
+
+async def drive_stream(
+    engine: Any,
+    requests: Sequence[PlannedRequest],
+    concurrency: int | None = None,
+    clock: Clock = time.perf_counter,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> tuple[list[RequestTrace], float]:
+    """Send ``requests`` to a stream-driven engine: one task per request, started at its arrival
+    (``concurrency`` None) or once fewer than ``concurrency`` are in flight, each timestamping every yield of
+    ``serve_stream``. Returns each request's trace (in the order given) and when the run started."""
+    started = clock()
+    traces: dict[str, RequestTrace] = {}
+    slots = asyncio.Semaphore(concurrency) if concurrency is not None else None
+    arrivals = 0
+
+    async def one(request: PlannedRequest) -> None:
+        nonlocal arrivals
+        if slots is None:
+            await sleep(started + _arrival(request) - clock())
+            sent = started + _arrival(request)
+        else:
+            await slots.acquire()
+            sent = clock()
+        trace = traces[request.request_id] = RequestTrace(request.request_id, sent, request.max_tokens)
+        try:
+            stream: AsyncIterator[int] = engine.serve_stream(
+                request.request_id, list(request.prompt), request.max_tokens
+            )
+            async for made in stream:
+                trace.observe(clock(), int(made), False)
+                arrivals += 1
+                if arrivals % BEAT_EVERY == 0:
+                    beat()
+        finally:
+            if slots is not None:
+                slots.release()
+        if not trace.events:
+            raise RuntimeError(f"request {request.request_id}'s stream ended without a token")
+        trace.observe(trace.events[-1][0], trace.output_tokens, True)  # done with its last token
+
+    await asyncio.gather(*(one(request) for request in requests))
+    return [traces[request.request_id] for request in requests], started
+
+
+def _arrival(request: PlannedRequest) -> float:
+    if request.arrival_s is None:
+        raise ValueError(f"request {request.request_id} has no arrival time: send it at a fixed concurrency")
+    return request.arrival_s
+
+
+class Driver:
+    """Runs a list of requests through an engine the way it serves (``stream`` on one event loop for the whole
+    cell, or ``step``), returning the traces and the run's start."""
+
+    def __init__(
+        self, engine: Any, clock: Clock = time.perf_counter, device: str | None = None, precision: str | None = None
+    ) -> None:
+        mode = serving_mode(engine)
+        why = unavailable_reason(type(engine), device, precision)
+        if mode is None or why is not None:
+            raise CannotServe(why)
+        self.engine, self.mode, self.clock = engine, mode, clock
+        self.loop = asyncio.new_event_loop() if mode == "stream" else None
+
+    def run(self, requests: Sequence[PlannedRequest], concurrency: int | None) -> tuple[list[RequestTrace], float]:
+        if self.loop is None:
+            return drive_steps(self.engine, requests, concurrency, self.clock)
+        return self.loop.run_until_complete(drive_stream(self.engine, requests, concurrency, self.clock))
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator[None]:
+        """The driver's event loop current (a library that asks for the running loop's gets it), closed after."""
+        if self.loop is None:
+            yield
+            return
+        asyncio.set_event_loop(self.loop)
+        try:
+            yield
+        finally:
+            asyncio.set_event_loop(None)
+            self.loop.close()
+
+
+# -- one cell --
+
+
+def load_settings(cell: PreparedCell) -> LoadSettings:
+    """The cell's llm_load settings, as the workflow resolved them (``measure.scenario_settings``)."""
+    values = getattr(cell.settings, "scenario_settings", None)
+    if values is None:
+        raise ValueError(
+            "an llm_load cell needs its settings in measure.scenario_settings (the workflow passes config "
+            "`llm_load` with its studies' over it; a hand run: --measure '{\"scenario_settings\": {...}}')"
+        )
+    return LoadSettings.from_dict(values)
+
+
+def concurrency_ladder(running: int) -> list[int]:
+    """1, 2, 4, ... below ``running``, then ``running``: the concurrencies the warm-up sends at."""
+    rungs = [1]
+    while rungs[-1] * 2 < running:
+        rungs.append(rungs[-1] * 2)
+    return [*rungs, running] if running > 1 else rungs
+
+
+def _vocab(cell: PreparedCell) -> int:
+    tokens = [spec for spec in cell.specs if spec.kind == "tokens"]
+    if not tokens or not tokens[0].high:
+        raise ValueError(f"{cell.key.workload} takes no token ids: llm_load drives decoders (llm: workloads)")
+    return int(tokens[0].high)
+
+
+@contextlib.contextmanager
+def _collector_frozen() -> Iterator[None]:
+    """What is alive now (torch, transformers: ~400,000 objects) left out of the collector's full passes, whose
+    50-120 ms pauses would land in some request's tokens (as the serving scenario does; vLLM freezes after
+    start-up for the same reason). New garbage is still collected."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def measure(cell: PreparedCell) -> Measured:
+    """The cell's capacity, then its sweep of loads, under the exclusive machine lock; the served tokens held
+    to FP32 eager's where the engine hands them over."""
+    key, engine = cell.key, cell.engine
+    settings = load_settings(cell)
+    objective = settings.objective
+    driver = Driver(engine, device=key.device, precision=key.precision)
+    new_tokens = int(engine.new_tokens)
+    vocab = _vocab(cell)
+
+    def plan(count: int, rate: float | None, seed: int, prefix: str) -> list[PlannedRequest]:
+        return plan_requests(
+            count, rate=rate, burstiness=settings.burstiness, prompt_tokens=key.seq_len,
+            prompt_range=settings.prompt_range, output_tokens=new_tokens, output_range=settings.output_range,
+            vocab=vocab, seed=seed, prefix=prefix,
+        )  # fmt: skip
+
+    gpu = key.device == "cuda"
+    telemetry = GpuTelemetry.for_cuda_device() if gpu else None
+    host = HostWindow()
+    running = key.batch_size  # the engine's largest running batch: the capacity's concurrency
+    with driver.current():
+        beat(f"llm_load: warm-up, capacity, then {len(settings.loads)} loads of {settings.requests} requests")
+        with measuring(cell.lock, key.device) as held, _collector_frozen():
+            # warm-up: two waves at each concurrency of 1, 2, 4, ... up to the batch size, then runs like the
+            # capacity's (its request count, other prompts) until warmup_s has passed (one at least): every batch
+            # composition the timed runs meet is made once before them. With the capacity's runs alone, the first
+            # load at a rate met new ones (fewer running, a prefill beside them), and llama_mini on 2 CPU threads
+            # then reached TTFT p90 673 ms at half its capacity, 37 ms when the same load was sent again
+            warmed = 0
+            for concurrency in concurrency_ladder(running):
+                driver.run(
+                    plan(2 * concurrency, None, settings.seed + 20_000 + concurrency, f"l{concurrency}-"), concurrency
+                )
+                warmed += 2 * concurrency
+            warm_start, wave = time.perf_counter(), 0
+            while wave == 0 or time.perf_counter() - warm_start < cell.settings.warmup_s:
+                driver.run(plan(settings.requests, None, settings.seed + 10_000 + wave, f"w{wave}-"), running)
+                warmed += settings.requests
+                wave += 1
+                beat()
+            window_start = time.time()
+            started = time.perf_counter()
+            with host, telemetry or contextlib.nullcontext():
+                traces, run_start = driver.run(plan(settings.requests, None, settings.seed, "c-"), running)
+                capacity = traces_figures(traces, run_start, objective) | {"concurrency": running}
+                beat()
+                sweep = []
+                for index, load in enumerate(settings.loads):
+                    rate = None if settings.by_concurrency else float(load) * capacity["request_per_s"]
+                    concurrency = int(load) if settings.by_concurrency else None
+                    requests = plan(settings.requests, rate, settings.seed + 1 + index, f"s{index}-")
+                    traces, run_start = driver.run(requests, concurrency)
+                    step = traces_figures(traces, run_start, objective)
+                    sweep.append({"load": load, "offered_per_s": rate, "concurrency": concurrency, **step})
+                    beat()
+            measured_s = time.perf_counter() - started
+            window = [window_start, time.time()]
+        parity = _served_parity(cell, driver, new_tokens)
+    serving = sweep_record(settings, capacity, sweep, driver.mode, key.batch_size, key.seq_len, new_tokens)
+    serving["token_parity"] = parity
+    if serving["result"] is not None:  # the host during the timed runs, as a LoadGen result has it
+        serving["result"]["host"] = host.summary
+    # the cell's latency: every request of the load that answers it (the lightest where none met the
+    # objective), e2e, so that its processes' spread is recorded as every cell's is
+    shown = sweep[serving["answer"]["index"] if serving["answer"]["index"] is not None else 0]
+    samples = np.asarray(shown["samples_ms"]["e2e"]) / 1e3
+    stats = latency_stats(samples, 1)
+    tokens = sum(step["output_tokens"] for step in sweep) + capacity["output_tokens"]
+    fields = {
+        "timing": SCENARIO,
+        "timing_description": timing_description(settings, serving["answer"]["index"] is not None),
+        "clock": "host",
+        "items_per_call": 1,
+        "latency_ms": stats["latency_ms"],
+        "latency_ci95_ms": stats["latency_ci95_ms"],
+        "cv": stats["cv"],
+        "throughput_per_s": shown["request_per_s"],
+        "n_iters": stats["n_iters"],
+        "warmup_iters": warmed,
+        "measured_s": measured_s,
+        "measured_windows_unix": [window],
+        "measuring": held,
+        "host_telemetry": host.summary,
+        "gpu_telemetry": telemetry.summary(tokens) if telemetry else None,
+        "serving": serving,
+        "end_to_end": {
+            "description": "each request from its scheduled arrival (or its send) to its last token, host clock",
+            "clock": "host",
+            **{k: stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters")},
+            "throughput_per_s": shown["request_per_s"],
+        },
+    }
+    return Measured(fields, {"device": samples, "end_to_end": samples}, invalid_reason(serving))
+
+
+def timing_description(settings: LoadSettings, answered: bool) -> str:
+    which = "the heaviest load meeting the objective" if answered else "the lightest load (none met the objective)"
+    since = "its send (a slot freed)" if settings.by_concurrency else "its scheduled arrival"
+    return (
+        f"each request of {which}, from {since} to its last token, on the host clock; the record's `serving` holds "
+        "every load's TTFT, TPOT, ITL and e2e (inferbench.scenarios.llm_load)"
+    )
+
+
+def sweep_record(
+    settings: LoadSettings,
+    capacity: dict[str, Any],
+    sweep: list[dict[str, Any]],
+    mode: str,
+    running: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    processes: int = 1,
+) -> dict[str, Any]:
+    """What the record keeps under ``serving`` for a sweep: the settings, the capacity, every load, the answer
+    (and, in ``result``, the answering load as the summary's serving columns read it)."""
+    index, failing = sweep_answer(sweep)
+    answer = sweep[index] if index is not None else None
+    missed = sweep[failing] if failing is not None else None
+
+    def rate(step: dict[str, Any] | None) -> float | None:
+        """A load's request rate: the offered one, or at a fixed concurrency the one served."""
+        if step is None:
+            return None
+        return step["offered_per_s"] if step["offered_per_s"] is not None else step["request_per_s"]
+
+    return {
+        "scenario": SCENARIO,
+        "driven": mode,
+        "processes": processes,
+        "arrivals": settings.arrivals,
+        "settings": settings.as_dict(),
+        "objective": settings.objective.as_dict(),
+        "objective_text": settings.objective.text(),
+        "timed_from": "sent" if settings.by_concurrency else "scheduled arrival",
+        "max_running": running,
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "capacity": capacity,
+        "capacity_qps": capacity["request_per_s"],
+        "sweep": sweep,
+        "answer": {
+            "index": index,
+            "load": answer["load"] if answer else None,
+            "rate_per_s": rate(answer),
+            "request_per_s": answer["request_per_s"] if answer else None,
+            "goodput_per_s": answer["goodput_per_s"] if answer else None,
+            "failing_index": failing,
+            "failing_rate_per_s": rate(missed),
+        },
+        # what the summary's serving columns read (inferbench.core.cells): the answer's rate, throughput and e2e
+        "qps_at_bound": rate(answer),
+        "lowest_invalid_qps": rate(missed),
+        "latency_bound_ms": None,
+        "result": {
+            "target_qps": rate(answer),
+            "completed_qps": answer["request_per_s"],
+            "latency_ms": {k: answer["e2e_ms"][k] for k in ("p50", "p90", "p99")},
+            "valid": True,
+            "query_count": answer["requests"],
+        }
+        if answer
+        else None,
+        "batches": {"mean_size": answer["mean_in_flight"]} if answer else None,
+    }
+
+
+def invalid_reason(serving: dict[str, Any]) -> str | None:
+    """Why the cell's measurement is not valid: its served tokens differ from FP32 eager's, or requests made
+    fewer tokens than they asked for (their lengths would not be the planned ones)."""
+    parity = serving.get("token_parity")
+    if parity is not None and not parity["equal"]:
+        return (
+            f"served tokens differ from FP32 eager's at token {parity['first_difference']} "
+            f"(of the first {parity['compared']})"
+        )
+    short = sum(step.get("short_requests", 0) for step in [serving["capacity"], *serving["sweep"]])
+    if short:
+        return (
+            f"{short} request(s) made fewer tokens than they asked for (a stop at EOS?): lengths differ from the plan"
+        )
+    return None
+
+
+def _served_parity(cell: PreparedCell, driver: Driver, new_tokens: int) -> dict[str, Any] | None:
+    """The reference prompts served through the engine's own path under load, all at once, their tokens
+    against FP32 eager's greedy ones (the first ones in fp16/bf16: GATED_TOKENS); None where there is no
+    reference or the engine does not hand its tokens over (then ``checked`` says so)."""
+    if cell.inputs.reference is None:
+        return None
+    loaded = load_reference_tokens(cell.inputs.reference, cell.key.batch_size)
+    if loaded is None:
+        return None
+    if not callable(getattr(driver.engine, "serve_tokens", None)):
+        return {"equal": True, "checked": False, "why": "the engine hands over no tokens (no serve_tokens)"}
+    inputs, reference = loaded
+    count = min(new_tokens, reference.shape[1])
+    requests = [
+        PlannedRequest(f"parity-{row}", None, tuple(int(t) for t in prompt), count)
+        for row, prompt in enumerate(inputs["input_ids"])
+    ]
+    driver.run(requests, len(requests))
+    served = np.asarray([driver.engine.serve_tokens(request.request_id)[:count] for request in requests])
+    return token_agreement(served, reference[:, :count], GATED_TOKENS.get(cell.key.precision, 1))
+
+
+def token_agreement(served: np.ndarray, reference: np.ndarray, gated: int | None) -> dict[str, Any]:
+    """Served tokens (rows, tokens) against the reference's: ``equal`` when the first ``gated`` (None: all)
+    agree in every row, how many agree from the start, and the first that differs."""
+    compared = min(served.shape[1], reference.shape[1], gated or reference.shape[1])
+    differs = np.nonzero((served != reference).any(axis=0))[0]
+    first = int(differs[0]) if differs.size else None
+    agreeing = served.shape[1] if first is None else first
+    return {
+        "equal": agreeing >= compared,
+        "checked": True,
+        "compared": compared,
+        "agreeing": agreeing,
+        "first_difference": first,
+    }
+
+
+# -- a cell's processes --
+
+
+def merged_serving(records: Sequence[Any]) -> dict[str, Any]:
+    """The ``serving`` of a cell from its processes' records (each its own sweep): every load pooled over the
+    processes (``pooled_run``: percentiles from every request, rates over the summed time, each process's value
+    and their spread), the capacity likewise, the answer from the pooled loads, and each process's own answer
+    with their spread. The token parity: the first process's that failed, else the first's."""
+    sweeps = [record.serving for record in records]
+    first = sweeps[0]
+    if len({len(s["sweep"]) for s in sweeps}) != 1:
+        raise ValueError("the processes' sweeps have different loads: they cannot be pooled")
+    settings = LoadSettings.from_dict({**first["settings"], "objective": first["objective"]})
+    objective = settings.objective
+    capacity = pooled_run([s["capacity"] for s in sweeps], objective)
+    sweep = [pooled_run([s["sweep"][i] for s in sweeps], objective) for i in range(len(first["sweep"]))]
+    merged = sweep_record(
+        settings, capacity, sweep, first["driven"], first["max_running"], first["prompt_tokens"],
+        first["output_tokens"], processes=len(sweeps),
+    )  # fmt: skip
+    own = [s["answer"] for s in sweeps]
+    merged["answer"] |= {
+        "by_process": {"rate_per_s": [a["rate_per_s"] for a in own], "load": [a["load"] for a in own]},
+        "spread_pct": {"rate_per_s": spread_pct([a["rate_per_s"] for a in own])},
+    }
+    parities = [s.get("token_parity") for s in sweeps]
+    merged["token_parity"] = next((p for p in parities if p is not None and not p["equal"]), parities[0])
+    hosts = [((s.get("result") or {}).get("host")) for s in sweeps]
+    if merged["result"] is not None:
+        merged["result"]["host"] = next((h for h in hosts if h), None)
+    return merged
+
+
+def merged_fields(records: Sequence[Any]) -> dict[str, Any]:
+    """The record fields of a cell that its processes' pooled samples do not make (ScenarioInfo.merge): its
+    ``serving`` pooled load by load (``merged_serving``), and its throughput, the pooled answering load's served
+    rate (pooling the e2e samples alone gives requests over their summed latencies, no rate under load)."""
+    serving = merged_serving(records)
+    answer = serving["answer"]
+    shown = serving["sweep"][answer["index"] if answer["index"] is not None else 0]
+    fields: dict[str, Any] = {"serving": serving, "throughput_per_s": shown["request_per_s"]}
+    end_to_end = getattr(records[0], "end_to_end", None)
+    if end_to_end is not None:
+        fields["end_to_end"] = {**end_to_end, "throughput_per_s": shown["request_per_s"]}
+    return fields

@@ -1,0 +1,109 @@
+"""LLM serving under load with a real tiny Llama on the CPU (issue 58): a cell through the runner on transformers'
+continuous batching, its served tokens held to FP32 eager's; the static engine's CPU cell says why it cannot
+serve there; and the `llm` preset's CPU study through the workflow, to its record, plot and report."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import update_config
+
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.settings import MeasureSettings
+from inferbench.machine.lock import MachineLock
+from inferbench.models import create_model
+from inferbench.models.parity import make_reference
+from inferbench.models.registry import save_checkpoint
+from inferbench.scenarios.prepare import CellInputs, CellRequest
+from inferbench.scenarios.run import run_cell
+from tests.conftest import REPO
+from tests.test_workflow import snakemake
+
+pytestmark = pytest.mark.slow
+
+TINY_LLAMA = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 512}  # fmt: skip
+#: small enough for seconds on 2 cores: 20 requests per load judge a p90
+LOAD = {"requests": 20, "load_shares": [0.5, 1.0, 2.0], "prompt_range": 0.5, "output_range": 0.5,
+        "objective": {"ttft_ms": 10_000, "tpot_ms": 1_000, "percentile": "p90"}}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    root = tmp_path_factory.mktemp("llama")
+    spec = create_model("llm:llama", **TINY_LLAMA)
+    save_checkpoint(spec, root / "m.pt", seed=0)
+    (root / "m.json").write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
+    make_reference(root / "m.pt", spec.inputs, 16, 2, root / "ref.npz")
+    return root
+
+
+def _run(tmp_path: Path, llama: Path, engine: str, options: dict | None = None) -> CellRecord:
+    key = CellKey("llm:llama", engine, "fp32", "cpu", 4, 16, 1, "llm_load")
+    settings = MeasureSettings(warmup_s=0, repeats=1, scenario_settings=LOAD)
+    inputs = CellInputs(llama / "m.json", llama / "m.pt", llama / "ref.npz")
+    variant = {"engine": engine, "new_tokens": 8, **(options or {})}
+    request = CellRequest(key, variant, inputs, settings, {"max_rel_l2": 0.05})
+    lock = MachineLock(tmp_path / "lock")
+    lock.shared()
+    try:
+        return run_cell(request, tmp_path / key.relpath, lock)
+    finally:
+        lock.close()
+
+
+def test_a_tiny_llama_serves_a_sweep_through_transformers_continuous_batching_with_fp32_eager_s_tokens(llama, tmp_path):
+    record = _run(tmp_path, llama, "hf_generate")
+    assert record.status == "ok", record.reason
+    serving = record.serving
+    assert serving["driven"] == "step" and serving["max_running"] == 4 and serving["prompt_tokens"] == 16
+    # the reference prompts through the batcher: their 8 greedy tokens are transformers' generate's on FP32
+    assert serving["token_parity"] == {"equal": True, "checked": True, "compared": 8, "agreeing": 8,
+                                       "first_difference": None}  # fmt: skip
+    capacity = serving["capacity"]["request_per_s"]
+    assert capacity > 0 and [s["offered_per_s"] for s in serving["sweep"]] == pytest.approx(
+        [0.5 * capacity, capacity, 2 * capacity]
+    )
+    for step in serving["sweep"]:
+        # every request made what it asked for (4 to 12 tokens around new_tokens 8), no stop at EOS
+        assert step["requests"] == 20 and step["short_requests"] == 0 and 4 * 20 <= step["output_tokens"] <= 12 * 20
+        assert step["ttft_ms"]["p50"] <= step["e2e_ms"]["p50"] and step["tpot_ms"]["p90"] is not None
+    row = record.flatten()
+    assert row["timing"] == "llm_load" and row["serving_capacity_qps"] == capacity
+    assert row["serving_target_qps"] == serving["answer"]["rate_per_s"]  # None where no load met the objective
+    assert record.n_iters == 20 and record.latency_ms["p50"] > 0
+
+
+def test_the_static_engine_s_cpu_cell_says_it_serves_under_load_on_a_gpu_only(llama, tmp_path):
+    record = _run(tmp_path, llama, "hf_generate_static", {"mode": "default"})
+    # `unavailable` once the runner asks the scenario before preparing (ScenarioInfo.unavailable); `failed` before
+    assert record.status in ("unavailable", "failed")
+    assert "the static engine replays transformers' continuous batching steps as CUDA graphs" in record.reason
+
+
+def test_the_llm_preset_s_cpu_serving_study_runs_through_the_workflow_to_its_plot_and_answer(tmp_path):
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    update_config(config, yaml.safe_load((REPO / "config" / "studies" / "llm.yaml").read_text()))
+    update_config(config, copy.deepcopy({"models": {"llama_mini": {"arch": {**TINY_LLAMA, "vocab_size": 1024}}},
+                                         "measure": {"warmup_s": 0.0}}))  # fmt: skip
+    config["run"] = ["llm_serving_cpu"]  # the preset's study that runs on the CPU under load
+    jobs = snakemake(tmp_path, config, dryrun=False)
+    assert jobs["llm_load_cell"] == 1 and jobs["plot_serving"] == 1
+    results = tmp_path / "results"
+    record = CellRecord.load(results / "cells" / "llama_mini" / "hf_eager-fp32" / "cpu" / "b4-s64-t2-llm_load.json")
+    assert record.status == "ok", record.reason
+    assert record.repeats["n"] == 2 and record.serving["settings"]["requests"] == 40  # the study's, over the config's
+    assert record.serving["objective_text"] == "TTFT p90 ≤ 500 ms and TPOT p90 ≤ 50 ms"
+    assert (results / "plots" / "llama_mini" / "serving.png").stat().st_size > 10_000
+    report = (results / "report.md").read_text()
+    answer = report[report.index("Study `llm_serving_cpu`.") :]
+    assert "**llama_mini** hf_eager fp32 cpu 2t (up to 4 running, prompts of 64 ±50% tokens" in answer
+    assert "TTFT p90 ≤ 500 ms and TPOT p90 ≤ 50 ms" in answer and "capacity" in answer
+    assert "![llama_mini serving](plots/llama_mini/serving.png)" in answer
+    details = (results / "report_details.md").read_text()
+    assert "## LLM serving under load" in details and "| 1.5× capacity |" in details
