@@ -617,9 +617,9 @@ def test_the_answer_states_the_objective_the_rate_that_met_it_and_the_capacity_b
     cells = pd.DataFrame([r.flatten() for r in records.values()])
     text = "\n".join(llm_load_answer(cells, {}, None, records=records))
     assert "TTFT p90 ≤ 500 ms and TPOT p90 ≤ 50 ms up to **10.0 requests/s** (1× capacity" in text
-    assert "there TTFT p90 100 ms, TPOT p90 8.00 ms, goodput 9.00 requests/s (90.0% of requests within both)" in text
-    assert "at 1.5× capacity (15.0 requests/s) TTFT p90 900 ms, TPOT p90 70.0 ms missed it" in text
-    assert "capacity 10.0 requests/s (320 output tokens/s, 4 in flight)" in text
+    assert "There TTFT p90 100 ms, TPOT p90 8.00 ms, goodput 9.00 requests/s (90.0% of requests within both)." in text
+    assert "At 1.5× capacity (15.0 requests/s) it missed: TTFT p90 900 ms, TPOT p90 70.0 ms." in text
+    assert "Capacity 10.0 requests/s (320 output tokens/s, 4 in flight)." in text
     assert "2 processes; rate meeting the objective 9.00–11.0 requests/s (spread 20.0%)" in text
     assert "vllm fp32 cpu 2t (up to 4 running, prompts of 64 ±50% tokens, 32 new tokens, Poisson arrivals)" in text
     assert "not even the lightest load (0.5× capacity, 5.00 requests/s) met TTFT p90 ≤ 500 ms" in text

@@ -141,33 +141,32 @@ def answer_line(record: CellRecord) -> str:
     head = f"- **{escape_markdown(key.workload)}** {escape_markdown(_cell_name(key))} ({_shape(serving)}): "
     against = f"{escape_markdown(serving['objective_text'])}"
     cap = (
-        f"capacity {_rate(capacity['request_per_s'])} ({fmt(capacity['output_tokens_per_s'])} output tokens/s, "
-        f"{serving['max_running']} in flight)"
+        f"Capacity {_rate(capacity['request_per_s'])} ({fmt(capacity['output_tokens_per_s'])} output tokens/s, "
+        f"{serving['max_running']} in flight)."
     )
+    processes = f"{_capitalised(_processes_text(serving, record.repeats))}."
     if answer["index"] is None:
         first = sweep[0]
         lightest = first["offered_per_s"] if first["offered_per_s"] is not None else first["request_per_s"]
         return (
             f"{head}not even the lightest load ({_load_text(serving, first)}, {_rate(lightest)}) "
-            f"met {against}: its TTFT {level} {fmt_ms(first['ttft_ms'][level])}, TPOT {level} "
-            f"{fmt_ms(first['tpot_ms'][level])}; {cap}. {_capitalised(_processes_text(serving, record.repeats))}."
+            f"met {against}. There TTFT {level} {fmt_ms(first['ttft_ms'][level])}, TPOT {level} "
+            f"{fmt_ms(first['tpot_ms'][level])}. {cap} {processes}"
         )
     step = sweep[answer["index"]]
-    beyond = ""
     if answer["failing_index"] is not None:
         missed = sweep[answer["failing_index"]]
         beyond = (
-            f"; at {_load_text(serving, missed)} ({_rate(answer['failing_rate_per_s'])}) TTFT {level} "
-            f"{fmt_ms(missed['ttft_ms'][level])}, TPOT {level} {fmt_ms(missed['tpot_ms'][level])} missed it"
+            f"At {_load_text(serving, missed)} ({_rate(answer['failing_rate_per_s'])}) it missed: TTFT {level} "
+            f"{fmt_ms(missed['ttft_ms'][level])}, TPOT {level} {fmt_ms(missed['tpot_ms'][level])}."
         )
     else:
-        beyond = "; every load of the sweep met it (the answer is a lower bound)"
+        beyond = "Every load of the sweep met it: the answer is a lower bound."
     return (
         f"{head}{against} up to **{_rate(answer['rate_per_s'])}** ({_load_text(serving, step)}, served "
-        f"{fmt(step['request_per_s'])} requests/s): there TTFT {level} {fmt_ms(step['ttft_ms'][level])}, TPOT {level} "
-        f"{fmt_ms(step['tpot_ms'][level])}, goodput {_rate(step['goodput_per_s'])} "
-        f"({fmt(100 * (step['good_share'] or 0))}% of requests within both){beyond}; {cap}. "
-        f"{_capitalised(_processes_text(serving, record.repeats))}."
+        f"{fmt(step['request_per_s'])} requests/s). There TTFT {level} {fmt_ms(step['ttft_ms'][level])}, TPOT "
+        f"{level} {fmt_ms(step['tpot_ms'][level])}, goodput {_rate(step['goodput_per_s'])} "
+        f"({fmt(100 * (step['good_share'] or 0))}% of requests within both). {beyond} {cap} {processes}"
     )
 
 
