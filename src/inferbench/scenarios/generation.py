@@ -277,38 +277,33 @@ def step_split(engine: Any, batch: dict[str, np.ndarray], tpot_p50_ms: float, ho
     An engine whose kernels run in another process (vLLM's engine core) traces them there and tells its
     decode steps apart (``engine.traced_decode_steps``: the kernels of each)."""
     steps = engine.new_tokens - 1
-    with tempfile.TemporaryDirectory(prefix="inferbench-trace-") as folder:
-        if hasattr(engine, "traced_decode_steps"):
-            per_step = engine.traced_decode_steps(engine.stage(batch))
-            steps = len(per_step)
-            decode = KernelTotals(sum(len(k) for k in per_step), sum(busy_us(k) for k in per_step))
-            how = engine.kernel_trace_description
-        else:
-            request = engine.start(engine.stage(batch))
-            engine.synchronize()
+    if hasattr(engine, "traced_decode_steps"):
+        per_step = engine.traced_decode_steps(engine.stage(batch))
+        steps = len(per_step)
+        decode = KernelTotals(sum(len(k) for k in per_step), sum(busy_us(k) for k in per_step))
+        how = engine.kernel_trace_description
+    else:
+        request = engine.start(engine.stage(batch))
+        engine.synchronize()
 
-            def decode_steps() -> None:
-                nonlocal request
-                for _ in range(steps):
-                    request = engine.step(request)
+        def decode_steps() -> None:
+            nonlocal request
+            for _ in range(steps):
+                request = engine.step(request)
 
+        with tempfile.TemporaryDirectory(prefix="inferbench-trace-") as folder:
             decode = totals(profiled_kernels(decode_steps, engine.synchronize, Path(folder) / "decode.json"))
-            engine.generated(request)
-            how = IN_PROCESS_TRACE
+        engine.generated(request)
+        how = IN_PROCESS_TRACE
     if steps <= 0 or decode.kernels <= 0 or decode.busy_us <= 0:
         return {"profiled": how, "reason": "the profiler saw no kernel of the decode steps"}
-    busy_ms = decode.busy_us / steps / 1e3
     in_another_process = getattr(engine, "steps_in_another_process", False)
     host_call_ms = float(np.median(host_step_s)) * 1e3 if host_step_s and not in_another_process else None
     return {
         "profiled": how,
         "steps_profiled": steps,
         "kernels_per_step": decode.kernels / steps,
-        "gpu_busy_ms_per_step": busy_ms,
-        "tpot_p50_ms": tpot_p50_ms,
-        "gpu_busy_share": busy_ms / tpot_p50_ms,
-        # negative where the profiled request's kernels ran longer than the timed steps took at their median
-        "gpu_idle_ms_per_step": tpot_p50_ms - busy_ms,
+        **_against_tpot(decode.busy_us / steps / 1e3, tpot_p50_ms),
         "host_step_call_ms_p50": host_call_ms,
         "host_step_call": (
             "the engine core steps in its own process: this process's step call waits for its output"
@@ -316,6 +311,17 @@ def step_split(engine: Any, batch: dict[str, np.ndarray], tpot_p50_ms: float, ho
             else "the host's time inside the engine's step call (returns once the step is queued where the engine "
             "computes asynchronously)"
         ),
+    }
+
+
+def _against_tpot(busy_ms: float, tpot_p50_ms: float) -> dict[str, float]:
+    """A step's GPU busy time beside the TPOT p50: its share, and the rest, the GPU idle (negative where the
+    profiled request's kernels ran longer than the timed steps took at their median)."""
+    return {
+        "gpu_busy_ms_per_step": busy_ms,
+        "tpot_p50_ms": tpot_p50_ms,
+        "gpu_busy_share": busy_ms / tpot_p50_ms,
+        "gpu_idle_ms_per_step": tpot_p50_ms - busy_ms,
     }
 
 
@@ -330,11 +336,8 @@ def merged_step_split(splits: list[dict | None], tpot_p50_ms: float) -> dict | N
     return {
         **known[0],
         "kernels_per_step": float(np.median([s["kernels_per_step"] for s in known])),
-        "gpu_busy_ms_per_step": busy_ms,
+        **_against_tpot(busy_ms, tpot_p50_ms),
         "gpu_busy_ms_per_step_by_process": [s["gpu_busy_ms_per_step"] for s in known],
-        "tpot_p50_ms": tpot_p50_ms,
-        "gpu_busy_share": busy_ms / tpot_p50_ms,
-        "gpu_idle_ms_per_step": tpot_p50_ms - busy_ms,
         "host_step_call_ms_p50": float(np.median(host)) if host else None,
     }
 
