@@ -3,6 +3,7 @@ from __future__ import annotations
 import errno
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,19 @@ def private_lock(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     path = tmp_path_factory.getbasetemp() / "inferbench-test.lock"
     monkeypatch.setenv("INFERBENCH_LOCK_FILE", str(path))
     return path
+
+
+def run_as_job(request: Any, out: Path) -> Any:
+    """One cell measured as its job measures it (``run_cell``) under a shared machine lock, released after."""
+    from inferbench.machine.lock import MachineLock
+    from inferbench.scenarios.run import run_cell
+
+    lock = MachineLock()
+    lock.shared()
+    try:
+        return run_cell(request, out, lock)
+    finally:
+        lock.close()
 
 
 def disk_full_at(monkeypatch: pytest.MonkeyPatch, full: Path) -> None:

@@ -18,7 +18,6 @@ from inferbench.core.cells import CellKey
 from inferbench.core.settings import MeasureSettings
 from inferbench.engines.base import Engine
 from inferbench.launch.processes import merge_repeats
-from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model
 from inferbench.models.parity import REFERENCE_TOKENS, make_reference
 from inferbench.models.registry import save_checkpoint
@@ -32,8 +31,7 @@ from inferbench.scenarios.generation import (
     token_parity,
 )
 from inferbench.scenarios.prepare import CellInputs, CellRequest
-from inferbench.scenarios.run import run_cell
-from tests.conftest import REPO
+from tests.conftest import REPO, run_as_job
 
 FAST = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=3, repeats=1)
 
@@ -130,12 +128,7 @@ def _run(tmp_path, artifacts, reference, engine="hf_generate", precision="fp32",
     inputs = CellInputs(artifacts["meta"], artifacts["checkpoint"], reference)
     request = CellRequest(key, {"engine": engine, "new_tokens": 6, **(options or {})}, inputs, FAST,
                           {"max_rel_l2": 0.05})  # fmt: skip
-    lock = MachineLock()
-    lock.shared()
-    try:
-        return run_cell(request, tmp_path / key.relpath, lock)
-    finally:
-        lock.close()
+    return run_as_job(request, tmp_path / key.relpath)
 
 
 def test_a_decoder_of_any_transformers_type_generates_on_the_cpu_with_its_tokens_checked(qwen2, tmp_path):

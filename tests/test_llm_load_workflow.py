@@ -15,13 +15,11 @@ from snakemake.utils import update_config
 
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
-from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model
 from inferbench.models.parity import make_reference
 from inferbench.models.registry import save_checkpoint
 from inferbench.scenarios.prepare import CellInputs, CellRequest
-from inferbench.scenarios.run import run_cell
-from tests.conftest import REPO
+from tests.conftest import REPO, run_as_job
 from tests.test_workflow import snakemake
 
 pytestmark = pytest.mark.slow
@@ -49,12 +47,7 @@ def _run(tmp_path: Path, llama: Path, engine: str, options: dict | None = None) 
     inputs = CellInputs(llama / "m.json", llama / "m.pt", llama / "ref.npz")
     variant = {"engine": engine, "new_tokens": 8, **(options or {})}
     request = CellRequest(key, variant, inputs, settings, {"max_rel_l2": 0.05})
-    lock = MachineLock(tmp_path / "lock")
-    lock.shared()
-    try:
-        return run_cell(request, tmp_path / key.relpath, lock)
-    finally:
-        lock.close()
+    return run_as_job(request, tmp_path / key.relpath)
 
 
 def test_a_tiny_llama_serves_a_sweep_through_transformers_continuous_batching_with_fp32_eager_s_tokens(llama, tmp_path):
