@@ -27,9 +27,11 @@ claim in a report are judged by the same arithmetic.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Self
 
 import numpy as np
 
@@ -44,8 +46,24 @@ def _nan_as_none(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
+class _Columns:
+    """A dataclass of equal-length arrays, one entry per cell or pair, in its fields' order."""
+
+    def _fields(self) -> tuple[np.ndarray, ...]:
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))  # type: ignore[arg-type]
+
+    def take(self, positions: np.ndarray) -> Self:
+        """The entries at ``positions`` (or where a mask of them is True)."""
+        return type(self)(*(values[positions] for values in self._fields()))
+
+    def where(self, mask: np.ndarray, other: Self) -> Self:
+        """Each entry from ``self`` where ``mask`` is True, else from ``other``."""
+        fields = zip(self._fields(), other._fields(), strict=True)
+        return type(self)(*(np.where(mask, mine, theirs) for mine, theirs in fields))
+
+
 @dataclass(frozen=True)
-class Spreads:
+class Spreads(_Columns):
     """``CellSpread`` of many cells at once, one entry per cell in each array: the one implementation of a
     cell's spread, its class's floor and the spread between leases (``CellSpread`` is one entry of it).
     ``df`` is NaN where the degrees of freedom are the cell's own (n - 1); a cell with no p50 has n 0."""
@@ -99,17 +117,6 @@ class Spreads:
     def entry(self, i: int) -> CellSpread:
         return CellSpread(float(self.mean_log[i]), float(self.sd_log[i]), int(self.n[i]), _nan_as_none(self.df[i]),
                           float(self.lease_sd_log[i]))  # fmt: skip
-
-    def take(self, positions: np.ndarray) -> Spreads:
-        return Spreads(*(values[positions] for values in self._fields()))
-
-    def where(self, mask: np.ndarray, other: Spreads) -> Spreads:
-        """Each cell's spread from ``self`` where ``mask`` is True, else from ``other``."""
-        fields = zip(self._fields(), other._fields(), strict=True)
-        return Spreads(*(np.where(mask, mine, theirs) for mine, theirs in fields))
-
-    def _fields(self) -> tuple[np.ndarray, ...]:
-        return self.mean_log, self.sd_log, self.n, self.df, self.lease_sd_log
 
     @property
     def known(self) -> np.ndarray:
@@ -236,7 +243,7 @@ def p_values(value: np.ndarray, log_se: np.ndarray, df: np.ndarray) -> np.ndarra
 
 
 @dataclass(frozen=True)
-class Ratios:
+class Ratios(_Columns):
     """``Ratio`` of many pairs at once, one entry per pair in each array (NaN: unknown); ``n_a``, ``n_b``:
     each cell's count of processes."""
 
@@ -264,18 +271,6 @@ class Ratios:
         processes = (int(self.n_a[i]), int(self.n_b[i]))
         low, high, log_se, df = (_nan_as_none(values[i]) for values in (self.low, self.high, self.log_se, self.df))
         return Ratio(float(self.value[i]), low, high, processes, log_se, df)
-
-    def take(self, positions: np.ndarray) -> Ratios:
-        """The ratios at ``positions`` (or where a mask of them is True)."""
-        return Ratios(*(values[positions] for values in self._fields()))
-
-    def where(self, mask: np.ndarray, other: Ratios) -> Ratios:
-        """Each pair's ratio from ``self`` where ``mask`` is True, else from ``other``."""
-        fields = zip(self._fields(), other._fields(), strict=True)
-        return Ratios(*(np.where(mask, mine, theirs) for mine, theirs in fields))
-
-    def _fields(self) -> tuple[np.ndarray, ...]:
-        return self.value, self.low, self.high, self.n_a, self.n_b, self.log_se, self.df
 
     @property
     def known(self) -> np.ndarray:
