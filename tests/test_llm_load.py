@@ -645,3 +645,42 @@ def test_the_appendix_lists_every_load_and_the_generation_section_leaves_loaded_
     assert one_request_at_a_time(cells).empty
     out = plot_serving([record], "llama_mini", tmp_path / "serving.png")
     assert out.stat().st_size > 10_000
+
+
+def test_vllm_s_throughput_benchmark_is_sent_the_capacity_run_s_requests_and_set_beside_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    tools = Path(__file__).resolve().parents[1] / "benchmarks/tools"
+    monkeypatch.syspath_prepend(str(tools))
+    spec = importlib.util.spec_from_file_location("vllm_bench_throughput", tools / "vllm_bench_throughput.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text('{"vocab_size": 500}')
+    settings = LoadSettings.from_dict({"requests": 12, "prompt_range": 0.25, "output_range": 0.5, "seed": 7})
+    record = {
+        "cell": {"cell_id": "llm:llama/vllm-fp16/cuda/b8-s64-t0"},
+        "engine": {"vllm": "0.24.0", "checkpoint_dir": str(checkpoint), "engine_args": {"max_num_seqs": 8}},
+        "serving": {
+            "scenario": "llm_load", "settings": settings.as_dict(), "prompt_tokens": 64, "output_tokens": 16,
+            "max_running": 8, "capacity": {"requests": 12, "request_per_s": 30.0, "output_tokens_per_s": 450.0},
+        },
+    }  # fmt: skip
+    planned = tool.capacity_requests(record)
+    # the scenario's own capacity run (inferbench.scenarios.llm_load.measure: seed, no rate) and its first warm-up
+    for name, seed in (("requests", 7), ("warmup", 10_007)):
+        expected = plan_requests(
+            12, rate=None, burstiness=1.0, prompt_tokens=64, prompt_range=0.25, output_tokens=16,
+            output_range=0.5, vocab=500, seed=seed,
+        )  # fmt: skip
+        assert planned[name] == [{"prompt": list(r.prompt), "max_tokens": r.max_tokens} for r in expected]
+    assert planned["requests"] != planned["warmup"]
+    runs = [
+        {"elapsed_s": s, "requests": 12, "output_tokens": 180, "request_per_s": 12 / s, "output_tokens_per_s": 180 / s}
+        for s in (0.5, 0.4, 0.45)
+    ]
+    row = tool.side_by_side(record, runs)
+    assert row["bench_throughput"]["request_per_s"] == pytest.approx(12 / 0.45)  # the median run
+    assert row["cell_over_bench"]["request_per_s"] == pytest.approx(30.0 / (12 / 0.45))
+    assert "| 30.00 / 26.67 | 1.125 |" in tool.markdown([row])

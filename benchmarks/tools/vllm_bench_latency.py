@@ -48,10 +48,10 @@ def vllm_cells(cells_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
-def bench_args(record: dict[str, Any], output_len: int, out_json: Path, iters: int, warmup: int) -> list[str]:
-    """The benchmark's command-line arguments for a cell: its engine arguments, batch and prompt length."""
+def engine_flags(record: dict[str, Any]) -> list[str]:
+    """A vLLM cell's engine arguments as vLLM's command-line flags (its benchmarks parse them with
+    ``EngineArgs.add_cli_args``): the checkpoint, no tokenizer, and every argument the record holds."""
     engine = record["engine"]
-    key = record["cell"]
     args = ["--model", engine["checkpoint_dir"], "--skip-tokenizer-init", "--disable-detokenize"]
     for name, value in engine["engine_args"].items():
         flag = "--" + name.replace("_", "-")
@@ -59,8 +59,14 @@ def bench_args(record: dict[str, Any], output_len: int, out_json: Path, iters: i
             args.append(flag if value else f"--no-{name.replace('_', '-')}")
         else:
             args += [flag, str(value)]
+    return args
+
+
+def bench_args(record: dict[str, Any], output_len: int, out_json: Path, iters: int, warmup: int) -> list[str]:
+    """The benchmark's command-line arguments for a cell: its engine arguments, batch and prompt length."""
+    key = record["cell"]
     return [
-        *args,
+        *engine_flags(record),
         "--batch-size", str(key["batch_size"]), "--input-len", str(key["seq_len"]),
         "--output-len", str(output_len), "--num-iters", str(iters), "--num-iters-warmup", str(warmup),
         "--output-json", str(out_json),
