@@ -26,10 +26,14 @@ import contextlib
 import faulthandler
 import importlib.util
 import itertools
+import json
 import math
 import os
 import re
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +66,62 @@ def decode_iteration(rows: int) -> re.Pattern[str]:
     """The annotation of an iteration of vLLM's worker that decodes ``rows`` requests and prefills none
     (``execute_context_<requests>(<tokens>)_generation_<requests>(<tokens>)``, vLLM 0.24's gpu_worker)."""
     return re.compile(rf"execute_context_0\(0\)_generation_{rows}\({rows}\)")
+
+
+#: the share of the GPU's memory the tracing engine takes beside the timed one (weights, a small KV cache)
+TRACE_GPU_MEMORY = 0.2
+#: a tracing process that has not finished after this long (an engine start takes 40-75 s) is ended, its
+#: threads' stacks and its engine core's written to its log first (faulthandler, on SIGABRT)
+TRACE_TIMEOUT_S = 300
+#: the tracing process: a fresh engine with vLLM's torch profiler, the request twice, then once profiled
+TRACE_SCRIPT = """
+import json, os, sys
+from vllm import LLM, SamplingParams
+a = json.load(open(sys.argv[1]))
+llm = LLM(model=a["model"], skip_tokenizer_init=True, disable_log_stats=True, profiler_config={
+    "profiler": "torch", "torch_profiler_dir": a["trace_dir"], "torch_profiler_with_stack": False,
+    "torch_profiler_use_gzip": False, "torch_profiler_dump_cuda_time_total": False, "ignore_frontend": True,
+}, **a["engine_args"])
+prompts = [{"prompt_token_ids": p} for p in a["prompts"]]
+params = SamplingParams(max_tokens=a["new_tokens"], temperature=0.0, detokenize=False, ignore_eos=True)
+for _ in range(2):
+    llm.generate(prompts, params, use_tqdm=False)
+llm.start_profile()
+llm.generate(prompts, params, use_tqdm=False)
+llm.stop_profile()
+print("traced", flush=True)
+os._exit(0)  # the trace is written; the engine's teardown adds nothing
+"""
+
+
+def _run_traced(arguments: Path, log: Path) -> None:
+    """``TRACE_SCRIPT`` in a process group of its own (its engine core with it), ended with its stacks
+    dumped if it outlives ``TRACE_TIMEOUT_S``."""
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", TRACE_SCRIPT, str(arguments)], stdout=out, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            code = process.wait(timeout=TRACE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGABRT)  # faulthandler writes every thread's stack to the log
+                time.sleep(5)
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise RuntimeError(
+                f"vLLM's tracing process had not finished after {TRACE_TIMEOUT_S} s: {_tail(log)}"
+            ) from None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # its engine core, where os._exit left it behind
+    if code != 0:
+        raise RuntimeError(f"vLLM's tracing process failed ({code}): {_tail(log)}")
+
+
+def _tail(log: Path, chars: int = 3000) -> str:
+    return log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"
 
 
 @contextlib.contextmanager
@@ -133,8 +193,9 @@ class Vllm(ExportedDecoder):
     #: the engine core issues every step in its own process (inferbench.scenarios.generation.step_split)
     steps_in_another_process = True
     kernel_trace_description = (
-        "vLLM's torch profiler in its engine core's process (profiler_config) over one request (LLM.generate); "
-        "the steps that decode every row, told apart by the annotation vLLM's worker gives each iteration"
+        "vLLM's torch profiler in the engine core of an engine built for it in a fresh process from the cell's "
+        "engine arguments, over one request (LLM.generate) after two; the steps that decode every row, told "
+        "apart by the annotation vLLM's worker gives each iteration"
     )
     plain_request_description = "LLM.generate: the request's rows added at once, the engine stepped to the end"
 
@@ -187,14 +248,6 @@ class Vllm(ExportedDecoder):
                 skip_tokenizer_init=True,
                 max_logprobs=self.vocab_size,
                 disable_log_stats=True,
-                profiler_config={
-                    "profiler": "torch",
-                    "torch_profiler_dir": str(self.trace_dir),
-                    "torch_profiler_with_stack": False,
-                    "torch_profiler_use_gzip": False,
-                    "torch_profiler_dump_cuda_time_total": False,
-                    "ignore_frontend": True,
-                },
                 **self.engine_args,
             )
         self.driver = StepDriver(self.llm.llm_engine)
@@ -255,27 +308,36 @@ class Vllm(ExportedDecoder):
             return self.llm.generate([{"prompt_token_ids": p} for p in staged], self.generate_params, use_tqdm=False)
 
     def traced_decode_steps(self, staged: list[list[int]]) -> list[list[tuple[float, float]]]:
-        """The kernels (start, end µs) of each decode step of one request, as the engine core's profiler traced
-        them: one profiled request of ``new_tokens`` tokens per row, its iterations told apart by the
-        annotation vLLM's worker gives each (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``):
-        the steps that decode every row and prefill none. A batch's rows reach the engine core one by one, so
-        its prefill may span iterations that decode some rows too; those are left out."""
+        """The kernels (start, end µs) of each decode step of one request, as vLLM's profiler traced them in an
+        engine of their own: a fresh process (``TRACE_SCRIPT``) builds the engine from this cell's arguments with
+        vLLM's torch profiler configured (``TRACE_GPU_MEMORY`` of the GPU: this engine keeps its own), answers
+        the request twice, then once profiled. Not in the timed engine: twice a cell's process waited on its
+        engine core for minutes after a ``stop_profile`` (H100, 2026-11-27), and a profiler configured there
+        would run in the engine users time. The iterations are told apart by the annotation vLLM's worker
+        gives each (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``): the steps that decode every
+        row and prefill none. A batch's rows reach the engine core one by one, so its prefill may span
+        iterations that decode some rows too; those are left out."""
         decode_only = decode_iteration(len(staged))
-        before = set(self.trace_dir.iterdir())
-        with _stacks_dumped_after(STALL_DUMP_S):
-            self.llm.start_profile()
-            try:
-                self.plain_request(staged)
-            finally:
-                self.llm.stop_profile()
-        written = sorted(set(self.trace_dir.iterdir()) - before)
+        folder = self.trace_dir
+        arguments = {
+            "model": str(self.checkpoint_dir),
+            "engine_args": self.engine_args | {"gpu_memory_utilization": TRACE_GPU_MEMORY},
+            "trace_dir": str(folder),
+            "prompts": staged,
+            "new_tokens": int(self.new_tokens),
+        }
+        (folder / "arguments.json").write_text(json.dumps(arguments))
+        log = folder / "trace.log"
         try:
-            traces = [p for p in written if p.name.endswith((".json", ".json.gz"))]
+            _run_traced(folder / "arguments.json", log)
+            traces = [
+                p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")) and p.name != "arguments.json"
+            ]
             if not traces:
-                raise RuntimeError(f"vLLM's profiler wrote no trace into {self.trace_dir} (it wrote {written})")
+                raise RuntimeError(f"vLLM's profiler wrote no trace into {folder}: {_tail(log)}")
             return [steps for trace in traces for steps in annotated_kernels(trace, decode_only)]
         finally:
-            for path in written:
+            for path in folder.iterdir():
                 path.unlink()
 
     def generated(self, request: VllmRequest) -> np.ndarray:
