@@ -556,7 +556,7 @@ class FakeLLMEngine:
 
     def add_request(self, request_id, prompt, params):
         assert prompt["prompt_token_ids"] and params.ignore_eos and params.temperature == 0.0
-        self.running[request_id] = [params.max_tokens, []]
+        self.running[request_id] = [params.max_tokens, [], getattr(params, "output_kind", "cumulative")]
 
     def has_unfinished_requests(self):
         return bool(self.running)
@@ -564,15 +564,57 @@ class FakeLLMEngine:
     def step(self):
         from types import SimpleNamespace
 
+        # vLLM's step on an idle engine waits for an output that never comes
+        assert self.running, "step() on an engine with no request: vLLM would wait here forever"
         outputs = []
-        for request_id, (wanted, tokens) in list(self.running.items()):
+        for request_id, (wanted, tokens, kind) in list(self.running.items()):
             tokens.append(len(tokens) + 100)
             finished = len(tokens) == wanted
-            outputs.append(SimpleNamespace(request_id=request_id, finished=finished,
-                                           outputs=[SimpleNamespace(token_ids=tuple(tokens))]))  # fmt: skip
+            if finished or kind == "cumulative":
+                outputs.append(SimpleNamespace(request_id=request_id, finished=finished,
+                                               outputs=[SimpleNamespace(token_ids=tuple(tokens))]))  # fmt: skip
             if finished:
                 del self.running[request_id]
         return outputs
+
+
+class FakeLLM:
+    """vLLM 0.24's ``LLM.generate``: it sets the sampling parameters it is given to hand back final outputs
+    only, then steps its engine to the end."""
+
+    def __init__(self) -> None:
+        self.llm_engine = FakeLLMEngine()
+
+    def generate(self, prompts, params, use_tqdm=True):
+        params.output_kind = "final_only"
+        for index, prompt in enumerate(prompts):
+            self.llm_engine.add_request(f"g{index}", prompt, params)
+        finished = []
+        while self.llm_engine.has_unfinished_requests():
+            finished += [o for o in self.llm_engine.step() if o.finished]
+        return finished
+
+
+def test_vllm_s_stepped_requests_see_every_token_after_llm_generate_and_never_step_an_idle_engine():
+    from types import SimpleNamespace
+
+    from inferbench.engines.generation.vllm_engine import StepDriver, Vllm
+
+    engine = object.__new__(Vllm)  # what prepare sets up, without vLLM
+    engine.llm = FakeLLM()
+    engine.driver = StepDriver(engine.llm.llm_engine)
+    engine.sampling_params = SimpleNamespace
+    engine.greedy = {"temperature": 0.0, "detokenize": False, "ignore_eos": True}
+    engine.new_tokens = 4
+    engine.generate_params = SimpleNamespace(max_tokens=4, **engine.greedy)
+    staged = [[1, 2, 3], [4, 5, 6]]
+    assert len(engine.plain_request(staged)) == 2
+    request = engine.start(staged)  # after LLM.generate, as a cell's token parity runs
+    assert request.made() == 1
+    for made in (2, 3, 4):
+        assert engine.step(request).made() == made
+    with pytest.raises(RuntimeError, match="finished with 4 tokens a row; 5 were asked"):
+        engine.step(request)
 
 
 def test_vllm_serves_requests_under_load_through_its_engine_loop_as_the_step_driver_drives_it():

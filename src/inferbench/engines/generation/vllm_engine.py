@@ -172,6 +172,8 @@ class StepDriver:
         for _ in range(MAX_STEPS_PER_TOKEN):
             if request.made() >= tokens:
                 return outputs
+            if not self._open.intersection(request.ids):  # an idle engine's step waits for output forever
+                raise RuntimeError(f"the request finished with {request.made()} tokens a row; {tokens} were asked")
             for output in self.engine.step():
                 if output.request_id in self._open:
                     request.tokens[output.request_id] = list(output.outputs[0].token_ids)
@@ -305,7 +307,10 @@ class Vllm(ExportedDecoder):
     def plain_request(self, staged: list[list[int]]) -> Any:
         """The request as vLLM's users make it: ``LLM.generate``, to the last token."""
         with _stacks_dumped_after(STALL_DUMP_S):
-            return self.llm.generate([{"prompt_token_ids": p} for p in staged], self.generate_params, use_tqdm=False)
+            # parameters of its own: LLM.generate sets the ones it is given to hand back final outputs only, and
+            # the stepped requests that shared them then saw no token until their last (vLLM 0.24)
+            params = self.sampling_params(max_tokens=self.new_tokens, **self.greedy)
+            return self.llm.generate([{"prompt_token_ids": p} for p in staged], params, use_tqdm=False)
 
     def traced_decode_steps(self, staged: list[list[int]]) -> list[list[tuple[float, float]]]:
         """The kernels (start, end µs) of each decode step of one request, as vLLM's profiler traced them in an
