@@ -511,9 +511,16 @@ def test_an_engine_with_a_plain_way_of_answering_is_timed_that_way_too_and_other
     from inferbench.scenarios.generation import PLAIN_REQUESTS, plain_requests
 
     batch = {"input_ids": np.zeros((1, 3), dtype=np.int64)}
-    assert plain_requests(FakeGenerator(0, 0.001, 4), batch, [0.003]) is None
-    compared = plain_requests(PlainToo(0, 0.002, 4), batch, [0.004, 0.004, 0.005])
+    assert plain_requests(FakeGenerator(0, 0.001, 4), batch) is None
+    engine = PlainToo(0, 0.002, 4)
+    calls = []
+    engine.start = lambda staged, start=engine.start: calls.append("stepped") or start(staged)
+    engine.plain_request = lambda staged, plain=engine.plain_request: calls.append("plain") or plain(staged)
+    compared = plain_requests(engine, batch)
+    # a stepped request, then a plain one, a pair more than it keeps (the first sets up what is set up once)
+    assert calls == ["stepped", "plain"] * (PLAIN_REQUESTS + 1)
     assert compared["requests"] == PLAIN_REQUESTS and compared["plain_p50_ms"] >= 6.0
+    assert compared["stepped_p50_ms"] >= 6.0  # 3 steps of 2 ms
     assert compared["stepped_over_plain"] == pytest.approx(compared["stepped_p50_ms"] / compared["plain_p50_ms"])
 
 
