@@ -643,3 +643,48 @@ def test_vllm_serves_requests_under_load_through_its_engine_loop_as_the_step_dri
     assert engine.serve_tokens("r1") == [100, 101, 102, 103, 104]
     with pytest.raises(KeyError):
         engine.serve_tokens("r1")  # read once
+
+
+def _tracing_engine(tmp_path, monkeypatch, script: str):
+    """The vllm engine's tracing path (traced_decode_steps) with ``script`` run in place of vLLM's."""
+    from inferbench.engines.generation import vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "TRACE_SCRIPT", script)
+    engine = object.__new__(vllm_engine.Vllm)
+    engine.trace_dir = tmp_path / "trace"
+    engine.trace_dir.mkdir()
+    engine.checkpoint_dir = tmp_path / "ckpt"
+    engine.engine_args = {"dtype": "float16", "gpu_memory_utilization": 0.5}
+    engine.new_tokens = 3
+    return engine, vllm_engine
+
+
+def test_vllm_s_trace_is_read_from_a_fresh_process_s_profile_and_leaves_its_folder_empty(tmp_path, monkeypatch):
+    # what vLLM's profiler writes: a decode iteration's annotation on the GPU, then its kernels
+    script = """
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["engine_args"]["gpu_memory_utilization"] < 0.5 and a["prompts"] == [[1, 2], [3, 4]]
+events = [{"cat": "gpu_user_annotation", "ts": 0, "name": "execute_context_0(0)_generation_2(2)"},
+          {"cat": "kernel", "ts": 1, "dur": 2}, {"cat": "kernel", "ts": 4, "dur": 1},
+          {"cat": "gpu_user_annotation", "ts": 10, "name": "execute_context_2(4)_generation_0(0)"},
+          {"cat": "kernel", "ts": 11, "dur": 5}]
+json.dump({"traceEvents": events}, open(a["trace_dir"] + "/worker.pt.trace.json", "w"))
+"""
+    engine, _ = _tracing_engine(tmp_path, monkeypatch, script)
+    steps = engine.traced_decode_steps([[1, 2], [3, 4]])
+    assert steps == [[(1.0, 3.0), (4.0, 5.0)]]  # the decode iteration's kernels only, not the prefill's
+    assert list(engine.trace_dir.iterdir()) == []
+
+
+def test_vllm_s_tracing_process_is_ended_with_its_stacks_when_it_hangs_and_its_failure_is_a_reason(
+    tmp_path, monkeypatch
+):
+    engine, vllm_engine = _tracing_engine(tmp_path, monkeypatch, "import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(vllm_engine, "TRACE_TIMEOUT_S", 1)
+    with pytest.raises(RuntimeError, match=r"had not finished after 1 s(.|\n)*Fatal Python error: Aborted"):
+        engine.traced_decode_steps([[1, 2]])
+    monkeypatch.setattr(vllm_engine, "TRACE_SCRIPT", "raise SystemExit('no GPU here')\n")
+    with pytest.raises(RuntimeError, match=r"failed \(1\): no GPU here"):
+        engine.traced_decode_steps([[1, 2]])
+    assert list(engine.trace_dir.iterdir()) == []

@@ -33,7 +33,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,8 +107,9 @@ def _run_traced(arguments: Path, log: Path) -> None:
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGABRT)  # faulthandler writes every thread's stack to the log
-                time.sleep(5)
-                os.killpg(process.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=5)
+                os.killpg(process.pid, signal.SIGKILL)  # its engine core too
             process.wait()
             raise RuntimeError(
                 f"vLLM's tracing process had not finished after {TRACE_TIMEOUT_S} s: {_tail(log)}"
