@@ -177,7 +177,10 @@ def measure(cell: PreparedCell) -> Measured:
             window = [window_start, time.time()]
         # after the timed window: the profiler's own cost stays out of the cell's numbers
         tpot_p50_ms = float(np.median(tpot)) * 1e3 if tpot else None
-        split = _or_reason(step_split, engine, next(batches), tpot_p50_ms, host_step) if gpu and tpot_p50_ms else None
+        # an engine that traces in an engine of its own (vLLM: 40-80 s to start one) does so in the first process
+        traced_here = cell.first_process or not hasattr(engine, "traced_decode_steps")
+        profiled = gpu and tpot_p50_ms and traced_here
+        split = _or_reason(step_split, engine, next(batches), tpot_p50_ms, host_step) if profiled else None
         plain = _or_reason(plain_requests, engine, next(batches))
         # the copy that sets the decode floor: under the lock too, it would disturb a cell measuring beside it
         bandwidth = copy_bandwidth(key.device)

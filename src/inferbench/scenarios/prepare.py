@@ -70,6 +70,9 @@ class PreparedCell:
     batches: list[dict[str, np.ndarray]]
     lock: MachineLock
     logs: Path | None = None
+    #: False in a cell's later processes, which may leave out what the first found for all (the engine's own
+    #: kernel trace where it builds a second engine for it)
+    first_process: bool = True
 
     @property
     def key(self) -> CellKey:

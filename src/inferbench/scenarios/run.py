@@ -106,7 +106,7 @@ def _measure(
     engine, specs, batches, cold = prepare_engine(request)
     beat("checking parity against FP32 eager")
     parity, problems = check_parity(engine, request) if info.mode != "train" else (None, [])
-    cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs)
+    cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs, first_process)
     timed = {"train": "training steps", "generate": "requests"}.get(info.mode, f"the {key.scenario} scenario's calls")
     beat(f"measuring (warm-up, then {timed})")
     measured: Measured = _scenario_function(key.scenario, info.mode)(cell)
