@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Issues 57 and 58 in one lease: the `llm` preset's vLLM cells held to vLLM's own benchmarks, every generation
+# engine's decode-step split, and serving under load, as one detached sequence of stages, so that no stage
+# waits for a call (a lease lasts 30 minutes held, and the machine goes back after 30 s idle).
+#
+# Carry .carry/NN and .carry_vllm/NN first (benchmarks/gpu_machine/prepare_gpu_carry.sh prints the calls). The
+# first call (carrying the last piece) installs and starts the stages; it and every later call wait up to
+# limit_s (540 by default) and bring back, in $OUT/yardsticks.tgz, what is done: each stage's log, the
+# benchmarks' tables, each study's summary and report, the records so far.
+#   bash benchmarks/gpu_machine/llm_yardsticks_on_gpu_machine.sh [limit_s]
+#
+# The stages, in the order that keeps the most if the lease ends early:
+#   gen_vllm         llm_gpu narrowed to vLLM, prompt 128, batch 1 and 16
+#   bench_latency    vllm bench latency at each vLLM cell (benchmarks/tools/vllm_bench_latency.py)
+#   gen_all          llm_gpu narrowed to prompt 128, batch 1: the other three engines (vLLM's cell is there)
+#   serving          llm_serving_gpu, whole (vLLM and hf_static under load)
+#   bench_throughput vLLM's offline throughput benchmark at each vLLM llm_load cell's capacity run
+set -uo pipefail
+run=${YARDSTICKS_RUN:-/tmp/inferbench-yardsticks}   # the run: its tree, stages, outputs
+
+stages() {  # the detached sequence, in the run's tree, with the install's environment
+  local started
+  stage() {  # stage NAME COMMAND...: its output in out/NAME.log, one line each at its start and end
+    local name=$1 began
+    shift
+    began=$(date +%s)
+    echo "$(date +%T) $name: started" >> "$run/stages.log"
+    "$@" > "$run/out/$name.log" 2>&1
+    echo "$(date +%T) $name: rc=$? after $(( $(date +%s) - began )) s" >> "$run/stages.log"
+  }
+  narrow() {  # narrow STUDY KEYS: a config file narrowing one study (a --config value reads 128 as a string)
+    printf 'studies:\n  %s: {%s}\n' "$1" "$2" > "$run/narrow-$1.yaml"
+    echo "$run/narrow-$1.yaml"
+  }
+  keep() {  # keep NAME: the last workflow's summary and report, named after its stage
+    cp results/summary.csv "$run/out/$1_summary.csv" 2>/dev/null
+    cp results/report.md "$run/out/$1_report.md" 2>/dev/null
+  }
+  workflow=(snakemake --cores 8 --resources gpu=1)
+  stage gen_vllm "${workflow[@]}" --configfile config/studies/llm.yaml \
+    "$(narrow llm_gpu 'engines: [vllm], seq_lens: [128], batch_sizes: [1, 16]')" --config 'run=[llm_gpu]'
+  keep gen_vllm
+  stage bench_latency python benchmarks/tools/vllm_bench_latency.py results/cells --iters 10 --warmup 3 \
+    --md "$run/out/bench_latency.md" --out "$run/out/bench_latency.json"
+  stage gen_all "${workflow[@]}" --configfile config/studies/llm.yaml \
+    "$(narrow llm_gpu 'seq_lens: [128], batch_sizes: [1]')" --config 'run=[llm_gpu]'
+  keep gen_all
+  stage serving "${workflow[@]}" --configfile config/studies/llm.yaml --config 'run=[llm_serving_gpu]'
+  keep serving
+  stage bench_throughput python benchmarks/tools/vllm_bench_throughput.py results/cells --runs 3 \
+    --md "$run/out/bench_throughput.md" --out "$run/out/bench_throughput.json"
+  echo "$(date +%T) done" >> "$run/stages.log"
+  touch "$run/done"
+}
+
+if [ "${1:-}" = --stages ]; then
+  cd "$run/tree" && stages
+  exit 0
+fi
+
+out=${OUT:-/tmp/inferbench-out}
+limit=${1:-540}
+call_started=$(date +%s)
+mkdir -p "$out"
+if [ ! -f "$run/start" ]; then
+  mkdir -p /tmp/carry /tmp/carry_vllm
+  cp .carry/*/* /tmp/carry/ 2>/dev/null
+  cp .carry_vllm/*/* /tmp/carry_vllm/ 2>/dev/null
+  # a copy of the checkout: each call copies the checkout over the repository root, which would change the
+  # code of the cells still running
+  mkdir -p "$run/tree" "$run/out" && tar -c --exclude=./.carry --exclude=./.carry_vllm . | tar -x -C "$run/tree"
+  cd "$run/tree" || exit 1
+  source benchmarks/gpu_machine/install_on_gpu_machine.sh || exit 1
+  if [ ! -f /tmp/vllm-env.sh ]; then
+    echo "vLLM is not installed: carry each .carry_vllm/NN before this call" >&2
+    exit 1
+  fi
+  cp "$out"/gpu.csv "$out"/timing.txt "$run/out/"
+  date +%s > "$run/start"
+  # PYTHONFAULTHANDLER: a process that hangs writes every thread's stack to its log on `kill -ABRT`
+  PYTHONFAULTHANDLER=1 setsid nohup bash "$0" --stages < /dev/null > "$run/stages.out" 2>&1 &
+fi
+cd "$run/tree" || exit 1
+while [ ! -f "$run/done" ] && [ "$(date +%s)" -lt $(( call_started + limit )) ]; do sleep 5; done
+find results/cells -name '*.json' 2>/dev/null > "$run/records.txt"
+tar czf "$out/yardsticks.tgz" -C "$run" out stages.log stages.out \
+  $(sed "s|^|tree/|" "$run/records.txt") 2>/dev/null
+echo "after $(( $(date +%s) - $(cat "$run/start") )) s:"
+cat "$run/stages.log"
+grep -h "steps (" "$run"/out/*.log 2>/dev/null | tail -1
