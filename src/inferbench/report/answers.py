@@ -513,7 +513,7 @@ def provenance_section(everything: pd.DataFrame, studies: dict[str, dict[str, An
         + ".",
         f"- Measured: {when}; studies {', '.join(inline_code(n) for n in studies) or '–'}.",
         "- Spread of p50 between processes, one standard deviation: "
-        + ("; ".join(spreads) if spreads else "unknown (one process per cell)")
+        + ("; ".join(spreads) if spreads else "unknown: no single-call or training cell ran in several processes")
         + ". Every ratio between cells counts it; an exponent's and a generation gain's intervals count their "
         "own processes' spread. "
         + (
