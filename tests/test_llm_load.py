@@ -9,6 +9,7 @@ import asyncio
 import copy
 import heapq
 import itertools
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -684,3 +685,19 @@ def test_vllm_s_throughput_benchmark_is_sent_the_capacity_run_s_requests_and_set
     assert row["bench_throughput"]["request_per_s"] == pytest.approx(12 / 0.45)  # the median run
     assert row["cell_over_bench"]["request_per_s"] == pytest.approx(30.0 / (12 / 0.45))
     assert "| 30.00 / 26.67 | 1.125 |" in tool.markdown([row])
+    # the cells it reads: vLLM's, ok, served under load (the latency tool reads the generation ones)
+    cells = tmp_path / "cells"
+    for name, status, engine, serving in (
+        ("load", "ok", record["engine"], record["serving"]), ("gen", "ok", record["engine"], None),
+        ("failed", "failed", record["engine"], record["serving"]), ("hf", "ok", {"impl": "hf"}, record["serving"]),
+    ):  # fmt: skip
+        (cells / name).mkdir(parents=True)
+        written = record | {"status": status, "engine": engine, "serving": serving}
+        (cells / name / "b8.json").write_text(json.dumps(written))
+    assert [r["serving"] for r in tool.vllm_cells(cells, llm_load=True)] == [record["serving"]]
+    assert [r["serving"] for r in tool.vllm_cells(cells)] == [None]
+    args = SimpleNamespace(cells=cells, out=tmp_path / "out.json", md=tmp_path / "out.md")
+    assert tool.side_by_side_all(tool.vllm_cells(cells, llm_load=True), lambda r: row, args, tool.markdown) == 0
+    assert json.loads(args.out.read_text())[0]["cell_over_bench"] == row["cell_over_bench"]
+    assert "1.125" in args.md.read_text()
+    assert tool.side_by_side_all([], lambda r: row, args, tool.markdown) == 2

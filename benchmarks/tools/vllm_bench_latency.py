@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +36,43 @@ RUN_LATENCY = (
 )
 
 
-def vllm_cells(cells_dir: Path) -> list[dict[str, Any]]:
-    """The records of the vLLM cells that measured (status ok)."""
+def vllm_cells(cells_dir: Path, llm_load: bool = False) -> list[dict[str, Any]]:
+    """The records of the vLLM cells that measured (status ok): the generation cells, or (``llm_load``) the
+    cells served under load."""
     records = []
     for path in sorted(cells_dir.glob("**/*.json")):
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(record, dict) and record.get("status") == "ok" and "vllm" in (record.get("engine") or {}):
+        if not (isinstance(record, dict) and record.get("status") == "ok" and "vllm" in (record.get("engine") or {})):
+            continue
+        if ((record.get("serving") or {}).get("scenario") == "llm_load") == llm_load:
             records.append(record)
     return records
+
+
+def side_by_side_all(
+    records: list[dict[str, Any]],
+    row: Callable[[dict[str, Any]], dict[str, Any]],
+    args: argparse.Namespace,
+    markdown: Callable[[list[dict[str, Any]]], str],
+) -> int:
+    """Each record's row (its benchmark run and the ratio), printed as it comes; all of them in ``args.out``
+    and, as a Markdown table, in ``args.md``."""
+    if not records:
+        print(f"no vLLM cell of this kind measured ok under {args.cells}", file=sys.stderr)
+        return 2
+    rows = []
+    for record in records:
+        rows.append(row(record))
+        print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
+    args.out.write_text(json.dumps(rows, indent=1))
+    table = markdown(rows)
+    if args.md:
+        args.md.write_text(table)
+    print(table)
+    return 0
 
 
 def engine_flags(record: dict[str, Any]) -> list[str]:
@@ -142,22 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("vllm_bench_latency.json"))
     parser.add_argument("--md", type=Path, help="the side-by-side table as Markdown")
     args = parser.parse_args(argv)
-    records = vllm_cells(args.cells)
-    if not records:
-        print(f"no vLLM cell measured ok under {args.cells}", file=sys.stderr)
-        return 2
-    rows = []
-    for record in records:
+
+    def row(record: dict[str, Any]) -> dict[str, Any]:
         tokens = record["generation"]["new_tokens"]
         one, full = (run_bench(record, n, args.iters, args.warmup) for n in (1, tokens))
-        rows.append(side_by_side(record, one, full))
-        print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
-    args.out.write_text(json.dumps(rows, indent=1))
-    table = markdown(rows)
-    if args.md:
-        args.md.write_text(table)
-    print(table)
-    return 0
+        return side_by_side(record, one, full)
+
+    return side_by_side_all(vllm_cells(args.cells), row, args, markdown)
 
 
 if __name__ == "__main__":

@@ -30,13 +30,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vllm_bench_latency import engine_flags
+from vllm_bench_latency import engine_flags, side_by_side_all, vllm_cells
 
 from inferbench.core.arrivals import LoadSettings, plan_requests
 
 #: runs in the fresh process: sys.argv = [-c, requests.json, out.json, runs, engine flags...]
 RUN_THROUGHPUT = """
-import argparse, json, sys, time
+import argparse, json, sys
 from vllm import LLM
 from vllm.benchmarks import throughput
 from vllm.benchmarks.datasets import SampleRequest
@@ -60,24 +60,6 @@ for index, requests in enumerate([planned["warmup"]] + [planned["requests"]] * r
         timed.append({"elapsed_s": elapsed, "requests": len(outputs), "output_tokens": tokens})
 json.dump(timed, open(sys.argv[2], "w"))
 """
-
-
-def load_cells(cells_dir: Path) -> list[dict[str, Any]]:
-    """The records of the vLLM llm_load cells that measured (status ok)."""
-    records = []
-    for path in sorted(cells_dir.glob("**/*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if (
-            isinstance(record, dict)
-            and record.get("status") == "ok"
-            and "vllm" in (record.get("engine") or {})
-            and (record.get("serving") or {}).get("scenario") == "llm_load"
-        ):
-            records.append(record)
-    return records
 
 
 def capacity_requests(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -157,20 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("vllm_bench_throughput.json"))
     parser.add_argument("--md", type=Path, help="the side-by-side table as Markdown")
     args = parser.parse_args(argv)
-    records = load_cells(args.cells)
-    if not records:
-        print(f"no vLLM llm_load cell measured ok under {args.cells}", file=sys.stderr)
-        return 2
-    rows = []
-    for record in records:
-        rows.append(side_by_side(record, run_bench(record, args.runs)))
-        print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
-    args.out.write_text(json.dumps(rows, indent=1))
-    table = markdown(rows)
-    if args.md:
-        args.md.write_text(table)
-    print(table)
-    return 0
+
+    def row(record: dict[str, Any]) -> dict[str, Any]:
+        return side_by_side(record, run_bench(record, args.runs))
+
+    return side_by_side_all(vllm_cells(args.cells, llm_load=True), row, args, markdown)
 
 
 if __name__ == "__main__":
