@@ -15,7 +15,10 @@
 #   gen_all          llm_gpu narrowed to prompt 128, batch 1: the other three engines (vLLM's cell is there)
 #   serving          llm_serving_gpu, whole (vLLM and hf_static under load)
 #   bench_throughput vLLM's offline throughput benchmark at each vLLM llm_load cell's capacity run
+# STAGES='serving bench_throughput' runs those only (all five take about 28 minutes on an H100 after the
+# carry, at the edge of a lease: split them over two leases where the device time allows).
 set -uo pipefail
+all_stages="gen_vllm bench_latency gen_all serving bench_throughput"
 run=${YARDSTICKS_RUN:-/tmp/inferbench-yardsticks}   # the run: its tree, stages, outputs
 
 stages() {  # the detached sequence, in the run's tree, with the install's environment
@@ -23,6 +26,7 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
   stage() {  # stage NAME COMMAND...: its output in out/NAME.log, one line each at its start and end
     local name=$1 began
     shift
+    case " ${STAGES:-$all_stages} " in *" $name "*) ;; *) return 0 ;; esac
     began=$(date +%s)
     echo "$(date +%T) $name: started" >> "$run/stages.log"
     "$@" > "$run/out/$name.log" 2>&1
@@ -33,6 +37,7 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
     echo "$run/narrow-$1.yaml"
   }
   keep() {  # keep NAME: the last workflow's summary and report, named after its stage
+    [ -f "$run/out/$1.log" ] || return 0
     cp results/summary.csv "$run/out/$1_summary.csv" 2>/dev/null
     cp results/report.md "$run/out/$1_report.md" 2>/dev/null
   }
