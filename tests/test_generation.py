@@ -549,6 +549,12 @@ def test_vllm_s_own_latency_benchmark_gets_the_cell_s_engine_arguments_and_is_se
     assert "--no-enforce-eager" in args and "--no-enable-prefix-caching" in args
     assert args[args.index("--max-num-seqs") + 1] == "1" and args[args.index("--output-len") + 1] == "33"
     assert args[args.index("--input-len") + 1] == "128" and args[args.index("--batch-size") + 1] == "1"
+    # each run in a fresh process, with the compile cache beside the cell's checkpoint
+    script = "import json, os, sys\njson.dump(os.environ['VLLM_CACHE_ROOT'], open(sys.argv[1], 'w'))\n"
+    cache = tool.in_fresh_process(record, script, lambda folder: [str(folder / "out.json")], "a script")
+    assert cache == "results/engines/vllm/vllm-cache"
+    with pytest.raises(RuntimeError, match=r"a script failed \(1\): .*no GPU"):
+        tool.in_fresh_process(record, "raise SystemExit('no GPU')", lambda folder: [], "a script")
     row = side_by_side(record, {"output_len": 1, "p50_ms": 4.0}, {"output_len": 33, "p50_ms": 68.0})
     assert row["bench_latency"]["per_token_ms"] == pytest.approx(2.0)  # (68 - 4) / 32
     assert row["cell_over_bench"] == pytest.approx({"request_ms": 70 / 68, "ttft_ms": 1.25, "per_token_ms": 1.0})

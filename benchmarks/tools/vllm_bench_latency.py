@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from inferbench.engines.generation.vllm_engine import compile_cache_dir
+
 #: the benchmark's own entry point, with its own parser (as `vllm bench latency` calls it)
 RUN_LATENCY = (
     "import argparse, sys\n"
@@ -100,17 +102,28 @@ def bench_args(record: dict[str, Any], output_len: int, out_json: Path, iters: i
     ]  # fmt: skip
 
 
-def run_bench(record: dict[str, Any], output_len: int, iters: int, warmup: int) -> dict[str, Any]:
-    """One run of vLLM's benchmark in a fresh process, with the compile cache the cell's processes used."""
-    env = dict(os.environ)
-    env["VLLM_CACHE_ROOT"] = str(Path(record["engine"]["checkpoint_dir"]).parent / "vllm-cache")
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "latency.json"
-        command = [sys.executable, "-c", RUN_LATENCY, *bench_args(record, output_len, out, iters, warmup)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
+def in_fresh_process(record: dict[str, Any], script: str, arguments: Callable[[Path], list[str]], what: str) -> Any:
+    """``script`` in a fresh Python process with the compile cache the cell's processes used;
+    ``arguments(folder)``: its arguments, which have it write its result as JSON to ``folder / "out.json"``;
+    that result."""
+    env = dict(os.environ, VLLM_CACHE_ROOT=str(compile_cache_dir(record["engine"]["checkpoint_dir"])))
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        done = subprocess.run(
+            [sys.executable, "-c", script, *arguments(folder)], env=env, capture_output=True, text=True
+        )
+        out = folder / "out.json"
         if done.returncode != 0 or not out.exists():
-            raise RuntimeError(f"vllm bench latency failed ({done.returncode}): {done.stderr[-2000:]}")
-        result = json.loads(out.read_text())
+            raise RuntimeError(f"{what} failed ({done.returncode}): {done.stderr[-2000:]}")
+        return json.loads(out.read_text())
+
+
+def run_bench(record: dict[str, Any], output_len: int, iters: int, warmup: int) -> dict[str, Any]:
+    """One run of vLLM's benchmark in a fresh process."""
+    result = in_fresh_process(
+        record, RUN_LATENCY, lambda folder: bench_args(record, output_len, folder / "out.json", iters, warmup),
+        "vllm bench latency",
+    )  # fmt: skip
     return {"output_len": output_len, "p50_ms": result["percentiles"]["50"] * 1e3, "mean_ms": result["avg_latency"]
             * 1e3, "iters": len(result["latencies"])}  # fmt: skip
 

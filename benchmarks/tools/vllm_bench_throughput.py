@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from vllm_bench_latency import engine_flags, side_by_side_all, vllm_cells
+from vllm_bench_latency import engine_flags, in_fresh_process, side_by_side_all, vllm_cells
 
 from inferbench.core.arrivals import LoadSettings, plan_requests
 
@@ -80,17 +77,14 @@ def capacity_requests(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]
 
 
 def run_bench(record: dict[str, Any], runs: int) -> list[dict[str, Any]]:
-    """The benchmark's timed runs in a fresh process, with the compile cache the cell's processes used."""
-    env = dict(os.environ)
-    env["VLLM_CACHE_ROOT"] = str(Path(record["engine"]["checkpoint_dir"]).parent / "vllm-cache")
-    with tempfile.TemporaryDirectory() as folder:
-        planned, out = Path(folder) / "requests.json", Path(folder) / "throughput.json"
+    """The benchmark's timed runs in a fresh process."""
+
+    def arguments(folder: Path) -> list[str]:
+        planned = folder / "requests.json"
         planned.write_text(json.dumps(capacity_requests(record)))
-        command = [sys.executable, "-c", RUN_THROUGHPUT, str(planned), str(out), str(runs), *engine_flags(record)]
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        if done.returncode != 0 or not out.exists():
-            raise RuntimeError(f"vLLM's throughput benchmark failed ({done.returncode}): {done.stderr[-2000:]}")
-        timed = json.loads(out.read_text())
+        return [str(planned), str(folder / "out.json"), str(runs), *engine_flags(record)]
+
+    timed = in_fresh_process(record, RUN_THROUGHPUT, arguments, "vLLM's throughput benchmark")
     return [
         run | {"request_per_s": run["requests"] / run["elapsed_s"], "output_tokens_per_s": run["output_tokens"]
                / run["elapsed_s"]} for run in timed

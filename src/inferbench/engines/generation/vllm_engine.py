@@ -61,6 +61,12 @@ MAX_STEPS_PER_TOKEN = 64
 STALL_DUMP_S = 180
 
 
+def compile_cache_dir(checkpoint_dir: Path) -> Path:
+    """Where vLLM keeps what torch.compile made for a saved checkpoint (``VLLM_CACHE_ROOT``): beside it, so that
+    every process of the model, and vLLM's own benchmarks run at a cell's arguments, find it."""
+    return Path(checkpoint_dir).parent / "vllm-cache"
+
+
 def decode_iteration(rows: int) -> re.Pattern[str]:
     """The annotation of an iteration of vLLM's worker that decodes ``rows`` requests and prefills none
     (``execute_context_<requests>(<tokens>)_generation_<requests>(<tokens>)``, vLLM 0.24's gpu_worker)."""
@@ -219,7 +225,7 @@ class Vllm(ExportedDecoder):
         with self.cold_start("export"):
             folder = self.checkpoint_dir = self._saved(artifact, lm)
         # torch.compile's output, kept for the next process of this model and configuration (vLLM's own key)
-        cache = folder.parent / "vllm-cache"
+        cache = compile_cache_dir(folder)
         self.compile_cache = "reused" if (cache / "torch_compile_cache").is_dir() else "made"
         os.environ["VLLM_CACHE_ROOT"] = str(cache.resolve())
         # where the engine core writes its kernel traces (traced_kernels), empty between them; named after this
@@ -256,11 +262,16 @@ class Vllm(ExportedDecoder):
         self._served: dict[str, list[int]] = {}  # under load: each finished request's tokens, until read
         self.sampling_params = SamplingParams
         self.greedy = {"temperature": 0.0, "detokenize": False, "ignore_eos": True}
-        self.generate_params = SamplingParams(max_tokens=self.new_tokens, **self.greedy)
-        self.logprob_params = SamplingParams(max_tokens=1, logprobs=self.vocab_size, **self.greedy)
+        self.generate_params = self._params(self.new_tokens)
+        self.logprob_params = self._params(1, logprobs=self.vocab_size)
         config = self.llm.llm_engine.vllm_config
         self.block_size = int(config.cache_config.block_size)
         self.async_scheduling = bool(config.scheduler_config.async_scheduling)
+
+    def _params(self, max_tokens: int, **extra: Any) -> Any:
+        """vLLM's sampling parameters for a request: greedy, exactly ``max_tokens`` tokens (no stop at EOS), ids
+        only, a new object each call."""
+        return self.sampling_params(max_tokens=max_tokens, **self.greedy, **extra)
 
     def _saved(self, artifact: Path | None, lm: Any) -> Path:
         """The checkpoint in transformers' layout (config.json, safetensors) for vLLM to load, saved once."""
@@ -309,7 +320,7 @@ class Vllm(ExportedDecoder):
         with _stacks_dumped_after(STALL_DUMP_S):
             # parameters of its own: LLM.generate sets the ones it is given to hand back final outputs only, and
             # the stepped requests that shared them then saw no token until their last (vLLM 0.24)
-            params = self.sampling_params(max_tokens=self.new_tokens, **self.greedy)
+            params = self._params(self.new_tokens)
             return self.llm.generate([{"prompt_token_ids": p} for p in staged], params, use_tqdm=False)
 
     def traced_decode_steps(self, staged: list[list[int]]) -> list[list[tuple[float, float]]]:
@@ -367,7 +378,7 @@ class Vllm(ExportedDecoder):
 
     def serve_add(self, request_id: str, prompt: list[int], max_tokens: int) -> None:
         """A request for ``max_tokens`` greedy tokens after ``prompt``, no stop at EOS."""
-        params = self.sampling_params(max_tokens=max_tokens, **self.greedy)
+        params = self._params(max_tokens)
         self.llm.llm_engine.add_request(request_id, {"prompt_token_ids": list(prompt)}, params)
 
     def serve_step(self) -> list[tuple[str, int, bool]]:
