@@ -29,7 +29,8 @@ from typing import Any
 
 from vllm_bench_latency import engine_flags, in_fresh_process, side_by_side_all, vllm_cells
 
-from inferbench.core.arrivals import LoadSettings, plan_requests
+from inferbench.core.arrivals import LoadSettings
+from inferbench.scenarios.llm_load import WARMUP_SEED
 
 #: runs in the fresh process: sys.argv = [-c, requests.json, out.json, runs, engine flags...]
 RUN_THROUGHPUT = """
@@ -66,14 +67,17 @@ def capacity_requests(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]
     config = json.loads((Path(record["engine"]["checkpoint_dir"]) / "config.json").read_text())
 
     def plan(seed: int) -> list[dict[str, Any]]:
-        requests = plan_requests(
-            settings.requests, rate=None, burstiness=settings.burstiness, prompt_tokens=serving["prompt_tokens"],
-            prompt_range=settings.prompt_range, output_tokens=serving["output_tokens"],
-            output_range=settings.output_range, vocab=int(config["vocab_size"]), seed=seed,
-        )  # fmt: skip
+        requests = settings.plan(
+            settings.requests,
+            rate=None,
+            seed=seed,
+            prompt_tokens=serving["prompt_tokens"],
+            output_tokens=serving["output_tokens"],
+            vocab=int(config["vocab_size"]),
+        )
         return [{"prompt": list(r.prompt), "max_tokens": r.max_tokens} for r in requests]
 
-    return {"requests": plan(settings.seed), "warmup": plan(settings.seed + 10_000)}
+    return {"requests": plan(settings.seed), "warmup": plan(settings.seed + WARMUP_SEED)}
 
 
 def run_bench(record: dict[str, Any], runs: int) -> list[dict[str, Any]]:

@@ -172,6 +172,24 @@ class LoadSettings:
             objective=Objective.from_dict(objective),
         )
 
+    def plan(
+        self,
+        count: int,
+        *,
+        rate: float | None,
+        seed: int,
+        prompt_tokens: int,
+        output_tokens: int,
+        vocab: int,
+        prefix: str = "r",
+    ) -> list[PlannedRequest]:
+        """``count`` requests as these settings send them (``plan_requests``: their burstiness, their spread of
+        prompt and output lengths around ``prompt_tokens`` and ``output_tokens``)."""
+        return plan_requests(
+            count, rate=rate, burstiness=self.burstiness, prompt_tokens=prompt_tokens, prompt_range=self.prompt_range,
+            output_tokens=output_tokens, output_range=self.output_range, vocab=vocab, seed=seed, prefix=prefix,
+        )  # fmt: skip
+
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["load_shares"], out["concurrencies"] = list(self.load_shares), list(self.concurrencies)

@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.core.arrivals import LoadSettings, PlannedRequest, plan_requests
+from inferbench.core.arrivals import LoadSettings, PlannedRequest
 from inferbench.core.request_metrics import (
     RequestTrace,
     pooled_run,
@@ -286,6 +286,13 @@ def _collector_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
+#: a process's runs draw their requests from ``llm_load.seed`` (every process and engine the same): the
+#: capacity run from the seed itself, load ``i`` from seed + 1 + i, the warm-up's waves from seed +
+#: WARMUP_SEED + wave and its concurrency ladder from seed + LADDER_SEED + concurrency
+WARMUP_SEED = 10_000
+LADDER_SEED = 20_000
+
+
 def measure(cell: PreparedCell) -> Measured:
     """The cell's capacity, then its sweep of loads, under the exclusive machine lock; the served tokens held
     to FP32 eager's where the engine hands them over."""
@@ -297,11 +304,15 @@ def measure(cell: PreparedCell) -> Measured:
     vocab = _vocab(cell)
 
     def plan(count: int, rate: float | None, seed: int, prefix: str) -> list[PlannedRequest]:
-        return plan_requests(
-            count, rate=rate, burstiness=settings.burstiness, prompt_tokens=key.seq_len,
-            prompt_range=settings.prompt_range, output_tokens=new_tokens, output_range=settings.output_range,
-            vocab=vocab, seed=seed, prefix=prefix,
-        )  # fmt: skip
+        return settings.plan(
+            count,
+            rate=rate,
+            seed=seed,
+            prompt_tokens=key.seq_len,
+            output_tokens=new_tokens,
+            vocab=vocab,
+            prefix=prefix,
+        )
 
     gpu = key.device == "cuda"
     telemetry = GpuTelemetry.for_cuda_device() if gpu else None
@@ -317,13 +328,12 @@ def measure(cell: PreparedCell) -> Measured:
             # then reached TTFT p90 673 ms at half its capacity, 37 ms when the same load was sent again
             warmed = 0
             for concurrency in concurrency_ladder(running):
-                driver.run(
-                    plan(2 * concurrency, None, settings.seed + 20_000 + concurrency, f"l{concurrency}-"), concurrency
-                )
+                ladder = plan(2 * concurrency, None, settings.seed + LADDER_SEED + concurrency, f"l{concurrency}-")
+                driver.run(ladder, concurrency)
                 warmed += 2 * concurrency
             warm_start, wave = time.perf_counter(), 0
             while wave == 0 or time.perf_counter() - warm_start < cell.settings.warmup_s:
-                driver.run(plan(settings.requests, None, settings.seed + 10_000 + wave, f"w{wave}-"), running)
+                driver.run(plan(settings.requests, None, settings.seed + WARMUP_SEED + wave, f"w{wave}-"), running)
                 warmed += settings.requests
                 wave += 1
                 beat()
