@@ -10,7 +10,7 @@
 #   bash benchmarks/gpu_machine/llm_yardsticks_on_gpu_machine.sh [limit_s]
 #
 # The stages, in the order that keeps the most if the lease ends early:
-#   gen_vllm         llm_gpu narrowed to vLLM, prompt 128, batch 1 and 16
+#   gen_vllm         llm_gpu narrowed to vLLM, prompt 128, batch 1 and 16 (VLLM_BATCHES='1' for batch 1 only)
 #   bench_latency    vllm bench latency at each vLLM cell (benchmarks/tools/vllm_bench_latency.py)
 #   gen_all          llm_gpu narrowed to prompt 128, batch 1: the other three engines (vLLM's cell is there)
 #   serving          llm_serving_gpu, whole (vLLM and hf_static under load)
@@ -43,7 +43,7 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
   }
   workflow=(snakemake --cores 8 --resources gpu=1)
   stage gen_vllm "${workflow[@]}" --configfile config/studies/llm.yaml \
-    "$(narrow llm_gpu 'engines: [vllm], seq_lens: [128], batch_sizes: [1, 16]')" --config 'run=[llm_gpu]'
+    "$(narrow llm_gpu "engines: [vllm], seq_lens: [128], batch_sizes: [${VLLM_BATCHES:-1, 16}]")" --config 'run=[llm_gpu]'
   keep gen_vllm
   stage bench_latency python benchmarks/tools/vllm_bench_latency.py results/cells --iters 10 --warmup 3 \
     --md "$run/out/bench_latency.md" --out "$run/out/bench_latency.json"
@@ -87,7 +87,7 @@ if [ ! -f "$run/start" ]; then
 fi
 cd "$run/tree" || exit 1
 while [ ! -f "$run/done" ] && [ "$(date +%s)" -lt $(( call_started + limit )) ]; do sleep 5; done
-find results/cells -name '*.json' 2>/dev/null > "$run/records.txt"
+find results/cells -name caches -prune -o -name '*.json' -print 2>/dev/null > "$run/records.txt"
 tar czf "$out/yardsticks.tgz" -C "$run" out stages.log stages.out \
   $(sed "s|^|tree/|" "$run/records.txt") 2>/dev/null
 echo "after $(( $(date +%s) - $(cat "$run/start") )) s:"
