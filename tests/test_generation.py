@@ -543,16 +543,20 @@ def test_vllm_s_own_latency_benchmark_gets_the_cell_s_engine_arguments_and_is_se
         },
         "latency_ms": {"p50": 70.0},
         "generation": {"new_tokens": 33, "ttft_ms": {"p50": 5.0}, "tpot_ms": {"p50": 2.0}},
+        "environment": {"thread_env": {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}},
     }
     args = bench_args(record, 33, tmp_path / "o.json", iters=30, warmup=10)
     assert args[:2] == ["--model", "results/engines/vllm/abc-fp16"] and "--skip-tokenizer-init" in args
     assert "--no-enforce-eager" in args and "--no-enable-prefix-caching" in args
     assert args[args.index("--max-num-seqs") + 1] == "1" and args[args.index("--output-len") + 1] == "33"
     assert args[args.index("--input-len") + 1] == "128" and args[args.index("--batch-size") + 1] == "1"
-    # each run in a fresh process, with the compile cache beside the cell's checkpoint
-    script = "import json, os, sys\njson.dump(os.environ['VLLM_CACHE_ROOT'], open(sys.argv[1], 'w'))\n"
-    cache = tool.in_fresh_process(record, script, lambda folder: [str(folder / "out.json")], "a script")
-    assert cache == "results/engines/vllm/vllm-cache"
+    # each run in a fresh process, with the compile cache beside the cell's checkpoint and the cell's threads
+    script = (
+        "import json, os, sys\n"
+        "json.dump([os.environ[n] for n in ('VLLM_CACHE_ROOT', 'OMP_NUM_THREADS')], open(sys.argv[1], 'w'))\n"
+    )
+    cache, threads = tool.in_fresh_process(record, script, lambda folder: [str(folder / "out.json")], "a script")
+    assert cache == "results/engines/vllm/vllm-cache" and threads == "4"
     with pytest.raises(RuntimeError, match=r"a script failed \(1\): .*no GPU"):
         tool.in_fresh_process(record, "raise SystemExit('no GPU')", lambda folder: [], "a script")
     row = side_by_side(record, {"output_len": 1, "p50_ms": 4.0}, {"output_len": 33, "p50_ms": 68.0})

@@ -103,10 +103,12 @@ def bench_args(record: dict[str, Any], output_len: int, out_json: Path, iters: i
 
 
 def in_fresh_process(record: dict[str, Any], script: str, arguments: Callable[[Path], list[str]], what: str) -> Any:
-    """``script`` in a fresh Python process with the compile cache the cell's processes used;
-    ``arguments(folder)``: its arguments, which have it write its result as JSON to ``folder / "out.json"``;
-    that result."""
-    env = dict(os.environ, VLLM_CACHE_ROOT=str(compile_cache_dir(record["engine"]["checkpoint_dir"])))
+    """``script`` in a fresh Python process with the compile cache the cell's processes used and the thread
+    settings they ran with (the engine core inherits them); ``arguments(folder)``: its arguments, which have it
+    write its result as JSON to ``folder / "out.json"``; that result."""
+    threads = (record.get("environment") or {}).get("thread_env") or {}
+    env = dict(os.environ, **{name: str(value) for name, value in threads.items() if value is not None})
+    env["VLLM_CACHE_ROOT"] = str(compile_cache_dir(record["engine"]["checkpoint_dir"]))
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         done = subprocess.run(

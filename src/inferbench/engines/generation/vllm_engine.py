@@ -49,6 +49,9 @@ from inferbench.trackers.kernel_trace import annotated_kernels
 
 #: vLLM's dtype for each of our precisions, and the bytes of one weight
 VLLM_DTYPE = {"fp16": ("float16", 2), "bf16": ("bfloat16", 2)}
+#: how the engine core's process starts (``VLLM_WORKER_MULTIPROC_METHOD``): a fresh interpreter, not a fork of
+#: the cell's process
+ENGINE_CORE_START = "spawn"
 #: scheduler steps a request may take to make one token before the engine is called stuck: a prefill
 #: split into chunks takes several, a decode token one
 MAX_STEPS_PER_TOKEN = 64
@@ -250,6 +253,11 @@ class Vllm(ExportedDecoder):
             "enforce_eager": bool(self.options.enforce_eager),
             "enable_prefix_caching": False,
         }
+        # the engine core started fresh, as a user's is: vLLM forks it from the caller where CUDA is not yet
+        # initialized, and a fork of this process would carry the harness into it (the libraries the warm
+        # start loaded, the FP32 model above). On an H100 the cell's steps were 1.6x vLLM's own benchmark's
+        # (docs/results/h100/llm/vllm_2026-11-28); whether the fork is why is for the next lease to show
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = ENGINE_CORE_START
         with self.cold_start("engine"):  # its process started, weights loaded, KV cache allocated, graphs captured
             self.llm = LLM(
                 model=str(folder),
@@ -404,7 +412,7 @@ class Vllm(ExportedDecoder):
 
         return super().describe() | {
             "vllm": vllm.__version__,
-            "engine_core": "its own process (vLLM's default)",
+            "engine_core": f"its own process (vLLM's default), started by {ENGINE_CORE_START}",
             "async_scheduling": self.async_scheduling,
             "compile_cache": self.compile_cache,
             "engine_args": self.engine_args,
