@@ -39,7 +39,13 @@ from inferbench.scenarios.prepare import CellInputs, CellRequest
 from inferbench.scenarios.profile import profile_cell
 from inferbench.scenarios.run import run_cell
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
-from inferbench.trackers.host_telemetry import HostWindow, parse_proc_stat, window_summary
+from inferbench.trackers.host_telemetry import (
+    HostWindow,
+    descendants_cpu_s,
+    parse_pid_stat,
+    parse_proc_stat,
+    window_summary,
+)
 from inferbench.trackers.profiling import event_totals, ort_top_ops, per_call, top_ops
 
 FAST = MeasureSettings(warmup_s=0.0, min_time_s=0.0, min_iters=3, repeats=1)
@@ -221,6 +227,29 @@ def test_host_window_reports_steal_and_busy_shares():
     with HostWindow() as window:
         sum(range(100_000))
     assert window.summary["process_cpu_s"] >= 0
+
+
+def test_host_window_adds_the_cpu_time_of_the_processes_this_one_started_that_lived_through_it():
+    # /proc/<pid>/stat: pid (comm) state ppid ... utime stime (fields 14 and 15), in clock ticks
+    ticks = os.sysconf("SC_CLK_TCK")
+    assert parse_pid_stat(f"42 (VLLM::Engine Core) S 7 42 7 0 -1 0 0 0 0 0 {3 * ticks} {ticks} 0 0") == (7, 4.0)
+    table = {7: (1, 9.0), 42: (7, 4.0), 43: (42, 1.0), 50: (1, 2.0)}  # 42 is 7's child, 43 its grandchild
+    assert descendants_cpu_s(table, 7) == {42: 4.0, 43: 1.0}
+    usage = [SimpleNamespace(ru_nvcsw=0, ru_nivcsw=0, ru_utime=0.0, ru_stime=0.0)] * 2
+    # 44 started and 43 ended inside the window: only a process alive at both ends is counted
+    summary = window_summary(None, None, *usage, {42: 4.0, 43: 1.0}, {42: 4.75, 44: 3.0})
+    assert summary["children_cpu_s"] == pytest.approx(0.75)
+    assert window_summary(None, None, *usage, {}, {44: 3.0})["children_cpu_s"] is None
+    # a real child that spins through the window
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 30: pass"])
+    try:
+        time.sleep(0.5)  # started and spinning
+        with HostWindow() as window:
+            time.sleep(0.5)
+        assert window.summary["children_cpu_s"] > 0  # a tick at least: it spun the whole window
+    finally:
+        child.kill()
+        child.wait()
 
 
 # --- repeats in fresh processes ----------------------------------------------------------------

@@ -112,6 +112,8 @@ def merge_repeats(
             "host_steal_pct": (r.host_telemetry or {}).get("steal_pct"),
             "host_busy_pct": (r.host_telemetry or {}).get("busy_pct"),
             "involuntary_switches": (r.host_telemetry or {}).get("involuntary_switches"),
+            # the CPU its own processes used (vLLM's engine core): a host-bound engine's pace
+            "children_cpu_s": (r.host_telemetry or {}).get("children_cpu_s"),
             "gpu_sm_clock_mean_mhz": ((r.gpu_telemetry or {}).get("sm_clock_mhz") or {}).get("mean"),
         }
         for r in records

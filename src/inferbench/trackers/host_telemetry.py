@@ -1,5 +1,6 @@
 """What the host did while a cell measured: the machine's CPU time split from /proc/stat (steal =
-time the hypervisor gave this VM's vCPUs to someone else) and this process's context switches.
+time the hypervisor gave this VM's vCPUs to someone else), this process's context switches and CPU time,
+and the CPU time of the processes it started (vLLM's engine core issues every step from one).
 
 These explain spread between runs that the within-run statistics cannot: a launch-bound GPU cell is
 as fast as the host thread that issues its kernels.
@@ -7,6 +8,7 @@ as fast as the host thread that issues its kernels.
 
 from __future__ import annotations
 
+import os
 import resource
 from pathlib import Path
 from typing import Any
@@ -31,16 +33,57 @@ def _read_proc_stat() -> dict[str, int] | None:
         return None
 
 
+def parse_pid_stat(text: str) -> tuple[int, float]:
+    """A /proc/<pid>/stat line's parent pid and CPU time (user + system, every thread), in seconds."""
+    fields = text[text.rindex(")") + 2 :].split()  # the command name, in parentheses, may hold spaces
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants_cpu_s(table: dict[int, tuple[int, float]], root: int) -> dict[int, float]:
+    """Each descendant of ``root`` in a {pid: (parent pid, CPU s)} table, with its CPU seconds."""
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = {}, list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        found[pid] = table[pid][1]
+        todo += children.get(pid, ())
+    return found
+
+
+def _read_descendants_cpu_s() -> dict[int, float] | None:
+    table = {}
+    try:
+        stats = list(Path("/proc").glob("[0-9]*/stat"))
+    except OSError:
+        return None
+    for stat in stats:
+        try:
+            table[int(stat.parent.name)] = parse_pid_stat(stat.read_text())
+        except (OSError, ValueError, IndexError):  # a process that ended meanwhile
+            continue
+    return descendants_cpu_s(table, os.getpid()) if table else None
+
+
 def window_summary(
-    before: dict[str, int] | None, after: dict[str, int] | None, usage_before: Any, usage_after: Any
+    before: dict[str, int] | None,
+    after: dict[str, int] | None,
+    usage_before: Any,
+    usage_after: Any,
+    children_before: dict[int, float] | None = None,
+    children_after: dict[int, float] | None = None,
 ) -> dict[str, Any]:
-    """Steal and busy shares of the machine's CPU time in the window, and this process's context
-    switches (involuntary ones: the scheduler took the CPU away)."""
+    """Steal and busy shares of the machine's CPU time in the window, this process's context switches
+    (involuntary ones: the scheduler took the CPU away) and CPU time, and that of the processes it started
+    that lived through the window (None where there were none)."""
     cpu_s = [u.ru_utime + u.ru_stime for u in (usage_before, usage_after)]
+    lived = (children_before or {}).keys() & (children_after or {}).keys()
     out: dict[str, Any] = {
         "voluntary_switches": usage_after.ru_nvcsw - usage_before.ru_nvcsw,
         "involuntary_switches": usage_after.ru_nivcsw - usage_before.ru_nivcsw,
         "process_cpu_s": cpu_s[1] - cpu_s[0],
+        "children_cpu_s": sum(children_after[p] - children_before[p] for p in lived) if lived else None,
         "steal_pct": None,
         "busy_pct": None,
     }
@@ -57,10 +100,10 @@ class HostWindow:
     """Context manager: reads the counters at both ends; ``summary`` after it closes."""
 
     def __enter__(self) -> HostWindow:
+        self._children = _read_descendants_cpu_s()
         self._stat, self._usage = _read_proc_stat(), resource.getrusage(resource.RUSAGE_SELF)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.summary = window_summary(
-            self._stat, _read_proc_stat(), self._usage, resource.getrusage(resource.RUSAGE_SELF)
-        )
+        stat, usage = _read_proc_stat(), resource.getrusage(resource.RUSAGE_SELF)
+        self.summary = window_summary(self._stat, stat, self._usage, usage, self._children, _read_descendants_cpu_s())
