@@ -441,12 +441,15 @@ def test_the_step_split_of_an_engine_traced_elsewhere_counts_the_steps_its_trace
     from inferbench.scenarios.generation import step_split
 
     engine = TracedElsewhere(0.0, 0.0, new_tokens=9)
-    split = step_split(engine, {"input_ids": np.zeros((1, 3), dtype=np.int64)}, tpot_p50_ms=0.01, host_step_s=[1.0])
+    batch = {"input_ids": np.zeros((1, 3), dtype=np.int64)}
+    split = step_split(engine, batch, tpot_p50_ms=0.01, host_step_s=[1.0], children_cpu_ms_per_iteration=0.008)
     assert split["steps_profiled"] == 7 and split["kernels_per_step"] == 2
     assert split["gpu_busy_ms_per_step"] == pytest.approx(0.004)
     assert split["gpu_busy_share"] == pytest.approx(0.4) and split["gpu_idle_ms_per_step"] == pytest.approx(0.006)
     # its step call waits for another process: not the host's time to issue a step
     assert split["host_step_call_ms_p50"] is None and "own process" in split["host_step_call"]
+    # the CPU its engine core used per iteration, instead
+    assert split["engine_core_cpu_ms_per_iteration"] == 0.008
 
 
 def test_kernels_are_grouped_by_the_iteration_annotation_they_follow_and_only_decode_steps_kept(tmp_path):

@@ -187,7 +187,12 @@ def measure(cell: PreparedCell) -> Measured:
         # an engine that traces in an engine of its own (vLLM: 40-80 s to start one) does so in the first process
         traced_here = cell.first_process or not hasattr(engine, "traced_decode_steps")
         profiled = gpu and tpot_p50_ms and traced_here
-        split = _or_reason(step_split, engine, next(batches), tpot_p50_ms, host_step) if profiled else None
+        # the CPU the engine's own processes (vLLM's engine core) used per scheduler iteration of the timed
+        # requests: a prefill and a decode step per further token each
+        children_cpu_s = host.summary.get("children_cpu_s")
+        iterations = len(latencies) * engine.new_tokens
+        core_cpu_ms = children_cpu_s * 1e3 / iterations if children_cpu_s is not None and iterations else None
+        split = _or_reason(step_split, engine, next(batches), tpot_p50_ms, host_step, core_cpu_ms) if profiled else None
         plain = _or_reason(plain_requests, engine, next(batches))
         # the copy that sets the decode floor: under the lock too, it would disturb a cell measuring beside it
         bandwidth = copy_bandwidth(key.device)
@@ -277,12 +282,20 @@ IN_PROCESS_TRACE = (
 )
 
 
-def step_split(engine: Any, batch: dict[str, np.ndarray], tpot_p50_ms: float, host_step_s: list[float]) -> dict:
+def step_split(
+    engine: Any,
+    batch: dict[str, np.ndarray],
+    tpot_p50_ms: float,
+    host_step_s: list[float],
+    children_cpu_ms_per_iteration: float | None = None,
+) -> dict:
     """Where a decode step's time goes on a GPU: the kernels' busy time per step (the union of their
     intervals, from one profiled request) against the timed TPOT p50; the rest the GPU idles, waiting for the
     host to schedule, launch or hand back the step. Beside it, the host's time inside each ``step`` call of
     the timed requests: for an engine that queues a step and returns, its time to issue one (where ``step``
-    waits for the GPU or for another process, that wait is in it; ``host_step_call`` says which).
+    waits for the GPU or for another process, that wait is in it; ``host_step_call`` says which). For an
+    engine that steps in another process, that process's CPU time per scheduler iteration of the timed
+    requests instead (``children_cpu_ms_per_iteration``: all its threads, a spinning wait counted).
 
     An engine whose kernels run in another process (vLLM's engine core) traces them there and tells its
     decode steps apart (``engine.traced_decode_steps``: the kernels of each)."""
@@ -315,6 +328,7 @@ def step_split(engine: Any, batch: dict[str, np.ndarray], tpot_p50_ms: float, ho
         "kernels_per_step": decode.kernels / steps,
         **_against_tpot(decode.busy_us / steps / 1e3, tpot_p50_ms),
         "host_step_call_ms_p50": host_call_ms,
+        "engine_core_cpu_ms_per_iteration": children_cpu_ms_per_iteration if in_another_process else None,
         "host_step_call": (
             "the engine core steps in its own process: this process's step call waits for its output"
             if in_another_process
