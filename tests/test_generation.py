@@ -701,3 +701,31 @@ def test_vllm_s_tracing_process_is_ended_with_its_stacks_when_it_hangs_and_its_f
     with pytest.raises(RuntimeError, match=r"failed \(1\): no GPU here"):
         engine.traced_decode_steps([[1, 2]])
     assert list(engine.trace_dir.iterdir()) == []
+
+
+def test_continuous_batching_settings_take_the_names_of_the_installed_transformers():
+    from dataclasses import dataclass
+
+    from inferbench.engines.generation.transformers import _across_versions
+
+    class Model:
+        def __init__(self) -> None:
+            self.config = type("Config", (), {"_attn_implementation": "sdpa"})()
+
+        def set_attn_implementation(self, name: str) -> None:
+            self.config._attn_implementation = name
+
+    @dataclass
+    class Before:  # transformers 5.17: block_size, and flash switched to wherever it is installed
+        block_size: int = 256
+
+    @dataclass
+    class After:
+        page_size: int = 256
+        auto_switch_to_flash: bool = True
+
+    old, new = Model(), Model()
+    assert _across_versions(Before, old, 64) == {"block_size": 64}
+    assert old.config._attn_implementation == "paged|sdpa"  # a paged attention is kept as it is: SDPA stays
+    assert _across_versions(After, new, 64) == {"page_size": 64, "auto_switch_to_flash": False}
+    assert new.config._attn_implementation == "sdpa"

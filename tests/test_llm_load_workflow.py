@@ -100,3 +100,25 @@ def test_the_llm_preset_s_cpu_serving_study_runs_through_the_workflow_to_its_plo
     assert "![llama_mini serving](plots/llama_mini/serving.png)" in answer
     details = (results / "report_details.md").read_text()
     assert "## LLM serving under load" in details and "| 1.5× capacity |" in details
+
+
+def test_the_batcher_serves_and_puts_the_model_s_own_attention_back_when_closed():
+    import contextlib
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from inferbench.engines.generation.transformers import ServingBatcher
+
+    torch.manual_seed(0)
+    lm = LlamaForCausalLM(LlamaConfig(**TINY_LLAMA, attn_implementation="sdpa")).eval()
+    batcher = ServingBatcher(lm, running=2, longest=32, autocast=contextlib.nullcontext)
+    batcher.add("a", [1, 2, 3], 3)
+    made = {}
+    while batcher.busy():
+        made |= {request_id: (count, finished) for request_id, count, finished in batcher.step()}
+    assert made == {"a": (3, True)} and len(batcher.tokens("a")) == 3
+    batcher.close()
+    # transformers 5.17 batches on a paged attention, which refuses a plain forward: the model's own is back
+    assert lm.config._attn_implementation == "sdpa"
+    lm(torch.tensor([[1, 2, 3]]))

@@ -35,10 +35,11 @@ How an engine serves under load (the contract; an engine knows nothing of the ti
 
 Either kind may define ``serve_tokens(request_id: str) -> list[int]``, the tokens a finished request made: the
 scenario then sends the workload's reference prompts through the same path and holds their first tokens to
-those of FP32 eager (as the generation scenario does), else it says the tokens were not checked. The scenario
-picks (b) where the engine has ``serve_stream``, else (a) where it has ``serve_add``; an engine with neither
-cannot be driven, nor one whose classmethod ``serve_unavailable_reason(device, precision)`` gives a reason
-(``unavailable_reason``: its cell is ``unavailable`` with that reason).
+those of FP32 eager (as the generation scenario does), else it says the tokens were not checked; and
+``serve_close() -> None``, called once the cell is done serving (the engine puts back what serving changed).
+The scenario picks (b) where the engine has ``serve_stream``, else (a) where it has ``serve_add``; an engine
+with neither cannot be driven, nor one whose classmethod ``serve_unavailable_reason(device, precision)`` gives
+a reason (``unavailable_reason``: its cell is ``unavailable`` with that reason).
 
 Every process's record keeps its own sweep (``serving``) with every sample; a cell's processes are pooled by
 ``merged_fields`` (``merged_serving``): each load's percentiles from every process's requests, its rates over
@@ -232,16 +233,22 @@ class Driver:
 
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
-        """The driver's event loop current (a library that asks for the running loop's gets it), closed after."""
-        if self.loop is None:
-            yield
-            return
-        asyncio.set_event_loop(self.loop)
+        """The driver's event loop current (a library that asks for the running loop's gets it), closed after;
+        then the engine's ``serve_close``, where it has one."""
         try:
-            yield
+            if self.loop is None:
+                yield
+                return
+            asyncio.set_event_loop(self.loop)
+            try:
+                yield
+            finally:
+                asyncio.set_event_loop(None)
+                self.loop.close()
         finally:
-            asyncio.set_event_loop(None)
-            self.loop.close()
+            close = getattr(self.engine, "serve_close", None)
+            if close is not None:
+                close()
 
 
 # -- one cell --

@@ -13,6 +13,7 @@ that the scenario times each token as the step that made it returns (``ServingBa
 
 from __future__ import annotations
 
+import inspect
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,6 +145,12 @@ class HfGenerate(TorchEngine):
         """The tokens a finished request made (forgotten once read)."""
         return self._batcher().tokens(request_id)
 
+    def serve_close(self) -> None:
+        """The model's own attention back, for the cell's calls after serving (the batcher's is paged)."""
+        if self.batcher is not None:
+            self.batcher.close()
+            self.batcher = None
+
 
 class ServingBatcher:
     """transformers' continuous batching stepped by hand: the manager ``init_continuous_batching`` makes,
@@ -169,16 +176,16 @@ class ServingBatcher:
     def __init__(self, lm: torch.nn.Module, running: int, longest: int, autocast: Any, graphs: bool = False) -> None:
         from transformers import ContinuousBatchingConfig, GenerationConfig
 
+        self.attention = lm.config._attn_implementation  # the model's own, put back by close()
         pages = -(-longest // self.PAGE_SIZE)
         config = ContinuousBatchingConfig(
-            page_size=self.PAGE_SIZE,
             num_blocks=running * pages + 1,
             max_batch_tokens=max(self.MAX_BATCH_TOKENS, running),
             max_requests_per_batch=running,
             allow_block_sharing=False,
             use_async_batching=False,
             use_cuda_graph=graphs,
-            auto_switch_to_flash=False,
+            **_across_versions(ContinuousBatchingConfig, lm, self.PAGE_SIZE),
         )
         # greedy, and no EOS: every request makes the tokens it asks for
         generation = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0)
@@ -222,6 +229,25 @@ class ServingBatcher:
 
     def tokens(self, request_id: str) -> list[int]:
         return self.finished.pop(request_id)
+
+    def close(self) -> None:
+        """The model's attention as it was before batching (transformers puts it back only when its manager
+        stops a background thread, and this one ran none)."""
+        if self.lm.config._attn_implementation != self.attention:
+            self.lm.set_attn_implementation(self.attention)
+
+
+def _across_versions(config_class: type, lm: torch.nn.Module, page_size: int) -> dict[str, Any]:
+    """The continuous-batching settings whose names changed after transformers 5.17 (the GPU machine's): the
+    page's size (``block_size`` then), and SDPA kept. 5.17 has no ``auto_switch_to_flash``; it keeps an
+    attention implementation already paged, as its own warning advises."""
+    accepted = inspect.signature(config_class).parameters
+    settings: dict[str, Any] = {"page_size" if "page_size" in accepted else "block_size": page_size}
+    if "auto_switch_to_flash" in accepted:
+        settings["auto_switch_to_flash"] = False
+    elif "paged|" not in lm.config._attn_implementation:
+        lm.set_attn_implementation(f"paged|{lm.config._attn_implementation}")
+    return settings
 
 
 def weight_bytes(lm: torch.nn.Module, element_size: int | None = None) -> int:
