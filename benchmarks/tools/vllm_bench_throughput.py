@@ -1,5 +1,5 @@
 """vLLM's own offline throughput benchmark beside the workflow's vLLM ``llm_load`` cells: the yardstick for a
-cell's capacity (its request throughput with the batch size of requests always in flight).
+cell's capacity (its request throughput with a run's requests all queued at once, the batch size of them running).
 
 For every vLLM ``llm_load`` cell ``ok`` among the records, a fresh process builds the engine from the cell's
 engine arguments parsed by ``vllm bench throughput``'s own argument parser (``max_num_seqs`` is the cell's
@@ -11,9 +11,10 @@ cell / benchmark.
 
 The requests are the capacity run's own: the same seed, prompt and output lengths (inferbench.core.arrivals),
 given as token ids, where ``vllm bench throughput`` would draw its random dataset through a tokenizer (the
-checkpoints here have none). Two differences stay by design: the benchmark samples at temperature 1 (the cells
-pick greedily), and it submits every request at once to vLLM's scheduler, which admits the next as one
-finishes, where the cell's driver sends the next request when the step that finished one returns.
+checkpoints here have none). Both submit every request at once to vLLM's scheduler, which admits the next as
+one finishes. One difference stays by design: the benchmark samples at temperature 1 (the cells pick greedily).
+A cell's capacity run lasts 1-2 s on an H100; the host's pace at small batches moves on that scale
+(experiments/vllm_host_pace), so each figure comes with its runs' and processes' spread.
 
     python benchmarks/tools/vllm_bench_throughput.py results/cells [--out F.json] [--md F.md] [--runs 3]
 """

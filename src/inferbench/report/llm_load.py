@@ -24,7 +24,8 @@ SCENARIO = "llm_load"
 LLM_LOAD_MEASURED = (
     "LLM serving cells (`llm_load`; their own study sections) send a decoder requests that arrive while earlier "
     "ones decode, in fresh processes like every cell, under the machine-wide lock. Each process first measures "
-    "the cell's capacity (request throughput with the batch size of requests always in flight), then sends the "
+    "the cell's capacity (request throughput with a run's requests all queued at once, the batch size of them "
+    "running), then sends the "
     "same seeded requests at each load of its sweep, light to heavy (request rates at shares of that capacity, "
     "Poisson or gamma arrivals, or fixed concurrencies). Each request is timed on the host clock from its "
     "scheduled arrival (at a fixed concurrency: from its send) to each of its tokens: TTFT to the first, TPOT "
@@ -142,7 +143,7 @@ def answer_line(record: CellRecord) -> str:
     against = f"{escape_markdown(serving['objective_text'])}"
     cap = (
         f"Capacity {_rate(capacity['request_per_s'])} ({fmt(capacity['output_tokens_per_s'])} output tokens/s, "
-        f"{serving['max_running']} in flight)."
+        f"all queued, {serving['max_running']} running)."
     )
     processes = f"{_capitalised(_processes_text(serving, record.repeats))}."
     if answer["index"] is None:

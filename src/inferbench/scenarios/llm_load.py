@@ -4,8 +4,10 @@ concurrency while earlier ones still decode, and the engine batches them continu
 size running at once. Each request asks for its own prompt and output length (inferbench.core.arrivals: fixed,
 or uniform within a range ratio, seeded: every process and every engine gets the same requests).
 
-A cell's process first measures the engine's **capacity**: its request throughput with the batch size of
-requests always in flight (each sent as one finishes). Then it sweeps the loads of its settings from light to
+A cell's process first measures the engine's **capacity**: its request throughput with every request of a run
+sent at once, queued in the engine, which runs at most the batch size of them (as vLLM's offline throughput
+benchmark measures it: a request sent as another finishes would reach the engine a step or two late, its slot
+empty meanwhile). Then it sweeps the loads of its settings from light to
 past saturation: request rates at shares of that capacity (or concurrencies), each load a run of
 ``requests`` requests. Per request: TTFT, TPOT = (e2e - TTFT) / (output tokens - 1), the inter-token latencies
 and e2e; per run: request throughput, output tokens/s, mean/p50/p90/p99 of each, goodput (requests within both
@@ -19,7 +21,8 @@ finish a step, or in its queue, waits in its TTFT, as a client that sent it then
 serve`` times from its send; at a fixed concurrency, from the moment it is sent (a slot freed). A token is
 timed when the engine hands it to the scenario. The run lasts from its start to its last request's last token.
 
-How an engine serves under load (the contract; an engine knows nothing of the timing):
+How an engine serves under load (the contract; an engine knows nothing of the timing). It runs at most the
+cell's batch size of requests at once and queues the others in arrival order:
 
 (a) **step-driven**: ``serve_add(request_id: str, prompt: list[int], max_tokens: int) -> None`` queues a
     request (greedy, exactly ``max_tokens`` tokens, no stop at EOS); ``serve_step() -> list[tuple[str, int,
@@ -324,7 +327,7 @@ def measure(cell: PreparedCell) -> Measured:
     gpu = key.device == "cuda"
     telemetry = GpuTelemetry.for_cuda_device() if gpu else None
     host = HostWindow()
-    running = key.batch_size  # the engine's largest running batch: the capacity's concurrency
+    running = key.batch_size  # the engine's largest running batch
     with driver.current():
         beat(f"llm_load: warm-up, capacity, then {len(settings.loads)} loads of {settings.requests} requests")
         with measuring(cell.lock, key.device) as held, _collector_frozen():
@@ -340,15 +343,16 @@ def measure(cell: PreparedCell) -> Measured:
                 warmed += 2 * concurrency
             warm_start, wave = time.perf_counter(), 0
             while wave == 0 or time.perf_counter() - warm_start < cell.settings.warmup_s:
-                driver.run(plan(settings.requests, None, settings.seed + WARMUP_SEED + wave, f"w{wave}-"), running)
+                wave_requests = plan(settings.requests, None, settings.seed + WARMUP_SEED + wave, f"w{wave}-")
+                driver.run(wave_requests, settings.requests)
                 warmed += settings.requests
                 wave += 1
                 beat()
             window_start = time.time()
             started = time.perf_counter()
             with host, telemetry or contextlib.nullcontext():
-                traces, run_start = driver.run(plan(settings.requests, None, settings.seed, "c-"), running)
-                capacity = traces_figures(traces, run_start, objective) | {"concurrency": running}
+                traces, run_start = driver.run(plan(settings.requests, None, settings.seed, "c-"), settings.requests)
+                capacity = traces_figures(traces, run_start, objective) | {"queued": settings.requests}
                 beat()
                 sweep = []
                 for index, load in enumerate(settings.loads):
