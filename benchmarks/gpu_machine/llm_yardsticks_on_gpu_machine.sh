@@ -45,7 +45,7 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
   stage gen_vllm "${workflow[@]}" --configfile config/studies/llm.yaml \
     "$(narrow llm_gpu "engines: [vllm], seq_lens: [128], batch_sizes: [${VLLM_BATCHES:-1, 16}]")" --config 'run=[llm_gpu]'
   keep gen_vllm
-  stage bench_latency python benchmarks/tools/vllm_bench_latency.py results/cells --iters 10 --warmup 3 \
+  stage bench_latency python benchmarks/tools/vllm_bench_latency.py results/cells --processes 2 \
     --md "$run/out/bench_latency.md" --out "$run/out/bench_latency.json"
   stage gen_all "${workflow[@]}" --configfile config/studies/llm.yaml \
     "$(narrow llm_gpu 'seq_lens: [128], batch_sizes: [1]')" --config 'run=[llm_gpu]'

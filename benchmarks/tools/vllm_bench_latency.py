@@ -2,11 +2,16 @@
 arguments, batch and prompt length; the yardstick a harness around vLLM is held to.
 
 For every vLLM cell `ok` among the records, vLLM's benchmark (the module ``vllm.benchmarks.latency``, run with
-its own argument parser: the ``vllm`` command also imports its OpenAI server) runs in a fresh process at the
-engine arguments the cell's record holds, twice: output length 1 (the prefill) and the cell's ``new_tokens``.
-Each run times ``LLM.generate`` over the batch, ``--num-iters`` times after ``--num-iters-warmup``. From their
-p50s: the request's latency, the time to the first token (output 1) and the time per further token,
-(p50(N) - p50(1)) / (N - 1). Beside them the cell's own request p50, TTFT p50 and TPOT p50, and cell / vLLM.
+its own argument parser: the ``vllm`` command also imports its OpenAI server) runs in fresh processes at the
+engine arguments the cell's record holds: once at output length 1 (the prefill), and ``--processes`` times at
+the cell's ``new_tokens``. Each run times ``LLM.generate`` over the batch, ``--num-iters`` times after
+``--num-iters-warmup``. The request's latency is the median of the full runs' p50s, beside each run's; the time
+to the first token is output 1's p50; the time per further token (p50(N) - p50(1)) / (N - 1). Beside them the
+cell's own request p50 (and each of its processes'), TTFT p50 and TPOT p50, and cell / vLLM.
+
+Why several processes: at batch 1 on the lent H100s, vLLM's own request p50 moved between 57 and 98 ms from one
+0.4-s block of requests to the next in one process (experiments/vllm_host_pace). A ratio read from one short
+run of each side says which pace each met; the runs' spread says how far the ratio can be trusted.
 
 Two differences stay by design: the benchmark samples at temperature 1 (the cells pick greedily), and its
 prompts are random ids below 10,000 (the cells': the workload's seeded prompts).
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -130,15 +136,24 @@ def run_bench(record: dict[str, Any], output_len: int, iters: int, warmup: int) 
             * 1e3, "iters": len(result["latencies"])}  # fmt: skip
 
 
-def side_by_side(record: dict[str, Any], one: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
-    """The cell's figures against the benchmark's, per request, first token and further token."""
+def spread_pct(values: list[float]) -> float | None:
+    """(max - min) / median, in percent, as the records give a cell's processes' spread; None for one value."""
+    return (max(values) - min(values)) / statistics.median(values) * 100 if len(values) > 1 else None
+
+
+def side_by_side(record: dict[str, Any], one: dict[str, Any], fulls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cell's figures against the benchmark's, per request, first token and further token; the request's
+    p50 by process on both sides, with their spreads."""
     key, gen = record["cell"], record["generation"]
-    tokens = full["output_len"]
+    tokens = fulls[0]["output_len"]
+    full_p50s = [run["p50_ms"] for run in fulls]
+    request_ms = statistics.median(full_p50s)
     bench = {
-        "request_ms": full["p50_ms"],
+        "request_ms": request_ms,
         "ttft_ms": one["p50_ms"],
-        "per_token_ms": (full["p50_ms"] - one["p50_ms"]) / (tokens - 1),
+        "per_token_ms": (request_ms - one["p50_ms"]) / (tokens - 1),
     }
+    cell_p50s = [r["p50_ms"] for r in (record.get("repeats") or {}).get("per_repeat") or [] if r.get("p50_ms")]
     cell = {
         "request_ms": record["latency_ms"]["p50"],
         "ttft_ms": gen["ttft_ms"]["p50"],
@@ -150,9 +165,11 @@ def side_by_side(record: dict[str, Any], one: dict[str, Any], full: dict[str, An
         "prompt": key["seq_len"],
         "new_tokens": tokens,
         "bench_latency": bench,
-        "bench_runs": [one, full],
+        "bench_runs": [one, *fulls],
         "inferbench": cell,
         "cell_over_bench": {k: cell[k] / bench[k] for k in bench},
+        "request_p50_by_process_ms": {"inferbench": cell_p50s, "bench_latency": full_p50s},
+        "request_p50_spread_pct": {"inferbench": spread_pct(cell_p50s), "bench_latency": spread_pct(full_p50s)},
         "vllm": record["engine"]["vllm"],
     }
 
@@ -160,18 +177,22 @@ def side_by_side(record: dict[str, Any], one: dict[str, Any], full: dict[str, An
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| batch | prompt | new tokens | request p50: cell / bench | ratio | TTFT p50: cell / bench | ratio "
-        "| per token: cell TPOT p50 / bench | ratio |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| per token: cell TPOT p50 / bench | ratio | request p50 by process: cell; bench |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for row in rows:
         cell, bench, ratio = row["inferbench"], row["bench_latency"], row["cell_over_bench"]
+        by_process = "; ".join(
+            ", ".join(f"{v:.1f}" for v in row["request_p50_by_process_ms"][side]) or "–"
+            for side in ("inferbench", "bench_latency")
+        )
         lines.append(
             f"| {row['batch_size']} | {row['prompt']} | {row['new_tokens']} "
             + "".join(
                 f"| {cell[k]:.3f} / {bench[k]:.3f} ms | {ratio[k]:.3f} "
                 for k in ("request_ms", "ttft_ms", "per_token_ms")
             )
-            + "|"
+            + f"| {by_process} ms |"
         )
     return "\n".join(lines) + "\n"
 
@@ -181,14 +202,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("cells", type=Path, help="a run's results/cells")
     parser.add_argument("--iters", type=int, default=30, help="timed iterations per run (the benchmark's default)")
     parser.add_argument("--warmup", type=int, default=10, help="warm-up iterations per run (the benchmark's default)")
+    parser.add_argument("--processes", type=int, default=2, help="fresh processes of the full-length run")
     parser.add_argument("--out", type=Path, default=Path("vllm_bench_latency.json"))
     parser.add_argument("--md", type=Path, help="the side-by-side table as Markdown")
     args = parser.parse_args(argv)
 
     def row(record: dict[str, Any]) -> dict[str, Any]:
         tokens = record["generation"]["new_tokens"]
-        one, full = (run_bench(record, n, args.iters, args.warmup) for n in (1, tokens))
-        return side_by_side(record, one, full)
+        one = run_bench(record, 1, args.iters, args.warmup)
+        return side_by_side(record, one, [run_bench(record, tokens, args.iters, args.warmup)
+                                          for _ in range(args.processes)])  # fmt: skip
 
     return side_by_side_all(vllm_cells(args.cells), row, args, markdown)
 

@@ -86,6 +86,10 @@ BEAT_EVERY_TOKENS = 8
 #: processes' request p50s, from 3 and 4 requests, were 37% apart. The CPU's stay as configured: their
 #: requests take seconds
 GPU_MIN_REQUESTS = 10
+#: seconds of requests a GPU cell's process times at least: on the lent H100s vLLM's pace at batch 1 moved
+#: between two modes every 0.4-1 s (a request's p50 57 or 90 ms; experiments/vllm_host_pace). Ten requests
+#: (0.7 s) met one mode: a cell's two processes read 71 and 92 ms. Halves of a 12-s run agreed within 2%
+GPU_MIN_TIME_S = 5.0
 
 
 def generate_request(
@@ -172,7 +176,7 @@ def measure(cell: PreparedCell) -> Measured:
             started = time.perf_counter()
             enough_s, enough_requests = settings.min_time_s, settings.min_iters_per_process
             if gpu:
-                enough_requests = max(enough_requests, GPU_MIN_REQUESTS)
+                enough_s, enough_requests = max(enough_s, GPU_MIN_TIME_S), max(enough_requests, GPU_MIN_REQUESTS)
             while len(latencies) < enough_requests or time.perf_counter() - started < enough_s:
                 first, steps, latency, request, host_steps = generate_request(engine, next(batches), stream)
                 ttft.append(first)

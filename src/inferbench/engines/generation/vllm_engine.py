@@ -255,8 +255,7 @@ class Vllm(ExportedDecoder):
         }
         # the engine core started fresh, as a user's is: vLLM forks it from the caller where CUDA is not yet
         # initialized, and a fork of this process would carry the harness into it (the libraries the warm
-        # start loaded, the FP32 model above). On an H100 the cell's requests took 1.38x vLLM's own benchmark's
-        # (docs/results/h100/llm/vllm_2026-11-28); whether the fork is why is for the next lease to show
+        # start loaded, the FP32 model above)
         os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = ENGINE_CORE_START
         with self.cold_start("engine"):  # its process started, weights loaded, KV cache allocated, graphs captured
             self.llm = LLM(
