@@ -117,11 +117,14 @@ def _has_split(frame: pd.DataFrame) -> bool:
 
 
 def _busy(row: pd.Series) -> str:
-    """`` (GPU busy 1.70 of 1.89 ms)`` where the cell has its step's split, else nothing."""
+    """`` (GPU busy 1.70 of 1.89 ms, idle 0.19 waiting on the host)`` where the cell has its step's split, else
+    nothing."""
     busy = row.get("gen_gpu_busy_ms_per_step")
     if busy is None or pd.isna(busy):
         return ""
-    return f" (GPU busy {fmt(busy)} of {fmt(row['gen_tpot_p50_ms'])} ms)"
+    idle = row.get("gen_gpu_idle_ms_per_step")
+    host = "" if idle is None or pd.isna(idle) else f", idle {fmt(idle)} waiting on the host"
+    return f" (GPU busy {fmt(busy)} of {fmt(row['gen_tpot_p50_ms'])} ms{host})"
 
 
 def _cell(row: pd.Series) -> str:
