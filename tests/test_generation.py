@@ -353,8 +353,10 @@ def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes
     cells["gen_gpu_busy_ms_per_step"] = [3.1, 1.6, 2.0]
     cells["gen_gpu_idle_ms_per_step"] = [10.9, 0.15, 0.1]
     text = "\n".join(generation_answer(cells, {}))
-    assert ("hf_static 2.50× (GPU busy 1.60 of 1.75 ms, idle 0.150 waiting on the host), "
-            "hf_eager 20.0× (GPU busy 3.10 of 14.0 ms, idle 10.9 waiting on the host)") in text
+    assert (
+        "hf_static 2.50× (GPU busy 1.60 of 1.75 ms, idle 0.150 waiting on the host), "
+        "hf_eager 20.0× (GPU busy 3.10 of 14.0 ms, idle 10.9 waiting on the host)"
+    ) in text
     table = "\n".join(generation_section(cells, {}))
     assert "| GPU busy a step | GPU idle a step |" in table and "| 1.60 | 0.150 |" in table
 
