@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from inferbench.core.request_metrics import spread_pct
 from inferbench.engines.generation.vllm_engine import compile_cache_dir
 
 #: the benchmark's own entry point, with its own parser (as `vllm bench latency` calls it)
@@ -134,11 +135,6 @@ def run_bench(record: dict[str, Any], output_len: int, iters: int, warmup: int) 
     )  # fmt: skip
     return {"output_len": output_len, "p50_ms": result["percentiles"]["50"] * 1e3, "mean_ms": result["avg_latency"]
             * 1e3, "iters": len(result["latencies"])}  # fmt: skip
-
-
-def spread_pct(values: list[float]) -> float | None:
-    """(max - min) / median, in percent, as the records give a cell's processes' spread; None for one value."""
-    return (max(values) - min(values)) / statistics.median(values) * 100 if len(values) > 1 else None
 
 
 def side_by_side(record: dict[str, Any], one: dict[str, Any], fulls: list[dict[str, Any]]) -> dict[str, Any]:
