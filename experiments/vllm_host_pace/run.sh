@@ -8,7 +8,7 @@ if [ ! -d /tmp/vllm-site ]; then
   cat /tmp/carry_vllm/part* | tar -x -C /tmp/vllm-wheels
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/vllm-site /tmp/vllm-wheels/*.whl
 fi
-export PYTHONPATH=/tmp/vllm-site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
+export PYTHONPATH=/tmp/vllm-site:$PWD/src HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
   VLLM_HOST_IP=127.0.0.1 VLLM_ALLREDUCE_USE_SYMM_MEM=0 VLLM_NO_USAGE_STATS=1 VLLM_CACHE_ROOT=/tmp/vllm-cache \
   OMP_NUM_THREADS=4
 model=/tmp/probe-llama

@@ -10,32 +10,15 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
+from inferbench.trackers.host_telemetry import read_descendants_cpu_s
+
 
 def children_cpu_s() -> float:
-    """CPU seconds (user + system, all threads) of this process's descendants, from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parent_of, cpu = {}, {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent_of[int(name)] = int(fields[1])
-        cpu[int(name)] = (int(fields[11]) + int(fields[12])) / tick
-    me, total = os.getpid(), 0.0
-    for pid in cpu:
-        up = parent_of.get(pid)
-        while up and up != me:
-            up = parent_of.get(up)
-        if up == me:
-            total += cpu[pid]
-    return total
+    """CPU seconds of every process this one started (vLLM's engine core), all their threads."""
+    return sum((read_descendants_cpu_s() or {}).values())
 
 
 def main() -> None:

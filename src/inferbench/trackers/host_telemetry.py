@@ -52,7 +52,8 @@ def descendants_cpu_s(table: dict[int, tuple[int, float]], root: int) -> dict[in
     return found
 
 
-def _read_descendants_cpu_s() -> dict[int, float] | None:
+def read_descendants_cpu_s() -> dict[int, float] | None:
+    """The CPU seconds of each process this one started, and theirs, from /proc; None where it cannot be read."""
     table = {}
     try:
         stats = list(Path("/proc").glob("[0-9]*/stat"))
@@ -100,10 +101,10 @@ class HostWindow:
     """Context manager: reads the counters at both ends; ``summary`` after it closes."""
 
     def __enter__(self) -> HostWindow:
-        self._children = _read_descendants_cpu_s()
+        self._children = read_descendants_cpu_s()
         self._stat, self._usage = _read_proc_stat(), resource.getrusage(resource.RUSAGE_SELF)
         return self
 
     def __exit__(self, *exc: object) -> None:
         stat, usage = _read_proc_stat(), resource.getrusage(resource.RUSAGE_SELF)
-        self.summary = window_summary(self._stat, stat, self._usage, usage, self._children, _read_descendants_cpu_s())
+        self.summary = window_summary(self._stat, stat, self._usage, usage, self._children, read_descendants_cpu_s())
