@@ -238,17 +238,14 @@ class Driver:
     def current(self) -> Iterator[None]:
         """The driver's event loop current (a library that asks for the running loop's gets it), closed after;
         then the engine's ``serve_close``, where it has one."""
-        try:
-            if self.loop is None:
-                yield
-                return
+        if self.loop is not None:
             asyncio.set_event_loop(self.loop)
-            try:
-                yield
-            finally:
+        try:
+            yield
+        finally:
+            if self.loop is not None:
                 asyncio.set_event_loop(None)
                 self.loop.close()
-        finally:
             close = getattr(self.engine, "serve_close", None)
             if close is not None:
                 close()
