@@ -547,8 +547,8 @@ def test_vllm_s_own_latency_benchmark_gets_the_cell_s_engine_arguments_and_is_se
                 "enable_prefix_caching": False,
             },
         },
-        "latency_ms": {"p50": 70.0},
-        "repeats": {"per_repeat": [{"p50_ms": 60.0}, {"p50_ms": 80.0}]},
+        "latency_ms": {"p50": 70.0, "mean": 75.0},
+        "repeats": {"per_repeat": [{"p50_ms": 60.0, "n_iters": 61}, {"p50_ms": 80.0, "n_iters": 58}]},
         "generation": {"new_tokens": 33, "ttft_ms": {"p50": 5.0}, "tpot_ms": {"p50": 2.0}},
         "environment": {"thread_env": {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}},
     }
@@ -566,10 +566,15 @@ def test_vllm_s_own_latency_benchmark_gets_the_cell_s_engine_arguments_and_is_se
     assert cache == "results/engines/vllm/vllm-cache" and threads == "4"
     with pytest.raises(RuntimeError, match=r"a script failed \(1\): .*no GPU"):
         tool.in_fresh_process(record, "raise SystemExit('no GPU')", lambda folder: [], "a script")
-    fulls = [{"output_len": 33, "p50_ms": p50} for p50 in (60.0, 68.0, 90.0)]
+    # the benchmark times as many requests as the cell's longest process did, never fewer than its default 30
+    assert tool.matching_iters(record) == 61
+    assert tool.matching_iters({"repeats": {"per_repeat": [{"n_iters": 10}]}}) == 30
+    fulls = [{"output_len": 33, "p50_ms": p50, "mean_ms": p50 + 1} for p50 in (60.0, 68.0, 90.0)]
     row = side_by_side(record, {"output_len": 1, "p50_ms": 4.0}, fulls)
     assert row["bench_latency"]["per_token_ms"] == pytest.approx(2.0)  # (68 - 4) / 32: the full runs' median
-    assert row["cell_over_bench"] == pytest.approx({"request_ms": 70 / 68, "ttft_ms": 1.25, "per_token_ms": 1.0})
+    assert row["cell_over_bench"] == pytest.approx(
+        {"request_ms": 70 / 68, "ttft_ms": 1.25, "per_token_ms": 1.0, "request_mean_ms": 75 / 73.667}, rel=1e-4
+    )
     # each side's processes, and how far apart they read: (max - min) / median
     assert row["request_p50_by_process_ms"] == {"inferbench": [60.0, 80.0], "bench_latency": [60.0, 68.0, 90.0]}
     assert row["request_p50_spread_pct"] == pytest.approx({"inferbench": 20 / 70 * 100, "bench_latency": 30 / 68 * 100})

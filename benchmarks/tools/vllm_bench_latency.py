@@ -7,7 +7,9 @@ engine arguments the cell's record holds: once at output length 1 (the prefill),
 the cell's ``new_tokens``. Each run times ``LLM.generate`` over the batch, ``--num-iters`` times after
 ``--num-iters-warmup``. The request's latency is the median of the full runs' p50s, beside each run's; the time
 to the first token is output 1's p50; the time per further token (p50(N) - p50(1)) / (N - 1). Beside them the
-cell's own request p50 (and each of its processes'), TTFT p50 and TPOT p50, and cell / vLLM.
+cell's own request p50 (and each of its processes'), TTFT p50, TPOT p50 and request mean, and cell / vLLM.
+Each run times as many requests as each of the cell's processes did (at least 30), so both sides average over
+about as long.
 
 Why several processes: at batch 1 on the lent H100s, vLLM's own request p50 moved between 57 and 98 ms from one
 0.4-s block of requests to the next in one process (experiments/vllm_host_pace). A ratio read from one short
@@ -127,6 +129,13 @@ def in_fresh_process(record: dict[str, Any], script: str, arguments: Callable[[P
         return json.loads(out.read_text())
 
 
+def matching_iters(record: dict[str, Any], least: int = 30) -> int:
+    """As many timed iterations as the cell's longest process timed requests (a GPU cell times 5 s of them),
+    at least ``least``: vLLM's pace moves within a second, so both sides should average over as long."""
+    per_process = [r.get("n_iters") or 0 for r in (record.get("repeats") or {}).get("per_repeat") or []]
+    return max([least, *per_process])
+
+
 def run_bench(record: dict[str, Any], output_len: int, iters: int, warmup: int) -> dict[str, Any]:
     """One run of vLLM's benchmark in a fresh process."""
     result = in_fresh_process(
@@ -148,12 +157,15 @@ def side_by_side(record: dict[str, Any], one: dict[str, Any], fulls: list[dict[s
         "request_ms": request_ms,
         "ttft_ms": one["p50_ms"],
         "per_token_ms": (request_ms - one["p50_ms"]) / (tokens - 1),
+        # the runs time equally many requests: the mean of their means is the pooled mean
+        "request_mean_ms": statistics.fmean(run["mean_ms"] for run in fulls),
     }
     cell_p50s = [r["p50_ms"] for r in (record.get("repeats") or {}).get("per_repeat") or [] if r.get("p50_ms")]
     cell = {
         "request_ms": record["latency_ms"]["p50"],
         "ttft_ms": gen["ttft_ms"]["p50"],
         "per_token_ms": gen["tpot_ms"]["p50"],
+        "request_mean_ms": record["latency_ms"]["mean"],
     }
     return {
         "cell": key["cell_id"],
@@ -173,8 +185,9 @@ def side_by_side(record: dict[str, Any], one: dict[str, Any], fulls: list[dict[s
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| batch | prompt | new tokens | request p50: cell / bench | ratio | TTFT p50: cell / bench | ratio "
-        "| per token: cell TPOT p50 / bench | ratio | request p50 by process: cell; bench |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| per token: cell TPOT p50 / bench | ratio | request mean: cell / bench | ratio "
+        "| request p50 by process: cell; bench |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for row in rows:
         cell, bench, ratio = row["inferbench"], row["bench_latency"], row["cell_over_bench"]
@@ -186,7 +199,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {row['batch_size']} | {row['prompt']} | {row['new_tokens']} "
             + "".join(
                 f"| {cell[k]:.3f} / {bench[k]:.3f} ms | {ratio[k]:.3f} "
-                for k in ("request_ms", "ttft_ms", "per_token_ms")
+                for k in ("request_ms", "ttft_ms", "per_token_ms", "request_mean_ms")
             )
             + f"| {by_process} ms |"
         )
@@ -196,7 +209,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cells", type=Path, help="a run's results/cells")
-    parser.add_argument("--iters", type=int, default=30, help="timed iterations per run (the benchmark's default)")
+    parser.add_argument(
+        "--iters",
+        type=int,
+        help="timed iterations per run; default: as many requests as each of the cell's "
+        "processes timed, at least the benchmark's default 30, so that both sides time about as long",
+    )
     parser.add_argument("--warmup", type=int, default=10, help="warm-up iterations per run (the benchmark's default)")
     parser.add_argument("--processes", type=int, default=2, help="fresh processes of the full-length run")
     parser.add_argument("--out", type=Path, default=Path("vllm_bench_latency.json"))
@@ -205,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def row(record: dict[str, Any]) -> dict[str, Any]:
         tokens = record["generation"]["new_tokens"]
-        one = run_bench(record, 1, args.iters, args.warmup)
-        return side_by_side(record, one, [run_bench(record, tokens, args.iters, args.warmup)
+        iters = args.iters or matching_iters(record)
+        one = run_bench(record, 1, iters, args.warmup)
+        return side_by_side(record, one, [run_bench(record, tokens, iters, args.warmup)
                                           for _ in range(args.processes)])  # fmt: skip
 
     return side_by_side_all(vllm_cells(args.cells), row, args, markdown)
