@@ -129,11 +129,15 @@ def in_fresh_process(record: dict[str, Any], script: str, arguments: Callable[[P
         return json.loads(out.read_text())
 
 
+def cell_processes(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each of the cell's processes' own figures (its record's repeats)."""
+    return (record.get("repeats") or {}).get("per_repeat") or []
+
+
 def matching_iters(record: dict[str, Any], least: int = 30) -> int:
     """As many timed iterations as the cell's longest process timed requests (a GPU cell times 5 s of them),
     at least ``least``: vLLM's pace moves within a second, so both sides should average over as long."""
-    per_process = [r.get("n_iters") or 0 for r in (record.get("repeats") or {}).get("per_repeat") or []]
-    return max([least, *per_process])
+    return max([least, *(process.get("n_iters") or 0 for process in cell_processes(record))])
 
 
 def run_bench(record: dict[str, Any], output_len: int, iters: int, warmup: int) -> dict[str, Any]:
@@ -160,7 +164,7 @@ def side_by_side(record: dict[str, Any], one: dict[str, Any], fulls: list[dict[s
         # the runs time equally many requests: the mean of their means is the pooled mean
         "request_mean_ms": statistics.fmean(run["mean_ms"] for run in fulls),
     }
-    cell_p50s = [r["p50_ms"] for r in (record.get("repeats") or {}).get("per_repeat") or [] if r.get("p50_ms")]
+    cell_p50s = [process["p50_ms"] for process in cell_processes(record) if process.get("p50_ms")]
     cell = {
         "request_ms": record["latency_ms"]["p50"],
         "ttft_ms": gen["ttft_ms"]["p50"],
