@@ -88,7 +88,8 @@ BEAT_EVERY_TOKENS = 8
 GPU_MIN_REQUESTS = 10
 #: seconds of requests a GPU cell's process times at least: on the lent H100s vLLM's pace at batch 1 moved
 #: between two modes every 0.4-1 s (a request's p50 57 or 90 ms; experiments/vllm_host_pace). Ten requests
-#: (0.7 s) met one mode: a cell's two processes read 71 and 92 ms. Halves of a 12-s run agreed within 2%
+#: (0.7 s) met one mode: a cell's two processes read 71 and 92 ms. Halves of a 12-s run agreed within 2%, but
+#: processes still part: at 5 s an H200 cell's two read 84 and 100 ms (docs/results/h200/llm/vllm_2026-11-28)
 GPU_MIN_TIME_S = 5.0
 
 
