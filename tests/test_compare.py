@@ -125,7 +125,7 @@ def test_compare_flags_a_margin_that_moves_beyond_the_noise_with_the_same_winner
 def test_the_spread_between_runs_widens_every_claim_and_says_on_how_many_leases(tmp_path):
     """Two cells 10% apart with tight processes: significant within one lease; with a class that moves
     30% between leases, the same claim is within the noise, and the verdict says it rests on 2 leases."""
-    from inferbench.analysis.comparison import SpreadFloors
+    from inferbench.analysis.comparison import ClassSpreads
     from inferbench.analysis.leases import LeaseSpread
     from inferbench.analysis.verdicts import claim
 
@@ -138,10 +138,10 @@ def test_the_spread_between_runs_widens_every_claim_and_says_on_how_many_leases(
     }
     b = {**a, "latency_p50_ms": 1.1, "p50_by_process_ms": "1.09;1.11;1.1"}
     frame = pd.DataFrame([a, b]).assign(status="ok")
-    alone = claim(a, b, SpreadFloors.of(frame))
+    alone = claim(a, b, ClassSpreads.of(frame))
     assert alone.significant and alone.leases == 1 and alone.verdict == "significant"
     leases = LeaseSpread({"host": math.log(1.3)}, {"host": 20}, 2)
-    spread = claim(a, b, SpreadFloors.of(frame, leases))
+    spread = claim(a, b, ClassSpreads.of(frame, leases))
     assert spread.significant is False and spread.verdict == "within the spread between processes over 2 leases"
     assert spread.low < 1 < spread.high and spread.value == pytest.approx(alone.value)
     path = tmp_path / "leases.json"
@@ -229,14 +229,14 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
 
 
 def test_a_ratios_p_value_is_below_five_percent_exactly_where_its_95_interval_excludes_one():
-    from inferbench.analysis.uncertainty import CellSpread, SpreadFloor, ratio
+    from inferbench.analysis.uncertainty import CellSpread, ClassSpread, ratio
 
     rng = np.random.default_rng(7)
     for i in range(200):
         a = CellSpread.from_processes(list(rng.lognormal(0, 0.1, rng.integers(2, 6))))
         b = CellSpread.from_processes(list(rng.lognormal(rng.normal(0, 0.15), 0.1, rng.integers(2, 6))))
-        if i % 2:  # as compare does: centred on the pooled p50s' ratio, spreads at least a class's
-            a, b = a.with_lease(0.05), b.with_floor(SpreadFloor(0.2, 12.0, 6))
+        if i % 2:  # as compare does: centred on the pooled p50s' ratio, spreads moderated by a class's
+            a, b = a.with_shift(0.05), b.moderated(ClassSpread(0.2, 12.0, 6, 0.2))
         value = math.exp(b.mean_log - a.mean_log + rng.normal(0, 0.02)) if i % 2 else None
         result = ratio(a, b, value)
         assert 0 <= result.p_value <= 1

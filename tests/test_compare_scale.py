@@ -21,7 +21,7 @@ import pytest
 
 from inferbench.analysis import comparison, decisions, verdicts
 from inferbench.analysis.compare_runs import Run, compare_cells
-from inferbench.analysis.comparison import CellTable, SpreadFloors, compare, spread_at
+from inferbench.analysis.comparison import CellTable, ClassSpreads, compare, spread_at
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import measured
 from inferbench.analysis.uncertainty import Ratios, Spreads, ratio
@@ -126,9 +126,9 @@ def random_summary(rng: np.random.Generator, workloads: int = 4) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def floors_of(ok: pd.DataFrame, leases: bool) -> SpreadFloors:
+def floors_of(ok: pd.DataFrame, leases: bool) -> ClassSpreads:
     spread = LeaseSpread({"host": 0.08, "cpu": 0.05}, {"host": 10, "cpu": 10}, 3) if leases else None
-    return SpreadFloors.of(ok, spread)
+    return ClassSpreads.of(ok, spread)
 
 
 def same_numbers(found: tuple, expected: tuple) -> bool:
@@ -153,7 +153,7 @@ def test_claims_of_every_pair_at_once_are_the_one_pair_claims(seed, leases):
     rng = np.random.default_rng(seed)
     ok = measured(random_summary(rng))
     floors = floors_of(ok, leases)
-    table = CellTable.of(ok).floored(floors)
+    table = CellTable.of(ok).moderated(floors)
     rows = ok.to_dict("records")
     faster, slower = rng.integers(0, len(ok), 300), rng.integers(0, len(ok), 300)
     boundaries = rng.choice(np.array([None, "device", "end_to_end"], dtype=object), 300)
@@ -172,7 +172,7 @@ def test_claims_of_every_pair_at_once_are_the_one_pair_claims(seed, leases):
 def test_each_rows_spread_in_the_table_is_its_own_spread(leases):
     ok = measured(random_summary(np.random.default_rng(11)))
     floors = floors_of(ok, leases)
-    table = CellTable.of(ok).floored(floors)
+    table = CellTable.of(ok).moderated(floors)
     for i, row in enumerate(ok.itertuples(index=False)):
         for boundary in ("device", "end_to_end"):
             assert table.spreads[boundary].row(i) == spread_at(row, boundary, floors)
@@ -232,7 +232,7 @@ def test_compare_judges_each_cell_as_the_one_pair_calls_do(tmp_path):
     runs = [Run.load(tmp_path / name) for name in ("a.csv", "b.csv")]
     cells = compare_cells(*runs).set_index(CELL_KEY)
     ok = [run.summary[run.summary["status"] == "ok"] for run in runs]
-    floors = [SpreadFloors.of(frame) for frame in ok]
+    floors = [ClassSpreads.of(frame) for frame in ok]
     rows_b = {tuple(row[c] for c in CELL_KEY): row for row in ok[1].to_dict("records")}
     checked = 0
     for row_a in ok[0].to_dict("records"):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from inferbench.analysis.comparison import SpreadFloors, boundary_of, compare
+from inferbench.analysis.comparison import ClassSpreads, boundary_of, compare, spread_at
 from inferbench.analysis.decisions import (
     BASELINE_ENGINE,
     best_cells,
@@ -106,8 +106,8 @@ def test_the_spread_between_leases_is_not_averaged_away_by_more_processes():
     next lease's. The interval's half-width in log is at least 1.96 x the two cells' lease spreads."""
     lease_sd = 0.1
     for n in (3, 30):
-        a = CellSpread(0.0, 0.01, n).with_lease(lease_sd)
-        b = CellSpread(math.log(2.0), 0.01, n).with_lease(lease_sd)
+        a = CellSpread(0.0, 0.01, n).with_shift(lease_sd)
+        b = CellSpread(math.log(2.0), 0.01, n).with_shift(lease_sd)
         result = ratio(a, b)
         assert math.log(result.high / result.low) / 2 >= 1.96 * math.sqrt(2) * lease_sd
     alone = ratio(CellSpread(0.0, 0.01, 30), CellSpread(math.log(2.0), 0.01, 30))
@@ -135,31 +135,40 @@ def test_speedup_interval_is_welchs_on_the_processes_log_p50s():
     assert plain.low == pytest.approx(math.exp(welch.low + shift))
     assert plain.high == pytest.approx(math.exp(welch.high + shift))
     # with them (speedups): the quieter cell takes the class's pooled spread and its degrees of freedom
-    floors = SpreadFloors.of(frame)
+    floors = ClassSpreads.of(frame)
     assert (row["speedup_low"], row["speedup_high"]) == pytest.approx(
         (
-            compare(frame.iloc[1], frame.iloc[0], floors=floors).low,
-            compare(frame.iloc[1], frame.iloc[0], floors=floors).high,
+            compare(frame.iloc[1], frame.iloc[0], classes=floors).low,
+            compare(frame.iloc[1], frame.iloc[0], classes=floors).high,
         )
     )
 
 
-def test_host_sensitive_cells_carry_at_least_their_class_spread():
-    """Two quiet CPU cells 15% apart, beside CPU cells whose processes spread by 40%: the host they
-    share drifts that much, so the quiet pair's difference is not called (one process's agreement
-    with the next, seconds later, says nothing about the host a minute later)."""
+def test_a_quiet_cells_spread_is_moderated_towards_its_class_continuously():
+    """Two quiet CPU cells 15% apart, beside CPU cells whose processes spread by 40%: each quiet cell's
+    spread lies between its own and its class's, and grows with the class's (no jump where a cell's own
+    pair disagrees a little more than the class's)."""
     quiet_a = cell(engine="a", latency_p50_ms=1.0, p50_by_process_ms=processes(1.0, 1.001))
     quiet_b = cell(engine="b", latency_p50_ms=1.15, p50_by_process_ms=processes(1.15, 1.151))
-    noisy = [cell(engine=f"n{i}", batch_size=4, latency_p50_ms=5.0, p50_by_process_ms=processes(4.0, 6.0))
-             for i in range(3)]  # fmt: skip
+
+    def noisy(high: float) -> list[dict]:
+        return [cell(engine=f"n{i}", batch_size=4, latency_p50_ms=5.0, p50_by_process_ms=processes(4.0, high + i / 10))
+                for i in range(4)]  # fmt: skip
+
     alone = pd.DataFrame([quiet_a, quiet_b])
-    assert compare(quiet_a, quiet_b, floors=SpreadFloors.of(alone)).significant
-    floors = SpreadFloors.of(pd.DataFrame([quiet_a, quiet_b, *noisy]))
-    assert floors.get(quiet_a, "device").pct > 20
-    assert not compare(quiet_a, quiet_b, floors=floors).significant
-    # a device-bound GPU cell is not held to the host's drift
+    assert compare(quiet_a, quiet_b, classes=ClassSpreads.of(alone)).significant
+    own = spread_at(quiet_a, "device")
+    widths = []
+    for high in (4.5, 5.0, 6.0, 8.0):
+        classes = ClassSpreads.of(pd.DataFrame([quiet_a, quiet_b, *noisy(high)]))
+        moderated = spread_at(quiet_a, "device", classes)
+        assert own.sd_log < moderated.sd_log < classes.get(quiet_a, "device").pooled_sd_log
+        assert moderated.degrees() > own.degrees()
+        widths.append(moderated.sd_log)
+    assert widths == sorted(widths)
+    # a device-bound GPU cell is not moderated by the CPU's class
     gpu = cell(engine="g", device="cuda", threads=0, bound="device", p50_by_process_ms=processes(1.0, 1.001))
-    assert floors.get(gpu, "device") is None
+    assert classes.get(gpu, "device") is None
 
 
 def test_spread_between_processes_widens_what_one_process_calls_exact():

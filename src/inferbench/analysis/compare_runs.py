@@ -29,7 +29,7 @@ row, repeats a column or a cell (each copy would be counted), lacks a column com
 that is not a number where a number belongs or a number out of its range (a latency not above 0, a
 batch of 1e30, NaN or infinity), or a cell measured ok without a p50; a run none of whose cells measured
 anything; a samples file that cannot be read, or is not its record's (a count of calls other than the
-record's, a median other than its p50). Nothing is dropped without a word.
+record's, a median other than its pooled p50). Nothing is dropped without a word.
 
 Its work is linear in cells: the runs are joined on the cell's key once, each run's fields are read once
 into arrays (inferbench.analysis.comparison.CellTable), and every cell's interval and every claim are
@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis import decisions, verdicts
-from inferbench.analysis.comparison import COLUMNS, CellTable, SpreadFloors
+from inferbench.analysis.comparison import COLUMNS, CellTable, ClassSpreads
 from inferbench.analysis.decisions import SHAPE
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import KEY_COLUMNS, load_records, read_summary_csv, summary_frame, with_scenario
@@ -63,6 +63,9 @@ BOOTSTRAP_RESAMPLES = 2000
 #: samples are kept as float32 (a relative rounding of at most 2**-24, 6e-8), the record's p50 was
 #: taken from the same calls in float64; anything further apart is another measurement's samples
 SAMPLES_P50_RTOL = 1e-5
+#: per boundary, the p50 of a cell's calls pooled: its saved samples' median (its p50 is the median of its
+#: processes' p50s; a summary from before it had none, and its p50 was the pooled one)
+POOLED_P50_COLUMNS = {"device": "latency_p50_pooled_ms", "end_to_end": "e2e_latency_p50_pooled_ms"}
 #: how far a serving cell's QPS may move between two runs of the same code and still count as reproduced
 #: (issue 31's targets): a server cell's answer is known to within its search's 1.25x bracket at best
 SERVING_TOLERANCE = {"cuda": 0.15, "cpu": 0.20}
@@ -82,6 +85,7 @@ OPTIONAL_COLUMNS = [
     "n_iters",
     "e2e_n_iters",
     *(column for columns in COLUMNS.values() for column in columns),
+    *POOLED_P50_COLUMNS.values(),
 ]
 #: columns of numbers: a field in one that is not a number is a damaged summary, refused by name
 NUMERIC_COLUMNS = [
@@ -91,6 +95,7 @@ NUMERIC_COLUMNS = [
     "e2e_latency_p50_ms",
     "e2e_latency_p50_ci95_low_ms",
     "e2e_latency_p50_ci95_high_ms",
+    *POOLED_P50_COLUMNS.values(),
     "n_iters",
     "e2e_n_iters",
     "throughput_per_s",
@@ -323,7 +328,7 @@ class Run:
     def samples(self, row: pd.Series | dict, boundary: str) -> np.ndarray | None:
         """The saved per-call latencies (ms) of a cell at a boundary, where the run kept them; a
         UserError naming the file where it cannot be read, or is not the record's: a count of calls
-        other than the record's, or a median other than its p50 (``SAMPLES_P50_RTOL``)."""
+        other than the record's, or a median other than its pooled p50 (``SAMPLES_P50_RTOL``)."""
         if self.cells_dir is None:
             return None
         record_path = self.cells_dir / CellKey(*(row[c] for c in KEY_COLUMNS)).relpath
@@ -352,22 +357,24 @@ class Run:
         if wrong_count or not math.isclose(median, expected_p50, rel_tol=SAMPLES_P50_RTOL):
             raise UserError(
                 f"{path} holds {values.size} calls with median {median:.6g} ms, but {said_by} says "
-                f"{expected_calls if expected_calls is not None else 'an unknown number of'} calls with p50 "
+                f"{expected_calls if expected_calls is not None else 'an unknown number of'} calls with pooled p50 "
                 f"{expected_p50:.6g} ms at the {boundary} boundary: the samples are not this record's "
                 f"(rewritten, or left from another measurement). {fix}"
             )
         return values
 
     def _expected(self, record_path: Path, row: pd.Series | dict, boundary: str) -> tuple[int | None, float, str]:
-        """How many calls and which p50 (ms) a cell's samples at ``boundary`` must have, and what says so:
-        its record where the run has it (and then the summary row compare reads must say the same p50),
-        else the summary row."""
+        """How many calls and which median (ms) a cell's samples at ``boundary`` must have (its pooled p50), and
+        what says so: its record where the run has it (and then the summary row compare reads must say the same
+        p50), else the summary row."""
         p50_column = COLUMNS[boundary][0]
         count_column = "n_iters" if boundary == "device" else "e2e_n_iters"
         row_p50, row_calls = float(row[p50_column]), row.get(count_column)
         row_calls = int(row_calls) if row_calls is not None and not pd.isna(row_calls) else None
         if not record_path.exists():
-            return row_calls, row_p50, f"the summary {self.source}"
+            row_pooled = row.get(POOLED_P50_COLUMNS[boundary])
+            pooled = float(row_pooled) if row_pooled is not None and not pd.isna(row_pooled) else row_p50
+            return row_calls, pooled, f"the summary {self.source}"
         if record_path not in self._records:  # a UserError naming it where it cannot be read
             self._records[record_path] = load_records([record_path])[0]
         record = self._records[record_path]
@@ -375,7 +382,8 @@ class Run:
             measured = record.end_to_end or {}
         else:
             measured = {"n_iters": record.n_iters, "latency_ms": record.latency_ms}
-        record_p50 = (measured.get("latency_ms") or {}).get("p50")
+        latency = measured.get("latency_ms") or {}
+        record_p50 = latency.get("p50")
         record_calls = measured.get("n_iters")
         if record_p50 is None:
             return row_calls, row_p50, f"the summary {self.source}"
@@ -385,7 +393,7 @@ class Run:
                 f"record {record_path} says {record_p50:.6g} ms: the summary is not of these records; "
                 f"{REMAKE_SUMMARY}"
             )
-        return record_calls, record_p50, f"its record {record_path}"
+        return record_calls, latency.get("p50_pooled", record_p50), f"its record {record_path}"
 
 
 def bootstrap_medians(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -417,7 +425,7 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float,
 
 
 #: what compare_cells reads of a cell's row to find its saved calls (the whole summary has ~90 columns a row)
-PAIR_COLUMNS = [*KEY_COLUMNS, "bound", "timing", "n_iters", "e2e_n_iters",
+PAIR_COLUMNS = [*KEY_COLUMNS, "bound", "timing", "n_iters", "e2e_n_iters", *POOLED_P50_COLUMNS.values(),
                 *dict.fromkeys(column for columns in COLUMNS.values() for column in columns)]  # fmt: skip
 
 
@@ -447,8 +455,8 @@ def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
     at_a, at_b = paired_positions(a, b)
     if not len(at_a):
         return pd.DataFrame()
-    cells_a = table_a.floored(SpreadFloors.of_table(table_a)).take(at_a)
-    cells_b = table_b.floored(SpreadFloors.of_table(table_b)).take(at_b)
+    cells_a = table_a.moderated(ClassSpreads.of_table(table_a)).take(at_a)
+    cells_b = table_b.moderated(ClassSpreads.of_table(table_b)).take(at_b)
     out: dict[str, list] = {c: a[c].iloc[at_a].tolist() for c in KEY_COLUMNS}
     bound_a, bound_b = a["bound"].iloc[at_a].tolist(), b["bound"].iloc[at_b].tolist()
     out["bound"] = [mine if isinstance(mine, str) else theirs for mine, theirs in zip(bound_b, bound_a, strict=True)]
@@ -647,11 +655,14 @@ def claim_agreement(run_a: Run, run_b: Run, between: LeaseSpread | None = None) 
                "margin_change_high", "winner_changed", "margin_moved", "significant", "agree", "problem"]  # fmt: skip
     summaries = [decisions.measured(s) for s in common_cells(run_a, run_b)]
     tables = [run.table(summary) for run, summary in zip((run_a, run_b), summaries, strict=True)]
-    own = [SpreadFloors.of_table(table) for table in tables]
+    own = [ClassSpreads.of_table(table) for table in tables]
     # as each run's report judges its claims (its own spread per class), then with the spread between the runs
     judging = [
-        [table.floored(floors) for table, floors in zip(tables, own, strict=True)],
-        [table.floored(SpreadFloors(floors.floors, between)) for table, floors in zip(tables, own, strict=True)],
+        [table.moderated(spreads) for table, spreads in zip(tables, own, strict=True)],
+        [
+            table.moderated(ClassSpreads(spreads.priors, between, spreads.between))
+            for table, spreads in zip(tables, own, strict=True)
+        ],
     ]
     ids = _cell_ids(summaries)
     # every run's claims by cell number, the first run's first: one claim per pair, named as the first run to

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from inferbench.analysis.uncertainty import CellSpread, Ratio, Ratios, SpreadFloor, Spreads, ratios
+from inferbench.analysis.uncertainty import CellSpread, ClassSpread, Ratio, Ratios, Spreads, ratios
 
 if TYPE_CHECKING:
     from inferbench.analysis.leases import LeaseSpread
@@ -166,8 +166,8 @@ def _values(cells: pd.DataFrame | Sequence[Any], column: str, numbers: bool) -> 
 class CellTable:
     """What a claim reads of each row of a summary, read once for all its rows (every field parsed once):
     its device, whether its engine's own boundary is the device one, its class (``spread_class``) and, per
-    boundary, its p50 (``p50_at``) and its spread across processes, each class's floor and spread between
-    leases applied where ``floored`` gave them (``leases``: how many leases those rest on)."""
+    boundary, its p50 (``p50_at``) and its spread across processes, moderated by its class's and widened by
+    what moves a whole cell where ``moderated`` gave them (``leases``: how many leases those rest on)."""
 
     device: np.ndarray
     timed_at_device: np.ndarray
@@ -210,54 +210,122 @@ class CellTable:
             self.leases,
         )
 
-    def floored(self, floors: SpreadFloors | None) -> CellTable:
-        """Each spread never narrower than its class's in ``floors``, and widened by how far its class moves
-        between leases where ``floors`` knows that."""
-        if floors is None:
+    def moderated(self, classes: ClassSpreads | None) -> CellTable:
+        """Each spread moderated by its class's in ``classes``, and widened by how far a whole cell of its
+        class moves (between identical cells of the run, between leases) where ``classes`` knows that."""
+        if classes is None:
             return self
         members = {name: self.classes == name for name in pd.unique(self.classes)}
-        lease_sd = np.zeros(len(self))
-        for name, member in members.items():
-            lease_sd[member] = floors.class_lease_sd(name)
         spreads = {}
         for boundary, spread in self.spreads.items():
-            sd, df = np.full(len(self), np.nan), np.full(len(self), np.nan)
+            sd, df, shift = np.full(len(self), np.nan), np.full(len(self), np.nan), np.zeros(len(self))
             for name, member in members.items():
-                if (floor := floors.floors.get((name, boundary))) is not None:
-                    sd[member], df[member] = floor.sd_log, floor.df
-            spreads[boundary] = spread.with_floor(sd, df).with_lease(lease_sd)
-        leases = floors.leases.leases if floors.leases is not None else 1
+                if (prior := classes.priors.get((name, boundary))) is not None:
+                    sd[member], df[member] = prior.sd_log, prior.df
+                shift[member] = classes.shift_sd(name, boundary)
+            spreads[boundary] = spread.moderated(sd, df).with_shift(shift)
+        leases = classes.leases.leases if classes.leases is not None else 1
         return replace(self, spreads=spreads, leases=leases)
 
 
-class SpreadFloors:
-    """Per class (``spread_class``) and boundary, the between-process spread pooled over the class's
-    cells of one run: the least spread a cell of that class is taken to have. With ``leases`` (the
-    spread between leases measured on earlier runs: inferbench.analysis.leases), each cell's spread
-    also counts how far its class moves from one lease to the next."""
+#: the columns that say what a cell computes, besides its engine variant's name: two ok cells equal in all
+#: of them are the same configuration measured twice (an A/A pair, ``twin_pairs``)
+CONFIGURATION_COLUMNS = ("workload", "engine_impl", "options_id", "precision", "device", "batch_size", "seq_len",
+                         "threads", "scenario", "timing", "graph", "precision_mode", "channels_last", "compile_mode",
+                         "cuda_graph", "io_binding", "tf32", "fusions", "host_input")  # fmt: skip
 
-    def __init__(self, floors: dict[tuple[str, str], SpreadFloor], leases: LeaseSpread | None = None) -> None:
-        self.floors = floors
+
+def twin_pairs(cells: pd.DataFrame) -> list[tuple[int, int]]:
+    """Positions (in ``cells``) of pairs of cells of one configuration under two engine names: the run's A/A
+    controls. Only a summary that records each cell's options (``options_id``) can tell twins apart from
+    variants whose options differ; without it, none."""
+    if cells.empty or "options_id" not in cells or "engine" not in cells:
+        return []
+    present = [c for c in CONFIGURATION_COLUMNS if c in cells]
+    keys = cells[present].astype(str).agg("|".join, axis=1).to_numpy()
+    pairs: list[tuple[int, int]] = []
+    by_key: dict[str, list[int]] = {}
+    for position, key in enumerate(keys):
+        by_key.setdefault(key, []).append(position)
+    engines = cells["engine"].astype(str).to_numpy()
+    for positions in by_key.values():
+        named = sorted(positions, key=lambda p: engines[p])
+        pairs += [(a, b) for a, b in zip(named[::2], named[1::2], strict=False) if engines[a] != engines[b]]
+    return pairs
+
+
+def between_cells_sd(table: CellTable, pairs: Sequence[tuple[int, int]], boundary: str) -> float | None:
+    """How far identical cells of a run move apart beyond their processes' spread: from A/A pairs (positions
+    in ``table``), sd of log p50 of one cell, sqrt(max(0, mean(d^2 / 2 - (s_a^2 / n_a + s_b^2 / n_b) / 2))),
+    d the pair's difference of mean log p50s. None without a pair of known spreads."""
+    if not pairs:
+        return None
+    a, b = (np.array(side) for side in zip(*pairs, strict=True))
+    spread_a, spread_b = table.spreads[boundary].take(a), table.spreads[boundary].take(b)
+    known = spread_a.known & spread_b.known
+    if not known.any():
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        difference = (spread_a.mean_log - spread_b.mean_log)[known]
+        within = (spread_a.sd_log**2 / spread_a.n + spread_b.sd_log**2 / spread_b.n)[known]
+    return math.sqrt(max(0.0, float(np.mean(difference**2 / 2 - within / 2))))
+
+
+@dataclass(frozen=True)
+class BetweenCells:
+    """How far identical cells of one class move apart in a run (``between_cells_sd``), from ``pairs`` A/A pairs."""
+
+    sd_log: float
+    pairs: int
+
+    @property
+    def pct(self) -> float:
+        return 100.0 * (math.exp(self.sd_log) - 1)
+
+
+class ClassSpreads:
+    """Per class (``spread_class``) and boundary, the spread between processes of the class's cells of one
+    run, as each cell's prior (``ClassSpread``); how far identical cells of a class move apart in the run
+    (``between``: its A/A pairs); and with ``leases`` (the spread between leases measured on earlier runs:
+    inferbench.analysis.leases) how far its cells move from one lease to the next."""
+
+    def __init__(
+        self,
+        priors: dict[tuple[str, str], ClassSpread],
+        leases: LeaseSpread | None = None,
+        between: dict[tuple[str, str], BetweenCells] | None = None,
+    ) -> None:
+        self.priors = priors
         self.leases = leases
+        self.between = between or {}
 
     @classmethod
-    def of(cls, summary: pd.DataFrame, leases: LeaseSpread | None = None) -> SpreadFloors:
+    def of(cls, summary: pd.DataFrame, leases: LeaseSpread | None = None) -> ClassSpreads:
         ok = summary[summary["status"] == "ok"] if "status" in summary else summary
-        return cls.of_table(CellTable.of(ok), leases)
+        ok = ok.reset_index(drop=True)
+        return cls.of_table(CellTable.of(ok), leases, twin_pairs(ok))
 
     @classmethod
-    def of_table(cls, table: CellTable, leases: LeaseSpread | None = None) -> SpreadFloors:
-        """Of the cells of ``table`` (a run's ok cells, their spreads not floored)."""
-        floors: dict[tuple[str, str], SpreadFloor] = {}
+    def of_table(
+        cls, table: CellTable, leases: LeaseSpread | None = None, twins: Sequence[tuple[int, int]] = ()
+    ) -> ClassSpreads:
+        """Of the cells of ``table`` (a run's ok cells, their spreads not moderated) and its A/A pairs
+        (``twins``: positions in ``table``)."""
+        priors: dict[tuple[str, str], ClassSpread] = {}
+        between: dict[tuple[str, str], BetweenCells] = {}
         for boundary, spreads in table.spreads.items():
             several = spreads.n > 1
             for name in pd.unique(table.classes[several]):  # in the order the cells first name them
-                if (floor := SpreadFloor.of_arrays(spreads.take(several & (table.classes == name)))) is not None:
-                    floors[(name, boundary)] = floor
-        return cls(floors, leases)
+                if (prior := ClassSpread.fit(spreads.take(several & (table.classes == name)))) is not None:
+                    priors[(name, boundary)] = prior
+            for name in pd.unique(table.classes):
+                pairs = [(a, b) for a, b in twins if table.classes[a] == name == table.classes[b]]
+                if (sd := between_cells_sd(table, pairs, boundary)) is not None:
+                    between[(name, boundary)] = BetweenCells(sd, len(pairs))
+        return cls(priors, leases, between)
 
-    def get(self, row: Any, boundary: str) -> SpreadFloor | None:
-        return self.floors.get((spread_class(row), boundary))
+    def get(self, row: Any, boundary: str) -> ClassSpread | None:
+        return self.priors.get((spread_class(row), boundary))
 
     def lease_sd(self, row: Any) -> float:
         """How far a cell of this row's class moves between leases (sd of log p50; 0 where unknown)."""
@@ -267,11 +335,17 @@ class SpreadFloors:
         """How far a cell of class ``name`` moves between leases (sd of log p50; 0 where unknown)."""
         return self.leases.sd_log.get(name, 0.0) if self.leases is not None else 0.0
 
+    def shift_sd(self, name: str, boundary: str) -> float:
+        """How far a whole cell of class ``name`` moves: between leases, or between identical cells of this
+        run where that is wider (a lease's movement already holds the movement within a run)."""
+        between = self.between.get((name, boundary))
+        return max(self.class_lease_sd(name), between.sd_log if between is not None else 0.0)
 
-def spread_at(row: Any, boundary: str, floors: SpreadFloors | None = None) -> CellSpread | None:
+
+def spread_at(row: Any, boundary: str, classes: ClassSpreads | None = None) -> CellSpread | None:
     """A summary row's p50 across its processes at ``boundary`` (see inferbench.analysis.uncertainty),
-    never narrower than its class's pooled spread in ``floors`` (``CellTable`` of one row)."""
-    return CellTable.of([row]).floored(floors).spreads[boundary].row(0)
+    moderated by its class's spread in ``classes`` (``CellTable`` of one row)."""
+    return CellTable.of([row]).moderated(classes).spreads[boundary].row(0)
 
 
 def process_p50s(row: Any, boundary: str) -> list[float]:
@@ -301,11 +375,11 @@ def pair_ratios(faster: CellTable, slower: CellTable, boundary: str) -> tuple[Ra
         return ratios(spread_a, spread_b, p50_b / p50_a), present
 
 
-def compare(faster: Any, slower: Any, boundary: str | None = None, floors: SpreadFloors | None = None) -> Ratio | None:
+def compare(faster: Any, slower: Any, boundary: str | None = None, classes: ClassSpreads | None = None) -> Ratio | None:
     """p50 of ``slower`` / p50 of ``faster`` at the common boundary (> 1: ``faster`` is faster), with
-    its interval (each cell's spread at least its class's in ``floors``); None where either cell has
+    its interval (each cell's spread moderated by its class's in ``classes``); None where either cell has
     no p50 there (``pair_ratios`` of one pair)."""
-    table = CellTable.of([faster, slower]).floored(floors)
+    table = CellTable.of([faster, slower]).moderated(classes)
     a, b = table.take(np.array([0])), table.take(np.array([1]))
     found, present = pair_ratios(a, b, boundary or pair_boundaries(a, b)[0])
     return found.row(0) if present[0] else None

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from inferbench.analysis.comparison import CellTable, SpreadFloors, boundary_of, p50_at, p50_of, process_p50s, rate_at
+from inferbench.analysis.comparison import CellTable, ClassSpreads, boundary_of, p50_at, p50_of, process_p50s, rate_at
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import measured
 from inferbench.analysis.verdicts import Claims, claims
@@ -172,13 +172,13 @@ def _objects(found: Claims) -> list[Any]:
     return [found.claim(i) for i in range(len(found))]
 
 
-def best_cells(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
+def best_cells(summary: pd.DataFrame, classes: ClassSpreads | None = None) -> pd.DataFrame:
     """The fastest cell per workload x batch x sequence length, compared like with like (p50 at the
     group's common boundary), with its margin over the runner-up and how that margin holds
-    (inferbench.analysis.verdicts). ``floors``: the run's spread per class (by default, of ``summary``)."""
+    (inferbench.analysis.verdicts). ``classes``: the run's spread per class (by default, of ``summary``)."""
     ok = measured(summary)
-    floors = floors if floors is not None else SpreadFloors.of(ok)
-    groups, pairs = fastest_pairs(ok, CellTable.of(ok).floored(floors))
+    classes = classes if classes is not None else ClassSpreads.of(ok)
+    groups, pairs = fastest_pairs(ok, CellTable.of(ok).moderated(classes))
     if groups.empty:
         return pd.DataFrame()
     best, second = groups["best"].to_numpy(), groups["second"].to_numpy()
@@ -248,15 +248,15 @@ def baseline_pairs(ok: pd.DataFrame, table: CellTable) -> ClaimedPairs:
     return ClaimedPairs(faster, slower, claims(table.take(faster), table.take(slower)))
 
 
-def speedups(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
+def speedups(summary: pd.DataFrame, classes: ClassSpreads | None = None) -> pd.DataFrame:
     """Each cell's p50 speed-up over FP32 eager PyTorch at the same workload, device, batch, sequence
     length and threads, as a claim (inferbench.analysis.verdicts): at the pair's common boundary, with a
     95% interval that counts the spread between processes (None where either cell ran in one process)."""
     ok = measured(summary)
-    floors = floors if floors is not None else SpreadFloors.of(ok)
+    classes = classes if classes is not None else ClassSpreads.of(ok)
     columns = [*SPEEDUP_KEY, "engine", "precision", "boundary", "speedup", "speedup_low", "speedup_high",
                "significant", "verdict", "processes", "claim"]  # fmt: skip
-    pairs = baseline_pairs(ok, CellTable.of(ok).floored(floors))
+    pairs = baseline_pairs(ok, CellTable.of(ok).moderated(classes))
     made = pairs.claims.present
     if not made.any():
         return pd.DataFrame([], columns=columns)
@@ -360,7 +360,7 @@ def cold_start_total_s(row: Any) -> float | None:
     return float(sum(values) + sum(v for v in extra if v is not None and not pd.isna(v)))
 
 
-def break_even(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
+def break_even(summary: pd.DataFrame, classes: ClassSpreads | None = None) -> pd.DataFrame:
     """After how many inferences an engine's extra cold start (compile, capture, build, export...)
     is paid back by its faster calls, against FP32 eager at the same workload, device, batch,
     sequence length and threads: extra cold-start seconds / seconds saved per call, per call at the
@@ -371,8 +371,8 @@ def break_even(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.
     ok = measured(summary)
     if "import_s" not in ok:
         return pd.DataFrame()
-    floors = floors if floors is not None else SpreadFloors.of(ok)
-    pairs = baseline_pairs(ok, CellTable.of(ok).floored(floors))
+    classes = classes if classes is not None else ClassSpreads.of(ok)
+    pairs = baseline_pairs(ok, CellTable.of(ok).moderated(classes))
     records = ok.to_dict("records")  # plain records: a Series per row cost ~1 ms a cell
     rows = []
     for i, (position, base_position) in enumerate(zip(pairs.faster.tolist(), pairs.slower.tolist(), strict=True)):
@@ -486,7 +486,7 @@ def option_step_pairs(ok: pd.DataFrame, table: CellTable) -> tuple[pd.DataFrame,
     return details, ClaimedPairs(other, plain, claims(table.take(other), table.take(plain), boundary))
 
 
-def option_steps(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> pd.DataFrame:
+def option_steps(summary: pd.DataFrame, classes: ClassSpreads | None = None) -> pd.DataFrame:
     """Speed-ups that can be attributed: every pair of measured cells at the same workload, device,
     batch, sequence length and threads that differ in exactly one knob (``KNOBS``: precision, how the
     model runs, channels-last, IO binding), from the plainer setting to the other, at the pair's
@@ -495,8 +495,8 @@ def option_steps(summary: pd.DataFrame, floors: SpreadFloors | None = None) -> p
     ok = measured(summary)
     if "graph" not in ok or ok.empty:
         return pd.DataFrame()
-    floors = floors if floors is not None else SpreadFloors.of(ok)
-    details, pairs = option_step_pairs(ok, CellTable.of(ok).floored(floors))
+    classes = classes if classes is not None else ClassSpreads.of(ok)
+    details, pairs = option_step_pairs(ok, CellTable.of(ok).moderated(classes))
     made = pairs.claims.present
     if not made.any():
         return pd.DataFrame()
@@ -540,8 +540,8 @@ class ClaimBasis:
     alike: the spread of each class over the run's measured cells (with the spread between leases where
     it was measured)."""
 
-    floors: SpreadFloors
+    classes: ClassSpreads
 
     @classmethod
     def of(cls, summary: pd.DataFrame, leases: LeaseSpread | None = None) -> ClaimBasis:
-        return cls(SpreadFloors.of(measured(summary), leases))
+        return cls(ClassSpreads.of(measured(summary), leases))

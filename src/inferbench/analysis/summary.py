@@ -90,6 +90,7 @@ TEXT_COLUMNS = (
     "git_commit",
     "code_job",
     "code_package",
+    "options_id",
     "torch",
     "onnxruntime",
 )

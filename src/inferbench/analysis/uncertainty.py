@@ -8,17 +8,21 @@ standard error, t from the Welch-Satterthwaite degrees of freedom. A cell's spre
 smaller than the sampling error of one process's p50 (its within-process CI), so two processes that
 happen to agree do not make a cell look exact.
 
-Nor smaller than its class's: cells whose time follows the host's CPU (host-bound GPU cells, CPU
-cells) share that CPU's drift, which on a shared VM changes from minute to minute (two runs of the
-H100 default 15 minutes apart moved such cells by up to 40% while their own processes, seconds
-apart, agreed within 1%). So each class (``SpreadFloor``: device-bound GPU, host-bound GPU, CPU)
-pools the spread of all its cells measured in several processes, and a cell's spread is at least
-that. Where runs of other leases were measured, the class's spread between leases is added to the
-uncertainty of the cell's mean, whole: a lease shifts all of a run's processes together, so more
-processes do not average it away (inferbench.analysis.leases); a claim is then about the next lease
-too. With one process the spread is unknown: the ratio has no interval and is never called
-significant. A difference is significant when its 95% interval excludes 1 (inferbench.analysis.verdicts
-says so in one place).
+Two processes give a spread with one degree of freedom: alone it cannot decide (t = 12.7). So each
+cell's spread is moderated by its class's (``ClassSpread``: device-bound GPU, host-bound GPU, CPU), the
+empirical-Bayes way limma judges experiments with few replicates: the class's cells give a prior
+spread s0 with d0 degrees of freedom (``ClassSpread.fit``: the distribution of their variances), and a
+cell with d = n - 1 of its own gets s^2 = (d0 s0^2 + d s_i^2) / (d0 + d) with d0 + d degrees of freedom.
+One continuous rule: no cell jumps between its own spread and its class's. A cell whose processes
+disagree far beyond its class (its variance over s0^2 beyond F(d, d0)'s 99th percentile) is not
+averaged away: it is ``unstable``, and no claim about it is decided.
+
+What moves a whole cell (all its processes together) is counted on top, whole, since more processes
+do not average it away: how far cells move between leases where runs of other leases were measured
+(inferbench.analysis.leases), and how far identical cells measured minutes apart in one run move
+(``between_cells``: A/A twins of the run). With one process the spread is unknown: the ratio has no
+interval and is never called significant. A difference is significant when its 95% interval excludes
+1 (inferbench.analysis.verdicts says so in one place).
 
 Each rule is written once, over arrays of cells and pairs (``Spreads``, ``Ratios``, ``ratios``, ``p_values``):
 ``CellSpread``, ``Ratio`` and ``ratio`` are one entry of them, so that a comparison of 100,000 cells and one
@@ -65,14 +69,16 @@ class _Columns:
 @dataclass(frozen=True)
 class Spreads(_Columns):
     """``CellSpread`` of many cells at once, one entry per cell in each array: the one implementation of a
-    cell's spread, its class's floor and the spread between leases (``CellSpread`` is one entry of it).
-    ``df`` is NaN where the degrees of freedom are the cell's own (n - 1); a cell with no p50 has n 0."""
+    cell's spread, its moderation by its class's and what moves the whole cell (``CellSpread`` is one entry
+    of it). ``df`` is NaN where the degrees of freedom are the cell's own (n - 1); a cell with no p50 has
+    n 0; ``unstable``: its processes disagree far beyond its class (``moderated``)."""
 
     mean_log: np.ndarray
     sd_log: np.ndarray
     n: np.ndarray
     df: np.ndarray
-    lease_sd_log: np.ndarray
+    shift_sd_log: np.ndarray
+    unstable: np.ndarray
 
     @classmethod
     def from_processes(cls, p50s: np.ndarray, ci_low: np.ndarray, ci_high: np.ndarray) -> Spreads:
@@ -95,7 +101,8 @@ class Spreads(_Columns):
             sd = np.where(n > 1, np.sqrt(squares / (n - 1)), 0.0)
             one_process = np.log(ci_high / ci_low) / (2 * Z95) * np.sqrt(n)
             sd = np.where((ci_low > 0) & (ci_high >= ci_low) & (one_process > sd), one_process, sd)
-        return cls(mean, sd, n, np.full(len(n), np.nan), np.zeros(len(n)))
+        cells = len(n)
+        return cls(mean, sd, n, np.full(cells, np.nan), np.zeros(cells), np.zeros(cells, dtype=bool))
 
     @classmethod
     def of(cls, spreads: Sequence[CellSpread]) -> Spreads:
@@ -104,7 +111,8 @@ class Spreads(_Columns):
             np.array([s.sd_log for s in spreads], dtype=float),
             np.array([s.n for s in spreads], dtype=np.int64),
             np.array([_unknown_as_nan(s.df) for s in spreads], dtype=float),
-            np.array([s.lease_sd_log for s in spreads], dtype=float),
+            np.array([s.shift_sd_log for s in spreads], dtype=float),
+            np.array([s.unstable for s in spreads], dtype=bool),
         )
 
     def __len__(self) -> int:
@@ -116,7 +124,7 @@ class Spreads(_Columns):
 
     def entry(self, i: int) -> CellSpread:
         return CellSpread(float(self.mean_log[i]), float(self.sd_log[i]), int(self.n[i]), _nan_as_none(self.df[i]),
-                          float(self.lease_sd_log[i]))  # fmt: skip
+                          float(self.shift_sd_log[i]), bool(self.unstable[i]))  # fmt: skip
 
     @property
     def known(self) -> np.ndarray:
@@ -126,42 +134,58 @@ class Spreads(_Columns):
     def degrees(self) -> np.ndarray:
         return np.where(np.isnan(self.df), self.n - 1.0, self.df)
 
-    def with_floor(self, sd_log: np.ndarray, df: np.ndarray) -> Spreads:
-        """Each spread, or its class's (``sd_log``, ``df``; NaN: no floor) where that is larger, then with the
-        class's degrees of freedom. A cell measured in one process stays unknown: nothing says it belongs
-        with the class's cells (it may come from another run, or another machine)."""
-        with np.errstate(invalid="ignore"):
-            raised = (self.n >= 2) & (sd_log > self.sd_log)
-        return Spreads(self.mean_log, np.where(raised, sd_log, self.sd_log), self.n, np.where(raised, df, self.df),
-                       self.lease_sd_log)  # fmt: skip
+    def moderated(self, prior_sd_log: np.ndarray, prior_df: np.ndarray) -> Spreads:
+        """Each spread moderated by its class's prior (``prior_sd_log`` s0 with ``prior_df`` d0; NaN: none):
+        s^2 = (d0 s0^2 + d s_i^2) / (d0 + d) with d0 + d degrees of freedom, d = n - 1. A cell whose own
+        variance lies beyond F(d, d0)'s ``UNSTABLE_QUANTILE`` times s0^2 is marked unstable. A cell measured
+        in one process stays unknown: nothing says it belongs with the class's cells (it may come from
+        another run, or another machine)."""
+        from scipy import special  # imported where used: the workflow's DAG imports this module
 
-    def with_lease(self, sd_log: np.ndarray) -> Spreads:
-        """Each spread with how far its cell moves between leases (a known spread only: one process says
-        nothing about the next one, let alone the next lease)."""
+        own = self.n - 1.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            applies = (self.n >= 2) & (prior_df > 0) & (prior_sd_log > 0)
+            d0, s0 = np.where(applies, prior_df, 0.0), np.where(applies, prior_sd_log, 0.0)
+            variance = (d0 * s0**2 + own * self.sd_log**2) / (d0 + own)
+            limit = special.fdtri(np.maximum(own, 1.0), np.maximum(d0, 1.0), UNSTABLE_QUANTILE) * s0**2
+            unstable = applies & (self.sd_log**2 > limit)
+        return Spreads(self.mean_log, np.where(applies, np.sqrt(variance), self.sd_log), self.n,
+                       np.where(applies, d0 + own, self.df), self.shift_sd_log, self.unstable | unstable)  # fmt: skip
+
+    def with_shift(self, sd_log: np.ndarray) -> Spreads:
+        """Each spread with how far its whole cell moves (between leases, between cells of a run), where that
+        is wider than what it had (a known spread only: one process says nothing about the next one)."""
         with np.errstate(invalid="ignore"):
-            kept = (sd_log <= 0) | (self.n < 2)
-        return Spreads(self.mean_log, self.sd_log, self.n, self.df, np.where(kept, self.lease_sd_log, sd_log))
+            kept = ~(sd_log > self.shift_sd_log) | (self.n < 2)
+        return Spreads(self.mean_log, self.sd_log, self.n, self.df, np.where(kept, self.shift_sd_log, sd_log),
+                       self.unstable)  # fmt: skip
 
     def variance_of_mean(self) -> np.ndarray:
-        """The variance of each mean log p50 as an estimate of the cell's in another lease: the spread
-        between processes over their count, plus the spread between leases whole."""
+        """The variance of each mean log p50 as an estimate of the cell's measured again later: the spread
+        between processes over their count, plus what moves the whole cell."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return self.sd_log**2 / self.n + self.lease_sd_log**2
+            return self.sd_log**2 / self.n + self.shift_sd_log**2
+
+
+#: a cell whose processes' variance exceeds this quantile of its class's (F(d, d0) times s0^2) is unstable:
+#: at 0.99 one stable cell in a hundred is marked so, a price paid for never averaging a broken cell away
+UNSTABLE_QUANTILE = 0.99
 
 
 @dataclass(frozen=True)
 class CellSpread:
-    """A cell's p50 across its processes: the mean and standard deviation of log p50, their count,
-    and the degrees of freedom of that standard deviation (n - 1, or its class's where it comes
-    from there); and how far the whole run's p50 moves between leases (``lease_sd_log``: a shift all
-    the run's processes share, which more processes do not average away). One entry of ``Spreads``,
-    whose arithmetic every method here is."""
+    """A cell's p50 across its processes: the mean and standard deviation of log p50, their count, and the
+    degrees of freedom of that standard deviation (n - 1, or more once moderated by its class); how far
+    the whole cell moves (``shift_sd_log``: between leases or between cells of a run, a shift all its
+    processes share, which more processes do not average away); whether it is unstable. One entry of
+    ``Spreads``, whose arithmetic every method here is."""
 
     mean_log: float
     sd_log: float
     n: int
     df: float | None = None
-    lease_sd_log: float = 0.0
+    shift_sd_log: float = 0.0
+    unstable: bool = False
 
     def _spreads(self) -> Spreads:
         return Spreads.of([self])
@@ -174,18 +198,18 @@ class CellSpread:
     def degrees(self) -> float:
         return float(self._spreads().degrees()[0])
 
-    def with_floor(self, floor: SpreadFloor | None) -> CellSpread:
-        """This spread, or its class's where that is larger (``Spreads.with_floor``)."""
-        if floor is None:
+    def moderated(self, prior: ClassSpread | None) -> CellSpread:
+        """This spread moderated by its class's (``Spreads.moderated``)."""
+        if prior is None:
             return self
-        return self._spreads().with_floor(np.array([floor.sd_log]), np.array([floor.df])).entry(0)
+        return self._spreads().moderated(np.array([prior.sd_log]), np.array([prior.df])).entry(0)
 
-    def with_lease(self, sd_log: float) -> CellSpread:
-        """This spread with how far the cell moves between leases (``Spreads.with_lease``)."""
-        return self._spreads().with_lease(np.array([sd_log], dtype=float)).entry(0)
+    def with_shift(self, sd_log: float) -> CellSpread:
+        """This spread with how far its whole cell moves (``Spreads.with_shift``)."""
+        return self._spreads().with_shift(np.array([sd_log], dtype=float)).entry(0)
 
     def variance_of_mean(self) -> float:
-        """The variance of the mean log p50 as an estimate of the cell's in another lease
+        """The variance of the mean log p50 as an estimate of the cell's measured again later
         (``Spreads.variance_of_mean``)."""
         return float(self._spreads().variance_of_mean()[0])
 
@@ -200,32 +224,73 @@ class CellSpread:
         return Spreads.from_processes(values, low, high).row(0)
 
 
+def _trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x, by Newton's method (limma's trigammaInverse)."""
+    from scipy import special
+
+    if x > 1e7:
+        return 1.0 / math.sqrt(x)
+    if x < 1e-6:
+        return 1.0 / x
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = float(special.polygamma(1, y))
+        step = tri * (1 - tri / x) / float(special.polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
 @dataclass(frozen=True)
-class SpreadFloor:
-    """The between-process spread pooled over a class of cells: sqrt(sum((n_i - 1) s_i^2) / sum(n_i - 1))."""
+class ClassSpread:
+    """The spread between processes of a class of cells, as a prior for each of its cells: s0 (``sd_log``)
+    with d0 (``df``) degrees of freedom, fitted to the distribution of the class's cell variances
+    (``fit``); ``cells``: how many cells of several processes it rests on; ``pooled_sd_log``: their pooled
+    spread, sqrt(sum((n_i - 1) s_i^2) / sum(n_i - 1)), the class's typical spread in words."""
 
     sd_log: float
     df: float
     cells: int
+    pooled_sd_log: float
 
     @classmethod
-    def pooled(cls, spreads: Sequence[CellSpread]) -> SpreadFloor | None:
-        return cls.of_arrays(Spreads.of(spreads))
+    def of(cls, spreads: Sequence[CellSpread]) -> ClassSpread | None:
+        return cls.fit(Spreads.of(spreads))
 
     @classmethod
-    def of_arrays(cls, spreads: Spreads) -> SpreadFloor | None:
-        """Pooled over the cells of ``spreads`` measured in several processes; None where none was."""
+    def fit(cls, spreads: Spreads) -> ClassSpread | None:
+        """Of the cells of ``spreads`` measured in several processes; None where none was. From three such
+        cells, limma's fit of a scaled F distribution to their variances (``fitFDist``: by the moments of
+        log s^2) gives s0 and d0; d0 is at most the class's own degrees of freedom (its cells cannot tell
+        more than they measured), and with fewer cells the prior is their pooled spread with those."""
+        from scipy import special
+
         several = spreads.n > 1
-        weights = spreads.n[several] - 1
-        df = int(weights.sum())
-        if not df:
+        own = (spreads.n[several] - 1).astype(float)
+        pooled_df = float(own.sum())
+        if not pooled_df:
             return None
-        return cls(math.sqrt(float((weights * spreads.sd_log[several] ** 2).sum()) / df), float(df), int(several.sum()))
+        variances = spreads.sd_log[several] ** 2
+        pooled = math.sqrt(float((own * variances).sum()) / pooled_df)
+        cells = int(several.sum())
+        if cells < 3 or pooled == 0:
+            return cls(pooled, pooled_df, cells, pooled)
+        # limma keeps exact zeros out of the logs: at least 1e-5 of the median variance
+        median = float(np.median(variances)) or 1.0
+        logs = np.log(np.maximum(variances, 1e-5 * median))
+        adjusted = logs - special.digamma(own / 2) + np.log(own / 2)
+        mean = float(adjusted.mean())
+        excess = float(((adjusted - mean) ** 2).sum() / (cells - 1) - special.polygamma(1, own / 2).mean())
+        prior_df = 2 * _trigamma_inverse(excess) if excess > 0 else math.inf
+        prior_df = min(prior_df, pooled_df)
+        prior_sd = math.sqrt(math.exp(mean + float(special.digamma(prior_df / 2)) - math.log(prior_df / 2)))
+        return cls(prior_sd, prior_df, cells, pooled)
 
     @property
     def pct(self) -> float:
-        """The spread as a percentage of the p50 (one standard deviation)."""
-        return 100.0 * (math.exp(self.sd_log) - 1)
+        """The class's typical spread as a percentage of the p50 (one standard deviation, pooled)."""
+        return 100.0 * (math.exp(self.pooled_sd_log) - 1)
 
 
 def p_values(value: np.ndarray, log_se: np.ndarray, df: np.ndarray) -> np.ndarray:
@@ -245,7 +310,7 @@ def p_values(value: np.ndarray, log_se: np.ndarray, df: np.ndarray) -> np.ndarra
 @dataclass(frozen=True)
 class Ratios(_Columns):
     """``Ratio`` of many pairs at once, one entry per pair in each array (NaN: unknown); ``n_a``, ``n_b``:
-    each cell's count of processes."""
+    each cell's count of processes; ``unstable``: either cell's processes disagree far beyond its class."""
 
     value: np.ndarray
     low: np.ndarray
@@ -254,6 +319,7 @@ class Ratios(_Columns):
     n_b: np.ndarray
     log_se: np.ndarray
     df: np.ndarray
+    unstable: np.ndarray
 
     @classmethod
     def of(cls, ratios: Sequence[Ratio]) -> Ratios:
@@ -261,8 +327,9 @@ class Ratios(_Columns):
             return np.array([_unknown_as_nan(getattr(r, name)) for r in ratios], dtype=float)
 
         processes = np.array([r.processes for r in ratios], dtype=np.int64).reshape(len(ratios), 2)
+        unstable = np.array([r.unstable for r in ratios], dtype=bool)
         return cls(column("value"), column("low"), column("high"), processes[:, 0], processes[:, 1], column("log_se"),
-                   column("df"))  # fmt: skip
+                   column("df"), unstable)  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.value)
@@ -270,7 +337,7 @@ class Ratios(_Columns):
     def row(self, i: int) -> Ratio:
         processes = (int(self.n_a[i]), int(self.n_b[i]))
         low, high, log_se, df = (_nan_as_none(values[i]) for values in (self.low, self.high, self.log_se, self.df))
-        return Ratio(float(self.value[i]), low, high, processes, log_se, df)
+        return Ratio(float(self.value[i]), low, high, processes, log_se, df, bool(self.unstable[i]))
 
     @property
     def known(self) -> np.ndarray:
@@ -278,8 +345,8 @@ class Ratios(_Columns):
 
     @property
     def significant(self) -> np.ndarray:
-        """Each interval excludes 1: the difference holds beyond the spread between processes."""
-        return self.known & ((self.low > 1) | (self.high < 1))
+        """Each interval excludes 1 and neither cell is unstable: the difference holds beyond the spread."""
+        return self.known & ~self.unstable & ((self.low > 1) | (self.high < 1))
 
     def p_values(self) -> np.ndarray:
         return p_values(self.value, self.log_se, self.df)
@@ -298,6 +365,8 @@ class Ratio:
     log_se: float | None = None
     #: its degrees of freedom (Welch-Satterthwaite; None where the spread is unknown)
     df: float | None = None
+    #: either cell's processes disagree far beyond its class: nothing is decided
+    unstable: bool = False
 
     @property
     def known(self) -> bool:
@@ -305,7 +374,7 @@ class Ratio:
 
     @property
     def significant(self) -> bool:
-        """The interval excludes 1: the difference holds beyond the spread between processes."""
+        """The interval excludes 1 and neither cell is unstable: the difference holds beyond the spread."""
         return bool(Ratios.of([self]).significant[0])
 
     @property
@@ -338,7 +407,8 @@ def ratios(a: Spreads, b: Spreads, value: np.ndarray | None = None, confidence: 
         half = np.where(exact, 0.0, special.stdtrit(df, 0.5 + confidence / 2) * se)
         low = np.where(known, np.exp(centre - half), np.nan)
         high = np.where(known, np.exp(centre + half), np.nan)
-        return Ratios(np.exp(centre), low, high, a.n, b.n, np.where(known, se, np.nan), np.where(known, df, np.nan))
+        return Ratios(np.exp(centre), low, high, a.n, b.n, np.where(known, se, np.nan), np.where(known, df, np.nan),
+                      known & (a.unstable | b.unstable))  # fmt: skip
 
 
 def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: float = 0.95) -> Ratio:

@@ -7,8 +7,9 @@ when both ran on one device and timed there, else end to end) and names it. Wher
 the other boundary, the claim carries it too, and where the two point different ways (one cell faster
 on the device, the other end to end) it says so rather than picking one, and is not significant. It is
 significant only when its 95% interval excludes 1: the interval counts the spread between fresh
-processes, at least their class's, and the spread between leases where runs of other leases gave it
-(inferbench.analysis.uncertainty, inferbench.analysis.leases).
+processes, moderated by their class's, and what moves whole cells: between A/A twins of the run, and
+between leases where runs of other leases gave it (inferbench.analysis.uncertainty,
+inferbench.analysis.leases). A claim about a cell unstable between processes is not decided.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.analysis.comparison import BOUNDARY_LABELS, CellTable, SpreadFloors, pair_boundaries, pair_ratios
+from inferbench.analysis.comparison import BOUNDARY_LABELS, CellTable, ClassSpreads, pair_boundaries, pair_ratios
 from inferbench.analysis.uncertainty import Ratio, Ratios
 
 #: the boundary a device-boundary claim is checked against, and the other way
@@ -34,8 +35,12 @@ def _close_to_one(values: np.ndarray) -> np.ndarray:
         return (values == 1.0) | (np.isfinite(values) & near)
 
 
-def _verdict(value: float, other: float, boundary: str, disagree: bool, significant: bool | None, leases: int) -> str:
+def _verdict(
+    value: float, other: float, boundary: str, disagree: bool, significant: bool | None, leases: int, unstable: bool
+) -> str:
     """How one claim holds, in words."""
+    if unstable:
+        return "undecided: a cell's processes disagree far beyond its class (unstable)"
     if disagree:
         return (
             f"the boundaries disagree: {value:.3g}× at the {BOUNDARY_LABELS[boundary]}, "
@@ -89,15 +94,17 @@ class Claims:
 
     def significant(self) -> np.ndarray:
         """Per claim (objects): its interval excludes 1 and the other boundary does not point the other way;
-        None where the spread between processes is unknown (a cell measured in one process)."""
+        None where nothing is decided: the spread between processes is unknown (a cell measured in one
+        process), or a cell is unstable."""
         holds = self.ratio.significant & ~self.boundaries_disagree()
-        return np.where(self.ratio.known, holds, None).astype(object)
+        return np.where(self.ratio.known & ~self.ratio.unstable, holds, None).astype(object)
 
     def verdicts(self) -> list[str]:
         """How each claim holds, in words ("unknown" where none was made)."""
         disagree, significant = self.boundaries_disagree().tolist(), self.significant().tolist()
         entries = zip(self.present.tolist(), self.ratio.value.tolist(), self.other.value.tolist(),
-                      self.boundary.tolist(), disagree, significant, self.leases.tolist(), strict=True)  # fmt: skip
+                      self.boundary.tolist(), disagree, significant, self.leases.tolist(),
+                      self.ratio.unstable.tolist(), strict=True)  # fmt: skip
         return [_verdict(*entry) if made else "unknown" for made, *entry in entries]
 
     def claim(self, i: int) -> Claim | None:
@@ -197,11 +204,11 @@ class Claim:
         return self._judged[2]
 
 
-def claim(faster: Any, slower: Any, floors: SpreadFloors | None = None, boundary: str | None = None) -> Claim | None:
+def claim(faster: Any, slower: Any, classes: ClassSpreads | None = None, boundary: str | None = None) -> Claim | None:
     """The claim that ``faster`` is faster than ``slower`` (p50 of ``slower`` / p50 of ``faster``; below 1
     where it is not), at their common boundary unless ``boundary`` says another; None where either has no
     p50 there (``claims`` of one pair)."""
-    table = CellTable.of([faster, slower]).floored(floors)
+    table = CellTable.of([faster, slower]).moderated(classes)
     return claims(table.take(np.array([0])), table.take(np.array([1])), boundary).claim(0)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis import decisions
+from inferbench.analysis.calibration import calibrate, calibration_text
 from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, p50_at, process_p50s, rate_at
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.summary import measured, split_scenarios
@@ -56,31 +57,34 @@ def cell_name(row: Any) -> str:
     return f"{get('engine')} {get('precision')} {get('device')}{threads}"
 
 
-def interval_text(low: Any, high: Any, significant: Any) -> str:
-    """``95% CI 2.40–5.37`` (with ``, within the spread`` where it holds 1); ``1 process`` where unknown."""
+def interval_text(low: Any, high: Any, significant: Any, unstable: bool = False) -> str:
+    """``95% CI 2.40–5.37`` (with ``, within the spread`` where it holds 1); ``1 process`` where unknown;
+    ``unstable`` where a cell's processes disagree far beyond its class (no interval decides then)."""
+    if unstable:
+        return "a cell unstable between processes: undecided"
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return "1 process: no interval"
     dash = " to " if float(low) < 0 else "–"  # -0.4–1.8 reads as a subtraction
     return f"95% CI {fmt(float(low))}{dash}{fmt(float(high))}" + ("" if significant else ", within the spread")
 
 
-def ratio_text(value: Any, low: Any, high: Any, significant: Any) -> str:
+def ratio_text(value: Any, low: Any, high: Any, significant: Any, unstable: bool = False) -> str:
     """``3.59× (95% CI 2.40–5.37)``, or ``–``."""
     if value is None or pd.isna(value):
         return "–"
-    return f"{fmt(float(value))}× ({interval_text(low, high, significant)})"
+    return f"{fmt(float(value))}× ({interval_text(low, high, significant, unstable)})"
 
 
 def claim_text(result: Claim, name_boundary: bool = True) -> str:
     """A claim's ratio and interval at its boundary (named unless a table's header names it); and at the
     other boundary too where the two tell different stories beyond the spread (one holds, the other does
     not, or they point different ways)."""
-    ratio = ratio_text(result.value, result.low, result.high, result.ratio.significant)
+    ratio = ratio_text(result.value, result.low, result.high, result.ratio.significant, result.ratio.unstable)
     text = f"{ratio} {BOUNDARY_LABELS[result.boundary]}" if name_boundary else ratio
     other = result.other
     if other is not None and (other.significant != result.ratio.significant or result.boundaries_disagree):
         boundary = BOUNDARY_LABELS[OTHER_BOUNDARY[result.boundary]]
-        text += f"; {ratio_text(other.value, other.low, other.high, other.significant)} {boundary}"
+        text += f"; {ratio_text(other.value, other.low, other.high, other.significant, other.unstable)} {boundary}"
     return text
 
 
@@ -110,7 +114,7 @@ def fastest_lines(cells: pd.DataFrame, basis: ClaimBasis, speedups_shown: bool =
     ok = measured(cells)
     baseline = f"{decisions.BASELINE_ENGINE} {decisions.BASELINE_PRECISION} "
     out = []
-    for best in decisions.best_cells(ok, basis.floors).itertuples(index=False):
+    for best in decisions.best_cells(ok, basis.classes).itertuples(index=False):
         if best.claim is None:
             continue
         shape = f"batch {fmt(int(best.batch_size))}" + (f", sequence {best.seq_len}" if best.seq_len else "")
@@ -226,7 +230,7 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
     memory, the speed-up over FP32 eager with its interval, parity against FP32 eager; then the fastest
     cell of each shape with its margin."""
     ok = measured(cells)
-    speed = decisions.speedups(ok, basis.floors)
+    speed = decisions.speedups(ok, basis.classes)
     key = ["workload", "device", "batch_size", "seq_len", "threads", "engine", "precision"]
     if not speed.empty:
         ok = ok.merge(speed[[*key, "speedup", "claim"]], on=key, how="left")
@@ -334,7 +338,7 @@ def _gap_lines(frame: pd.DataFrame, basis: ClaimBasis) -> list[str]:
     for (batch, length), shape in frame.groupby(["batch_size", "seq_len"], sort=True):
         best = {d: group.loc[decisions.e2e_p50_ms(group).idxmin()] for d, group in shape.groupby("device")}
         if {"cpu", "cuda"} <= set(best):
-            lead = claim(best["cuda"], best["cpu"], basis.floors, "end_to_end")
+            lead = claim(best["cuda"], best["cpu"], basis.classes, "end_to_end")
             if lead is not None:
                 out.append(f"- GPU over CPU at batch {batch}, sequence {length}: {claim_text(lead)} "
                            "(each device's fastest cell).")  # fmt: skip
@@ -345,7 +349,7 @@ def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
     """Per workload: time per training call (an iteration or an epoch), items/s, the speed-up over the
     plain fp32 baseline and the GPU's over the CPU's, each with its interval across processes."""
     training = split_scenarios(cells).training
-    rated = training_speedups(training[training["status"] == "ok"], study.get("engines", ()), basis.floors)
+    rated = training_speedups(training[training["status"] == "ok"], study.get("engines", ()), basis.classes)
     out: list[str] = []
     for workload, frame in rated.groupby("workload", sort=False):
         boundary = boundary_of(frame)
@@ -492,8 +496,13 @@ def provenance_section(everything: pd.DataFrame, studies: dict[str, dict[str, An
     dates = pd.to_datetime(everything.get("created_at", pd.Series(dtype=str)), errors="coerce", utc=True).dropna()
     when = "–" if dates.empty else f"{dates.min():%Y-%m-%d %H:%M}–{dates.max():%H:%M} UTC"
     spreads = [
-        f"{SPREAD_NAMES[cls]} {floor.pct:.1f}%"
-        for (cls, boundary), floor in sorted(basis.floors.floors.items())
+        f"{SPREAD_NAMES[cls]} {prior.pct:.1f}%"
+        for (cls, boundary), prior in sorted(basis.classes.priors.items())
+        if boundary == "device"
+    ]
+    between = [
+        f"{SPREAD_NAMES[cls]} {moved.pct:.1f}% ({moved.pairs} A/A pairs)"
+        for (cls, boundary), moved in sorted(basis.classes.between.items())
         if boundary == "device"
     ]
     return [
@@ -514,13 +523,19 @@ def provenance_section(everything: pd.DataFrame, studies: dict[str, dict[str, An
         f"- Measured: {when}; studies {', '.join(inline_code(n) for n in studies) or '–'}.",
         "- Spread of p50 between processes, one standard deviation: "
         + ("; ".join(spreads) if spreads else "unknown: no single-call or training cell ran in several processes")
-        + ". Every ratio between cells counts it; an exponent's and a generation gain's intervals count their "
-        "own processes' spread. "
+        + ". Every ratio between cells counts each cell's own spread moderated by its class's (docs/comparing.md); "
+        "an exponent's and a generation gain's intervals count their own processes' spread. "
         + (
-            f"They also count how far each class moved between leases, {basis.floors.leases.describe()}."
-            if basis.floors.leases is not None
+            "Identical cells measured apart in this run moved, one standard deviation: " + "; ".join(between) + ". "
+            if between
+            else ""
+        )
+        + (
+            f"They also count how far each class moved between leases, {basis.classes.leases.describe()}."
+            if basis.classes.leases is not None
             else "The intervals rest on this lease alone: a claim meant for the next lease needs runs from two."
         ),
+        *([f"- {calibration_text(found)}"] if (found := calibrate(measured(everything), basis.classes)) else []),
         "- Device boundary: inputs staged where the engine computes, outputs left there. End to end: host "
         "arrays in, a host array out. Host-bound: the GPU waits for the thread launching its kernels.",
         "",

@@ -204,7 +204,7 @@ PAYBACK_COLUMNS = [("workload", "workload"), ("device", "device"), ("batch_size"
 
 def payback_section(summary: pd.DataFrame, basis: ClaimBasis) -> list[str]:
     """After how many calls each engine's extra start-up over FP32 eager pays back (decisions.break_even)."""
-    payback = decisions.break_even(summary, basis.floors)
+    payback = decisions.break_even(summary, basis.classes)
     if payback.empty:
         return []
     return [
@@ -328,7 +328,7 @@ def build_details(
         out += [f"Plots: {', '.join(links)}.", ""] if links else []
     if not frames.training.empty:
         out += ["## Training", "", TRAINING_MEASURED, ""]
-        for workload, cells in training_speedups(frames.training, floors=basis.floors).groupby("workload", sort=False):
+        for workload, cells in training_speedups(frames.training, floors=basis.classes).groupby("workload", sort=False):
             out += [f"### {escape_markdown(workload)}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
     # a decoder's requests one at a time, and under load (llm_load: every load of each sweep, from the records)
     loaded = llm_load_rows(frames.generation)

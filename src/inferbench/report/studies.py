@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from inferbench.analysis.comparison import SpreadFloors
+from inferbench.analysis.comparison import ClassSpreads
 from inferbench.analysis.summary import UNREADABLE, with_scenario
 from inferbench.analysis.verdicts import claim, claim_columns
 from inferbench.core.cells import CellKey, CellRecord
@@ -80,7 +80,7 @@ TRAINING_COLUMNS = [
 
 
 def training_speedups(
-    cells: pd.DataFrame, engine_order: Sequence[str] = (), floors: SpreadFloors | None = None
+    cells: pd.DataFrame, engine_order: Sequence[str] = (), classes: ClassSpreads | None = None
 ) -> pd.DataFrame:
     """Training cells with two ratios of items/s, each a claim with its 95% interval across processes
     (inferbench.analysis.verdicts; items per call are equal within a pair, so the ratio of items/s is the
@@ -91,7 +91,7 @@ def training_speedups(
     step against AMP + channels-last + compile, the plain epoch loop against DataLoader options)."""
     cells = cells.copy()
     ok = cells[cells["status"] == "ok"]
-    floors = floors if floors is not None else SpreadFloors.of(ok)
+    classes = classes if classes is not None else ClassSpreads.of(ok)
     same = ["workload", "engine", "precision", "batch_size"]
     cpu = {tuple(r[c] for c in same): r for _, r in ok[ok["device"] == "cpu"].iterrows()}
     group = ["workload", "engine_impl", "device", "batch_size"]
@@ -109,7 +109,7 @@ def training_speedups(
             base = None  # the baseline itself
         against = {"cpu": on_cpu, "baseline": base}
         for name, other in against.items():
-            found = claim(row, other, floors) if row["status"] == "ok" and other is not None else None
+            found = claim(row, other, classes) if row["status"] == "ok" and other is not None else None
             values = claim_columns(found, prefix := f"speedup_vs_{name}")
             for part in ("", "_low", "_high"):
                 columns.setdefault(prefix + part, []).append(values[prefix + part])
