@@ -14,7 +14,9 @@ import pytest
 from inferbench.analysis.calibration import calibrate, calibration_text, planted_pairs
 from inferbench.analysis.comparison import ClassSpreads, compare, spread_at, twin_pairs
 from inferbench.analysis.uncertainty import ClassSpread, Spreads
+from inferbench.analysis.verdicts import claim
 from inferbench.core.cells import options_id
+from inferbench.report.answers import claim_text
 from tests.test_decisions import cell, processes
 
 pytestmark = pytest.mark.fast
@@ -28,21 +30,31 @@ def test_the_class_fit_recovers_a_common_spread_and_a_cell_far_beyond_it_is_unst
     assert fitted.sd_log == pytest.approx(sd, rel=0.15)
     assert fitted.df > 30  # a homogeneous class: a strong prior
     broken = Spreads.from_processes(np.array([[1.0, 2.0], [1.0, 1.05]]), np.full(2, np.nan), np.full(2, np.nan))
-    moderated = broken.moderated(np.full(2, fitted.sd_log), np.full(2, fitted.df))
+    moderated = broken.moderated(
+        *(np.full(2, v) for v in (fitted.sd_log, fitted.df, fitted.typical_sd_log, fitted.typical_df))
+    )
     assert moderated.unstable.tolist() == [True, False]
     assert moderated.degrees().tolist() == pytest.approx([fitted.df + 1] * 2)
 
 
-def test_a_claim_about_an_unstable_cell_is_undecided_and_says_so():
+def test_a_claim_about_an_unstable_cell_is_decided_by_every_pair_of_its_processes():
+    """The published case: the heart MLP's GPU processes at 17.5 and 34.2 ms, its CPU ones at 7.17 and 11.8:
+    every GPU process is slower than every CPU one, so the CPU is faster, by 1.48-4.77x over the processes;
+    an interval from one degree of freedom spanned 0.06-2.9."""
     steady = [
         cell(engine=f"s{i}", batch_size=2 + i, p50_by_process_ms=processes(10.0, 10.2 + i / 100)) for i in range(8)
     ]
-    broken = cell(engine="x", latency_p50_ms=20.0, p50_by_process_ms=processes(15.0, 30.0))
-    other = cell(engine="y", latency_p50_ms=10.0, p50_by_process_ms=processes(10.0, 10.1))
-    classes = ClassSpreads.of(pd.DataFrame([*steady, broken, other]))
-    assert spread_at(broken, "device", classes).unstable and not spread_at(other, "device", classes).unstable
-    result = compare(other, broken, classes=classes)
-    assert result.unstable and not result.significant
+    gpu = cell(engine="x", latency_p50_ms=25.0, p50_by_process_ms=processes(17.5, 34.2))
+    cpu = cell(engine="y", latency_p50_ms=9.0, p50_by_process_ms=processes(7.17, 11.8))
+    classes = ClassSpreads.of(pd.DataFrame([*steady, gpu, cpu]))
+    assert spread_at(gpu, "device", classes).unstable
+    result = compare(cpu, gpu, classes=classes)
+    assert result.unstable and result.significant
+    assert (result.range_low, result.range_high) == pytest.approx((17.5 / 11.8, 34.2 / 7.17))
+    overlapping = cell(engine="z", latency_p50_ms=20.0, p50_by_process_ms=processes(18.0, 22.0))
+    assert not compare(overlapping, gpu, classes=classes).significant  # 17.5 < 18 < 22 < 34.2: undecided
+    text = claim_text(claim(cpu, gpu, classes))
+    assert "a cell unstable: 1.48–4.77 over its processes" in text and "CI" not in text
 
 
 def _twins(shift: float, pairs: int, seed: int) -> list[dict]:

@@ -236,7 +236,7 @@ def test_a_ratios_p_value_is_below_five_percent_exactly_where_its_95_interval_ex
         a = CellSpread.from_processes(list(rng.lognormal(0, 0.1, rng.integers(2, 6))))
         b = CellSpread.from_processes(list(rng.lognormal(rng.normal(0, 0.15), 0.1, rng.integers(2, 6))))
         if i % 2:  # as compare does: centred on the pooled p50s' ratio, spreads moderated by a class's
-            a, b = a.with_shift(0.05), b.moderated(ClassSpread(0.2, 12.0, 6, 0.2))
+            a, b = a.with_shift(0.05), b.moderated(ClassSpread(0.2, 12.0, 6, 0.2, 0.2, 12.0))
         value = math.exp(b.mean_log - a.mean_log + rng.normal(0, 0.02)) if i % 2 else None
         result = ratio(a, b, value)
         assert 0 <= result.p_value <= 1

@@ -84,7 +84,7 @@ def test_a_study_answers_from_its_own_cells_only(report):
 
 def test_a_pair_has_one_verdict_wherever_it_appears(report):
     lines = _lines(report, "torchscript", "torch_cudagraph")
-    intervals = {re.search(r"1\.47× \(95% CI ([\d.]+–[\d.]+)(, within the spread)?\)", line).groups() for line in lines}
+    intervals = {re.search(r"1\.47× \(([^)]*)\)", line).group(1) for line in lines}
     assert lines and len(intervals) == 1, lines  # one interval and one verdict wherever the pair appears
 
 

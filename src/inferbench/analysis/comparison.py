@@ -218,12 +218,14 @@ class CellTable:
         members = {name: self.classes == name for name in pd.unique(self.classes)}
         spreads = {}
         for boundary, spread in self.spreads.items():
-            sd, df, shift = np.full(len(self), np.nan), np.full(len(self), np.nan), np.zeros(len(self))
+            sd, df, typical, typical_df = (np.full(len(self), np.nan) for _ in range(4))
+            shift = np.zeros(len(self))
             for name, member in members.items():
                 if (prior := classes.priors.get((name, boundary))) is not None:
                     sd[member], df[member] = prior.sd_log, prior.df
+                    typical[member], typical_df[member] = prior.typical_sd_log, prior.typical_df
                 shift[member] = classes.shift_sd(name, boundary)
-            spreads[boundary] = spread.moderated(sd, df).with_shift(shift)
+            spreads[boundary] = spread.moderated(sd, df, typical, typical_df).with_shift(shift)
         leases = classes.leases.leases if classes.leases is not None else 1
         return replace(self, spreads=spreads, leases=leases)
 

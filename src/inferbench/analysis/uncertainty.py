@@ -79,6 +79,9 @@ class Spreads(_Columns):
     df: np.ndarray
     shift_sd_log: np.ndarray
     unstable: np.ndarray
+    #: the lowest and highest process's log p50 (NaN: no p50): what an unstable cell is judged by
+    min_log: np.ndarray
+    max_log: np.ndarray
 
     @classmethod
     def from_processes(cls, p50s: np.ndarray, ci_low: np.ndarray, ci_high: np.ndarray) -> Spreads:
@@ -102,7 +105,10 @@ class Spreads(_Columns):
             one_process = np.log(ci_high / ci_low) / (2 * Z95) * np.sqrt(n)
             sd = np.where((ci_low > 0) & (ci_high >= ci_low) & (one_process > sd), one_process, sd)
         cells = len(n)
-        return cls(mean, sd, n, np.full(cells, np.nan), np.zeros(cells), np.zeros(cells, dtype=bool))
+        with np.errstate(invalid="ignore"):
+            low = np.where(n > 0, np.min(np.where(valid, logs, np.inf), axis=1), np.nan)
+            high = np.where(n > 0, np.max(np.where(valid, logs, -np.inf), axis=1), np.nan)
+        return cls(mean, sd, n, np.full(cells, np.nan), np.zeros(cells), np.zeros(cells, dtype=bool), low, high)
 
     @classmethod
     def of(cls, spreads: Sequence[CellSpread]) -> Spreads:
@@ -113,6 +119,8 @@ class Spreads(_Columns):
             np.array([_unknown_as_nan(s.df) for s in spreads], dtype=float),
             np.array([s.shift_sd_log for s in spreads], dtype=float),
             np.array([s.unstable for s in spreads], dtype=bool),
+            np.array([s.min_log for s in spreads], dtype=float),
+            np.array([s.max_log for s in spreads], dtype=float),
         )
 
     def __len__(self) -> int:
@@ -124,7 +132,8 @@ class Spreads(_Columns):
 
     def entry(self, i: int) -> CellSpread:
         return CellSpread(float(self.mean_log[i]), float(self.sd_log[i]), int(self.n[i]), _nan_as_none(self.df[i]),
-                          float(self.shift_sd_log[i]), bool(self.unstable[i]))  # fmt: skip
+                          float(self.shift_sd_log[i]), bool(self.unstable[i]), float(self.min_log[i]),
+                          float(self.max_log[i]))  # fmt: skip
 
     @property
     def known(self) -> np.ndarray:
@@ -134,12 +143,15 @@ class Spreads(_Columns):
     def degrees(self) -> np.ndarray:
         return np.where(np.isnan(self.df), self.n - 1.0, self.df)
 
-    def moderated(self, prior_sd_log: np.ndarray, prior_df: np.ndarray) -> Spreads:
+    def moderated(
+        self, prior_sd_log: np.ndarray, prior_df: np.ndarray, typical_sd_log: np.ndarray, typical_df: np.ndarray
+    ) -> Spreads:
         """Each spread moderated by its class's prior (``prior_sd_log`` s0 with ``prior_df`` d0; NaN: none):
         s^2 = (d0 s0^2 + d s_i^2) / (d0 + d) with d0 + d degrees of freedom, d = n - 1. A cell whose own
-        variance lies beyond F(d, d0)'s ``UNSTABLE_QUANTILE`` times s0^2 is marked unstable. A cell measured
-        in one process stays unknown: nothing says it belongs with the class's cells (it may come from
-        another run, or another machine)."""
+        variance lies beyond F(d, ``typical_df``)'s ``UNSTABLE_QUANTILE`` times the class's typical variance
+        (``typical_sd_log``: robust to the unstable cells themselves) is marked unstable. A cell measured in
+        one process stays unknown: nothing says it belongs with the class's cells (it may come from another
+        run, or another machine)."""
         from scipy import special  # imported where used: the workflow's DAG imports this module
 
         own = self.n - 1.0
@@ -147,10 +159,12 @@ class Spreads(_Columns):
             applies = (self.n >= 2) & (prior_df > 0) & (prior_sd_log > 0)
             d0, s0 = np.where(applies, prior_df, 0.0), np.where(applies, prior_sd_log, 0.0)
             variance = (d0 * s0**2 + own * self.sd_log**2) / (d0 + own)
-            limit = special.fdtri(np.maximum(own, 1.0), np.maximum(d0, 1.0), UNSTABLE_QUANTILE) * s0**2
+            typical = np.where(applies & (typical_df > 0), typical_sd_log, np.nan) ** 2
+            limit = special.fdtri(np.maximum(own, 1.0), np.maximum(typical_df, 1.0), UNSTABLE_QUANTILE) * typical
             unstable = applies & (self.sd_log**2 > limit)
         return Spreads(self.mean_log, np.where(applies, np.sqrt(variance), self.sd_log), self.n,
-                       np.where(applies, d0 + own, self.df), self.shift_sd_log, self.unstable | unstable)  # fmt: skip
+                       np.where(applies, d0 + own, self.df), self.shift_sd_log, self.unstable | unstable,
+                       self.min_log, self.max_log)  # fmt: skip
 
     def with_shift(self, sd_log: np.ndarray) -> Spreads:
         """Each spread with how far its whole cell moves (between leases, between cells of a run), where that
@@ -158,7 +172,7 @@ class Spreads(_Columns):
         with np.errstate(invalid="ignore"):
             kept = ~(sd_log > self.shift_sd_log) | (self.n < 2)
         return Spreads(self.mean_log, self.sd_log, self.n, self.df, np.where(kept, self.shift_sd_log, sd_log),
-                       self.unstable)  # fmt: skip
+                       self.unstable, self.min_log, self.max_log)  # fmt: skip
 
     def variance_of_mean(self) -> np.ndarray:
         """The variance of each mean log p50 as an estimate of the cell's measured again later: the spread
@@ -168,8 +182,9 @@ class Spreads(_Columns):
 
 
 #: a cell whose processes' variance exceeds this quantile of its class's (F(d, d0) times s0^2) is unstable:
-#: at 0.99 one stable cell in a hundred is marked so, a price paid for never averaging a broken cell away
-UNSTABLE_QUANTILE = 0.99
+#: at 0.95 one steady cell in twenty of one process pair is marked so; the workflow gives a cell whose processes
+#: part more processes (measure.unstable_spread_pct), after which a steady cell rarely is
+UNSTABLE_QUANTILE = 0.95
 
 
 @dataclass(frozen=True)
@@ -186,6 +201,8 @@ class CellSpread:
     df: float | None = None
     shift_sd_log: float = 0.0
     unstable: bool = False
+    min_log: float = math.nan
+    max_log: float = math.nan
 
     def _spreads(self) -> Spreads:
         return Spreads.of([self])
@@ -202,7 +219,8 @@ class CellSpread:
         """This spread moderated by its class's (``Spreads.moderated``)."""
         if prior is None:
             return self
-        return self._spreads().moderated(np.array([prior.sd_log]), np.array([prior.df])).entry(0)
+        arrays = (np.array([value]) for value in (prior.sd_log, prior.df, prior.typical_sd_log, prior.typical_df))
+        return self._spreads().moderated(*arrays).entry(0)
 
     def with_shift(self, sd_log: float) -> CellSpread:
         """This spread with how far its whole cell moves (``Spreads.with_shift``)."""
@@ -247,12 +265,16 @@ class ClassSpread:
     """The spread between processes of a class of cells, as a prior for each of its cells: s0 (``sd_log``)
     with d0 (``df``) degrees of freedom, fitted to the distribution of the class's cell variances
     (``fit``); ``cells``: how many cells of several processes it rests on; ``pooled_sd_log``: their pooled
-    spread, sqrt(sum((n_i - 1) s_i^2) / sum(n_i - 1)), the class's typical spread in words."""
+    spread, sqrt(sum((n_i - 1) s_i^2) / sum(n_i - 1)), the class's spread in words; ``typical_sd_log``:
+    the spread of its median cell, which a few cells far beyond the rest do not move, with the class's
+    degrees of freedom (``typical_df``): what a cell is tested against to be called unstable."""
 
     sd_log: float
     df: float
     cells: int
     pooled_sd_log: float
+    typical_sd_log: float = math.nan
+    typical_df: float = 0.0
 
     @classmethod
     def of(cls, spreads: Sequence[CellSpread]) -> ClassSpread | None:
@@ -274,8 +296,11 @@ class ClassSpread:
         variances = spreads.sd_log[several] ** 2
         pooled = math.sqrt(float((own * variances).sum()) / pooled_df)
         cells = int(several.sum())
+        # each variance over the median of its chi-square (s_i^2 ~ s^2 chi2_d / d): their median is the
+        # typical cell's variance, whatever a few broken cells read
+        typical = math.sqrt(float(np.median(variances / (special.chdtri(own, 0.5) / own))))
         if cells < 3 or pooled == 0:
-            return cls(pooled, pooled_df, cells, pooled)
+            return cls(pooled, pooled_df, cells, pooled, typical, pooled_df)
         # limma keeps exact zeros out of the logs: at least 1e-5 of the median variance
         median = float(np.median(variances)) or 1.0
         logs = np.log(np.maximum(variances, 1e-5 * median))
@@ -285,7 +310,7 @@ class ClassSpread:
         prior_df = 2 * _trigamma_inverse(excess) if excess > 0 else math.inf
         prior_df = min(prior_df, pooled_df)
         prior_sd = math.sqrt(math.exp(mean + float(special.digamma(prior_df / 2)) - math.log(prior_df / 2)))
-        return cls(prior_sd, prior_df, cells, pooled)
+        return cls(prior_sd, prior_df, cells, pooled, typical, pooled_df)
 
     @property
     def pct(self) -> float:
@@ -310,7 +335,9 @@ def p_values(value: np.ndarray, log_se: np.ndarray, df: np.ndarray) -> np.ndarra
 @dataclass(frozen=True)
 class Ratios(_Columns):
     """``Ratio`` of many pairs at once, one entry per pair in each array (NaN: unknown); ``n_a``, ``n_b``:
-    each cell's count of processes; ``unstable``: either cell's processes disagree far beyond its class."""
+    each cell's count of processes; ``unstable``: either cell's processes disagree far beyond its class, and
+    then ``range_low``/``range_high``: the ratio's least and greatest over every pair of the two cells'
+    processes (NaN elsewhere), which decide in place of the interval."""
 
     value: np.ndarray
     low: np.ndarray
@@ -320,6 +347,8 @@ class Ratios(_Columns):
     log_se: np.ndarray
     df: np.ndarray
     unstable: np.ndarray
+    range_low: np.ndarray
+    range_high: np.ndarray
 
     @classmethod
     def of(cls, ratios: Sequence[Ratio]) -> Ratios:
@@ -329,7 +358,7 @@ class Ratios(_Columns):
         processes = np.array([r.processes for r in ratios], dtype=np.int64).reshape(len(ratios), 2)
         unstable = np.array([r.unstable for r in ratios], dtype=bool)
         return cls(column("value"), column("low"), column("high"), processes[:, 0], processes[:, 1], column("log_se"),
-                   column("df"), unstable)  # fmt: skip
+                   column("df"), unstable, column("range_low"), column("range_high"))  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.value)
@@ -337,7 +366,9 @@ class Ratios(_Columns):
     def row(self, i: int) -> Ratio:
         processes = (int(self.n_a[i]), int(self.n_b[i]))
         low, high, log_se, df = (_nan_as_none(values[i]) for values in (self.low, self.high, self.log_se, self.df))
-        return Ratio(float(self.value[i]), low, high, processes, log_se, df, bool(self.unstable[i]))
+        range_low, range_high = _nan_as_none(self.range_low[i]), _nan_as_none(self.range_high[i])
+        return Ratio(float(self.value[i]), low, high, processes, log_se, df, bool(self.unstable[i]), range_low,
+                     range_high)  # fmt: skip
 
     @property
     def known(self) -> np.ndarray:
@@ -345,8 +376,12 @@ class Ratios(_Columns):
 
     @property
     def significant(self) -> np.ndarray:
-        """Each interval excludes 1 and neither cell is unstable: the difference holds beyond the spread."""
-        return self.known & ~self.unstable & ((self.low > 1) | (self.high < 1))
+        """Each interval excludes 1: the difference holds beyond the spread between processes; where a cell is
+        unstable, every pair of the two cells' processes differs the same way instead."""
+        with np.errstate(invalid="ignore"):
+            by_interval = (self.low > 1) | (self.high < 1)
+            by_range = (self.range_low > 1) | (self.range_high < 1)
+        return self.known & np.where(self.unstable, by_range, by_interval)
 
     def p_values(self) -> np.ndarray:
         return p_values(self.value, self.log_se, self.df)
@@ -365,8 +400,10 @@ class Ratio:
     log_se: float | None = None
     #: its degrees of freedom (Welch-Satterthwaite; None where the spread is unknown)
     df: float | None = None
-    #: either cell's processes disagree far beyond its class: nothing is decided
+    #: either cell's processes disagree far beyond its class: the range over their processes decides
     unstable: bool = False
+    range_low: float | None = None
+    range_high: float | None = None
 
     @property
     def known(self) -> bool:
@@ -374,7 +411,7 @@ class Ratio:
 
     @property
     def significant(self) -> bool:
-        """The interval excludes 1 and neither cell is unstable: the difference holds beyond the spread."""
+        """The interval excludes 1 (an unstable pair: every pair of processes differs the same way)."""
         return bool(Ratios.of([self]).significant[0])
 
     @property
@@ -407,8 +444,11 @@ def ratios(a: Spreads, b: Spreads, value: np.ndarray | None = None, confidence: 
         half = np.where(exact, 0.0, special.stdtrit(df, 0.5 + confidence / 2) * se)
         low = np.where(known, np.exp(centre - half), np.nan)
         high = np.where(known, np.exp(centre + half), np.nan)
+        unstable = known & (a.unstable | b.unstable)
+        range_low = np.where(unstable, np.exp(b.min_log - a.max_log), np.nan)
+        range_high = np.where(unstable, np.exp(b.max_log - a.min_log), np.nan)
         return Ratios(np.exp(centre), low, high, a.n, b.n, np.where(known, se, np.nan), np.where(known, df, np.nan),
-                      known & (a.unstable | b.unstable))  # fmt: skip
+                      unstable, range_low, range_high)  # fmt: skip
 
 
 def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: float = 0.95) -> Ratio:

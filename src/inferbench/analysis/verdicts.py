@@ -9,7 +9,8 @@ on the device, the other end to end) it says so rather than picking one, and is 
 significant only when its 95% interval excludes 1: the interval counts the spread between fresh
 processes, moderated by their class's, and what moves whole cells: between A/A twins of the run, and
 between leases where runs of other leases gave it (inferbench.analysis.uncertainty,
-inferbench.analysis.leases). A claim about a cell unstable between processes is not decided.
+inferbench.analysis.leases). A claim about a cell unstable between processes holds only where every pair
+of the two cells' processes differs the same way.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ def _verdict(
     value: float, other: float, boundary: str, disagree: bool, significant: bool | None, leases: int, unstable: bool
 ) -> str:
     """How one claim holds, in words."""
-    if unstable:
-        return "undecided: a cell's processes disagree far beyond its class (unstable)"
     if disagree:
         return (
             f"the boundaries disagree: {value:.3g}× at the {BOUNDARY_LABELS[boundary]}, "
@@ -48,6 +47,8 @@ def _verdict(
         )
     if significant is None:
         return "spread between processes unknown: 1 process"
+    if unstable:
+        return "unstable: " + ("every pair of processes differs the same way" if significant else "processes overlap")
     holds = "significant" if significant else "within the spread between processes"
     return holds + (f" over {leases} leases" if leases > 1 else "")
 
@@ -94,10 +95,9 @@ class Claims:
 
     def significant(self) -> np.ndarray:
         """Per claim (objects): its interval excludes 1 and the other boundary does not point the other way;
-        None where nothing is decided: the spread between processes is unknown (a cell measured in one
-        process), or a cell is unstable."""
+        None where the spread between processes is unknown (a cell measured in one process)."""
         holds = self.ratio.significant & ~self.boundaries_disagree()
-        return np.where(self.ratio.known & ~self.ratio.unstable, holds, None).astype(object)
+        return np.where(self.ratio.known, holds, None).astype(object)
 
     def verdicts(self) -> list[str]:
         """How each claim holds, in words ("unknown" where none was made)."""
@@ -115,7 +115,8 @@ class Claims:
         return Claim(str(self.boundary[i]), self.ratio.row(i), other, int(self.leases[i]))
 
     def columns(self, prefix: str) -> dict[str, list[Any]]:
-        """Every claim as table columns (``claim_columns``; None, and verdict "unknown", where none was made)."""
+        """Every claim as table columns (``claim_columns``; None, and verdict "unknown", where none was made):
+        the ratio, its interval, its range over the processes where a cell is unstable, and the verdict."""
         made = self.present
 
         def known(values: np.ndarray) -> list[float | None]:
@@ -125,6 +126,8 @@ class Claims:
             prefix: known(self.ratio.value),
             f"{prefix}_low": known(self.ratio.low),
             f"{prefix}_high": known(self.ratio.high),
+            f"{prefix}_range_low": known(self.ratio.range_low),
+            f"{prefix}_range_high": known(self.ratio.range_high),
             "significant": np.where(made, self.significant(), None).tolist(),
             "verdict": self.verdicts(),
             "boundary": np.where(made, self.boundary, None).tolist(),

@@ -22,6 +22,7 @@ from inferbench.analysis.calibration import calibrate, calibration_text
 from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, p50_at, process_p50s, rate_at
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.summary import measured, split_scenarios
+from inferbench.analysis.uncertainty import Ratio
 from inferbench.analysis.verdicts import OTHER_BOUNDARY, Claim, claim
 from inferbench.catalog.engine_registry import HARNESS_ENGINES
 from inferbench.catalog.layouts import LAYOUTS, study_percentiles
@@ -57,34 +58,51 @@ def cell_name(row: Any) -> str:
     return f"{get('engine')} {get('precision')} {get('device')}{threads}"
 
 
-def interval_text(low: Any, high: Any, significant: Any, unstable: bool = False) -> str:
+def interval_text(low: Any, high: Any, significant: Any, spread: tuple[Any, Any] | None = None) -> str:
     """``95% CI 2.40–5.37`` (with ``, within the spread`` where it holds 1); ``1 process`` where unknown;
-    ``unstable`` where a cell's processes disagree far beyond its class (no interval decides then)."""
-    if unstable:
-        return "a cell unstable between processes: undecided"
+    ``unstable, 1.9–3.1 over the processes`` where a cell's processes disagree far beyond its class
+    (``spread``: the ratio's range over every pair of processes, which decides then)."""
+    if spread is not None:
+        verdict = "" if significant else ", undecided"
+        return f"a cell unstable: {fmt(float(spread[0]))}–{fmt(float(spread[1]))} over its processes{verdict}"
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return "1 process: no interval"
     dash = " to " if float(low) < 0 else "–"  # -0.4–1.8 reads as a subtraction
     return f"95% CI {fmt(float(low))}{dash}{fmt(float(high))}" + ("" if significant else ", within the spread")
 
 
-def ratio_text(value: Any, low: Any, high: Any, significant: Any, unstable: bool = False) -> str:
+def ratio_text(value: Any, low: Any, high: Any, significant: Any, spread: tuple[Any, Any] | None = None) -> str:
     """``3.59× (95% CI 2.40–5.37)``, or ``–``."""
     if value is None or pd.isna(value):
         return "–"
-    return f"{fmt(float(value))}× ({interval_text(low, high, significant, unstable)})"
+    return f"{fmt(float(value))}× ({interval_text(low, high, significant, spread)})"
+
+
+def _range(row: Any, prefix: str) -> tuple[float, float] | None:
+    """A table row's range over the processes of an unstable pair (``claim_columns``), else None."""
+    low, high = row.get(f"{prefix}_range_low"), row.get(f"{prefix}_range_high")
+    return None if low is None or high is None or pd.isna(low) or pd.isna(high) else (float(low), float(high))
+
+
+def process_range(ratio: Ratio) -> tuple[float, float] | None:
+    """An unstable pair's range over its processes (what decides it), else None."""
+    if not ratio.unstable or ratio.range_low is None or ratio.range_high is None:
+        return None
+    return ratio.range_low, ratio.range_high
 
 
 def claim_text(result: Claim, name_boundary: bool = True) -> str:
     """A claim's ratio and interval at its boundary (named unless a table's header names it); and at the
     other boundary too where the two tell different stories beyond the spread (one holds, the other does
     not, or they point different ways)."""
-    ratio = ratio_text(result.value, result.low, result.high, result.ratio.significant, result.ratio.unstable)
+    ratio = ratio_text(result.value, result.low, result.high, result.ratio.significant, process_range(result.ratio))
     text = f"{ratio} {BOUNDARY_LABELS[result.boundary]}" if name_boundary else ratio
     other = result.other
     if other is not None and (other.significant != result.ratio.significant or result.boundaries_disagree):
         boundary = BOUNDARY_LABELS[OTHER_BOUNDARY[result.boundary]]
-        text += f"; {ratio_text(other.value, other.low, other.high, other.significant, other.unstable)} {boundary}"
+        text += (
+            f"; {ratio_text(other.value, other.low, other.high, other.significant, process_range(other))} {boundary}"
+        )
     return text
 
 
@@ -362,8 +380,8 @@ def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
             rows.append([
                 escape_markdown(cell_name(row)), fmt(int(row["batch_size"])), call,
                 in_unit(p50[index], factor), fmt(rate[index]),
-                *(ratio_text(*(row[f"speedup_vs_{name}{part}"] for part in ("", "_low", "_high", "_significant")))
-                  for name in ratios),
+                *(ratio_text(*(row[f"speedup_vs_{name}{part}"] for part in ("", "_low", "_high", "_significant")),
+                             _range(row, f"speedup_vs_{name}")) for name in ratios),
             ])  # fmt: skip
         baselines = sorted({str(b).split(" (")[0] for b in frame["baseline"].dropna()})
         over = f"; × baseline: over {escape_markdown(' or '.join(baselines))} on the same device" if baselines else ""

@@ -328,7 +328,9 @@ def build_details(
         out += [f"Plots: {', '.join(links)}.", ""] if links else []
     if not frames.training.empty:
         out += ["## Training", "", TRAINING_MEASURED, ""]
-        for workload, cells in training_speedups(frames.training, floors=basis.classes).groupby("workload", sort=False):
+        for workload, cells in training_speedups(frames.training, classes=basis.classes).groupby(
+            "workload", sort=False
+        ):
             out += [f"### {escape_markdown(workload)}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
     # a decoder's requests one at a time, and under load (llm_load: every load of each sweep, from the records)
     loaded = llm_load_rows(frames.generation)
