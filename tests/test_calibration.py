@@ -109,3 +109,29 @@ def test_a_planted_slowdown_is_found_and_reported():
     assert found.planted_pairs == 10 and found.planted_found >= 8
     text = calibration_text(found)
     assert "A/A pairs called different" in text and "a planted 1.3× found in" in text
+
+
+def test_the_worked_example_in_the_docs_is_what_the_rule_computes():
+    """docs/measuring.md works one claim through by hand from a committed summary: its figures are the code's."""
+    from pathlib import Path
+
+    from inferbench.analysis.summary import measured, read_summary_csv
+
+    repo = Path(__file__).resolve().parents[1]
+    summary = measured(read_summary_csv(repo / "docs/results/cpu-2core/readme_default/2026-11-27/summary.csv"))
+    classes = ClassSpreads.of(summary)
+    pair = summary[
+        (summary["workload"] == "distilbert") & (summary["seq_len"] == 32) & (summary["engine"] == "ort_cpu")
+    ]
+    int8, fp32 = (pair[pair["precision"] == p].iloc[0] for p in ("int8", "fp32"))
+    result = compare(int8, fp32, classes=classes)
+    prior = classes.priors[("cpu", "end_to_end")]
+    moderated = spread_at(int8, "end_to_end", classes)
+    doc = (repo / "docs/measuring.md").read_text()
+    for figure in (
+        f"s0 = {prior.sd_log:.4f} with d0 = {prior.df:.2f}",
+        f"{moderated.sd_log:.4f}, {moderated.degrees():.2f}",
+        f"= {result.log_se:.4f}, with {result.df:.2f} degrees of freedom",
+        f"= {result.low:.2f}–{result.high:.2f}",
+    ):
+        assert figure in doc, figure

@@ -40,7 +40,7 @@ def processes(named_dirs: dict[str, Path]) -> pd.DataFrame:
             per_process = (record.repeats or {}).get("per_repeat") or []
             windows = record.measured_windows_unix or []
             for i, process in enumerate(per_process):
-                if process.get("p50_ms") is None:
+                if process.get("p50_ms") is None or process.get("prime"):  # a priming process timed for no figure
                     continue
                 rows.append(
                     {

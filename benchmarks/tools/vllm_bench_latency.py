@@ -130,8 +130,8 @@ def in_fresh_process(record: dict[str, Any], script: str, arguments: Callable[[P
 
 
 def cell_processes(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each of the cell's processes' own figures (its record's repeats)."""
-    return (record.get("repeats") or {}).get("per_repeat") or []
+    """Each of the cell's timed processes' own figures (its record's repeats; a priming one is timed for none)."""
+    return [process for process in (record.get("repeats") or {}).get("per_repeat") or [] if not process.get("prime")]
 
 
 def matching_iters(record: dict[str, Any], least: int = 30) -> int:

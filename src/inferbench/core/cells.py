@@ -204,7 +204,9 @@ class CellRecord:
         return record
 
     def _repeat_p50s(self, key: str = "p50_ms") -> list[float]:
-        return [r[key] for r in (self.repeats or {}).get("per_repeat", []) if r.get(key) is not None]
+        """The timed processes' p50s: a priming process (inferbench.launch.processes.primes) is no sample."""
+        repeats = (self.repeats or {}).get("per_repeat", [])
+        return [r[key] for r in repeats if r.get(key) is not None and not r.get("prime")]
 
     def _e2e_p50_ci(self) -> list[float | None]:
         return ((self.end_to_end or {}).get("latency_ci95_ms") or {}).get("p50") or [None, None]
@@ -219,6 +221,7 @@ class CellRecord:
     def flatten(self) -> dict[str, Any]:
         """One summary row: the cell's dimensions, its status and the headline metrics."""
         lat = self.latency_ms or {}
+        e2e_lat = (self.end_to_end or {}).get("latency_ms") or {}
         p50 = lat.get("p50")
         telemetry = self.gpu_telemetry or {}
         items = self.items_per_call or self.key.batch_size
@@ -233,6 +236,8 @@ class CellRecord:
             "reason": self.reason,
             "timing": self.timing,
             **{f"latency_{k}_ms": lat.get(k) for k in ("p50", "p90", "p95", "p99", "mean", "std", "min", "max")},
+            # p50 is the median of the processes' p50s; this one pools their calls (one process: the same)
+            "latency_p50_pooled_ms": lat.get("p50_pooled", p50),
             **{
                 f"latency_{k}_ci95_{side}_ms": ((self.latency_ci95_ms or {}).get(k) or [None, None])[i]
                 for k in ("p50", "p99")
@@ -243,6 +248,7 @@ class CellRecord:
                 f"e2e_latency_{k}_ms": ((self.end_to_end or {}).get("latency_ms") or {}).get(k)
                 for k in ("p50", "p99", "mean")
             },
+            "e2e_latency_p50_pooled_ms": e2e_lat.get("p50_pooled", e2e_lat.get("p50")),
             **dict(
                 zip(("e2e_latency_p50_ci95_low_ms", "e2e_latency_p50_ci95_high_ms"), self._e2e_p50_ci(), strict=True)
             ),

@@ -22,6 +22,12 @@ process's, which compiled from nothing. Forking is safe only while the parent ha
 initialised CUDA (a child of such a process cannot use the GPU); if a library's import did, the
 processes are spawned instead (each imports the libraries again, outside its timed calls) and the
 log says so.
+
+A first process that compiled into those caches (``PRIMING_STEPS``) is not timed like the later ones,
+which load what it made: it primes the cell, and ``repeats`` more are measured. Its cold start is the
+record's; its calls enter no figure. A cell's p50 is the median of its timed processes' p50s, so that a
+process that happened to time more calls does not weigh more; the p50 of their calls pooled is kept beside
+it (``p50_pooled``).
 """
 
 from __future__ import annotations
@@ -69,6 +75,31 @@ def _p50_ci(record: CellRecord, boundary: str) -> list[float] | None:
     return ((record.end_to_end or {}).get("latency_ci95_ms") or {}).get("p50")
 
 
+#: cold-start steps that compile into caches the cell's later processes load: torch.compile's (COMPILER_CACHES),
+#: and vLLM's beside its checkpoint where its engine start made it. A first process with one timed its calls
+#: beside what it compiled from nothing (its compile workers may still run), so it primes the cell and is not
+#: timed. Not TensorRT's ``build``: built in a job of its own, every process only loads the plan.
+PRIMING_STEPS: tuple[str, ...] = ("compile",)
+
+
+def primes(records: Sequence[CellRecord]) -> bool:
+    """Whether the cell's first process compiled for the others (``PRIMING_STEPS``): its calls are left out."""
+    return bool(records) and any(step in records[0].cold_start_s for step in PRIMING_STEPS)
+
+
+def timed_processes(records: Sequence[CellRecord]) -> list[CellRecord]:
+    """The processes whose calls make the cell's figures: all but a priming first one."""
+    return list(records[1:] if primes(records) else records)
+
+
+def median_p50(p50s: Sequence[float | None], pooled: float | None) -> float | None:
+    """The median of the processes' p50s (each process weighs the same, however many calls it timed);
+    the pooled calls' p50 where a process has none."""
+    if not p50s or any(v is None for v in p50s):
+        return pooled
+    return float(np.median(p50s))
+
+
 def merged_bound(records: Sequence[CellRecord]) -> dict[str, Any] | None:
     """The cell's bound over its processes: host if any process found it host-bound (the cautious
     reading: its time then depends on the host), device if every classified process found device."""
@@ -84,17 +115,20 @@ def merge_repeats(
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     """One record from the records of a cell's fresh processes.
 
-    Percentiles, CIs and throughput come from the pooled samples of every process; each process's
-    p50 (both boundaries, with its 95% CI) is kept for the between-process spread. Cold start is the
-    first process's; peak memory the largest; the status is the first non-ok one, naming its
-    process, so a flaky cell is not hidden.
+    A priming first process (``primes``) is listed, marked ``prime``, and its cold start is the record's;
+    every other figure comes from the timed processes. Their p50 (both boundaries) is the median of their
+    p50s, beside ``p50_pooled``; the other percentiles, CIs and throughput come from their pooled samples.
+    Each process's p50 (with its 95% CI) is kept for the between-process spread. Peak memory is the
+    largest; the status is the first non-ok one, naming its process, so a flaky cell is not hidden.
     """
     if not records:
         raise ValueError("no repeats to merge")
     first = records[0]
+    priming = primes(records)
     per_repeat = [
         {
             "status": r.status,
+            "prime": priming and index == 0,
             "p50_ms": (r.latency_ms or {}).get("p50"),
             "p50_ci95_ms": _p50_ci(r, "device"),
             "e2e_p50_ms": ((r.end_to_end or {}).get("latency_ms") or {}).get("p50"),
@@ -116,56 +150,78 @@ def merge_repeats(
             "children_cpu_s": (r.host_telemetry or {}).get("children_cpu_s"),
             "gpu_sm_clock_mean_mhz": ((r.gpu_telemetry or {}).get("sm_clock_mhz") or {}).get("mean"),
         }
-        for r in records
+        for index, r in enumerate(records)
     ]
+    timed = [r for r in per_repeat if not r["prime"]]
     summary = {
-        "n": len(records),
+        "n": len(timed),
+        "primed": priming,
         "per_repeat": per_repeat,
-        "p50_spread_pct": spread_pct([r["p50_ms"] for r in per_repeat]),
-        "e2e_p50_spread_pct": spread_pct([r["e2e_p50_ms"] for r in per_repeat]),
-        "description": "each repeat is a fresh process; spread = (max - min) / median of the repeats' p50",
+        "p50_spread_pct": spread_pct([r["p50_ms"] for r in timed]),
+        "e2e_p50_spread_pct": spread_pct([r["e2e_p50_ms"] for r in timed]),
+        "description": "each repeat is a fresh process; spread = (max - min) / median of the timed repeats' p50; "
+        "a prime repeat compiled for the others and is timed in no figure",
     }
     bad = next(((i, r) for i, r in enumerate(records) if r.status != "ok"), None)
     if bad is not None:
         index, record = bad
         reason = f"repeat {index + 1} of {len(records)}: {record.reason}" if len(records) > 1 else record.reason
         return replace(record, reason=reason, repeats=summary), samples[index]
-    if len(records) == 1:
-        return replace(first, repeats=summary), samples[0]
-
-    pooled = {b: np.concatenate([s[b] for s in samples]) for b in BOUNDARIES}
-    items = first.items_per_call or first.key.batch_size
-    stats = latency_stats(pooled["device"], items)
-    e2e = latency_stats(pooled["end_to_end"], items)
+    skip = 1 if priming else 0
+    kept, kept_samples = records[skip:], samples[skip:]
+    base = kept[0]
     memory = {
         name: max((v for r in records if (v := r.memory_mb.get(name)) is not None), default=None)
-        for name in first.memory_mb
+        for name in base.memory_mb
     }
-    generation = _merged_generation(records) if first.generation else None
+    every = {
+        # the cost a user pays once, and what the engine said beside it (its compile cache made, the attention
+        # kernel the first process found): the first process's
+        "cold_start_s": first.cold_start_s,
+        "engine": first.engine,
+        "memory_mb": memory,
+        # when each process held the machine, the priming one too (per_repeat's order)
+        "measured_windows_unix": [w for r in records for w in r.measured_windows_unix or []],
+        "repeats": summary,
+    }
+    if len(kept) == 1:
+        return replace(base, **every), kept_samples[0]
+
+    pooled = {b: np.concatenate([s[b] for s in kept_samples]) for b in BOUNDARIES}
+    items = base.items_per_call or base.key.batch_size
+    stats = latency_stats(pooled["device"], items)
+    e2e = latency_stats(pooled["end_to_end"], items)
+    latency = _with_median_p50(stats["latency_ms"], [r["p50_ms"] for r in timed])
+    e2e_latency = _with_median_p50(e2e["latency_ms"], [r["e2e_p50_ms"] for r in timed])
+    generation = _merged_generation(kept) if base.generation else None
+    e2e_latencies = {"latency_ms": e2e_latency, **{k: e2e[k] for k in ("latency_ci95_ms", "cv", "n_iters")}}
     merged = replace(
-        first,
-        latency_ms=stats["latency_ms"],
+        base,
+        **every,
+        latency_ms=latency,
         latency_ci95_ms=stats["latency_ci95_ms"],
         cv=stats["cv"],
         throughput_per_s=stats["throughput_per_s"],
         n_iters=stats["n_iters"],
-        warmup_iters=sum(r.warmup_iters or 0 for r in records),
-        measured_s=sum(r.measured_s or 0.0 for r in records),
-        measured_windows_unix=[w for r in records for w in r.measured_windows_unix or []],
-        end_to_end={
-            **(first.end_to_end or {}),
-            **{k: e2e[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
-        },
-        memory_mb=memory,
-        bound=merged_bound(records),
-        repeats=summary,
+        warmup_iters=sum(r.warmup_iters or 0 for r in kept),
+        measured_s=sum(r.measured_s or 0.0 for r in kept),
+        end_to_end={**(base.end_to_end or {}), **e2e_latencies, "throughput_per_s": e2e["throughput_per_s"]},
+        bound=merged_bound(kept),
         generation=generation,
     )
     # a scenario whose records hold figures of their own (llm_load's sweep) pools them itself
-    own = scenario_info(first.key.scenario, first.mode).merge
+    own = scenario_info(base.key.scenario, base.mode).merge
     if own is not None:
-        merged = replace(merged, **load_target(own)(records))
+        fields = load_target(own)(kept)
+        if "end_to_end" in fields:  # its own end-to-end figures (llm_load's served rate) beside the pooled ones
+            fields["end_to_end"] = {**fields["end_to_end"], **e2e_latencies}
+        merged = replace(merged, **fields)
     return merged, pooled
+
+
+def _with_median_p50(latency: dict[str, float | None], p50s: Sequence[float | None]) -> dict[str, float | None]:
+    """Pooled percentiles with the p50 made the median of the processes' p50s, the pooled one kept beside."""
+    return {**latency, "p50": median_p50(p50s, latency["p50"]), "p50_pooled": latency["p50"]}
 
 
 def _merged_generation(records: Sequence[CellRecord]) -> dict[str, Any]:
@@ -205,12 +261,14 @@ def _merged_generation(records: Sequence[CellRecord]) -> dict[str, Any]:
 
 
 def processes_wanted(records: Sequence[CellRecord], repeats: int, host_bound_repeats: int) -> int:
-    """How many fresh processes the cell needs, given those measured so far: ``repeats``, or
-    ``host_bound_repeats`` once a process found it host-bound (and none failed)."""
+    """How many fresh processes the cell needs, given those measured so far: ``repeats`` timed ones, or
+    ``host_bound_repeats`` once a timed process found it host-bound (and none failed), plus a priming first
+    one (``primes``)."""
     if any(r.status != "ok" for r in records):
         return len(records)  # a broken process ends the cell: its record says which
-    host = any((r.bound or {}).get("class") == "host" for r in records)
-    return max(repeats, host_bound_repeats if host else 0)
+    timed = timed_processes(records)
+    host = any((r.bound or {}).get("class") == "host" for r in timed)
+    return max(repeats, host_bound_repeats if host else 0) + len(records) - len(timed)
 
 
 #: where torch.compile (Inductor) and Triton keep compiled and autotuned kernels; both libraries read
@@ -325,6 +383,8 @@ def run_in_fresh_processes(
                 save_cell(rep_out, failed(why_stalled), {})
             records.append(CellRecord.load(rep_out))
             samples.append(load_samples(rep_out))
+            if index == 0 and primes(records) and records[0].status == "ok":
+                log.info("process 1 compiled for the others: it primes the cell, its calls count in no figure")
     return merge_repeats(records, samples)
 
 

@@ -96,7 +96,7 @@ class OpenVinoCpu(Engine):
                 raise CorruptArtifact(artifact, error) from error
         if self.options.static_shapes:
             self.model.reshape({self.model.input(name): ov.PartialShape(list(a.shape)) for name, a in example.items()})
-        with self.cold_start("compile"):
+        with self.cold_start("compile_model"):  # each process compiles alike: no priming (launch.processes)
             self.compiled = self._compile()
         self.cold_start_s |= onnx_build_costs(artifact)
         self.request = self.compiled.create_infer_request()
