@@ -9,10 +9,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from inferbench.machine import host_partition
+from inferbench.machine.cores import auto_cores
 from inferbench.machine.gpu_slots import CLAIMED_ENV, POOL_ENV
 from inferbench.machine.host_partition import (
     AT_ONCE_ENV,
@@ -20,9 +22,11 @@ from inferbench.machine.host_partition import (
     SLOT_CPUS_ENV,
     HostPartition,
     current_partition,
+    measuring,
     parse_cpulist,
     plan_partition,
 )
+from inferbench.machine.lock import MachineLock
 
 LINUX = hasattr(os, "sched_setaffinity")
 
@@ -161,3 +165,46 @@ def test_a_gpu_cell_times_its_calls_on_its_slot_and_sets_up_on_the_shared_cores(
     run = subprocess.run([sys.executable, "-c", script, lock], env=env, capture_output=True, text=True, check=True)
     lines = run.stdout.splitlines()
     assert lines[0].startswith("None ") and lines[1].startswith("machine ")
+
+
+@pytest.mark.skipif(not LINUX, reason="CPU affinity is Linux's")
+def test_auto_pins_only_a_gpu_cells_launching_thread_and_only_while_it_times(tmp_path, monkeypatch):
+    monkeypatch.setenv(PARTITION_ENV, "off")
+    before = os.sched_getaffinity(0)
+    core = list(auto_cores(1).cpus)
+    started, release = threading.Event(), threading.Event()
+    other = threading.Thread(target=lambda: (started.set(), release.wait()), daemon=True)
+    other.start()  # a thread of the process that does not launch: it keeps its cores
+    started.wait()
+    lock = MachineLock(tmp_path / "measure.lock")
+    try:
+        with measuring(lock, "cuda", "auto") as held:
+            assert held["cpus"] == core and sorted(os.sched_getaffinity(0)) == core
+            assert held["pinning"].startswith("auto: the launching thread")
+            assert os.sched_getaffinity(other.native_id) == before
+        assert os.sched_getaffinity(0) == before
+        # threads started in the block launch the work (a LoadGen server's): nothing pinned, and why
+        with measuring(lock, "cuda", "auto", launches_here=False) as held:
+            assert held["cpus"] == sorted(before) and held["pinning"].startswith("unpinned: ")
+        # a CPU cell was pinned as a whole before it loaded; null or a list: nothing more here
+        for device, affinity in [("cpu", "auto"), ("cuda", None), ("cuda", (min(before),))]:
+            with measuring(lock, device, affinity) as held:
+                assert held == {"lock": "machine", "cpus": sorted(before)} and os.sched_getaffinity(0) == before
+    finally:
+        release.set()
+
+
+@pytest.mark.skipif(not LINUX, reason="CPU affinity is Linux's")
+def test_a_gpu_slot_takes_precedence_over_auto(tmp_path):
+    script = (
+        "import os, sys\n"
+        "from inferbench.machine.host_partition import keep_to_shared_cores, measuring\n"
+        "from pathlib import Path\nfrom inferbench.machine.lock import MachineLock\n"
+        "keep_to_shared_cores()\n"
+        "with measuring(MachineLock(Path(sys.argv[1])), 'cuda', 'auto') as held:\n"
+        "    print(held['cpus'], held['pinning'], sorted(os.sched_getaffinity(0)))\n"
+    )
+    env = {**os.environ, PARTITION_ENV: HostPartition({"0": (1,), "1": (0,)}, (0,)).to_json(), CLAIMED_ENV: "0"}
+    command = [sys.executable, "-c", script, str(tmp_path / "measure.lock")]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.splitlines() == ["[1] gpu slot: the process on its GPU's cores while timing [1]"]

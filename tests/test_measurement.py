@@ -30,6 +30,7 @@ from inferbench.engines.base import Engine
 from inferbench.launch import cell_job
 from inferbench.launch.cell_job import measure_cell
 from inferbench.launch.processes import cold_start_total_s, merge_repeats, spread_pct
+from inferbench.machine.cores import auto_cores
 from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model
 from inferbench.models.registry import save_checkpoint
@@ -348,6 +349,37 @@ def test_cpu_affinity_pins_the_measuring_process(tmp_path):
     assert record.status == "failed" and "at least as many CPUs" in record.reason
     done, out = _noop_cell(tmp_path, {"cpu_affinity": [100_000]})
     assert CellRecord.load(out).status == "failed" and "may not use" in CellRecord.load(out).reason
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux-only")
+def test_cpu_affinity_auto_is_the_default_and_pins_each_process_to_the_chosen_cores(tmp_path):
+    available = os.sched_getaffinity(0)
+    assert MeasureSettings().cpu_affinity == "auto"
+    for threads in sorted({1, len(available)}):
+        chosen = auto_cores(threads)
+        done, out = _noop_cell(tmp_path, {}, threads=threads)  # the default: auto
+        assert done.returncode == 0, done.stderr
+        record = CellRecord.load(out)
+        assert record.status == "ok" and record.environment["affinity"] == list(chosen.cpus)
+        assert record.measuring["cpus"] == list(chosen.cpus) and record.measuring["pinning"] == chosen.note
+        assert record.measuring["pinning"].startswith("auto: ")
+        # every process of the cell on the same cores
+        assert [r["cpus"] for r in record.repeats["per_repeat"]] == [list(chosen.cpus)] * 2
+    # null: left where it was, and the record says why
+    done, out = _noop_cell(tmp_path, {"cpu_affinity": None, "repeats": 1})
+    record = CellRecord.load(out)
+    pinning = "unpinned: measure.cpu_affinity is null"
+    assert record.measuring == {"lock": "machine", "cpus": sorted(available), "pinning": pinning}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux-only")
+def test_a_cell_measured_in_the_callers_process_gives_its_cpus_back(tmp_path, lock):
+    before = os.sched_getaffinity(0)
+    key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
+    record = run_cell(CellRequest(key, {"engine": "noop"}, CellInputs(), FAST), tmp_path / "r.json", lock)
+    assert record.status == "ok", record.reason
+    assert record.measuring["cpus"] == list(auto_cores(1).cpus)
+    assert os.sched_getaffinity(0) == before
 
 
 # --- training cells ----------------------------------------------------------------------------

@@ -127,8 +127,9 @@ class CellRecord:
     #: one pair per process; no other cell's window on this machine overlaps them (inferbench.machine.lock)
     measured_windows_unix: list[list[float]] | None = None
     #: what the timed loop held (inferbench.machine.host_partition.measuring): ``lock`` (``machine``; ``gpus``
-    #: on a partitioned host, one GPU timing at a time; ``gpu <device>`` where GPUs time at once) and the
-    #: ``cpus`` the process ran on
+    #: on a partitioned host, one GPU timing at a time; ``gpu <device>`` where GPUs time at once), the
+    #: ``cpus`` the timed loop ran on and ``pinning``: what pinned it (measure.cpu_affinity, a GPU's slot)
+    #: or why nothing did
     measuring: dict[str, Any] | None = None
     parity: dict[str, Any] | None = None
     memory_mb: dict[str, float | None] = field(default_factory=dict)

@@ -63,7 +63,7 @@ def _min_iters_per_process(self: Any) -> int:
 
 
 def _pinned_cpus(self: Any) -> None:
-    if self.cpu_affinity is not None:  # a list from JSON: a tuple, so that the settings stay hashable
+    if isinstance(self.cpu_affinity, list):  # a list from JSON: a tuple, so that the settings stay hashable
         object.__setattr__(self, "cpu_affinity", tuple(self.cpu_affinity))
 
 

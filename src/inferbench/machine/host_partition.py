@@ -54,6 +54,7 @@ from inferbench.core.env_vars import (
     PARTITION_OFF,
     parse_partition,
 )
+from inferbench.machine.cores import auto_cores, parse_cpulist
 from inferbench.machine.gpu_slots import gpu_pool, query_gpus
 from inferbench.machine.lock import MachineLock, open_lock_file
 
@@ -113,16 +114,6 @@ def numa_local_cpus(devices: Sequence[str]) -> dict[str, set[int]]:
     return local
 
 
-def parse_cpulist(text: str) -> set[int]:
-    """``0-3,8,10-11`` -> {0, 1, 2, 3, 8, 10, 11} (the kernel's list format)."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if part:
-            low, _, high = part.partition("-")
-            cpus.update(range(int(low), int(high or low) + 1))
-    return cpus
-
-
 def current_partition() -> HostPartition | None:
     """This run's partition (see the module's docstring): from ``INFERBENCH_HOST_PARTITION`` where a parent
     process set it, else planned here from the GPU pool and this process's CPUs and passed on to children."""
@@ -169,20 +160,25 @@ def keep_to_shared_cores() -> tuple[int, ...] | None:
 
 
 @contextmanager
-def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
+def measuring(
+    lock: MachineLock, device: str, cpu_affinity: str | Sequence[int] | None = None, launches_here: bool = True
+) -> Iterator[dict[str, Any]]:
     """Hold what a timed loop needs for ``device``: on a partitioned machine a GPU cell holds the GPUs'
     measuring lock (its own GPU's with ``INFERBENCH_GPUS_MEASURE_AT_ONCE=1``) exclusively and keeps the
     machine lock shared (the other GPUs' jobs set up meanwhile on the shared cores, and this process
     runs on its slot for the block; a CPU cell waits for all of them); otherwise the machine lock
-    exclusively. Yields what was held, for the record: ``lock`` (``machine``, ``gpus``: one GPU at a
-    time, or ``gpu <device>``) and the process's ``cpus`` meanwhile."""
+    exclusively, and with ``cpu_affinity`` ``auto`` a GPU cell's calling thread runs on one physical
+    core for the block (``launches_here``: False where threads started in the block launch the work, as
+    a LoadGen server's; they would inherit that one core). Yields what was held, for the record: ``lock``
+    (``machine``, ``gpus``: one GPU at a time, or ``gpu <device>``), the ``cpus`` the timed loop ran on
+    and, where this pinned something, ``pinning`` (what, or why not)."""
     partition = current_partition() if device == "cuda" else None
     gpu = GPU_CLAIMED.read()  # this process's GPU, as its job claimed it
     slot = partition.slots.get(gpu) if partition is not None and gpu is not None else None
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     if slot is None or cpus is None:
-        with lock.exclusively():
-            yield {"lock": "machine", "cpus": cpus}
+        with lock.exclusively(), _launching_thread_pinned(device, cpu_affinity, launches_here, cpus) as held:
+            yield {"lock": "machine", **held}
         return
     # the partition placed this process on the shared cores; one pinned elsewhere (measure.cpu_affinity)
     # stays where it was put
@@ -195,9 +191,36 @@ def measuring(lock: MachineLock, device: str) -> Iterator[dict[str, Any]]:
         if move:
             pin_process(slot)  # the timed loop on this GPU's cores; the set-up before ran on the shared ones
         try:
-            yield {"lock": held, "cpus": sorted(slot) if move else cpus}
+            pinning = {"pinning": "gpu slot: the process on its GPU's cores while timing"} if move else {}
+            yield {"lock": held, "cpus": sorted(slot) if move else cpus, **pinning}
         finally:
             if move:
                 pin_process(cpus)
     finally:
         os.close(fd)  # closing drops the lock
+
+
+@contextmanager
+def _launching_thread_pinned(
+    device: str, cpu_affinity: str | Sequence[int] | None, launches_here: bool, cpus: list[int] | None
+) -> Iterator[dict[str, Any]]:
+    """A GPU cell's calling thread on one physical core for the block, with ``cpu_affinity`` ``auto``:
+    the thread that launches the kernels, so that the OS does not move it mid-loop. Only that thread
+    and only then: pinning a whole process did not make host-bound cells repeatable on the lent H100
+    (docs/results/h100/launch_jitter), so set-up and the process's other threads keep all their cores.
+    Yields ``cpus`` (the calling thread's meanwhile) and ``pinning``."""
+    if device != "cuda" or cpu_affinity != "auto":
+        yield {"cpus": cpus}  # a CPU cell was pinned as a whole before it loaded (scenarios.run.pin_cpus)
+        return
+    if not launches_here:
+        yield {"cpus": cpus, "pinning": "unpinned: threads started while timing launch the work"}
+        return
+    chosen = auto_cores(1)
+    if not chosen.cpus or cpus is None:
+        yield {"cpus": cpus, "pinning": chosen.note}
+        return
+    os.sched_setaffinity(0, chosen.cpus)  # 0: the calling thread (Linux sets a thread's affinity)
+    try:
+        yield {"cpus": list(chosen.cpus), "pinning": "auto: the launching thread on one physical core while timing"}
+    finally:
+        os.sched_setaffinity(0, cpus)

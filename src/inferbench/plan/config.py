@@ -85,6 +85,7 @@ PATTERN_HINTS = {
     "^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%+=,/-]*)?$": (
         "downloads are https:// URLs of plain characters (no file://, http://, spaces or shell characters)"
     ),
+    "^auto$": "auto, null or a list of CPU ids",
 }
 
 

@@ -162,7 +162,7 @@ def measure(cell: PreparedCell) -> Measured:
     host = HostWindow()
     # the phase the watchdog names if a request stalls (the cell's key says scenario "single", as its paths do)
     beat(f"generating (warm-up, then requests of {key.seq_len} prompt + {engine.new_tokens} new tokens)")
-    with measuring(cell.lock, key.device) as held:
+    with measuring(cell.lock, key.device, settings.cpu_affinity) as held:
         # warm-up: whole requests until warmup_s has passed (one at least)
         warm_start = time.perf_counter()
         warmup = 0

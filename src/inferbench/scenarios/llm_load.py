@@ -327,7 +327,7 @@ def measure(cell: PreparedCell) -> Measured:
     running = key.batch_size  # the engine's largest running batch
     with driver.current():
         beat(f"llm_load: warm-up, capacity, then {len(settings.loads)} loads of {settings.requests} requests")
-        with measuring(cell.lock, key.device) as held, _collector_frozen():
+        with measuring(cell.lock, key.device, cell.settings.cpu_affinity) as held, _collector_frozen():
             # warm-up: two waves at each concurrency of 1, 2, 4, ... up to the batch size, then runs like the
             # capacity's (its request count, other prompts) until warmup_s has passed (one at least): every batch
             # composition the timed runs meet is made once before them. With the capacity's runs alone, the first

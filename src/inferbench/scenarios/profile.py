@@ -38,7 +38,7 @@ def profile_cell(
             for _ in range(3):
                 engine.run(staged)
             engine.synchronize()
-            with measuring(lock, key.device) as held:
+            with measuring(lock, key.device, request.settings.cpu_affinity) as held:
                 result |= {"status": "ok", **engine.profile(batches[0], n_calls, out_dir, top), "measuring": held}
     except Exception as error:
         result |= {"status": "failed", "reason": failure_reason(error)}

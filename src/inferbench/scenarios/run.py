@@ -23,6 +23,8 @@ from inferbench.core.cells import CellRecord
 from inferbench.core.environment import fingerprint
 from inferbench.core.errors import failure_reason, is_oom
 from inferbench.core.storage import save_cell
+from inferbench.machine.cores import auto_cores
+from inferbench.machine.host_partition import pin_process
 from inferbench.machine.lock import MachineLock
 from inferbench.machine.watchdog import beat
 from inferbench.scenarios.prepare import CellRequest, Measured, PreparedCell, check_parity, prepare_engine, unavailable
@@ -46,11 +48,16 @@ def run_cell(
     info = engine_info(request.variant["engine"])
     base = _record_base(request)
     samples: dict[str, np.ndarray] = {}
+    # a caller that measures a cell in its own process (a test, a user) gets its CPUs back after
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
-        pin_cpus(request.settings.cpu_affinity, key.threads)
-        record, samples = _measure(request, info, lock, base, serving_logs, first_process)
+        pinning = pin_cpus(request.settings.cpu_affinity, key.threads, key.device)
+        record, samples = _measure(request, info, lock, base, serving_logs, first_process, pinning)
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed", base)
+    finally:
+        if before is not None and os.sched_getaffinity(0) != before:
+            pin_process(before)
     record.engine.setdefault("description", info.description)
     save_cell(out, record, samples, cell_path)
     return record
@@ -96,6 +103,7 @@ def _measure(
     base: dict[str, Any],
     serving_logs: Path | None,
     first_process: bool,
+    pinning: str | None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     key = request.key
     beat("checking whether the cell can run here")
@@ -118,6 +126,8 @@ def _measure(
         attention = engine.attention_kernel(engine.stage(batches[0]))
 
     fields = dict(measured.fields)
+    if fields.get("measuring") is not None:  # what pinned the timed loop, or why nothing did
+        fields["measuring"] = {**fields["measuring"], "pinning": fields["measuring"].get("pinning", pinning)}
     scenario_memory, scenario_environment = fields.pop("memory_mb", {}), fields.pop("environment", {})
     invalid = f"output differs from FP32 eager: {'; '.join(problems)}" if problems else measured.invalid
     environment = fingerprint(include_gpu=key.device == "cuda") | scenario_environment
@@ -148,12 +158,24 @@ def _scenario_function(scenario: str, mode: str) -> Any:
     return load_target(scenario_info(scenario, mode).target)
 
 
-def pin_cpus(cpus: tuple[int, ...] | list[int] | None, threads: int) -> None:
-    """Pin this process (and the threads it starts from now on) to ``cpus``, before any engine loads.
-    A launch-bound GPU cell is as fast as the one host thread issuing kernels; pinning takes the
-    OS's choice of vCPU out of the spread between runs."""
-    if not cpus:
-        return
+def pin_cpus(cpus: str | tuple[int, ...] | list[int] | None, threads: int, device: str = "cpu") -> str | None:
+    """Pin this process (and the threads it starts from now on) to ``cpus`` (``measure.cpu_affinity``)
+    before any engine loads; return what was pinned, or why nothing, for the record. ``auto`` puts a CPU
+    cell on ``threads`` physical cores (inferbench.machine.cores), the same ones in every process of the
+    run, so that where the OS places its threads stops adding to the spread between processes; a GPU
+    cell's ``auto`` pins only its launching thread, for its timed loop (None here:
+    inferbench.machine.host_partition.measuring)."""
+    if cpus is None:
+        return "unpinned: measure.cpu_affinity is null"
+    if cpus == "auto":
+        if device != "cpu":
+            return None
+        chosen = auto_cores(threads)
+        if chosen.cpus:
+            pin_process(chosen.cpus)
+        return chosen.note
+    if isinstance(cpus, str):
+        raise ValueError(f"measure.cpu_affinity is {cpus!r}: auto, null or a list of CPU ids")
     if not hasattr(os, "sched_setaffinity"):
         raise ValueError("measure.cpu_affinity needs Linux (os.sched_setaffinity); set it to null here")
     available = os.sched_getaffinity(0)
@@ -167,3 +189,4 @@ def pin_cpus(cpus: tuple[int, ...] | list[int] | None, threads: int) -> None:
             "list at least as many CPUs as the largest `threads` of the studies"
         )
     os.sched_setaffinity(0, set(cpus))
+    return "listed: measure.cpu_affinity's CPUs"

@@ -670,7 +670,8 @@ def measure(cell: PreparedCell) -> Measured:
         engines[rung] = prepare_engine(replace(cell.request, key=replace(key, batch_size=rung)))[0]
     harness = harness_baseline(key.device, cell.specs, cell.batches[0])
     overlapped = serving.overlap_copies and engine.stages_apart
-    with measuring(cell.lock, key.device) as held:
+    # the batcher's and LoadGen's threads, started in the block, launch the work: the calling thread stays unpinned
+    with measuring(cell.lock, key.device, settings.cpu_affinity, launches_here=False) as held:
         window_start = time.time()
         result = measure_serving(
             key.scenario, engine_path(lambda size: engines.get(size, engine), library, key.device, overlapped),

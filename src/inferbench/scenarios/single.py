@@ -154,7 +154,7 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
         e2e_rounds.append(measure_calls(end_to_end_call, host_clock, 0.0, per_round_s, per_round_calls))
 
     in_order = (own_round, end_to_end_round) if boundary == "device" else (own_round,)
-    with measuring(cell.lock, key.device) as held, host:
+    with measuring(cell.lock, key.device, settings.cpu_affinity) as held, host:
         window_start = time.time()
         for index in range(rounds):
             for timed_round in in_order if index % 2 == 0 else reversed(in_order):
