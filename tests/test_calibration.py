@@ -75,7 +75,7 @@ def test_twins_are_one_configuration_under_two_names_and_nothing_else():
     rows = _twins(0.0, 3, 0)
     rows.append(cell(engine="ort_cpu_slow", engine_impl="ort_cpu", options_id="def", batch_size=1,
                      planted_slowdown=0.3))  # fmt: skip
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows).assign(host_input=None, graph=np.nan)  # missing settings, as a summary reads them
     pairs = twin_pairs(frame)
     assert len(pairs) == 3 and all(frame.loc[a, "batch_size"] == frame.loc[b, "batch_size"] for a, b in pairs)
     assert planted_pairs(frame) == [(0, 6)]

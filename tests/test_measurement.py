@@ -330,7 +330,8 @@ def _noop_cell(tmp_path: Path, measure: dict[str, Any], threads: int = 1) -> tup
     cmd = [
         sys.executable, "-m", "inferbench", "run-cell", "--workload", "mlp_heart", "--engine", "noop",
         "--engine-options", '{"engine": "noop"}', "--precision", "fp32", "--device", "cpu", "--batch", "1",
-        "--threads", str(threads), "--measure", json.dumps({"warmup_s": 0, "min_time_s": 0.05, **measure}),
+        "--threads", str(threads),
+        "--measure", json.dumps({"warmup_s": 0, "min_time_s": 0.05, "max_repeats": 1, **measure}),
         "--out", str(out),
     ]  # fmt: skip
     env = {**os.environ, "INFERBENCH_LOCK_FILE": str(tmp_path / "lock")}
@@ -725,7 +726,8 @@ def test_imports_are_timed_once_before_the_processes_and_left_out_of_loading(tmp
         sys.executable, "-m", "inferbench", "run-cell", "--workload", "mlp_heart", "--engine", "torch_eager",
         "--engine-options", '{"engine": "torch_eager"}', "--precision", "fp32", "--device", "cpu", "--batch", "2",
         "--threads", "1", "--model-meta", str(tmp_path / "m.json"), "--artifact", str(tmp_path / "m.pt"),
-        "--measure", json.dumps({"warmup_s": 0, "min_time_s": 0.01, "min_iters": 6, "repeats": 2}), "--out", str(out),
+        "--measure", json.dumps({"warmup_s": 0, "min_time_s": 0.01, "min_iters": 6, "repeats": 2, "max_repeats": 2}),
+        "--out", str(out),
     ]  # fmt: skip
     env = {**os.environ, "INFERBENCH_LOCK_FILE": str(tmp_path / "lock")}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)

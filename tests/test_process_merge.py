@@ -168,3 +168,15 @@ def test_compare_checks_a_cells_saved_calls_against_its_pooled_p50(tmp_path):
     older = row.drop("latency_p50_pooled_ms")  # a summary from before the column: its p50 was the pooled one
     with pytest.raises(UserError, match="pooled p50"):
         alone.samples(older, "device")
+
+
+def test_processes_that_part_get_more_processes_up_to_the_cap():
+    plain = {"prepare": 5.0, "first_call": 0.1}
+    apart = [_process(10.0, 5, plain)[0], _process(14.0, 5, plain)[0]]  # 33% apart
+    close = [_process(10.0, 5, plain)[0], _process(11.0, 5, plain)[0]]  # 10% apart
+    assert processes_wanted(apart, 2, 2, parted=(25.0, 4)) == 3, "apart beyond 25%: one more"
+    assert processes_wanted(close, 2, 2, parted=(25.0, 4)) == 2, "within it: done"
+    assert processes_wanted(apart, 2, 2) == 2, "without the rule: as before"
+    four = [*apart, _process(9.0, 5, plain)[0], _process(15.0, 5, plain)[0]]
+    assert processes_wanted(four, 2, 2, parted=(25.0, 4)) == 4, "the cap holds"
+    assert processes_wanted(apart[:1], 2, 2, parted=(25.0, 4)) == 2, "one process: no spread yet"

@@ -46,7 +46,7 @@ def planted_pairs(cells: pd.DataFrame) -> list[tuple[int, int]]:
         return []
     planted = pd.to_numeric(cells["planted_slowdown"], errors="coerce").fillna(0) > 0
     present = [c for c in CONFIGURATION_COLUMNS if c in cells and c != "options_id"]
-    keys = cells[present].astype(str).agg("|".join, axis=1)
+    keys = cells[present].map(str).agg("|".join, axis=1)
     bases: dict[str, int] = {}
     for position in np.argsort(cells["engine"].astype(str).to_numpy(), kind="stable"):
         if not planted.iloc[position]:

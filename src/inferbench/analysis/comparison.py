@@ -244,7 +244,7 @@ def twin_pairs(cells: pd.DataFrame) -> list[tuple[int, int]]:
     if cells.empty or "options_id" not in cells or "engine" not in cells:
         return []
     present = [c for c in CONFIGURATION_COLUMNS if c in cells]
-    keys = cells[present].astype(str).agg("|".join, axis=1).to_numpy()
+    keys = cells[present].map(str).agg("|".join, axis=1).to_numpy()
     pairs: list[tuple[int, int]] = []
     by_key: dict[str, list[int]] = {}
     for position, key in enumerate(keys):

@@ -38,9 +38,10 @@ COMPUTATION_KEYS = tuple(PLAIN_COMPUTATION)
 PLAIN_PRECISION = "fp32"
 
 ALL_PRECISIONS = ("fp32", "fp16", "bf16")
-#: keys every variant may have besides its engine's options: which implementation, where it runs, and
-#: how long the dynamic batcher of its serving cells waits for a batch to fill (inferbench.scenarios.serving)
-VARIANT_KEYS = ("engine", "devices", "precisions", "max_queue_delay_ms")
+#: keys every variant may have besides its engine's options: which implementation, where it runs, how
+#: long the dynamic batcher of its serving cells waits for a batch to fill (inferbench.scenarios.serving),
+#: and a slowdown planted to calibrate the verdict rule (inferbench.scenarios.prepare.plant_slowdown)
+VARIANT_KEYS = ("engine", "devices", "precisions", "max_queue_delay_ms", "planted_slowdown")
 
 
 #: where engines keep what they build (exports, caches, engine plans), relative to the working directory

@@ -8,6 +8,8 @@ declaration (inferbench.catalog.scenarios).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -90,6 +92,13 @@ class CellKey:
             int(g["threads"]),
             _BY_SUFFIX[g["suffix"]],
         )
+
+
+def options_id(options: dict[str, Any]) -> str:
+    """A short digest of a variant's options (its engine and settings, not its name): equal for one
+    configuration under two names."""
+    text = json.dumps(options, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -229,6 +238,10 @@ class CellRecord:
         row: dict[str, Any] = {
             **asdict(self.key),
             "engine_impl": self.engine_impl,
+            # the variant's options, named or not: two cells equal in it and their key but the variant's name
+            # are one configuration measured twice (an A/A pair: inferbench.analysis.comparison.twin_pairs)
+            "options_id": options_id(self.options) if self.options else None,
+            "planted_slowdown": self.options.get("planted_slowdown"),
             "mode": self.mode,
             **self.computation,
             # which attention kernel ran (inferbench.trackers.attention), where the engine says

@@ -80,6 +80,9 @@ def measure_cell(
         lock,
         stall_timeout_s=settings.stall_timeout_s,
         failed=functools.partial(failed_record, request),
+        # calls timed one at a time (inference or training steps), where a p50 is a call's: a request under
+        # load or a generated sequence has figures of its own to part by
+        parted=(settings.unstable_spread_pct, settings.max_repeats) if key.scenario == "single" else None,
     )
     if import_s is not None:
         record.cold_start_s = {"import": import_s, **record.cold_start_s}

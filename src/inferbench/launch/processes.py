@@ -260,15 +260,27 @@ def _merged_generation(records: Sequence[CellRecord]) -> dict[str, Any]:
     }
 
 
-def processes_wanted(records: Sequence[CellRecord], repeats: int, host_bound_repeats: int) -> int:
+def processes_wanted(
+    records: Sequence[CellRecord],
+    repeats: int,
+    host_bound_repeats: int,
+    parted: tuple[float, int] | None = None,
+) -> int:
     """How many fresh processes the cell needs, given those measured so far: ``repeats`` timed ones, or
     ``host_bound_repeats`` once a timed process found it host-bound (and none failed), plus a priming first
-    one (``primes``)."""
+    one (``primes``). ``parted`` (spread %, cap): while the timed processes' p50s lie further apart than that
+    share of their median ((max - min) / median), one more, up to the cap of timed processes: a cell whose
+    processes part is measured again rather than averaged (the report calls one that still parts unstable)."""
     if any(r.status != "ok" for r in records):
         return len(records)  # a broken process ends the cell: its record says which
     timed = timed_processes(records)
     host = any((r.bound or {}).get("class") == "host" for r in timed)
-    return max(repeats, host_bound_repeats if host else 0) + len(records) - len(timed)
+    wanted = max(repeats, host_bound_repeats if host else 0)
+    if parted is not None and len(timed) >= wanted:
+        spread = spread_pct([(r.latency_ms or {}).get("p50") for r in timed])
+        if spread is not None and spread > parted[0]:
+            wanted = max(wanted, min(len(timed) + 1, parted[1]))
+    return wanted + len(records) - len(timed)
 
 
 #: where torch.compile (Inductor) and Triton keep compiled and autotuned kernels; both libraries read
@@ -329,9 +341,11 @@ def run_in_fresh_processes(
     lock: MachineLock | None = None,
     stall_timeout_s: float = math.inf,
     failed: Callable[[str], CellRecord] | None = None,
+    parted: tuple[float, int] | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     """Call ``measure_one(record_path, index)`` in forked children, one after another (``index``: 0 for
-    the first), until the cell has the processes it needs (``processes_wanted``), and merge their records.
+    the first), until the cell has the processes it needs (``processes_wanted``, with ``parted``), and merge
+    their records.
 
     ``measure_one`` runs in the child: it must write a record and its samples at the path it is given
     whatever happens (inferbench.scenarios.run.run_cell does). ``lock`` (this process's machine lock,
@@ -349,7 +363,7 @@ def run_in_fresh_processes(
     # the next cell that runs here)
     with scratch_folder(out.parent, "repeats-") as tmp:
         caches = Path(tmp) / "caches"
-        while len(records) < processes_wanted(records, repeats, host_bound_repeats):
+        while len(records) < processes_wanted(records, repeats, host_bound_repeats, parted):
             index = len(records)
             rep_out = Path(tmp) / f"repeat{index}.json"
             log.info("process %d: fresh (%s after the imports)", index + 1, "forked" if method == "fork" else "spawned")

@@ -181,7 +181,27 @@ def prepare_engine(
     engine.run(staged)
     engine.synchronize()
     cold["first_call"] = time.perf_counter() - start
+    if share := variant.get("planted_slowdown"):
+        plant_slowdown(engine, float(share))
     return engine, specs, batches, cold | engine.cold_start_s
+
+
+def plant_slowdown(engine: Engine, share: float) -> None:
+    """Calibration only (a variant's ``planted_slowdown``): each call of ``engine.run`` finishes its work, then
+    spins for ``share`` of the time that took, so that the cell is a known (1 + share)x slower than its twin
+    without it. The spin runs before ``run`` returns: a GPU boundary's closing event is queued after it."""
+    run = engine.run
+
+    def slower(staged: Any) -> Any:
+        start = time.perf_counter()
+        output = run(staged)
+        engine.synchronize()
+        until = time.perf_counter() + share * (time.perf_counter() - start)
+        while time.perf_counter() < until:
+            pass
+        return output
+
+    engine.run = slower  # type: ignore[method-assign]
 
 
 def check_parity(engine: Engine, request: CellRequest) -> tuple[dict[str, Any] | None, list[str]]:
