@@ -135,3 +135,15 @@ def test_the_worked_example_in_the_docs_is_what_the_rule_computes():
         f"= {result.low:.2f}–{result.high:.2f}",
     ):
         assert figure in doc, figure
+
+
+def test_compare_states_each_runs_calibration(tmp_path):
+    from inferbench.report.compare import compare_runs
+
+    paths = []
+    for seed in (1, 2):
+        path = tmp_path / f"run{seed}.csv"
+        pd.DataFrame(_twins(0.02, 6, seed)).assign(scenario="single").to_csv(path, index=False)
+        paths.append(path)
+    text = compare_runs(*paths)[2]
+    assert text.count("A/A pairs called different") == 2 and "- A: Calibration: " in text

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from inferbench.analysis.calibration import Calibration, calibrate, calibration_text
 from inferbench.analysis.class_shift import ClassShift, class_shifts, shifts_markdown
 from inferbench.analysis.compare_runs import (
     HARNESS_MOVED_MS,
@@ -23,7 +24,7 @@ from inferbench.analysis.compare_runs import (
     compare_serving,
 )
 from inferbench.analysis.leases import LeaseSpread
-from inferbench.analysis.summary import KEY_COLUMNS
+from inferbench.analysis.summary import KEY_COLUMNS, measured
 from inferbench.report.tables import intervals, markdown_table
 
 CELL_COLUMNS = [
@@ -52,8 +53,13 @@ def compare_markdown(
     leases: LeaseSpread | None = None,
     serving: pd.DataFrame | None = None,
     shifts: list[ClassShift] | None = None,
+    calibrations: Sequence[Calibration | None] = (),
 ) -> str:
     out = [f"# {names[1]} (B) against {names[0]} (A)", ""]
+    # how often each run's own rule called identical cells different (its A/A twins), where it had any
+    found_by_run = zip("AB", calibrations, strict=False)  # none where the caller gave none
+    out += [f"- {side}: {calibration_text(found)}" for side, found in found_by_run if found is not None]
+    out += [""] if any(c is not None for c in calibrations) else []
     if serving is not None and not serving.empty:
         out += serving_markdown(serving)
     if cells.empty:
@@ -240,5 +246,6 @@ def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, 
     agreement = claim_agreement(run_a, run_b, between=leases)
     serving = compare_serving(run_a, run_b)
     shifts = class_shifts(cells, run_a.summary, run_b.summary)
-    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, serving, shifts)
+    calibrations = [calibrate(measured(run.summary)) for run in (run_a, run_b)]
+    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, serving, shifts, calibrations)
     return cells, agreement, text, leases
