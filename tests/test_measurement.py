@@ -664,7 +664,7 @@ def test_processes_are_spawned_when_a_library_initialised_cuda_in_the_parent(tmp
 
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # as torchao's import does on a GPU
     key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1)
-    settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2)
+    settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2, max_repeats=2)
     with caplog.at_level("INFO", logger="inferbench"):
         record = measure_cell(CellRequest(key, {"engine": "noop"}, CellInputs(), settings), tmp_path / "r.json", lock)
     assert record.status == "ok" and record.repeats["n"] == 2
@@ -690,7 +690,7 @@ def test_input_batches_are_drawn_once_per_cell_and_shared_by_its_forked_processe
     monkeypatch.setattr(prepare, "make_inputs", counted)
     prepare._BATCHES.clear()
     key = CellKey("mlp_heart", "torch_eager", "fp32", "cpu", 4, 0, 1)
-    settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2, input_batches=3)
+    settings = MeasureSettings(warmup_s=0.0, min_time_s=0.02, min_iters=3, repeats=2, max_repeats=2, input_batches=3)
     request = CellRequest(key, {"engine": "torch_eager"}, CellInputs(meta, tmp_path / "m.pt"), settings)
     record = measure_cell(request, tmp_path / "r.json", lock)
     assert record.status == "ok" and record.repeats["n"] == 2
