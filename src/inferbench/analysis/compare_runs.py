@@ -70,7 +70,8 @@ POOLED_P50_COLUMNS = {"device": "latency_p50_pooled_ms", "end_to_end": "e2e_late
 #: (issue 31's targets): a server cell's answer is known to within its search's 1.25x bracket at best
 SERVING_TOLERANCE = {"cuda": 0.15, "cpu": 0.20}
 #: a server cell's harness floor (the no-op engine's p99 through the same path) "moved" between two runs
-#: beyond this ratio and this many ms: in three H100 leases it ranged 0.2-16.5 ms for the same cells
+#: beyond this ratio and this many ms: for the same cells it ranged over an order of magnitude between runs
+#: (docs/results/h100/serving/README.md)
 HARNESS_MOVED_RATIO, HARNESS_MOVED_MS = 2.0, 0.5
 
 #: what a summary must have for compare: each cell's dimensions (``scenario`` aside: summaries from

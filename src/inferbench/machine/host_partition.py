@@ -206,7 +206,7 @@ def _launching_thread_pinned(
 ) -> Iterator[dict[str, Any]]:
     """A GPU cell's calling thread on one physical core for the block, with ``cpu_affinity`` ``auto``:
     the thread that launches the kernels, so that the OS does not move it mid-loop. Only that thread
-    and only then: pinning a whole process did not make host-bound cells repeatable on the lent H100
+    and only then: pinning a whole process did not make host-bound cells repeatable
     (docs/results/h100/launch_jitter), so set-up and the process's other threads keep all their cores.
     Yields ``cpus`` (the calling thread's meanwhile) and ``pinning``."""
     if device != "cuda" or cpu_affinity != "auto":

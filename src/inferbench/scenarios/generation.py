@@ -82,14 +82,12 @@ class StepClock:
 #: lost in the steps' own time
 BEAT_EVERY_TOKENS = 8
 #: requests a GPU cell's process times at least, whatever ``measure.min_iters`` asks: each gives one TTFT,
-#: and a GPU request takes 0.05-0.7 s, so that 0.3 s timed 3 of vLLM's (H100, 2026-11-27), and its two
-#: processes' request p50s, from 3 and 4 requests, were 37% apart. The CPU's stay as configured: their
-#: requests take seconds
+#: and a GPU request takes well under a second, so 0.3 s timed a few, too few for a process's request p50
+#: (docs/results/h100/llm/vllm_2026-11-27). The CPU's stay as configured: their requests take seconds
 GPU_MIN_REQUESTS = 10
-#: seconds of requests a GPU cell's process times at least: on the lent H100s vLLM's pace at batch 1 moved
-#: between two modes every 0.4-1 s (a request's p50 57 or 90 ms; experiments/vllm_host_pace). Ten requests
-#: (0.7 s) met one mode: a cell's two processes read 71 and 92 ms. Halves of a 12-s run agreed within 2%, but
-#: processes still part: at 5 s an H200 cell's two read 84 and 100 ms (docs/results/h200/llm/vllm_2026-11-28)
+#: seconds of requests a GPU cell's process times at least: vLLM's pace at batch 1 moves between two modes
+#: within a second (experiments/vllm_host_pace), so ten requests met one mode; seconds of them span both,
+#: though a cell's processes can still part (docs/results/h200/llm/vllm_2026-11-28)
 GPU_MIN_TIME_S = 5.0
 
 

@@ -122,7 +122,7 @@ def _measure(
     if first_process:
         beat("finding the attention kernel")
         # after the timed calls: finding the attention kernel runs a profiler, whose hooks stay in the
-        # process and slowed later calls (a CUDA graph's replay by ~5% on an H100)
+        # process and slowed later calls (a CUDA graph's replay among them)
         attention = engine.attention_kernel(engine.stage(batches[0]))
 
     fields = dict(measured.fields)

@@ -207,9 +207,9 @@ class OrtCuda(OrtEngine):
 
     @property
     def takes_any_batch(self) -> bool:
-        # Not as fast as the shape it was prepared for: on the H100 (2026-11-26) a ResNet-50 session of
-        # the CUDA provider serving unpadded batches of 1-8 took ~80-140 ms a batch, against 2.5 ms for
-        # back-to-back batches of 8 (most likely cuDNN's convolutions set up again at each new shape); so a
+        # Not as fast as the shape it was prepared for: a CUDA provider session serving unpadded batches of
+        # changing size ran many times slower a batch than at one shape, most likely cuDNN's convolutions
+        # set up again at each new shape (docs/results/h100/serving/lease_2026-11-26/README.md). So a
         # serving cell keeps one session per rung of its batch ladder, each seeing one shape. A captured
         # graph replays its shapes only anyway.
         return False
