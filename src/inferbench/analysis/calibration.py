@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from inferbench.analysis.comparison import CONFIGURATION_COLUMNS, CellTable, ClassSpreads, twin_pairs
+from inferbench.analysis.comparison import CellTable, ClassSpreads, configuration_keys, twin_pairs
 from inferbench.analysis.verdicts import claims
 
 #: the share of A/A pairs a 95% interval calls different by chance alone
@@ -45,8 +45,7 @@ def planted_pairs(cells: pd.DataFrame) -> list[tuple[int, int]]:
     if cells.empty or "planted_slowdown" not in cells:
         return []
     planted = pd.to_numeric(cells["planted_slowdown"], errors="coerce").fillna(0) > 0
-    present = [c for c in CONFIGURATION_COLUMNS if c in cells and c != "options_id"]
-    keys = cells[present].map(str).agg("|".join, axis=1)
+    keys = configuration_keys(cells, leave_out=("options_id",))  # the planted option is the one difference
     bases: dict[str, int] = {}
     for position in np.argsort(cells["engine"].astype(str).to_numpy(), kind="stable"):
         if not planted.iloc[position]:

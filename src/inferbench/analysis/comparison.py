@@ -237,14 +237,20 @@ CONFIGURATION_COLUMNS = ("workload", "engine_impl", "options_id", "precision", "
                          "cuda_graph", "io_binding", "tf32", "fusions", "host_input")  # fmt: skip
 
 
+def configuration_keys(cells: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> pd.Series:
+    """Each row's configuration as one string: its ``CONFIGURATION_COLUMNS`` (those present, less
+    ``leave_out``), missing settings read as text."""
+    present = [c for c in CONFIGURATION_COLUMNS if c in cells and c not in leave_out]
+    return cells[present].map(str).agg("|".join, axis=1)
+
+
 def twin_pairs(cells: pd.DataFrame) -> list[tuple[int, int]]:
     """Positions (in ``cells``) of pairs of cells of one configuration under two engine names: the run's A/A
     controls. Only a summary that records each cell's options (``options_id``) can tell twins apart from
     variants whose options differ; without it, none."""
     if cells.empty or "options_id" not in cells or "engine" not in cells:
         return []
-    present = [c for c in CONFIGURATION_COLUMNS if c in cells]
-    keys = cells[present].map(str).agg("|".join, axis=1).to_numpy()
+    keys = configuration_keys(cells).to_numpy()
     pairs: list[tuple[int, int]] = []
     by_key: dict[str, list[int]] = {}
     for position, key in enumerate(keys):

@@ -277,10 +277,6 @@ class ClassSpread:
     typical_df: float = 0.0
 
     @classmethod
-    def of(cls, spreads: Sequence[CellSpread]) -> ClassSpread | None:
-        return cls.fit(Spreads.of(spreads))
-
-    @classmethod
     def fit(cls, spreads: Spreads) -> ClassSpread | None:
         """Of the cells of ``spreads`` measured in several processes; None where none was. From three such
         cells, limma's fit of a scaled F distribution to their variances (``fitFDist``: by the moments of
