@@ -812,3 +812,22 @@ def test_a_forked_process_records_the_memory_it_starts_with_beside_its_peak():
     assert at_start >= 290, "the parent's resident pages count in the child's RSS from its start"
     assert peak >= at_start
     del held
+
+
+def test_a_window_in_which_other_work_held_the_cores_is_contended():
+    ticks = os.sysconf("SC_CLK_TCK")
+    # two cores for 1 s: 2 * ticks jiffies; busy all of it, this process 1.2 s of CPU: others held 0.8 cores
+    before = parse_proc_stat("cpu  0 0 0 0 0 0 0 0 0 0\n")
+    after = parse_proc_stat(f"cpu  {2 * ticks} 0 0 0 0 0 0 0 0 0\n")
+    usage = [SimpleNamespace(ru_nvcsw=0, ru_nivcsw=0, ru_utime=0.0, ru_stime=0.0),
+             SimpleNamespace(ru_nvcsw=0, ru_nivcsw=0, ru_utime=1.2, ru_stime=0.0)]  # fmt: skip
+    busy = window_summary(before, after, *usage, wall_s=1.0)
+    assert busy["others_cores"] == pytest.approx(0.8) and busy["idle_cores"] == pytest.approx(0.0)
+    assert busy["contended"] is True
+    # the same process alone: both cores its own (a spinning thread pool), nothing else ran
+    alone = [usage[0], SimpleNamespace(ru_nvcsw=0, ru_nivcsw=0, ru_utime=2.0, ru_stime=0.0)]
+    assert window_summary(before, after, *alone, wall_s=1.0)["contended"] is False
+    # others busy, but a core stood idle: the cell's threads did not wait
+    roomy = parse_proc_stat(f"cpu  {2 * ticks} 0 0 {2 * ticks} 0 0 0 0 0 0\n")  # four cores, two busy
+    assert window_summary(before, roomy, *usage, wall_s=1.0)["contended"] is False
+    assert window_summary(before, after, *usage)["contended"] is None, "no wall time: unknown"

@@ -4,6 +4,8 @@ timed in no figure."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -180,3 +182,37 @@ def test_processes_that_part_get_more_processes_up_to_the_cap():
     four = [*apart, _process(9.0, 5, plain)[0], _process(15.0, 5, plain)[0]]
     assert processes_wanted(four, 2, 2, parted=(25.0, 4)) == 4, "the cap holds"
     assert processes_wanted(apart[:1], 2, 2, parted=(25.0, 4)) == 2, "one process: no spread yet"
+
+
+def _contended(process: tuple[CellRecord, dict[str, np.ndarray]]) -> tuple[CellRecord, dict[str, np.ndarray]]:
+    """The process as one timed while other work held the host's cores (inferbench.trackers.host_telemetry)."""
+    record, samples = process
+    return replace(record, host_telemetry={"contended": True, "others_cores": 0.9}), samples
+
+
+def test_a_process_timed_while_other_work_held_the_cores_is_left_out_of_the_figures():
+    plain = {"prepare": 1.0, "first_call": 0.1}
+    merged, _ = _merged(_process(10.0, 9, plain), _contended(_process(160.0, 9, plain)), _process(11.0, 9, plain))
+    assert merged.latency_ms["p50"] == pytest.approx(10.5), "the median of the two the host left alone"
+    assert merged.repeats["n"] == 2 and merged.repeats["contended"] == 1 and not merged.repeats["all_contended"]
+    assert [r["counted"] for r in merged.repeats["per_repeat"]] == [True, False, True]
+    row = merged.flatten()
+    assert row["p50_by_process_ms"] == "10;11" and row["contended_processes"] == 1 and row["host_contended"] is False
+
+
+def test_a_cell_every_process_of_which_was_contended_keeps_their_figures_and_says_so():
+    plain = {"prepare": 1.0, "first_call": 0.1}
+    merged, _ = _merged(_contended(_process(10.0, 9, plain)), _contended(_process(30.0, 9, plain)))
+    assert merged.latency_ms["p50"] == pytest.approx(20.0) and merged.repeats["all_contended"]
+    assert merged.flatten()["host_contended"] is True
+
+
+def test_a_contended_process_is_measured_again_within_the_cap():
+    plain = {"prepare": 5.0, "first_call": 0.1}
+    one = [_process(10.0, 5, plain)[0], _contended(_process(10.0, 5, plain))[0]]
+    assert processes_wanted(one, 2, 2, parted=(25.0, 3)) == 3, "one more for the contended one"
+    both = [_contended(_process(10.0, 5, plain))[0]] * 3
+    assert processes_wanted(both, 2, 2, parted=(25.0, 3)) == 3, "the cap holds"
+    # the contended process's p50 does not part the cell: only the two the host left alone are compared
+    apart = [_process(10.0, 5, plain)[0], _contended(_process(30.0, 5, plain))[0], _process(10.5, 5, plain)[0]]
+    assert processes_wanted(apart, 2, 2, parted=(25.0, 4)) == 3

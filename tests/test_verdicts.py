@@ -12,7 +12,7 @@ import pytest
 
 from inferbench.analysis.comparison import ClassSpreads, inverted_boundaries
 from inferbench.analysis.uncertainty import Ratio
-from inferbench.analysis.verdicts import Claim, claim
+from inferbench.analysis.verdicts import CONTENDED, Claim, claim
 from inferbench.report.markdown import build_details, build_report
 from tests.test_decisions import cell, processes
 
@@ -218,3 +218,15 @@ def test_the_fastest_line_names_the_cells_thread_count_not_another_of_the_same_e
     text = build_report(pd.DataFrame(rows).assign(scenario="single"))
     fastest = _lines(text, "batch 1:", "is fastest")
     assert len(fastest) == 1 and "**ort_cpu fp32 cpu 4t**" in fastest[0] and "9.90–10.1 µs" in fastest[0]
+
+
+def test_a_claim_about_a_cell_timed_only_while_other_work_held_the_cores_is_undecided():
+    fast = cell(engine="ort_cpu", latency_p50_ms=0.1, p50_by_process_ms=processes(0.1, 0.101))
+    slow = cell(latency_p50_ms=16.0, p50_by_process_ms=processes(16.0, 16.1), host_contended=True)
+    steady = cell(engine="openvino", latency_p50_ms=1.0, p50_by_process_ms=processes(1.0, 1.01))
+    classes = ClassSpreads.of(pd.DataFrame([fast, slow, steady]))
+    result = claim(fast, slow, classes)
+    assert result.significant is None and result.verdict == f"undecided: {CONTENDED}"
+    assert claim(fast, steady, classes).significant is True, "the cells the host left alone still decide"
+    # the contended cell's 160x is no spread of its class: the class's prior comes from the other two
+    assert classes.priors[("cpu", "device")].cells == 2

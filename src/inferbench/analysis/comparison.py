@@ -194,6 +194,10 @@ class CellTable:
         own = np.isnan(p50["end_to_end"])
         p50["end_to_end"] = np.where(own, p50["device"], p50["end_to_end"])
         spreads["end_to_end"] = spreads["device"].where(own, spreads["end_to_end"])
+        # a cell timed only while other work held the host's cores decides nothing (inferbench.analysis.verdicts)
+        contended = _values(cells, "host_contended", numbers=False)
+        contended = np.array([str(v).lower() in ("true", "1", "1.0") for v in contended.tolist()], dtype=bool)
+        spreads = {boundary: replace(spread, contended=contended) for boundary, spread in spreads.items()}
         classes = [_class_of(d, b) for d, b in zip(device.tolist(), bound.tolist(), strict=True)]
         return cls(device, _timed_at_device(timing), np.array(classes, dtype=object), p50, spreads)
 
@@ -270,7 +274,7 @@ def between_cells_sd(table: CellTable, pairs: Sequence[tuple[int, int]], boundar
         return None
     a, b = (np.array(side) for side in zip(*pairs, strict=True))
     spread_a, spread_b = table.spreads[boundary].take(a), table.spreads[boundary].take(b)
-    known = spread_a.known & spread_b.known
+    known = spread_a.known & spread_b.known & ~(spread_a.contended | spread_b.contended)
     if not known.any():
         return None
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -322,7 +326,7 @@ class ClassSpreads:
         priors: dict[tuple[str, str], ClassSpread] = {}
         between: dict[tuple[str, str], BetweenCells] = {}
         for boundary, spreads in table.spreads.items():
-            several = spreads.n > 1
+            several = (spreads.n > 1) & ~spreads.contended  # contention is no spread of the class
             for name in pd.unique(table.classes[several]):  # in the order the cells first name them
                 if (prior := ClassSpread.fit(spreads.take(several & (table.classes == name)))) is not None:
                     priors[(name, boundary)] = prior

@@ -71,7 +71,9 @@ class Spreads(_Columns):
     """``CellSpread`` of many cells at once, one entry per cell in each array: the one implementation of a
     cell's spread, its moderation by its class's and what moves the whole cell (``CellSpread`` is one entry
     of it). ``df`` is NaN where the degrees of freedom are the cell's own (n - 1); a cell with no p50 has
-    n 0; ``unstable``: its processes disagree far beyond its class (``moderated``)."""
+    n 0; ``unstable``: its processes disagree far beyond its class (``moderated``); ``contended``: other work
+    held the host's cores in every process it was timed in (inferbench.launch.processes.counted_processes),
+    so that no claim about it is decided."""
 
     mean_log: np.ndarray
     sd_log: np.ndarray
@@ -82,6 +84,7 @@ class Spreads(_Columns):
     #: the lowest and highest process's log p50 (NaN: no p50): what an unstable cell is judged by
     min_log: np.ndarray
     max_log: np.ndarray
+    contended: np.ndarray
 
     @classmethod
     def from_processes(cls, p50s: np.ndarray, ci_low: np.ndarray, ci_high: np.ndarray) -> Spreads:
@@ -108,7 +111,8 @@ class Spreads(_Columns):
         with np.errstate(invalid="ignore"):
             low = np.where(n > 0, np.min(np.where(valid, logs, np.inf), axis=1), np.nan)
             high = np.where(n > 0, np.max(np.where(valid, logs, -np.inf), axis=1), np.nan)
-        return cls(mean, sd, n, np.full(cells, np.nan), np.zeros(cells), np.zeros(cells, dtype=bool), low, high)
+        no = np.zeros(cells, dtype=bool)
+        return cls(mean, sd, n, np.full(cells, np.nan), np.zeros(cells), no, low, high, no.copy())
 
     @classmethod
     def of(cls, spreads: Sequence[CellSpread]) -> Spreads:
@@ -121,6 +125,7 @@ class Spreads(_Columns):
             np.array([s.unstable for s in spreads], dtype=bool),
             np.array([s.min_log for s in spreads], dtype=float),
             np.array([s.max_log for s in spreads], dtype=float),
+            np.array([s.contended for s in spreads], dtype=bool),
         )
 
     def __len__(self) -> int:
@@ -133,7 +138,7 @@ class Spreads(_Columns):
     def entry(self, i: int) -> CellSpread:
         return CellSpread(float(self.mean_log[i]), float(self.sd_log[i]), int(self.n[i]), _nan_as_none(self.df[i]),
                           float(self.shift_sd_log[i]), bool(self.unstable[i]), float(self.min_log[i]),
-                          float(self.max_log[i]))  # fmt: skip
+                          float(self.max_log[i]), bool(self.contended[i]))  # fmt: skip
 
     @property
     def known(self) -> np.ndarray:
@@ -164,7 +169,7 @@ class Spreads(_Columns):
             unstable = applies & (self.sd_log**2 > limit)
         return Spreads(self.mean_log, np.where(applies, np.sqrt(variance), self.sd_log), self.n,
                        np.where(applies, d0 + own, self.df), self.shift_sd_log, self.unstable | unstable,
-                       self.min_log, self.max_log)  # fmt: skip
+                       self.min_log, self.max_log, self.contended)  # fmt: skip
 
     def with_shift(self, sd_log: np.ndarray) -> Spreads:
         """Each spread with how far its whole cell moves (between leases, between cells of a run), where that
@@ -172,7 +177,7 @@ class Spreads(_Columns):
         with np.errstate(invalid="ignore"):
             kept = ~(sd_log > self.shift_sd_log) | (self.n < 2)
         return Spreads(self.mean_log, self.sd_log, self.n, self.df, np.where(kept, self.shift_sd_log, sd_log),
-                       self.unstable, self.min_log, self.max_log)  # fmt: skip
+                       self.unstable, self.min_log, self.max_log, self.contended)  # fmt: skip
 
     def variance_of_mean(self) -> np.ndarray:
         """The variance of each mean log p50 as an estimate of the cell's measured again later: the spread
@@ -203,6 +208,7 @@ class CellSpread:
     unstable: bool = False
     min_log: float = math.nan
     max_log: float = math.nan
+    contended: bool = False
 
     def _spreads(self) -> Spreads:
         return Spreads.of([self])
@@ -333,7 +339,8 @@ class Ratios(_Columns):
     """``Ratio`` of many pairs at once, one entry per pair in each array (NaN: unknown); ``n_a``, ``n_b``:
     each cell's count of processes; ``unstable``: either cell's processes disagree far beyond its class, and
     then ``range_low``/``range_high``: the ratio's least and greatest over every pair of the two cells'
-    processes (NaN elsewhere), which decide in place of the interval."""
+    processes (NaN elsewhere), which decide in place of the interval; ``contended``: either cell was timed only
+    while other work held the host's cores, and the pair is left undecided (its interval unknown)."""
 
     value: np.ndarray
     low: np.ndarray
@@ -345,6 +352,7 @@ class Ratios(_Columns):
     unstable: np.ndarray
     range_low: np.ndarray
     range_high: np.ndarray
+    contended: np.ndarray
 
     @classmethod
     def of(cls, ratios: Sequence[Ratio]) -> Ratios:
@@ -353,8 +361,9 @@ class Ratios(_Columns):
 
         processes = np.array([r.processes for r in ratios], dtype=np.int64).reshape(len(ratios), 2)
         unstable = np.array([r.unstable for r in ratios], dtype=bool)
+        contended = np.array([r.contended for r in ratios], dtype=bool)
         return cls(column("value"), column("low"), column("high"), processes[:, 0], processes[:, 1], column("log_se"),
-                   column("df"), unstable, column("range_low"), column("range_high"))  # fmt: skip
+                   column("df"), unstable, column("range_low"), column("range_high"), contended)  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.value)
@@ -364,7 +373,7 @@ class Ratios(_Columns):
         low, high, log_se, df = (_nan_as_none(values[i]) for values in (self.low, self.high, self.log_se, self.df))
         range_low, range_high = _nan_as_none(self.range_low[i]), _nan_as_none(self.range_high[i])
         return Ratio(float(self.value[i]), low, high, processes, log_se, df, bool(self.unstable[i]), range_low,
-                     range_high)  # fmt: skip
+                     range_high, bool(self.contended[i]))  # fmt: skip
 
     @property
     def known(self) -> np.ndarray:
@@ -400,6 +409,8 @@ class Ratio:
     unstable: bool = False
     range_low: float | None = None
     range_high: float | None = None
+    #: either cell was timed only while other work held the host's cores: undecided
+    contended: bool = False
 
     @property
     def known(self) -> bool:
@@ -431,7 +442,8 @@ def ratios(a: Spreads, b: Spreads, value: np.ndarray | None = None, confidence: 
         else:
             value = np.asarray(value, dtype=float)
             centre = np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), default)
-        known = a.known & b.known
+        contended = a.contended | b.contended
+        known = a.known & b.known & ~contended
         va, vb = a.variance_of_mean(), b.variance_of_mean()
         se = np.sqrt(va + vb)
         exact = se == 0  # no spread at all: the interval is the point
@@ -444,7 +456,7 @@ def ratios(a: Spreads, b: Spreads, value: np.ndarray | None = None, confidence: 
         range_low = np.where(unstable, np.exp(b.min_log - a.max_log), np.nan)
         range_high = np.where(unstable, np.exp(b.max_log - a.min_log), np.nan)
         return Ratios(np.exp(centre), low, high, a.n, b.n, np.where(known, se, np.nan), np.where(known, df, np.nan),
-                      unstable, range_low, range_high)  # fmt: skip
+                      unstable, range_low, range_high, contended)  # fmt: skip
 
 
 def ratio(a: CellSpread, b: CellSpread, value: float | None = None, confidence: float = 0.95) -> Ratio:

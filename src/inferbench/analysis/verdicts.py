@@ -10,7 +10,8 @@ significant only when its 95% interval excludes 1: the interval counts the sprea
 processes, moderated by their class's, and what moves whole cells: between A/A twins of the run, and
 between leases where runs of other leases gave it (inferbench.analysis.uncertainty,
 inferbench.analysis.leases). A claim about a cell unstable between processes holds only where every pair
-of the two cells' processes differs the same way.
+of the two cells' processes differs the same way. A claim about a cell timed only while other work held the
+host's cores is not decided.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import numpy as np
 from inferbench.analysis.comparison import BOUNDARY_LABELS, CellTable, ClassSpreads, pair_boundaries, pair_ratios
 from inferbench.analysis.uncertainty import Ratio, Ratios
 
+#: why a claim about a cell every process of which met other work on the host is left undecided
+CONTENDED = "other work held the host's cores while a cell was timed"
 #: the boundary a device-boundary claim is checked against, and the other way
 OTHER_BOUNDARY = {"device": "end_to_end", "end_to_end": "device"}
 
@@ -37,9 +40,18 @@ def _close_to_one(values: np.ndarray) -> np.ndarray:
 
 
 def _verdict(
-    value: float, other: float, boundary: str, disagree: bool, significant: bool | None, leases: int, unstable: bool
+    value: float,
+    other: float,
+    boundary: str,
+    disagree: bool,
+    significant: bool | None,
+    leases: int,
+    unstable: bool,
+    contended: bool,
 ) -> str:
     """How one claim holds, in words."""
+    if contended:
+        return f"undecided: {CONTENDED}"
     if disagree:
         return (
             f"the boundaries disagree: {value:.3g}× at the {BOUNDARY_LABELS[boundary]}, "
@@ -104,7 +116,7 @@ class Claims:
         disagree, significant = self.boundaries_disagree().tolist(), self.significant().tolist()
         entries = zip(self.present.tolist(), self.ratio.value.tolist(), self.other.value.tolist(),
                       self.boundary.tolist(), disagree, significant, self.leases.tolist(),
-                      self.ratio.unstable.tolist(), strict=True)  # fmt: skip
+                      self.ratio.unstable.tolist(), self.ratio.contended.tolist(), strict=True)  # fmt: skip
         return [_verdict(*entry) if made else "unknown" for made, *entry in entries]
 
     def claim(self, i: int) -> Claim | None:

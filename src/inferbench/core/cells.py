@@ -214,9 +214,10 @@ class CellRecord:
         return record
 
     def _repeat_p50s(self, key: str = "p50_ms") -> list[float]:
-        """The timed processes' p50s: a priming process (inferbench.launch.processes.primes) is no sample."""
+        """The counted processes' p50s: a priming process (inferbench.launch.processes.primes) is no sample, nor
+        one the host's other work contended where another was not (``counted``; older records lack it)."""
         repeats = (self.repeats or {}).get("per_repeat", [])
-        return [r[key] for r in repeats if r.get(key) is not None and not r.get("prime")]
+        return [r[key] for r in repeats if r.get(key) is not None and r.get("counted", not r.get("prime"))]
 
     def _e2e_p50_ci(self) -> list[float | None]:
         return ((self.end_to_end or {}).get("latency_ci95_ms") or {}).get("p50") or [None, None]
@@ -298,6 +299,10 @@ class CellRecord:
             "gpu_temperature_max_c": (telemetry.get("temperature_c") or {}).get("max"),
             "host_steal_pct": (self.host_telemetry or {}).get("steal_pct"),
             "host_busy_pct": (self.host_telemetry or {}).get("busy_pct"),
+            # timed processes left out because other work held the host's cores; True: every one was, and
+            # the figures are theirs (inferbench.launch.processes.counted_processes)
+            "contended_processes": (self.repeats or {}).get("contended"),
+            "host_contended": (self.repeats or {}).get("all_contended", (self.host_telemetry or {}).get("contended")),
             "involuntary_switches": (self.host_telemetry or {}).get("involuntary_switches"),
             **{f"{k}_s": v for k, v in self.cold_start_s.items()},
             "hostname": self.environment.get("hostname"),

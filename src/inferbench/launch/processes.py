@@ -88,8 +88,20 @@ def primes(records: Sequence[CellRecord]) -> bool:
 
 
 def timed_processes(records: Sequence[CellRecord]) -> list[CellRecord]:
-    """The processes whose calls make the cell's figures: all but a priming first one."""
+    """The processes that timed the cell: all but a priming first one."""
     return list(records[1:] if primes(records) else records)
+
+
+def contended(record: CellRecord) -> bool:
+    """Whether other work held the host's cores while the process timed (inferbench.trackers.host_telemetry)."""
+    return bool((record.host_telemetry or {}).get("contended"))
+
+
+def counted_processes(records: Sequence[CellRecord]) -> list[CellRecord]:
+    """The processes whose calls make the cell's figures: the timed ones the host's other work left alone,
+    or every timed one where it contended them all (the record then says so: ``repeats.contended``)."""
+    timed = timed_processes(records)
+    return [r for r in timed if not contended(r)] or timed
 
 
 def median_p50(p50s: Sequence[float | None], pooled: float | None) -> float | None:
@@ -145,6 +157,9 @@ def merge_repeats(
             # what may explain a spread: the host's steal and busy shares, the GPU's clock
             "host_steal_pct": (r.host_telemetry or {}).get("steal_pct"),
             "host_busy_pct": (r.host_telemetry or {}).get("busy_pct"),
+            # the cores other work held while it timed; a contended process is left out where others were not
+            "host_others_cores": (r.host_telemetry or {}).get("others_cores"),
+            "contended": contended(r),
             "involuntary_switches": (r.host_telemetry or {}).get("involuntary_switches"),
             # the CPU its own processes used (vLLM's engine core): a host-bound engine's pace
             "children_cpu_s": (r.host_telemetry or {}).get("children_cpu_s"),
@@ -152,23 +167,30 @@ def merge_repeats(
         }
         for index, r in enumerate(records)
     ]
-    timed = [r for r in per_repeat if not r["prime"]]
+    counted = counted_processes(records)
+    for entry, record in zip(per_repeat, records, strict=True):
+        entry["counted"] = any(record is r for r in counted)
+    timed = [r for r in per_repeat if r["counted"]]
     summary = {
         "n": len(timed),
         "primed": priming,
+        # how many timed processes the host's other work contended; all of them: the cell's figures are its
+        "contended": sum(r["contended"] for r in per_repeat if not r["prime"]),
+        "all_contended": all(r["contended"] for r in timed),
         "per_repeat": per_repeat,
         "p50_spread_pct": spread_pct([r["p50_ms"] for r in timed]),
         "e2e_p50_spread_pct": spread_pct([r["e2e_p50_ms"] for r in timed]),
-        "description": "each repeat is a fresh process; spread = (max - min) / median of the timed repeats' p50; "
-        "a prime repeat compiled for the others and is timed in no figure",
+        "description": "each repeat is a fresh process; spread = (max - min) / median of the counted repeats' p50; "
+        "a prime repeat compiled for the others, a contended one timed while other work held the host's cores "
+        "(counted only where every one was): neither is in a figure",
     }
     bad = next(((i, r) for i, r in enumerate(records) if r.status != "ok"), None)
     if bad is not None:
         index, record = bad
         reason = f"repeat {index + 1} of {len(records)}: {record.reason}" if len(records) > 1 else record.reason
         return replace(record, reason=reason, repeats=summary), samples[index]
-    skip = 1 if priming else 0
-    kept, kept_samples = records[skip:], samples[skip:]
+    kept = [r for r, entry in zip(records, per_repeat, strict=True) if entry["counted"]]
+    kept_samples = [s for s, entry in zip(samples, per_repeat, strict=True) if entry["counted"]]
     base = kept[0]
     memory = {
         name: max((v for r in records if (v := r.memory_mb.get(name)) is not None), default=None)
@@ -270,16 +292,21 @@ def processes_wanted(
     ``host_bound_repeats`` once a timed process found it host-bound (and none failed), plus a priming first
     one (``primes``). ``parted`` (spread %, cap): while the timed processes' p50s lie further apart than that
     share of their median ((max - min) / median), one more, up to the cap of timed processes: a cell whose
-    processes part is measured again rather than averaged (the report calls one that still parts unstable)."""
+    processes part is measured again rather than averaged (the report calls one that still parts unstable);
+    and one more for each process the host's other work contended (``contended``), within the same cap."""
     if any(r.status != "ok" for r in records):
         return len(records)  # a broken process ends the cell: its record says which
     timed = timed_processes(records)
+    steady = [r for r in timed if not contended(r)]
     host = any((r.bound or {}).get("class") == "host" for r in timed)
     wanted = max(repeats, host_bound_repeats if host else 0)
-    if parted is not None and len(timed) >= wanted:
-        spread = spread_pct([(r.latency_ms or {}).get("p50") for r in timed])
-        if spread is not None and spread > parted[0]:
-            wanted = max(wanted, min(len(timed) + 1, parted[1]))
+    if parted is not None:
+        spread_limit, cap = parted
+        spread = spread_pct([(r.latency_ms or {}).get("p50") for r in steady])
+        if len(steady) >= wanted and spread is not None and spread > spread_limit:
+            wanted = max(wanted, min(len(steady) + 1, cap))
+        # a process the host's other work contended is measured again, within the cap
+        wanted = min(wanted + len(timed) - len(steady), max(cap, wanted))
     return wanted + len(records) - len(timed)
 
 

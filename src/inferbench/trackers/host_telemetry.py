@@ -3,13 +3,16 @@ time the hypervisor gave this VM's vCPUs to someone else), this process's contex
 and the CPU time of the processes it started (vLLM's engine core issues every step from one).
 
 These explain spread between runs that the within-run statistics cannot: a launch-bound GPU cell is
-as fast as the host thread that issues its kernels.
+as fast as the host thread that issues its kernels. A window in which other work held the host's cores
+(``contended``) timed the contention, not the engine: a 2-thread PyTorch cell on two cores beside one
+busy core waits a scheduler slice per parallel region, and runs 100x slower.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +70,11 @@ def read_descendants_cpu_s() -> dict[int, float] | None:
     return descendants_cpu_s(table, os.getpid()) if table else None
 
 
+#: a window is contended where work other than the cell's held at least this many cores on average while
+#: fewer than this many of the host's cores stood idle: the cell's threads then waited for a core
+CONTENDED_CORES = 0.5
+
+
 def window_summary(
     before: dict[str, int] | None,
     after: dict[str, int] | None,
@@ -74,10 +82,13 @@ def window_summary(
     usage_after: Any,
     children_before: dict[int, float] | None = None,
     children_after: dict[int, float] | None = None,
+    wall_s: float | None = None,
 ) -> dict[str, Any]:
     """Steal and busy shares of the machine's CPU time in the window, this process's context switches
     (involuntary ones: the scheduler took the CPU away) and CPU time, and that of the processes it started
-    that lived through the window (None where there were none)."""
+    that lived through the window (None where there were none). Over ``wall_s`` seconds: the cores other work
+    held on average (the host's busy CPU time less this process's and its children's), the cores left idle,
+    and whether the window was ``contended`` (``CONTENDED_CORES``)."""
     cpu_s = [u.ru_utime + u.ru_stime for u in (usage_before, usage_after)]
     lived = (children_before or {}).keys() & (children_after or {}).keys()
     out: dict[str, Any] = {
@@ -87,13 +98,24 @@ def window_summary(
         "children_cpu_s": sum(children_after[p] - children_before[p] for p in lived) if lived else None,
         "steal_pct": None,
         "busy_pct": None,
+        "others_cores": None,
+        "idle_cores": None,
+        "contended": None,
     }
     if before and after:
         delta = {k: after.get(k, 0) - before.get(k, 0) for k in PROC_STAT_FIELDS}
         total = sum(delta.values())
         if total > 0:
+            idle = delta["idle"] + delta["iowait"]
             out["steal_pct"] = 100.0 * delta["steal"] / total
-            out["busy_pct"] = 100.0 * (total - delta["idle"] - delta["iowait"]) / total
+            out["busy_pct"] = 100.0 * (total - idle) / total
+            if wall_s:
+                tick = os.sysconf("SC_CLK_TCK")
+                own_s = out["process_cpu_s"] + (out["children_cpu_s"] or 0.0)
+                others = max(0.0, ((total - idle - delta["steal"]) / tick - own_s) / wall_s)
+                out["others_cores"] = others
+                out["idle_cores"] = idle / tick / wall_s
+                out["contended"] = others >= CONTENDED_CORES and out["idle_cores"] < CONTENDED_CORES
     return out
 
 
@@ -103,8 +125,12 @@ class HostWindow:
     def __enter__(self) -> HostWindow:
         self._children = read_descendants_cpu_s()
         self._stat, self._usage = _read_proc_stat(), resource.getrusage(resource.RUSAGE_SELF)
+        self._started = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         stat, usage = _read_proc_stat(), resource.getrusage(resource.RUSAGE_SELF)
-        self.summary = window_summary(self._stat, stat, self._usage, usage, self._children, read_descendants_cpu_s())
+        wall_s = time.perf_counter() - self._started
+        self.summary = window_summary(
+            self._stat, stat, self._usage, usage, self._children, read_descendants_cpu_s(), wall_s
+        )

@@ -1,0 +1,109 @@
+"""Probe: do processes forked from one parent agree more than independent starts?
+
+A tiny ONNX MLP (11 µs a call) timed for ``--seconds`` in each of ``--children`` processes per job,
+``--jobs`` jobs per start method, the methods interleaved job by job so that they meet the same host:
+  fork   a job forked from this process forks its children (as the warm server and the cell job do)
+  pad    the same, each child first allocating a random amount of memory (Stabilizer-style layout noise)
+  spawn  a job starts its children as new interpreters (exec: fresh layout, fresh imports)
+Prints, per method, the sd of log p50 within jobs and between jobs' means."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def time_model(path: str, seconds: float, pad: bool) -> float:
+    import onnxruntime as ort
+
+    keep = bytearray(random.randrange(1, 4 << 20)) if pad else None
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    width = session.get_inputs()[0].shape[1]
+    x = np.random.default_rng(0).standard_normal((2, width)).astype(np.float32)
+    for _ in range(200):
+        session.run(None, {name: x})
+    times = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter_ns()
+        session.run(None, {name: x})
+        times.append(time.perf_counter_ns() - t)
+    del keep
+    return float(np.median(times)) / 1e3
+
+
+def forked(path: str, seconds: float, pad: bool) -> float:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        os.write(write, json.dumps(time_model(path, seconds, pad)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        value = json.loads(f.read())
+    os.waitpid(pid, 0)
+    return value
+
+
+def job(method: str, path: str, seconds: float, children: int) -> list[float]:
+    if method == "spawn":
+        return [
+            float(subprocess.run([sys.executable, __file__, "--child", path, "--seconds", str(seconds)],
+                                 capture_output=True, text=True, check=True).stdout)
+            for _ in range(children)
+        ]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the job: some allocations of its own, then its children
+        os.close(read)
+        _ = [bytearray(random.randrange(1, 1 << 16)) for _ in range(random.randrange(1, 50))]
+        values = [forked(path, seconds, method == "pad") for _ in range(children)]
+        os.write(write, json.dumps(values).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        values = json.loads(f.read())
+    os.waitpid(pid, 0)
+    return values
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("--jobs", type=int, default=8)
+    parser.add_argument("--children", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=1.5)
+    parser.add_argument("--child", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        print(time_model(args.model, args.seconds, pad=False))
+        return
+    import onnxruntime  # noqa: F401  imported once, as the warm server does
+
+    methods = ("fork", "pad", "spawn")
+    results: dict[str, list[list[float]]] = {m: [] for m in methods}
+    for _ in range(args.jobs):
+        for method in methods:
+            results[method].append(job(method, args.model, args.seconds, args.children))
+    for method, jobs in results.items():
+        logs = np.log(np.array(jobs))
+        within = float(np.sqrt(np.mean(logs.var(axis=1, ddof=1))))
+        between = float(logs.mean(axis=1).std(ddof=1))
+        excess = float(np.sqrt(max(0.0, between**2 - within**2 / logs.shape[1])))
+        print(f"{method:6s} within {within:.3f}  between job means {between:.3f}  beyond within {excess:.3f}")
+        print("       ", "; ".join("/".join(f"{v:.1f}" for v in j) for j in jobs))
+
+
+if __name__ == "__main__":
+    main()
