@@ -13,6 +13,7 @@ import pytest
 from inferbench.analysis.comparison import ClassSpreads, inverted_boundaries
 from inferbench.analysis.uncertainty import Ratio
 from inferbench.analysis.verdicts import CONTENDED, Claim, claim
+from inferbench.report.answers import claim_text
 from inferbench.report.markdown import build_details, build_report
 from tests.test_decisions import cell, processes
 
@@ -227,6 +228,7 @@ def test_a_claim_about_a_cell_timed_only_while_other_work_held_the_cores_is_unde
     classes = ClassSpreads.of(pd.DataFrame([fast, slow, steady]))
     result = claim(fast, slow, classes)
     assert result.significant is None and result.verdict == f"undecided: {CONTENDED}"
+    assert claim_text(result).startswith(f"160× (undecided: {CONTENDED})"), "not '1 process: no interval'"
     assert claim(fast, steady, classes).significant is True, "the cells the host left alone still decide"
     # the contended cell's 160x is no spread of its class: the class's prior comes from the other two
     assert classes.priors[("cpu", "device")].cells == 2

@@ -5,6 +5,7 @@ A tiny ONNX MLP (11 µs a call) timed for ``--seconds`` in each of ``--children`
   fork   a job forked from this process forks its children (as the warm server and the cell job do)
   pad    the same, each child first allocating a random amount of memory (Stabilizer-style layout noise)
   spawn  a job starts its children as new interpreters (exec: fresh layout, fresh imports)
+  pin    as fork, each thread on a core of its own: the calling thread on the first, ORT's worker on the second
 Prints, per method, the sd of log p50 within jobs and between jobs' means."""
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ import time
 import numpy as np
 
 
-def time_model(path: str, seconds: float, pad: bool) -> float:
+def time_model(path: str, seconds: float, pad: bool, pin: bool = False) -> float:
     import onnxruntime as ort
 
     keep = bytearray(random.randrange(1, 4 << 20)) if pad else None
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
+    if pin:  # the calling thread on the first core, ORT's one worker thread on the second (ids from 1)
+        os.sched_setaffinity(0, {0})
+        options.add_session_config_entry("session.intra_op_thread_affinities", "2")
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     width = session.get_inputs()[0].shape[1]
@@ -42,12 +46,12 @@ def time_model(path: str, seconds: float, pad: bool) -> float:
     return float(np.median(times)) / 1e3
 
 
-def forked(path: str, seconds: float, pad: bool) -> float:
+def forked(path: str, seconds: float, pad: bool, pin: bool = False) -> float:
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
-        os.write(write, json.dumps(time_model(path, seconds, pad)).encode())
+        os.write(write, json.dumps(time_model(path, seconds, pad, pin)).encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read) as f:
@@ -68,7 +72,7 @@ def job(method: str, path: str, seconds: float, children: int) -> list[float]:
     if pid == 0:  # the job: some allocations of its own, then its children
         os.close(read)
         _ = [bytearray(random.randrange(1, 1 << 16)) for _ in range(random.randrange(1, 50))]
-        values = [forked(path, seconds, method == "pad") for _ in range(children)]
+        values = [forked(path, seconds, method == "pad", method == "pin") for _ in range(children)]
         os.write(write, json.dumps(values).encode())
         os._exit(0)
     os.close(write)
@@ -85,13 +89,14 @@ def main() -> None:
     parser.add_argument("--children", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--child", action="store_true")
+    parser.add_argument("--methods", default="fork,pad,spawn,pin")
     args = parser.parse_args()
     if args.child:
         print(time_model(args.model, args.seconds, pad=False))
         return
     import onnxruntime  # noqa: F401  imported once, as the warm server does
 
-    methods = ("fork", "pad", "spawn")
+    methods = tuple(args.methods.split(","))
     results: dict[str, list[list[float]]] = {m: [] for m in methods}
     for _ in range(args.jobs):
         for method in methods:

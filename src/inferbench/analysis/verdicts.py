@@ -140,6 +140,7 @@ class Claims:
             f"{prefix}_high": known(self.ratio.high),
             f"{prefix}_range_low": known(self.ratio.range_low),
             f"{prefix}_range_high": known(self.ratio.range_high),
+            f"{prefix}_contended": (made & self.ratio.contended).tolist(),
             "significant": np.where(made, self.significant(), None).tolist(),
             "verdict": self.verdicts(),
             "boundary": np.where(made, self.boundary, None).tolist(),

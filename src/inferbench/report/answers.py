@@ -23,7 +23,7 @@ from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, p50_at,
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.analysis.uncertainty import Ratio
-from inferbench.analysis.verdicts import OTHER_BOUNDARY, Claim, claim
+from inferbench.analysis.verdicts import CONTENDED, OTHER_BOUNDARY, Claim, claim
 from inferbench.catalog.engine_registry import HARNESS_ENGINES
 from inferbench.catalog.layouts import LAYOUTS, study_percentiles
 from inferbench.core.percentiles import samples_needed
@@ -58,10 +58,15 @@ def cell_name(row: Any) -> str:
     return f"{get('engine')} {get('precision')} {get('device')}{threads}"
 
 
-def interval_text(low: Any, high: Any, significant: Any, spread: tuple[Any, Any] | None = None) -> str:
+def interval_text(
+    low: Any, high: Any, significant: Any, spread: tuple[Any, Any] | None = None, contended: bool = False
+) -> str:
     """``95% CI 2.40–5.37`` (with ``, within the spread`` where it holds 1); ``1 process`` where unknown;
     ``unstable, 1.9–3.1 over the processes`` where a cell's processes disagree far beyond its class
-    (``spread``: the ratio's range over every pair of processes, which decides then)."""
+    (``spread``: the ratio's range over every pair of processes, which decides then); undecided where a cell
+    was timed only while other work held the host's cores (``contended``)."""
+    if contended:
+        return f"undecided: {CONTENDED}"
     if spread is not None:
         verdict = "" if significant else ", undecided"
         return f"a cell unstable: {fmt(float(spread[0]))}–{fmt(float(spread[1]))} over its processes{verdict}"
@@ -71,11 +76,18 @@ def interval_text(low: Any, high: Any, significant: Any, spread: tuple[Any, Any]
     return f"95% CI {fmt(float(low))}{dash}{fmt(float(high))}" + ("" if significant else ", within the spread")
 
 
-def ratio_text(value: Any, low: Any, high: Any, significant: Any, spread: tuple[Any, Any] | None = None) -> str:
+def ratio_text(
+    value: Any,
+    low: Any,
+    high: Any,
+    significant: Any,
+    spread: tuple[Any, Any] | None = None,
+    contended: bool = False,
+) -> str:
     """``3.59× (95% CI 2.40–5.37)``, or ``–``."""
     if value is None or pd.isna(value):
         return "–"
-    return f"{fmt(float(value))}× ({interval_text(low, high, significant, spread)})"
+    return f"{fmt(float(value))}× ({interval_text(low, high, significant, spread, contended)})"
 
 
 def _range(row: Any, prefix: str) -> tuple[float, float] | None:
@@ -95,14 +107,16 @@ def claim_text(result: Claim, name_boundary: bool = True) -> str:
     """A claim's ratio and interval at its boundary (named unless a table's header names it); and at the
     other boundary too where the two tell different stories beyond the spread (one holds, the other does
     not, or they point different ways)."""
-    ratio = ratio_text(result.value, result.low, result.high, result.ratio.significant, process_range(result.ratio))
+    ratio = ratio_text(result.value, result.low, result.high, result.ratio.significant, process_range(result.ratio),
+                       result.ratio.contended)  # fmt: skip
     text = f"{ratio} {BOUNDARY_LABELS[result.boundary]}" if name_boundary else ratio
     other = result.other
     if other is not None and (other.significant != result.ratio.significant or result.boundaries_disagree):
         boundary = BOUNDARY_LABELS[OTHER_BOUNDARY[result.boundary]]
-        text += (
-            f"; {ratio_text(other.value, other.low, other.high, other.significant, process_range(other))} {boundary}"
+        other_text = ratio_text(
+            other.value, other.low, other.high, other.significant, process_range(other), other.contended
         )
+        text += f"; {other_text} {boundary}"
     return text
 
 
@@ -381,7 +395,8 @@ def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
                 escape_markdown(cell_name(row)), fmt(int(row["batch_size"])), call,
                 in_unit(p50[index], factor), fmt(rate[index]),
                 *(ratio_text(*(row[f"speedup_vs_{name}{part}"] for part in ("", "_low", "_high", "_significant")),
-                             _range(row, f"speedup_vs_{name}")) for name in ratios),
+                             _range(row, f"speedup_vs_{name}"), str(row.get(f"speedup_vs_{name}_contended")) == "True")
+                  for name in ratios),
             ])  # fmt: skip
         baselines = sorted({str(b).split(" (")[0] for b in frame["baseline"].dropna()})
         over = f"; × baseline: over {escape_markdown(' or '.join(baselines))} on the same device" if baselines else ""

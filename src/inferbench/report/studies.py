@@ -111,7 +111,7 @@ def training_speedups(
         for name, other in against.items():
             found = claim(row, other, classes) if row["status"] == "ok" and other is not None else None
             values = claim_columns(found, prefix := f"speedup_vs_{name}")
-            for part in ("", "_low", "_high", "_range_low", "_range_high"):
+            for part in ("", "_low", "_high", "_range_low", "_range_high", "_contended"):
                 columns.setdefault(prefix + part, []).append(values[prefix + part])
             for part in ("significant", "verdict", "boundary"):
                 columns.setdefault(f"{prefix}_{part}", []).append(values.get(part))
