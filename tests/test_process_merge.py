@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from inferbench.analysis.compare_runs import Run, checked_summary
+from inferbench.analysis.comparison import rate_at
 from inferbench.analysis.summary import summary_frame
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
@@ -216,3 +218,17 @@ def test_a_contended_process_is_measured_again_within_the_cap():
     # the contended process's p50 does not part the cell: only the two the host left alone are compared
     apart = [_process(10.0, 5, plain)[0], _contended(_process(30.0, 5, plain))[0], _process(10.5, 5, plain)[0]]
     assert processes_wanted(apart, 2, 2, parted=(25.0, 4)) == 3
+
+
+def test_the_summarys_throughput_is_the_pages_items_per_call_over_the_p50_at_each_boundary():
+    plain = {"prepare": 1.0, "first_call": 0.1}
+    # two processes that timed different call counts: the mean-based rate differs from items / p50
+    merged, _ = _merged(_process(10.0, 9, plain), _process(20.0, 3, plain))
+    frame = pd.DataFrame([merged.flatten()])
+    row = frame.iloc[0]
+    assert row["throughput_per_s"] == pytest.approx(1e3 / 15.0), "items per call / the median p50, device boundary"
+    assert row["e2e_throughput_per_s"] == pytest.approx(1e3 / 16.0)
+    for boundary, column in (("device", "throughput_per_s"), ("end_to_end", "e2e_throughput_per_s")):
+        assert rate_at(frame, boundary).iloc[0] == pytest.approx(row[column]), "the page's figure is the summary's"
+    assert row["throughput_mean_per_s"] == pytest.approx(merged.throughput_per_s)
+    assert row["throughput_mean_per_s"] != pytest.approx(row["throughput_per_s"], rel=0.05), "the mean's is apart"

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from inferbench.catalog.scenarios import SCENARIOS, path_suffix
+from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix
 from inferbench.core.fsutil import read_json, write_json
 
 #: the record's layout: raised whenever a field is added, removed or renamed (tests/test_records.py pins the
@@ -222,6 +222,13 @@ class CellRecord:
     def _e2e_p50_ci(self) -> list[float | None]:
         return ((self.end_to_end or {}).get("latency_ci95_ms") or {}).get("p50") or [None, None]
 
+    def _rate(self, p50_ms: float | None, items: float, own: float | None) -> float | None:
+        """Items per second at a p50 (ms): calls timed one at a time. A scenario that times requests under
+        load or generated tokens reports its own rate (``own``)."""
+        if self.key.scenario != PLAIN or self.generation:
+            return own
+        return items / p50_ms * 1e3 if p50_ms else None
+
     def _by_process(self, key: str) -> str | None:
         """Each process's p50 (ms), ';'-separated: what the between-process intervals are made of."""
         values = self._repeat_p50s(key)
@@ -236,6 +243,7 @@ class CellRecord:
         p50 = lat.get("p50")
         telemetry = self.gpu_telemetry or {}
         items = self.items_per_call or self.key.batch_size
+        e2e_mean_rate = (self.end_to_end or {}).get("throughput_per_s")
         row: dict[str, Any] = {
             **asdict(self.key),
             "engine_impl": self.engine_impl,
@@ -267,10 +275,15 @@ class CellRecord:
             **dict(
                 zip(("e2e_latency_p50_ci95_low_ms", "e2e_latency_p50_ci95_high_ms"), self._e2e_p50_ci(), strict=True)
             ),
-            "e2e_throughput_per_s": (self.end_to_end or {}).get("throughput_per_s"),
+            # the one throughput (items per call / p50 at the boundary), as every page and plot shows it; a
+            # scenario with a rate of its own (llm_load's served requests/s) keeps that
+            "e2e_throughput_per_s": self._rate(e2e_lat.get("p50"), items, e2e_mean_rate),
+            "e2e_throughput_mean_per_s": e2e_mean_rate,
             "e2e_n_iters": (self.end_to_end or {}).get("n_iters"),
             "latency_per_item_p50_ms": p50 / items if p50 is not None else None,
-            "throughput_per_s": self.throughput_per_s,
+            "throughput_per_s": self._rate(p50, items, self.throughput_per_s),
+            # items over the mean call: what a run of back-to-back calls would average
+            "throughput_mean_per_s": self.throughput_per_s,
             "items_per_call": self.items_per_call,
             "n_iters": self.n_iters,
             "repeats": (self.repeats or {}).get("n", 1 if self.latency_ms else None),
