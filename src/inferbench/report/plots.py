@@ -1,9 +1,11 @@
 """Per-workload plots: latency per item vs batch (log-log), throughput vs batch, latency vs sequence length.
 
-Every curve of a plot is at one boundary, end to end (host arrays in, host arrays out): the one a CPU
-and a GPU cell, or a device-boundary engine and a host-to-host one, share. One colour per engine
-variant (engine_colour), one line style per device and one marker per precision, kept the same in
-every plot of every run.
+Every figure of a sweep plot is the report's own: p50 and items/s (items per call / p50) at the boundary its
+tables use for those cells (``boundary_of``: the device boundary where every cell ran on one device at it,
+else end to end), named on the axis, with times in the unit the tables print (``answers.time_unit``). A
+sweep that measured one x value is drawn as bars, one per cell. One colour per engine variant
+(engine_colour), one line style per device and one marker per precision, kept the same in every plot of
+every run.
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from inferbench.analysis.comparison import p50_at, rate_at
+from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, items_per_call, p50_at, rate_at
 from inferbench.analysis.decisions import cpu_gpu_crossovers
 from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.catalog.layouts import GENERATION_PLOT
@@ -27,6 +28,8 @@ from inferbench.catalog.scenarios import PLAIN
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.cells import CellRecord
 from inferbench.core.fsutil import atomic_path
+from inferbench.report.answers import time_unit
+from inferbench.report.plot_axes import bars, log_axis
 
 _PALETTE = plt.get_cmap("tab20").colors
 _STYLES = {"cpu": "-", "cuda": "--"}
@@ -65,20 +68,9 @@ def _save(fig: plt.Figure, path: Path) -> None:
 
 
 def _log_axes(ax: plt.Axes, xs: list[float]) -> None:
-    """Log-log axes labelled with plain numbers: the measured x values, and y values in a readable form."""
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    if xs:
-        ax.set_xticks(sorted(set(xs)))
-    ax.xaxis.set_major_formatter(plain)
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    low, high = ax.get_ylim()
-    if high / low < 1e3:  # a few decades: 1, 2, 5 of each labelled, not a lone power of ten
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(plain)
-    # within one decade matplotlib has no major tick: label the minor ones instead
-    ax.yaxis.set_minor_formatter(plain if high / low < 3 else NullFormatter())
+    """Log-log axes labelled with plain numbers: the measured x values, and 1-2-5 steps of y."""
+    log_axis(ax, "x", xs)
+    log_axis(ax, "y")
 
 
 def _empty(ax: plt.Axes, text: str) -> None:
@@ -86,6 +78,106 @@ def _empty(ax: plt.Axes, text: str) -> None:
 
 
 SWEEPS = {"batch": ["latency_per_item.png", "throughput.png"], "seq": ["latency_vs_seq.png"]}
+#: per plot: its x column, what its y is (a column of ``at_boundary``) and how the title names it
+_PLOTS = {
+    "latency_per_item.png": ("batch_size", "per_item_ms", "latency per item"),
+    "throughput.png": ("batch_size", "items_per_s", "throughput"),
+    "latency_vs_seq.png": ("seq_len", "p50_ms", "latency"),
+}
+
+
+def sweep_cells(summary: pd.DataFrame, workload: str) -> tuple[pd.DataFrame, str]:
+    """The ok cells a workload's sweep plots draw, and what they are: its inference cells timed one call at
+    a time; where it has none, its training cells (the workflow plots every workload with single-scenario
+    cells, a training call being one: without them a workload trained only, as mlp_heart, read "no ok
+    cells"). Never both on one curve: a training call's time includes its backward pass."""
+    frame = measured(summary)
+    frame = frame[frame["workload"] == workload]
+    if not frame.empty:
+        return frame, "inference"
+    training = split_scenarios(summary).training
+    return training[(training["workload"] == workload) & (training["status"] == "ok")].copy(), "training"
+
+
+def at_boundary(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """``frame`` with the report's figures at its one boundary (``boundary_of``, as the report's tables):
+    p50 per call (``p50_at``), per item, and items/s = items per call / p50 (``rate_at``, never the mean's
+    ``throughput_per_s``); and that boundary."""
+    boundary = boundary_of(frame)
+    p50 = p50_at(frame, boundary)
+    return frame.assign(
+        p50_ms=p50, per_item_ms=p50 / items_per_call(frame), items_per_s=rate_at(frame, boundary)
+    ), boundary
+
+
+def y_label(column: str, boundary: str, values_ms: pd.Series) -> tuple[str, float]:
+    """The y axis's label, naming the boundary and the unit, and the factor from the column's own unit:
+    a time in the unit the report's tables use for these values (answers.time_unit)."""
+    where = BOUNDARY_LABELS[boundary]
+    if column == "items_per_s":
+        return f"throughput, {where} (items/s = items per call / p50)", 1.0
+    unit, factor = time_unit(values_ms)
+    what = "p50 latency per item" if column == "per_item_ms" else "p50 latency per call"
+    return f"{what}, {where} ({unit})", factor
+
+
+#: each sweep's x column, in words
+_X_NAMES = {"batch_size": "batch size", "seq_len": "sequence length (tokens)"}
+
+
+def draw_sweep(ax: plt.Axes, frame: pd.DataFrame, x: str, column: str, variants: Sequence[str] = ()) -> str:
+    """Draw ``frame``'s ``column`` against ``x`` at its boundary: one line per cell series, or one bar per
+    cell where the sweep measured one x value; label both axes; return the boundary."""
+    frame, boundary = at_boundary(frame)
+    label, factor = y_label(column, boundary, frame[column])
+    series = [(name, style, group.sort_values(x)) for name, style, group in _series(frame, variants)]
+    if frame[x].nunique() == 1:
+        rows = [(name, style["color"], value * factor) for name, style, g in series for value in g[column]]
+        bars(ax, [r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows])
+        ax.set_xlabel(f"cell, at {_X_NAMES[x].split(' (')[0]} {int(frame[x].iloc[0]):,}")
+    else:
+        for name, style, group in series:
+            ax.plot(group[x], group[column] * factor, label=name, **style)
+        _log_axes(ax, list(frame[x]))
+        ax.set_xlabel(_X_NAMES[x])
+    ax.set_ylabel(label)
+    return boundary
+
+
+def workload_figures(
+    summary: pd.DataFrame, workload: str, kind: str = "batch", variants: Sequence[str] = ()
+) -> dict[str, plt.Figure]:
+    """The ``kind`` sweep's figures (``batch`` or ``seq``) of one workload, by file name."""
+    # serving cells' latencies include queueing, and the no-op engine's overhead is a baseline, not an engine
+    frame, what = sweep_cells(summary, workload)
+    text = workload_info(workload).has_seq_len
+    # per-batch plots use the longest measured sequence length; the seq plot the batch with the most lengths
+    batch_frame = frame[frame["seq_len"] == frame["seq_len"].max()] if text and not frame.empty else frame
+    seq_note = f" (seq {int(batch_frame['seq_len'].max())})" if text and not frame.empty else ""
+    trained = " (training calls)" if what == "training" else ""
+    figures = {}
+    for name in SWEEPS[kind]:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        x, column, title = _PLOTS[name]
+        if name == "latency_vs_seq.png":
+            sub = frame[frame["batch_size"] == seq_plot_batch(frame)] if not frame.empty else frame
+            note = f" (batch {int(sub['batch_size'].max())})" if not sub.empty else ""
+            ax.set_title(f"{workload}: {title} vs sequence length{note}{trained}")
+        else:
+            sub = batch_frame
+            ax.set_title(f"{workload}: {title} vs batch size{seq_note}{trained}")
+        ax.set_xlabel(_X_NAMES[x])
+        if sub.empty:
+            _empty(ax, "no ok cells")
+        else:
+            draw_sweep(ax, sub, x, column, variants)
+        if ax.lines:
+            if name == "latency_per_item.png":
+                _mark_crossover(ax, sub)
+            ax.legend(fontsize=8)
+            ax.grid(True, which="both", alpha=0.3)
+        figures[name] = fig
+    return figures
 
 
 def plot_workload(
@@ -93,54 +185,10 @@ def plot_workload(
 ) -> list[Path]:
     """Write the ``kind`` sweep's plots (``batch`` or ``seq``) of one workload into ``out_dir``;
     ``variants``: the config's engine variants in order (their colours)."""
-    out_dir = Path(out_dir)
-    # serving cells' latencies include queueing, training cells' a backward pass: not on these curves
-    # and the no-op engine's overhead is a baseline, not an engine
-    frame = measured(summary)
-    frame = frame[frame["workload"] == workload]
-    frame = frame.assign(e2e_p50_ms=p50_at(frame, "end_to_end"), e2e_items_per_s=rate_at(frame, "end_to_end"))
-    frame = frame.assign(e2e_per_item_ms=frame["e2e_p50_ms"] / frame["batch_size"])
-    text = workload_info(workload).has_seq_len
-    # per-batch plots use the longest measured sequence length; the seq plot the largest batch
-    batch_frame = frame[frame["seq_len"] == frame["seq_len"].max()] if text and not frame.empty else frame
-    seq_note = f" (seq {int(batch_frame['seq_len'].max())})" if text and not frame.empty else ""
     written = []
-    for name in SWEEPS[kind]:
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        if name == "latency_vs_seq.png":
-            sub = frame[frame["batch_size"] == seq_plot_batch(frame)] if not frame.empty else frame
-            for label, style, group in _series(sub, variants):
-                group = group.sort_values("seq_len")
-                ax.plot(group["seq_len"], group["e2e_p50_ms"], label=label, **style)
-            _log_axes(ax, list(sub["seq_len"]))
-            ax.set(
-                xlabel="sequence length (tokens)",
-                ylabel="p50 latency, end to end (ms)",
-                title=f"{workload}: latency vs sequence length"
-                + (f" (batch {int(sub['batch_size'].max())})" if not sub.empty else ""),
-            )
-        else:
-            column, ylabel = (
-                ("e2e_per_item_ms", "p50 latency per item, end to end (ms)")
-                if name == "latency_per_item.png"
-                else ("e2e_items_per_s", "throughput, end to end (items/s)")
-            )
-            for label, style, group in _series(batch_frame, variants):
-                group = group.sort_values("batch_size")
-                ax.plot(group["batch_size"], group[column], label=label, **style)
-            if name == "latency_per_item.png":
-                _mark_crossover(ax, batch_frame)
-            title = "latency per item" if name == "latency_per_item.png" else "throughput"
-            _log_axes(ax, list(batch_frame["batch_size"]))
-            ax.set(xlabel="batch size", ylabel=ylabel, title=f"{workload}: {title} vs batch size{seq_note}")
-        if ax.lines:
-            ax.legend(fontsize=8)
-            ax.grid(True, which="both", alpha=0.3)
-        else:
-            _empty(ax, "no ok cells")
-        path = out_dir / name
-        _save(fig, path)
-        written.append(path)
+    for name, fig in workload_figures(summary, workload, kind, variants).items():
+        _save(fig, Path(out_dir) / name)
+        written.append(Path(out_dir) / name)
     return written
 
 
@@ -247,8 +295,8 @@ def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, 
             bounds.add(record.serving["latency_bound_ms"])
     for bound in sorted(bounds):
         ax.axhline(bound, color="black", linewidth=0.8, linestyle=":")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    log_axis(ax, "x")
+    log_axis(ax, "y")
     ax.set_xlabel("queries per second completed (LoadGen server, Poisson arrivals)")
     ax.set_ylabel("p99 latency, ms (issue to completion)")
     ax.set_title(f"{workload}: p99 against load, every run of the search (hollow: not valid)")
@@ -301,13 +349,8 @@ def plot_llm_load(records: Sequence[CellRecord], workload: str, out: str | Path,
         (axes[1], f"time per output token, {level_text} (ms)"),
     ):
         if ax.lines:
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            plain = FuncFormatter(lambda v, _: f"{v:g}")
-            for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-                axis.set_major_formatter(plain)  # plain numbers, not powers of ten
-                # within a decade or so there is no major tick to read: label the minor ones then
-                axis.set_minor_formatter(plain if high / low < 12 else NullFormatter())
+            log_axis(ax, "x")
+            log_axis(ax, "y")
             ax.grid(True, which="both", alpha=0.3)
         else:
             _empty(ax, "no llm_load cell with a sweep")
