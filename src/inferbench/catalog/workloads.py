@@ -40,8 +40,8 @@ class WorkloadInfo:
 
 
 WORKLOADS: dict[str, WorkloadInfo] = {
-    "mlp_lendingclub": WorkloadInfo("tabular", "MLP trained on LendingClub accepted loans", "lendingclub"),
-    "mlp_heart": WorkloadInfo("tabular", "MLP trained on UCI Heart Disease (Cleveland)", "heart"),
+    "mlp_lendingclub": WorkloadInfo("tabular", "MLP on LendingClub-format loans, generated or real", "lendingclub"),
+    "mlp_heart": WorkloadInfo("tabular", "MLP on UCI Heart Disease-format rows, generated or real", "heart"),
     "resnet50": WorkloadInfo("vision", "ResNet-50 (timm), random weights"),
     "vit_b16": WorkloadInfo("vision", "ViT-B/16 at 224 px (timm vit_base_patch16_224), random weights"),
     "bert_base": WorkloadInfo("text", "BERT-base encoder (transformers), random weights", positions=512),

@@ -1,7 +1,8 @@
 """The index of committed results (verb ``results-index``): ``docs/results/README.md``, one row per committed
-summary. A row says what ran (the topic folder and its README's first line), where, when, which code, and
-whether that code still measures as today's does. The newest summary of each topic is its current result;
-older ones, and the topics a later topic replaced (``REPLACED_BY``), are marked superseded.
+summary. A row says what ran (the folder and its nearest README's first line), where, when, which code, and
+whether that code still measures as today's does. A result is superseded where a newer one on the same
+machine measured every cell it did (its grid, or a larger one); else it is current. Folder names play no
+part: a run of another grid, however named, supersedes nothing.
 
 Whether a result's measuring code is today's: since records name the code identity of their job
 (``code_job``: the hash of the code the job ran, inferbench.plan.code), each cell's is compared with the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -23,17 +25,14 @@ from inferbench.cli.args import arguments
 HEADER = """# Committed results
 
 Made by `python -m inferbench results-index` (tests/test_results_index.py checks it is up to date): one row
-per committed summary. **current**: the newest summary of its topic. **code**: whether its cells were
-measured by the code that measures them today (each record names its job's code identity); older summaries
-did not record it, and their README names the commit. Each folder's README says what ran and what it shows.
+per committed summary. **current**: no newer summary on the same machine measured every cell it did; else it
+is superseded by the newest that did. **code**: whether its cells were measured by the code that measures
+them today (each record names its job's code identity); older summaries did not record it, and their README
+names the commit. Each folder's README says what ran and what it shows.
 
 | result | what ran | machine | measured | cells | code | status |
 | --- | --- | --- | --- | --- | --- | --- |
 """
-
-
-#: topics whose results a later topic's replaced (the same question, measured again under another name)
-REPLACED_BY = {"h100/default": "h100/readme_default", "h100/default_leases": "h100/readme_default"}
 
 
 def _results_index_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,16 +59,10 @@ def results_index(args: argparse.Namespace) -> None:
 def build_index(results: Path) -> str:
     """The index's Markdown for the summaries under ``results``."""
     rows = [_describe(path, results) for path in sorted(results.rglob("summary.csv"))]
-    newest: dict[str, str] = {}
-    for row in rows:
-        if row["topic"] not in newest or row["measured"] > newest[row["topic"]]:
-            newest[row["topic"]] = row["measured"]
     lines = []
     for row in rows:
-        if row["topic"] in REPLACED_BY:
-            status = f"superseded by [{REPLACED_BY[row['topic']]}]({REPLACED_BY[row['topic']]}/)"
-        else:
-            status = "**current**" if row["measured"] == newest[row["topic"]] else "superseded"
+        newer = superseded_by(row, rows)
+        status = "**current**" if newer is None else f"superseded by [{newer['folder']}]({newer['folder']}/)"
         link = f"[{row['folder']}]({row['folder']}/)"
         lines.append(
             f"| {link} | {row['what']} | {row['machine']} | {row['measured'][:10]} | {row['cells']} | {row['code']} "
@@ -78,20 +71,50 @@ def build_index(results: Path) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
+def superseded_by(row: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest result that supersedes ``row``: measured later, on the same machine, every cell of its grid."""
+    newer = [
+        other
+        for other in rows
+        if other["machine_key"] == row["machine_key"]
+        and other["measured"] > row["measured"]
+        and other["grid"] >= row["grid"]
+    ]
+    return max(newer, key=lambda other: other["measured"]) if newer and row["grid"] else None
+
+
+def _key_text(value: Any) -> str:
+    """A key value as text, alike in every summary: 1.0 read from a column with gaps is 1."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _grid(frame: Any) -> frozenset[tuple[str, ...]]:
+    """The cells a run measured, each by its key (inferbench.analysis.summary.KEY_COLUMNS), whatever their status."""
+    from inferbench.analysis.summary import KEY_COLUMNS, with_scenario
+
+    keys = with_scenario(frame).reindex(columns=KEY_COLUMNS)
+    return frozenset(tuple(_key_text(v) for v in row) for row in keys.itertuples(index=False))
+
+
 def _describe(summary: Path, results: Path) -> dict[str, Any]:
     from inferbench.analysis.summary import read_summary_csv
 
     frame = read_summary_csv(summary)
     folder = summary.parent.relative_to(results).as_posix()
-    topic = "/".join(folder.split("/")[:2])
     gpus = sorted({str(g) for g in frame.get("gpu", []) if isinstance(g, str) and g})
     cpus = sorted({str(c) for c in frame.get("cpu", []) if isinstance(c, str) and c})
     created = sorted(str(c) for c in frame.get("created_at", []) if isinstance(c, str))
     return {
         "folder": folder,
-        "topic": topic,
         "what": _readme_line(summary.parent, results),
         "machine": ", ".join(gpus) if gpus else (cpus[0] if cpus else "–"),
+        # the same GPUs, or on a machine without one the same CPUs: a run elsewhere supersedes nothing here
+        "machine_key": tuple(gpus) or tuple(cpus),
+        "grid": _grid(frame),
         "measured": created[-1] if created else "",
         "cells": f"{int((frame['status'] == 'ok').sum())} ok of {len(frame)}",
         "code": _code_status(frame),

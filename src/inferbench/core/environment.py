@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib.metadata
@@ -28,6 +29,12 @@ LIBRARIES = (
     "numpy",
     "snakemake",
 )
+#: distributions that install a module under another name, the GPU build first
+DISTRIBUTIONS = {
+    "onnxruntime": ("onnxruntime-gpu", "onnxruntime"),
+    "onnxruntime_genai": ("onnxruntime-genai-cuda", "onnxruntime-genai"),
+    "tensorrt": ("tensorrt", "tensorrt-cu12", "tensorrt-cu13"),
+}
 
 
 def _cpu_model() -> str:
@@ -49,6 +56,10 @@ def _version(name: str) -> str | None:
 
 def _libraries() -> dict[str, str]:
     versions = {name: v for name in LIBRARIES if (v := _version(name))}
+    # every engine's libraries by module name: the report lists those of the engines a run used
+    for module in _engine_modules():
+        if module not in versions and (found := _module_version(module)):
+            versions[module] = found
     # onnxruntime and onnxruntime-gpu install the same module; where both are present, the one that
     # was imported is the one that ran: its own version is what "onnxruntime" means in a record
     module = sys.modules.get("onnxruntime")
@@ -57,6 +68,66 @@ def _libraries() -> dict[str, str]:
     elif (importable := _importable_version("onnxruntime", ("onnxruntime-gpu", "onnxruntime"))) is not None:
         versions["onnxruntime"] = importable
     return versions
+
+
+def engine_libraries(info: Any) -> tuple[str, ...]:
+    """The top-level modules an engine (an ``EngineInfo``) uses: those it declares, and the third-party
+    ones its own module imports. vLLM is imported late, so only the second kind names it."""
+    return tuple(sorted({*info.libraries, *_imported_modules(info.module)}))
+
+
+@functools.cache
+def _imported_modules(module: str) -> frozenset[str]:
+    """The third-party top-level modules ``module``'s source imports, read without importing it."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return frozenset()
+    try:
+        tree = ast.parse(Path(spec.origin).read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError):  # installed without its source: its declaration only
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return frozenset(n for n in names if n not in sys.stdlib_module_names and n != "inferbench")
+
+
+@functools.cache
+def _engine_modules() -> tuple[str, ...]:
+    """The libraries of every engine the package declares (imported here: core imports no catalog at load)."""
+    from inferbench.catalog.engine_registry import ENGINES
+
+    return tuple(sorted({m for info in ENGINES.values() for m in engine_libraries(info)}))
+
+
+def _module_version(module: str) -> str | None:
+    """The version of the distribution that installs ``module``, where the two names may differ."""
+    installed = [name for name in DISTRIBUTIONS.get(module, (module,)) if _version(name)]
+    if len(installed) > 1:  # two builds of one module: the copy an import would load ran
+        return _importable_version(module, tuple(installed)) or _version(installed[0])
+    if installed:
+        return _version(installed[0])
+    if importlib.util.find_spec(module) is None:
+        return None
+    # an unmapped module that imports: ask every distribution (slow, so only here)
+    owners = importlib.metadata.packages_distributions().get(module, [])
+    return _version(owners[0]) if owners else None
+
+
+def libraries_column(versions: dict[str, str] | None) -> str | None:
+    """A record's library versions as one summary field: ``name=version;...``, sorted."""
+    return ";".join(f"{name}={version}" for name, version in sorted((versions or {}).items())) or None
+
+
+def parse_libraries(text: Any) -> dict[str, str]:
+    """The versions in a ``libraries`` summary field (empty where the field is missing)."""
+    if not isinstance(text, str):
+        return {}
+    pairs = (part.split("=", 1) for part in text.split(";") if "=" in part)
+    return {name.strip(): version.strip() for name, version in pairs}
 
 
 def _importable_version(module: str, distributions: tuple[str, ...]) -> str | None:
@@ -85,16 +156,31 @@ def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
 
 
 @functools.cache
+def _in_checkout() -> bool:
+    """Whether git tracks the package's own files: a copy without ``.git`` inside another repository
+    (a home folder under git) would otherwise name that repository's commit."""
+    out = _git("ls-files", "--error-unmatch", "--", Path(inferbench.__file__).name)
+    return out is not None and out.returncode == 0
+
+
+@functools.cache
 def _git_commit() -> str | None:
-    out = _git("rev-parse", "HEAD")
-    return (out.stdout.strip() or None) if out else None
+    """The checkout's commit; None where the package is not in a git checkout."""
+    out = _git("rev-parse", "HEAD") if _in_checkout() else None
+    return (out.stdout.strip() or None) if out and out.returncode == 0 else None
 
 
 @functools.cache
 def _git_dirty() -> bool | None:
-    """Whether tracked files differ from the commit: then the commit alone does not name the code."""
-    out = _git("diff", "--quiet", "HEAD", "--")
-    return None if out is None or out.returncode not in (0, 1) else out.returncode == 1
+    """Whether the checkout differs from its commit: a tracked file changed, or a file in the package that
+    git does not track (new code the commit lacks). None where there is no commit to differ from."""
+    if not _in_checkout():
+        return None
+    changed = _git("diff", "--quiet", "HEAD", "--")
+    if changed is None or changed.returncode not in (0, 1):
+        return None
+    untracked = _git("ls-files", "--others", "--exclude-standard", "--", ".")
+    return changed.returncode == 1 or bool(untracked and untracked.stdout.strip())
 
 
 @functools.cache

@@ -21,9 +21,10 @@ from inferbench.analysis.summary import read_summary_csv, split_scenarios, with_
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.fsutil import atomic_path, read_json
-from inferbench.report.answers import answers_section, not_measured_section, provenance_section, summary_line
+from inferbench.report.answers import answers_section, not_measured_section, summary_line
 from inferbench.report.generation import generation_section
 from inferbench.report.llm_load import LLM_LOAD_MEASURED, llm_load_rows, llm_load_section
+from inferbench.report.provenance import git_states, libraries_text, package_text, provenance_section
 from inferbench.report.roofline import roofline_section
 from inferbench.report.serving import serving_section
 from inferbench.report.studies import TRAINING_COLUMNS, records_beside, training_speedups
@@ -260,7 +261,7 @@ def build_report(
         *answers_section(everything, studies, basis, [Path(p) for p in plots], report_dir),
         *quality_lines(model_meta),
         *not_measured_section(everything, studies),
-        *provenance_section(everything, studies, basis),
+        *provenance_section(everything, studies, basis, dataset_stats),
     ]
     return "\n".join(out)
 
@@ -277,7 +278,8 @@ def quality_lines(model_meta: Sequence[dict[str, Any]]) -> list[str]:
     return [
         "## Quality",
         "",
-        f"Held-out quality of the trained MLPs (fp32, as trained): {models}. Every cell above passed the parity "
+        f"Held-out AUC of the trained MLPs (fp32, as trained): {models}. On generated data it shows that training "
+        "ran, not how well a model scores real loans or patients. Every cell above passed the parity "
         "gate against FP32 eager: the engines tables give its relative L2 error and, for an MLP, the held-out AUC "
         "as it ran.",
         "",
@@ -397,22 +399,17 @@ def method_section(measured: pd.DataFrame, frames: Any) -> list[str]:
 
 
 def environment_section(everything: pd.DataFrame, measured: pd.DataFrame) -> list[str]:
-    openvino = (
-        f", openvino {distinct(everything, 'openvino')}"
-        if everything.get("openvino", pd.Series()).notna().any()
-        else ""
-    )
+    """Host, devices, the libraries of the run's engines, and the code (inferbench.report.provenance)."""
     return [
         "## Environment",
         "",
         f"- host: {distinct(everything, 'hostname')}",
         f"- CPU: {distinct(everything, 'cpu')}",
         f"- GPU: {distinct(everything, 'gpu')}",
-        f"- Python {distinct(everything, 'python')}, torch {distinct(everything, 'torch')}, "
-        f"onnxruntime {distinct(everything, 'onnxruntime')}{openvino}",
+        f"- Python {distinct(everything, 'python')}; {libraries_text(everything)}",
         f"- GPU driver {distinct(everything, 'gpu_driver')}, CUDA {distinct(everything, 'cuda')}, "
-        f"cuDNN {distinct(everything, 'cudnn', integer=True)}; inferbench commit {distinct(everything, 'git_commit')}"
-        + (" with uncommitted changes" if "git_dirty" in everything and everything["git_dirty"].eq(True).any() else ""),
+        f"cuDNN {distinct(everything, 'cudnn', integer=True)}",
+        f"- inferbench {'; '.join(git_states(everything, named='commit '))}; {package_text(everything)}",
         *_telemetry_lines(measured),
         "",
     ]
