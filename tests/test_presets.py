@@ -50,8 +50,9 @@ def preset_config(name: str) -> dict:
     update_config(config, yaml.safe_load((PRESETS / f"{name}.yaml").read_text()))
     update_config(config, copy.deepcopy(SHRINK))
     for study in config["studies"].values():
-        if "threads" in study:
-            study["threads"] = sorted({min(threads, CPUS) for threads in study["threads"]})
+        for grid in (study, study.get("own_grid") or {}):  # a seed's own grid too: it replaces the study's
+            if "threads" in grid:
+                grid["threads"] = sorted({min(threads, CPUS) for threads in grid["threads"]})
     return config
 
 

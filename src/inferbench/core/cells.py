@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix
+from inferbench.core.environment import libraries_column
 from inferbench.core.fsutil import read_json, write_json
 
 #: the record's layout: raised whenever a field is added, removed or renamed (tests/test_records.py pins the
@@ -319,6 +320,8 @@ class CellRecord:
             "involuntary_switches": (self.host_telemetry or {}).get("involuntary_switches"),
             **{f"{k}_s": v for k, v in self.cold_start_s.items()},
             "hostname": self.environment.get("hostname"),
+            # the CPUs the host has: a CPU cell's threads are a share of them
+            "host_cpus": self.environment.get("cpu_count"),
             "cpu": self.environment.get("cpu_model"),
             "gpu": self.environment.get("gpu_name"),
             "gpu_driver": self.environment.get("gpu_driver"),
@@ -331,6 +334,8 @@ class CellRecord:
             "code_package": self.code.get("package"),
             "schema_version": self.schema_version,
             **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime", "openvino")},
+            # every library version the record holds, ``name=version;...``: the report picks its engines' own
+            "libraries": libraries_column(self.environment.get("libraries")),
             **self._serving_columns(),
             **self._generation_columns(),
             "created_at": self.created_at,

@@ -159,9 +159,10 @@ def _value_problems(config: dict[str, Any]) -> list[str]:
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Validate ``config`` in place (filling defaults) and return it against the config schema
     (inferbench.core.settings.SCHEMA); raise ConfigError on any problem."""
-    problems = _value_problems(config)
+    problems = _value_problems(config) or _own_grid_problems(config)
     if problems:  # before the schema: its validator would walk an expanded config too
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    apply_own_grids(config)
     schema = copy.deepcopy(config_schema())  # its axes' enums are filled in below
     definitions = schema.get("definitions", {})
     for name, values in axis_values().items():
@@ -177,6 +178,28 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     return config
+
+
+def _own_grid_problems(config: dict[str, Any]) -> list[str]:
+    """``own_grids`` naming a study that is not there, or one that declares no ``own_grid``."""
+    studies = config.get("studies") if isinstance(config.get("studies"), dict) else {}
+    names = config.get("own_grids") or []
+    if not isinstance(names, list):
+        return [f"own_grids: {names!r} is not a list of study names"]
+    problems = []
+    for name in names:
+        if name not in studies:
+            problems.append(f"own_grids: {name!r} is not a study (studies: {', '.join(sorted(studies))})")
+        elif not isinstance(studies[name], dict) or not studies[name].get("own_grid"):
+            problems.append(f"own_grids: study {name!r} declares no own_grid: add one, or leave it out of own_grids")
+    return problems
+
+
+def apply_own_grids(config: dict[str, Any]) -> None:
+    """Each study that ``own_grids`` names takes its ``own_grid``'s keys: the seed's own grid, declared once
+    beside the default's cut. Applying it twice changes nothing."""
+    for name in config.get("own_grids") or []:
+        config["studies"][name].update(copy.deepcopy(config["studies"][name]["own_grid"]))
 
 
 def cell_tolerance(

@@ -230,10 +230,24 @@ def resolved_studies(config: dict[str, Any], has_cuda: bool | None = None) -> di
     for name in config["run"]:
         study = dict(config["studies"][name])
         study["left_out"] = left_out(study, config["engines"], bool(has_cuda))
+        study["cut_from_own_grid"] = cut_from_own_grid(study)
         study["spans_devices"] = spans_devices(study)
         study["devices"] = resolve_devices(study["devices"], has_cuda)
         out[name] = study
     return out
+
+
+#: the axes of a seed's own grid that a default's cut can leave values out of
+OWN_GRID_AXES = ("engines", "precisions", "batch_sizes", "seq_lens", "threads", "percentiles")
+
+
+def cut_from_own_grid(study: dict[str, Any]) -> dict[str, list[Any]]:
+    """What the study's seed asks for (its ``own_grid``) that this run's study leaves out, axis by axis: empty
+    where the run measures the own grid (config ``own_grids``) or the study declares none."""
+    own = study.get("own_grid") or {}
+    study = {**with_defaults(study), "percentiles": study_percentiles(study)}
+    cut = {axis: [v for v in own[axis] if v not in study[axis]] for axis in OWN_GRID_AXES if axis in own}
+    return {axis: values for axis, values in cut.items() if values}
 
 
 def no_cells_message(config: dict[str, Any], has_cuda: bool | None = None) -> str:

@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis import decisions
-from inferbench.analysis.calibration import calibrate, calibration_text
 from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, p50_at, process_p50s, rate_at
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.summary import measured, split_scenarios
@@ -27,12 +26,11 @@ from inferbench.analysis.verdicts import CONTENDED, OTHER_BOUNDARY, Claim, claim
 from inferbench.catalog.engine_registry import HARNESS_ENGINES
 from inferbench.catalog.layouts import LAYOUTS, study_percentiles
 from inferbench.core.percentiles import samples_needed
+from inferbench.report.observations import int8_lines, memory_line, physics_flags
 from inferbench.report.studies import records_beside, study_rows, training_speedups
-from inferbench.report.tables import distinct, fmt
+from inferbench.report.tables import fmt
 from inferbench.report.text import escape_markdown, inline_code
 
-#: each class of cells (inferbench.analysis.comparison.spread_class), in a few words
-SPREAD_NAMES = {"device": "device-bound GPU cells", "host": "host-bound GPU cells", "cpu": "CPU cells"}
 #: a column's time unit, by the median of its values in ms: (name, factor from ms)
 _UNITS = (("s", 1e-3, 1e3), ("ms", 1.0, 1.0), ("µs", 1e3, 1e-3), ("ns", 1e6, 0.0))
 
@@ -164,6 +162,40 @@ def fastest_lines(cells: pd.DataFrame, basis: ClaimBasis, speedups_shown: bool =
     return out
 
 
+def _busy_text(rows: pd.DataFrame) -> str:
+    """``GPU busy 41–63%`` over ``rows`` (summary rows), or nothing where no busy share was read."""
+    busy = pd.to_numeric(rows.get("gpu_busy_pct", pd.Series(dtype=float)), errors="coerce").dropna()
+    if busy.empty:
+        return ""
+    low, high = f"{busy.min():.0f}", f"{busy.max():.0f}"
+    return f" (GPU busy {low}%)" if low == high else f" (GPU busy {low}–{high}%)"
+
+
+def host_bound_lines(frame: pd.DataFrame, basis: ClaimBasis) -> list[str]:
+    """Per shape whose GPU cells were host-bound: that their times are the host's, with the GPU's busy share,
+    and what lifted the limit where the run measured it (a faster device-bound cell of the same shape: a
+    captured graph, a compiled engine), else what would."""
+    out: list[str] = []
+    gpu = frame[frame["device"] == "cuda"]
+    for (batch, seq), shape in gpu.groupby(["batch_size", "seq_len"], sort=True):
+        host = shape[shape["bound"] == "host"].sort_values("p50")
+        if host.empty:
+            continue
+        names = ", ".join(escape_markdown(cell_name(r)) for _, r in host.head(3).iterrows())
+        names += f" and {len(host) - 3} more" if len(host) > 3 else ""
+        where = f"batch {fmt(int(batch))}" + (f", sequence {int(seq)}" if seq else "")
+        line = f"- Host-bound at {where}{_busy_text(host)}: {names}; their ratios measure the host."
+        # against the fastest host-bound cell: the least that lifting the limit gained
+        fastest_host = host.iloc[0]
+        lifted = shape[(shape["bound"] == "device") & (shape["p50"] < fastest_host["p50"])].sort_values("p50")
+        found = claim(lifted.iloc[0], fastest_host, basis.classes) if not lifted.empty else None
+        if found is None:
+            out.append(f"{line} No cell here lifted the limit.")
+            continue
+        out.append(f"{line} Lifted by {escape_markdown(cell_name(lifted.iloc[0]))}: {claim_text(found)} faster.")
+    return out
+
+
 def _one_side(ok: pd.DataFrame, study: dict[str, Any], what: str) -> list[str]:
     """Where a study spans devices and this run measured one: its CPU/GPU answer is not measured."""
     devices = sorted(ok["device"].unique())
@@ -204,6 +236,7 @@ def by_batch_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
         out += _one_side(frame, study, "CPU/GPU crossover")
         out += auc_line(frame)
         out += fastest_lines(frame, basis)
+        out += physics_flags(frame, basis, claim_text)
         out.append("")
     return out
 
@@ -300,6 +333,10 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
             "",
             *grid_table(titles, rows),
             *fastest_lines(frame, basis, speedups_shown=bool(speedups)),
+            *(host_bound_lines(frame, basis) if "bound" in frame else []),
+            *memory_line(frame),
+            *int8_lines(frame, basis, claim_text),
+            *physics_flags(frame, basis, claim_text),
             "",
         ]
     return out
@@ -360,6 +397,7 @@ def seq_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) ->
         out += [_scaling_line(r) for r in decisions.seq_scaling(frame).itertuples(index=False)]
         gap = _gap_lines(frame, basis)
         out += gap or _one_side(frame, study, "CPU/GPU gap")
+        out += physics_flags(frame, basis, claim_text)
         out.append("")
     return out
 
@@ -502,6 +540,8 @@ def not_measured_section(everything: pd.DataFrame, studies: dict[str, dict[str, 
         ]
         text = "; ".join(parts)
         out.append(f"- {text[:1].upper() + text[1:]}: {escape_markdown(why)}.")
+    out += own_grid_lines(studies)
+    out += thread_budget_lines(everything)
     not_ok = everything[everything["status"] != "ok"]
     if not not_ok.empty:
         reasons = not_ok.assign(first=not_ok["reason"].fillna("no reason recorded").astype(str).map(_first_line))
@@ -512,67 +552,44 @@ def not_measured_section(everything: pd.DataFrame, studies: dict[str, dict[str, 
     return [*out, ""]
 
 
+#: how an axis of a seed's own grid reads in a list of what the run cut
+_AXIS_WORDS = {"engines": "engines", "precisions": "precisions", "batch_sizes": "batch", "seq_lens": "sequence",
+               "threads": "threads", "percentiles": "percentiles"}  # fmt: skip
+
+
+def own_grid_lines(studies: dict[str, dict[str, Any]]) -> list[str]:
+    """What the run's studies cut from their seeds' own grids (``cut_from_own_grid``), and what measures it."""
+    parts = []
+    for name, study in studies.items():
+        cut = study.get("cut_from_own_grid") or {}
+        if cut:
+            values = "; ".join(
+                f"{_AXIS_WORDS[axis]} {', '.join(inline_code(v) if axis == 'engines' else fmt(v) for v in found)}"
+                for axis, found in cut.items()
+            )
+            parts.append(f"{inline_code(name)}: {values}")
+    if not parts:
+        return []
+    return [
+        "- Cut from the seeds' own grids, for time: " + ". ".join(parts) + ". The study's preset measures its own "
+        "grid (`config/studies/<study>.yaml`; `full.yaml`: all)."
+    ]
+
+
+def thread_budget_lines(everything: pd.DataFrame) -> list[str]:
+    """The CPU cells' thread budget against the host's CPUs: every GPU-over-CPU ratio is against it."""
+    cpu = everything[everything["device"] == "cpu"]
+    if cpu.empty or "host_cpus" not in cpu or cpu["host_cpus"].isna().all():
+        return []
+    threads = sorted({int(t) for t in cpu["threads"].dropna()})
+    host = int(pd.to_numeric(cpu["host_cpus"], errors="coerce").max())
+    used = " or ".join(str(t) for t in threads)
+    return [f"- CPU cells use {used} threads of this host's {host} CPUs: every GPU-over-CPU ratio is against that."]
+
+
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "no reason recorded"
     return line if len(line) <= 200 else line[:197] + "..."
-
-
-def _commits(frame: pd.DataFrame) -> str:
-    commits = sorted({str(c)[:12] for c in frame.get("git_commit", pd.Series(dtype=str)).dropna()})
-    return escape_markdown(", ".join(commits)) if commits else "commit unknown"
-
-
-def provenance_section(everything: pd.DataFrame, studies: dict[str, dict[str, Any]], basis: ClaimBasis) -> list[str]:
-    """``## Where these numbers come from``: code, machine, date, studies, and the spread the intervals
-    rest on."""
-    dirty = "git_dirty" in everything and everything["git_dirty"].astype(str).str.lower().eq("true").any()
-    dates = pd.to_datetime(everything.get("created_at", pd.Series(dtype=str)), errors="coerce", utc=True).dropna()
-    when = "–" if dates.empty else f"{dates.min():%Y-%m-%d %H:%M}–{dates.max():%H:%M} UTC"
-    spreads = [
-        f"{SPREAD_NAMES[cls]} {prior.pct:.1f}%"
-        for (cls, boundary), prior in sorted(basis.classes.priors.items())
-        if boundary == "device"
-    ]
-    between = [
-        f"{SPREAD_NAMES[cls]} {moved.pct:.1f}% ({moved.pairs} A/A pairs)"
-        for (cls, boundary), moved in sorted(basis.classes.between.items())
-        if boundary == "device"
-    ]
-    return [
-        "## Where these numbers come from",
-        "",
-        f"- Code: inferbench {_commits(everything)}" + (", with uncommitted changes." if dirty else ", a clean tree."),
-        f"- Machine: {distinct(everything, 'cpu')}; "
-        + (
-            f"GPU {distinct(everything, 'gpu')}, driver {distinct(everything, 'gpu_driver')}"
-            if "gpu" in everything and everything["gpu"].notna().any()
-            else "no GPU"
-        )
-        + f"; host {distinct(everything, 'hostname')}.",
-        f"- Software: Python {distinct(everything, 'python')}, torch {distinct(everything, 'torch')}, onnxruntime "
-        f"{distinct(everything, 'onnxruntime')}"
-        + (f", openvino {distinct(everything, 'openvino')}" if "openvino" in everything else "")
-        + ".",
-        f"- Measured: {when}; studies {', '.join(inline_code(n) for n in studies) or '–'}.",
-        "- Spread of p50 between processes, one standard deviation: "
-        + ("; ".join(spreads) if spreads else "unknown: no single-call or training cell ran in several processes")
-        + ". Every ratio between cells counts each cell's own spread moderated by its class's (docs/comparing.md); "
-        "an exponent's and a generation gain's intervals count their own processes' spread. "
-        + (
-            "Identical cells measured apart in this run moved, one standard deviation: " + "; ".join(between) + ". "
-            if between
-            else ""
-        )
-        + (
-            f"They also count how far each class moved between leases, {basis.classes.leases.describe()}."
-            if basis.classes.leases is not None
-            else "The intervals rest on this lease alone: a claim meant for the next lease needs runs from two."
-        ),
-        *([f"- {calibration_text(found)}"] if (found := calibrate(measured(everything), basis.classes)) else []),
-        "- Device boundary: inputs staged where the engine computes, outputs left there. End to end: host "
-        "arrays in, a host array out. Host-bound: the GPU waits for the thread launching its kernels.",
-        "",
-    ]
 
 
 def summary_line(everything: pd.DataFrame) -> str:
