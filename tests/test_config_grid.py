@@ -141,8 +141,8 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
     assert {c.engine for c in cpu_cells} == {"torch_eager", "ort_cpu", "openvino", "train_epoch"}
     # seed 000's 5 ORT CPU batches + seed 003's 12 ORT CPU cells + seed 004's CPU epoch + 8 cpu_engines cells
     # (ORT and OpenVINO fp32 and int8, eager fp32, on 2 workloads; ORT fp32 LendingClub b1 shared with seed 000,
-    # ORT fp32 DistilBERT b1 s32 with seed 003)
-    assert len(cpu_cells) == 26
+    # ORT fp32 DistilBERT b1 s32 with seed 003) + cpu_vision's 10 (the same five on ResNet-50 and ViT-B/16)
+    assert len(cpu_cells) == 36
     assert {c.precision for c in cpu_cells if c.engine == "openvino"} == {"fp32", "int8"}
     assert {c.precision for c in cpu_cells if c.engine == "ort_cpu"} == {"fp32", "int8"}
     gpu_cells = config_cells(cfg, has_cuda=True)
