@@ -17,6 +17,8 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -46,18 +48,26 @@ def time_model(path: str, seconds: float, pad: bool, pin: bool = False) -> float
     return float(np.median(times)) / 1e3
 
 
-def forked(path: str, seconds: float, pad: bool, pin: bool = False) -> float:
+def in_fork(work: Callable[[], Any]) -> Any:
+    """``work()`` in a forked child; its JSON result, read back through a pipe."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
-        os.write(write, json.dumps(time_model(path, seconds, pad, pin)).encode())
+        os.write(write, json.dumps(work()).encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read) as f:
         value = json.loads(f.read())
     os.waitpid(pid, 0)
     return value
+
+
+def job_work(method: str, path: str, seconds: float, children: int) -> list[float]:
+    """The job: some allocations of its own, then its children, each forked from it."""
+    _ = [bytearray(random.randrange(1, 1 << 16)) for _ in range(random.randrange(1, 50))]
+    pad, pin = method == "pad", method == "pin"
+    return [in_fork(lambda: time_model(path, seconds, pad, pin)) for _ in range(children)]
 
 
 def job(method: str, path: str, seconds: float, children: int) -> list[float]:
@@ -67,19 +77,7 @@ def job(method: str, path: str, seconds: float, children: int) -> list[float]:
                                  capture_output=True, text=True, check=True).stdout)
             for _ in range(children)
         ]
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the job: some allocations of its own, then its children
-        os.close(read)
-        _ = [bytearray(random.randrange(1, 1 << 16)) for _ in range(random.randrange(1, 50))]
-        values = [forked(path, seconds, method == "pad", method == "pin") for _ in range(children)]
-        os.write(write, json.dumps(values).encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as f:
-        values = json.loads(f.read())
-    os.waitpid(pid, 0)
-    return values
+    return in_fork(lambda: job_work(method, path, seconds, children))
 
 
 def main() -> None:

@@ -139,6 +139,11 @@ def _process_p50s(by_process: Sequence[Any], p50: np.ndarray) -> np.ndarray:
     return p50s
 
 
+def is_true(value: Any) -> bool:
+    """A boolean summary field as written or read back (True, np.True_, "True", 1): True only where it says so."""
+    return str(value).lower() in ("true", "1", "1.0")
+
+
 def _number(value: Any) -> float:
     try:
         return math.nan if value is None else float(value)
@@ -196,7 +201,7 @@ class CellTable:
         spreads["end_to_end"] = spreads["device"].where(own, spreads["end_to_end"])
         # a cell timed only while other work held the host's cores decides nothing (inferbench.analysis.verdicts)
         contended = _values(cells, "host_contended", numbers=False)
-        contended = np.array([str(v).lower() in ("true", "1", "1.0") for v in contended.tolist()], dtype=bool)
+        contended = np.array([is_true(v) for v in contended.tolist()], dtype=bool)
         spreads = {boundary: replace(spread, contended=contended) for boundary, spread in spreads.items()}
         classes = [_class_of(d, b) for d, b in zip(device.tolist(), bound.tolist(), strict=True)]
         return cls(device, _timed_at_device(timing), np.array(classes, dtype=object), p50, spreads)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis import decisions
-from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, p50_at, process_p50s, rate_at
+from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, is_true, p50_at, process_p50s, rate_at
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.analysis.uncertainty import Ratio
@@ -26,9 +26,9 @@ from inferbench.analysis.verdicts import CONTENDED, OTHER_BOUNDARY, Claim, claim
 from inferbench.catalog.engine_registry import HARNESS_ENGINES
 from inferbench.catalog.layouts import LAYOUTS, study_percentiles
 from inferbench.core.percentiles import samples_needed
-from inferbench.report.observations import int8_lines, memory_line, physics_flags
+from inferbench.report.observations import host_bound_lines, int8_lines, memory_line, physics_flags
 from inferbench.report.studies import records_beside, study_rows, training_speedups
-from inferbench.report.tables import fmt
+from inferbench.report.tables import cell_name, fmt
 from inferbench.report.text import escape_markdown, inline_code
 
 #: a column's time unit, by the median of its values in ms: (name, factor from ms)
@@ -47,13 +47,6 @@ def time_unit(values_ms: Iterable[Any]) -> tuple[str, float]:
 
 def in_unit(value_ms: Any, factor: float) -> str:
     return "–" if value_ms is None or pd.isna(value_ms) else fmt(float(value_ms) * factor)
-
-
-def cell_name(row: Any) -> str:
-    """``engine precision device`` (and ``Nt``, the CPU threads, on the CPU)."""
-    get = row.get if isinstance(row, dict | pd.Series) else row._asdict().get
-    threads = f" {int(get('threads'))}t" if get("device") == "cpu" else ""
-    return f"{get('engine')} {get('precision')} {get('device')}{threads}"
 
 
 def interval_text(
@@ -159,40 +152,6 @@ def fastest_lines(cells: pd.DataFrame, basis: ClaimBasis, speedups_shown: bool =
             out.append(line + ".")
             continue
         out.append(f"{line}; {claim_text(best.claim)} ahead of {escape_markdown(best.runner_up)}.")
-    return out
-
-
-def _busy_text(rows: pd.DataFrame) -> str:
-    """``GPU busy 41–63%`` over ``rows`` (summary rows), or nothing where no busy share was read."""
-    busy = pd.to_numeric(rows.get("gpu_busy_pct", pd.Series(dtype=float)), errors="coerce").dropna()
-    if busy.empty:
-        return ""
-    low, high = f"{busy.min():.0f}", f"{busy.max():.0f}"
-    return f" (GPU busy {low}%)" if low == high else f" (GPU busy {low}–{high}%)"
-
-
-def host_bound_lines(frame: pd.DataFrame, basis: ClaimBasis) -> list[str]:
-    """Per shape whose GPU cells were host-bound: that their times are the host's, with the GPU's busy share,
-    and what lifted the limit where the run measured it (a faster device-bound cell of the same shape: a
-    captured graph, a compiled engine), else what would."""
-    out: list[str] = []
-    gpu = frame[frame["device"] == "cuda"]
-    for (batch, seq), shape in gpu.groupby(["batch_size", "seq_len"], sort=True):
-        host = shape[shape["bound"] == "host"].sort_values("p50")
-        if host.empty:
-            continue
-        names = ", ".join(escape_markdown(cell_name(r)) for _, r in host.head(3).iterrows())
-        names += f" and {len(host) - 3} more" if len(host) > 3 else ""
-        where = f"batch {fmt(int(batch))}" + (f", sequence {int(seq)}" if seq else "")
-        line = f"- Host-bound at {where}{_busy_text(host)}: {names}; their ratios measure the host."
-        # against the fastest host-bound cell: the least that lifting the limit gained
-        fastest_host = host.iloc[0]
-        lifted = shape[(shape["bound"] == "device") & (shape["p50"] < fastest_host["p50"])].sort_values("p50")
-        found = claim(lifted.iloc[0], fastest_host, basis.classes) if not lifted.empty else None
-        if found is None:
-            out.append(f"{line} No cell here lifted the limit.")
-            continue
-        out.append(f"{line} Lifted by {escape_markdown(cell_name(lifted.iloc[0]))}: {claim_text(found)} faster.")
     return out
 
 
@@ -333,7 +292,7 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
             "",
             *grid_table(titles, rows),
             *fastest_lines(frame, basis, speedups_shown=bool(speedups)),
-            *(host_bound_lines(frame, basis) if "bound" in frame else []),
+            *(host_bound_lines(frame, basis, claim_text) if "bound" in frame else []),
             *memory_line(frame),
             *int8_lines(frame, basis, claim_text),
             *physics_flags(frame, basis, claim_text),
@@ -433,7 +392,7 @@ def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
                 escape_markdown(cell_name(row)), fmt(int(row["batch_size"])), call,
                 in_unit(p50[index], factor), fmt(rate[index]),
                 *(ratio_text(*(row[f"speedup_vs_{name}{part}"] for part in ("", "_low", "_high", "_significant")),
-                             _range(row, f"speedup_vs_{name}"), str(row.get(f"speedup_vs_{name}_contended")) == "True")
+                             _range(row, f"speedup_vs_{name}"), is_true(row.get(f"speedup_vs_{name}_contended")))
                   for name in ratios),
             ])  # fmt: skip
         baselines = sorted({str(b).split(" (")[0] for b in frame["baseline"].dropna()})

@@ -1,4 +1,5 @@
-"""Sentences for what a study's table shows but does not say: the memory a GPU cell costs (the allocator's
+"""Sentences for what a study's table shows but does not say: which GPU cells the host's kernel launches held
+back (with the GPU's busy share, and what lifted the limit), the memory a GPU cell costs (the allocator's
 peak beside the process's), what int8 did on each engine (faster or slower, by how much), and orderings
 that contradict the sweep's physics (a longer sequence or a larger batch faster beyond the spread), which
 point at a measurement to distrust rather than at a result.
@@ -16,13 +17,47 @@ import pandas as pd
 
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.verdicts import Claim, claim
-from inferbench.report.tables import fmt
+from inferbench.report.tables import cell_name, fmt
 from inferbench.report.text import escape_markdown
 
 #: what a claim reads as, in words (inferbench.report.answers.claim_text)
 Words = Callable[[Claim], str]
 #: a cell's configuration but the axis a sweep moves along
 SERIES = ["engine", "precision", "device", "threads"]
+
+
+def _busy_text(rows: pd.DataFrame) -> str:
+    """``GPU busy 41–63%`` over ``rows`` (summary rows), or nothing where no busy share was read."""
+    busy = pd.to_numeric(rows.get("gpu_busy_pct", pd.Series(dtype=float)), errors="coerce").dropna()
+    if busy.empty:
+        return ""
+    low, high = f"{busy.min():.0f}", f"{busy.max():.0f}"
+    return f" (GPU busy {low}%)" if low == high else f" (GPU busy {low}–{high}%)"
+
+
+def host_bound_lines(frame: pd.DataFrame, basis: ClaimBasis, words: Words) -> list[str]:
+    """Per shape whose GPU cells were host-bound: that their times are the host's, with the GPU's busy share,
+    and what lifted the limit where the run measured it (a faster device-bound cell of the same shape: a
+    captured graph, a compiled engine), else what would."""
+    out: list[str] = []
+    gpu = frame[frame["device"] == "cuda"]
+    for (batch, seq), shape in gpu.groupby(["batch_size", "seq_len"], sort=True):
+        host = shape[shape["bound"] == "host"].sort_values("p50")
+        if host.empty:
+            continue
+        names = ", ".join(escape_markdown(cell_name(r)) for _, r in host.head(3).iterrows())
+        names += f" and {len(host) - 3} more" if len(host) > 3 else ""
+        where = f"batch {fmt(int(batch))}" + (f", sequence {int(seq)}" if seq else "")
+        line = f"- Host-bound at {where}{_busy_text(host)}: {names}; their ratios measure the host."
+        # against the fastest host-bound cell: the least that lifting the limit gained
+        fastest_host = host.iloc[0]
+        lifted = shape[(shape["bound"] == "device") & (shape["p50"] < fastest_host["p50"])].sort_values("p50")
+        found = claim(lifted.iloc[0], fastest_host, basis.classes) if not lifted.empty else None
+        if found is None:
+            out.append(f"{line} No cell here lifted the limit.")
+            continue
+        out.append(f"{line} Lifted by {escape_markdown(cell_name(lifted.iloc[0]))}: {words(found)} faster.")
+    return out
 
 
 def memory_line(frame: pd.DataFrame) -> list[str]:

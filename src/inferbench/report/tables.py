@@ -148,3 +148,10 @@ def recipe(row: Any) -> str:
     if known.get("host_input"):
         parts.append(f"{known['host_input']} host input")
     return " · ".join(parts)
+
+
+def cell_name(row: Any) -> str:
+    """``engine precision device`` (and ``Nt``, the CPU threads, on the CPU)."""
+    get = row.get if isinstance(row, dict | pd.Series) else row._asdict().get
+    threads = f" {int(get('threads'))}t" if get("device") == "cpu" else ""
+    return f"{get('engine')} {get('precision')} {get('device')}{threads}"

@@ -458,7 +458,7 @@ def run_loadgen(
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     # what is alive now (torch, transformers, timm: ~400,000 objects) is left out of the collector's full
-    # passes: one would stall every thread for 50-120 ms (timed on the 2-core CI machine) in the middle of
+    # passes: one would stall every thread for tens of milliseconds in the middle of
     # the run; vLLM freezes after start-up for the same reason. New garbage is still collected
     gc.collect()
     gc.freeze()
@@ -577,7 +577,7 @@ def measure_serving(
     # min_load_share of the capacity where a run would last over LIGHT_RUN_S: a bound missed at so light
     # a load is a tail of the engine's or the host's, not queueing, and each run there lasts minutes
     # (2,000 queries at 15 QPS: 135 s). Short runs go on below it: a cell held by the Python harness (a
-    # CPU MLP serves ~1/8 of its engine's back-to-back rate on 2 cores) is not at light load there.
+    # CPU MLP serves a fraction of its engine's back-to-back rate) is not at light load there.
     slowest = settings.min_query_count / settings.max_duration_s
     lightest = min(settings.min_load_share * capacity, settings.min_query_count / LIGHT_RUN_S)
     low: float | None = None

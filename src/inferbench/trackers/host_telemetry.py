@@ -4,8 +4,8 @@ and the CPU time of the processes it started (vLLM's engine core issues every st
 
 These explain spread between runs that the within-run statistics cannot: a launch-bound GPU cell is
 as fast as the host thread that issues its kernels. A window in which other work held the host's cores
-(``contended``) timed the contention, not the engine: a 2-thread PyTorch cell on two cores beside one
-busy core waits a scheduler slice per parallel region, and runs 100x slower.
+(``contended``) timed the contention, not the engine: each parallel region waits for a scheduler slice on
+the core the other work holds (docs/results/cpu-2core/calibration/2026-11-28-contention).
 """
 
 from __future__ import annotations
