@@ -183,7 +183,9 @@ def test_tf32_cells_on_the_gpu_are_held_to_the_tf32_tolerance():
     tf32 = cfg["engines"]["torch_eager_tf32"]
     assert cell_tolerance(tolerances, tf32, "fp32", "cuda") == {"max_rel_l2": 5.0e-3}
     assert cell_tolerance(tolerances, tf32, "fp32", "cpu") == {"max_rel_l2": 1.0e-4}, "no TF32 on the CPU"
-    assert cell_tolerance(tolerances, cfg["engines"]["torch_eager"], "fp32", "cuda") == {"max_rel_l2": 1.0e-4}
+    # PyTorch's default math has TF32 in convolutions: the baseline is held to the TF32 gate; strict fp32 is not
+    assert cell_tolerance(tolerances, cfg["engines"]["torch_eager"], "fp32", "cuda") == {"max_rel_l2": 5.0e-3}
+    assert cell_tolerance(tolerances, cfg["engines"]["torch_eager_strict"], "fp32", "cuda") == {"max_rel_l2": 1.0e-4}
 
 
 def test_serving_studies_make_scenario_cells_with_the_tightest_bound():

@@ -133,3 +133,18 @@ def test_a_shown_command_runs(workdir, command):
             argv = [*argv[: 3 + words], "--help"]
     done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+
+
+def test_the_readmes_preset_table_counts_the_cells_each_preset_plans():
+    """The cell counts of the README's presets, on a machine without a GPU and with one, are the planner's."""
+    from inferbench.plan.config import validate_config
+    from inferbench.plan.grid import config_cells, deep_merged
+
+    base = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| (\d+) / (\d+) \|", (REPO / "README.md").read_text(), re.M)
+    assert len(rows) >= 8, "the table of presets"
+    for name, cpu, gpu in rows:
+        config = deep_merged(base, yaml.safe_load((REPO / f"config/studies/{name}.yaml").read_text()))
+        validate_config(config)
+        planned = (len(config_cells(config, has_cuda=False)), len(config_cells(config, has_cuda=True)))
+        assert (int(cpu), int(gpu)) == planned, f"{name}: the README says {cpu} / {gpu}, the planner {planned}"

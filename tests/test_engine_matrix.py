@@ -203,7 +203,7 @@ def test_ort_cuda_cells_time_the_device_with_events_on_their_own_stream(bert, tm
     lock = MachineLock(tmp_path / "lock")
     lock.shared()
     try:
-        request = CellRequest(key, {"engine": "ort_cuda"}, inputs, FAST, {"max_rel_l2": 1e-3})
+        request = CellRequest(key, {"engine": "ort_cuda", "tf32": "strict"}, inputs, FAST, {"max_rel_l2": 1e-3})
         record = run_cell(request, tmp_path / "r.json", lock)
     finally:
         lock.close()

@@ -80,7 +80,7 @@ def test_engines_carry_their_effective_options_defaults_included():
 
     assert OrtCuda("cuda", "fp32", 0, {"engine": "ort_cuda"}).options.as_dict() == {
         "io_binding": True,
-        "tf32": False,
+        "tf32": "all",  # the CUDA provider's own default
         "fusions": False,
         "cuda_graph": False,
         "prefer_nhwc": False,
@@ -90,7 +90,7 @@ def test_engines_carry_their_effective_options_defaults_included():
     assert script.options.channels_last is True and script.options.optimize is True  # read by attribute
     assert script.options.as_dict() == {
         "channels_last": True,
-        "tf32": False,
+        "tf32": "conv",  # PyTorch's default
         "precision_mode": "cast",
         "optimize": True,
         "host_memory": "pageable",  # the host input a caller hands over, by default as the data loader makes it

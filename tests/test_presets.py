@@ -130,7 +130,7 @@ def test_heart_training_preset_gives_epoch_times_and_the_loader_comparison(workd
     text = section(report, "heart_training")
     # against the plain loop, the study's first engine: the baseline is named, the ratio has its interval
     assert "× baseline: over train_epoch fp32 on the same device" in text
-    row = next(line for line in text.splitlines() if line.startswith("| train_epoch_loader fp32 cpu 2t | 256 |"))
+    row = next(line for line in text.splitlines() if line.startswith("| train_epoch_loader fp32 cpu 2t | fp32 | 256 |"))
     assert "× (" in row
 
 

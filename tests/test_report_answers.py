@@ -124,14 +124,18 @@ def test_the_sequence_answer_labels_a_host_bound_exponent_and_words_it_by_its_in
     assert "p50 grows with the length, length^k with k = 0.800 (95% CI" in cpu and "host-bound" not in cpu
     gpu = next(line for line in answer.splitlines() if line.startswith("- torch_eager fp32 cuda batch 1:"))
     assert "grows with the length, but only within the spread" in gpu and "95% CI -" in gpu and " to " in gpu
-    assert "host-bound: the host's kernel launches set the time" in gpu
+    assert "host-bound: kernel launches set the time" in gpu
     assert not any(line.startswith("- ort_cpu fp32 cpu 2t batch 4:") and "k =" in line for line in answer.splitlines())
     # p50 / p90 / p99 where the calls are enough (120 on the CPU), p50 alone on the GPU cells (30 calls)
     rows = {row[0] + " b" + row[1]: row[2:] for row in table_rows(answer)[1:]}
     assert rows["ort_cpu fp32 cpu 2t b1"][0] == "0.500 / 0.550 / 0.650"
     assert rows["torch_eager fp32 cuda b1"][0] == "5.00 / – / –"
     assert rows["ort_cpu fp32 cpu 2t b4"] == ["–", "–", "8.00 / – / –"]
-    assert "GPU over CPU at batch 1, sequence 128" in answer
+    gap = answer[answer.index("GPU over CPU end to end") :]
+    header, first = table_rows(gap)[:2]
+    assert header[0] == "batch" and "seq 128" in header and first[0] == "1"
+    lead = first[header.index("seq 128")]
+    assert lead.endswith(")") and "end to end" not in lead, "the title names the boundary"
 
 
 def boundary_pair() -> pd.DataFrame:
@@ -185,7 +189,7 @@ def test_an_int8_cell_shows_its_parity_beside_its_speed_and_every_table_names_on
     ]).assign(scenario="single")  # fmt: skip
     report = build_report(rows)
     header, *cells = table_rows(report)
-    assert header[:4] == ["batch", "seq", "cell", "p50 (ms)"]
+    assert header[:4] == ["batch", "seq", "cell", "p50 (ms)"], "no change beyond what the names say: no column"
     assert "rel. L2 to FP32 eager" in header and "host RSS MB" in header and "GPU MB" not in header
     by_cell = {row[2]: dict(zip(header, row, strict=True)) for row in cells}
     assert by_cell["ort_cpu int8 cpu 2t"]["rel. L2 to FP32 eager"] == "1.9e-02"
@@ -246,7 +250,7 @@ def test_an_unavailable_cell_is_named_with_its_reason_on_the_first_page_and_in_f
                      reason="the `tensorrt` Python package is not installed\nsecond line", **GPU),
     ]).assign(scenario="single")  # fmt: skip
     report, details = build_report(rows), build_details(rows)
-    assert "- 1 unavailable: the &#96;tensorrt&#96; Python package is not installed (resnet50 tensorrt" in report
+    assert "- 1 unavailable: the `tensorrt` Python package is not installed (resnet50 tensorrt" in report
     assert "second line" not in report and "## Cells without a valid measurement" in details
 
 
@@ -443,7 +447,7 @@ def test_not_measured_lists_what_the_default_cut_from_each_seeds_own_grid_and_th
     report = build_report(rows.assign(scenario="single"), studies=studies)
     cut = next(line for line in report.splitlines() if line.startswith("- Cut from the seeds' own grids"))
     assert "`vision_fp16`: batch 1, 8, 16." in cut
-    assert "`gpu_efficiency`: engines `torch_eager_tf32`; batch 128; percentiles p99." in cut
+    assert "`gpu_efficiency`: engines `torch_eager_strict`, `torch_eager_tf32`; batch 128; percentiles p99." in cut
     assert "`transformers`: engines `ort_cpu_fused`; sequence 64, 128, 384; threads 4." in cut
     assert "- CPU cells use 2 threads of this host's 16 CPUs" in report
     # a run at the seeds' own grids cuts nothing
@@ -458,3 +462,69 @@ def test_not_measured_lists_what_the_default_cut_from_each_seeds_own_grid_and_th
     ]
     studies = resolved_studies(validate_config(full), has_cuda=True)
     assert "Cut from the seeds' own grids" not in build_report(rows.assign(scenario="single"), studies=studies)
+
+
+def test_the_fp32_baseline_is_pytorchs_default_and_each_label_names_what_it_changes():
+    """FP32 eager disabled TF32 where PyTorch's default uses it in convolutions, and "torchscript fp16" ran
+    channels-last against an NCHW baseline under one label: three changes, one name."""
+    from inferbench.engines.pytorch.eager import tf32_switches
+
+    assert tf32_switches("fp32", "conv") == (True, False), "PyTorch's default: TF32 in convolutions only"
+    assert tf32_switches("fp32", "strict") == (False, False) and tf32_switches("fp32", "all") == (True, True)
+    gpu = {**GPU, "workload": "resnet50", "batch_size": 32, "bound": "device", "graph": "eager"}
+    rows = pd.DataFrame([
+        cell(**gpu, latency_p50_ms=10.0, p50_by_process_ms=processes(9.9, 10.1), tf32="conv"),
+        cell(**gpu, engine="torch_eager_strict", latency_p50_ms=12.0, p50_by_process_ms=processes(11.9, 12.1),
+             tf32="strict"),
+        cell(**gpu, engine="torch_eager_tf32", latency_p50_ms=9.0, p50_by_process_ms=processes(8.9, 9.1), tf32="all"),
+        cell(**{**gpu, "graph": "torchscript"}, engine="torchscript", engine_impl="torchscript", precision="fp16",
+             precision_mode="cast", channels_last=True, latency_p50_ms=2.0, p50_by_process_ms=processes(1.99, 2.01)),
+    ]).assign(scenario="single")  # fmt: skip
+    report = build_report(rows)
+    changed = {row[1]: row[2] for row in table_rows(report) if row[0] == "32"}
+    assert changed == {
+        "torch_eager fp32 cuda": "PyTorch's defaults",
+        "torch_eager_strict fp32 cuda": "TF32 off",
+        "torch_eager_tf32 fp32 cuda": "TF32 everywhere",
+        "torchscript fp16 cuda": "torchscript · fp16 cast · channels-last",
+    }
+    assert "FP32 eager here is" not in report, "the baseline is PyTorch's default: nothing to warn of"
+    # a summary from before the settings wrote booleans, and its FP32 eager was strict: the page says so
+    old = build_report(rows.assign(tf32=[False, False, True, None]))
+    assert "- FP32 eager here is strict fp32, with TF32 off." in old
+    assert {row[1]: row[2] for row in table_rows(old) if row[0] == "32"}["torch_eager fp32 cuda"] == "TF32 off"
+
+
+def test_a_tf32_setting_is_one_of_three_and_a_boolean_is_refused_naming_them():
+    from inferbench.catalog.engine_registry import engine_info, option_problems
+
+    (problem,) = option_problems("torch_eager", {"engine": "torch_eager", "tf32": True})
+    assert "tf32" in problem and "strict, conv, all" in problem, problem
+    assert option_problems("torch_eager", {"engine": "torch_eager", "tf32": "strict"}) == []
+    assert engine_info("ort_cuda").typed_options({"engine": "ort_cuda"}).tf32 == "all", "the CUDA provider's default"
+
+
+def test_every_items_per_s_on_the_page_is_the_summarys_throughput_at_the_tables_boundary():
+    """One throughput: a cell's items/s on the first page is the summary's ``throughput_per_s`` (device boundary)
+    or ``e2e_throughput_per_s`` (end to end), for every cell of a CPU default made by today's code."""
+    from inferbench.report.tables import cell_name, fmt
+
+    summary = read_summary_csv(REPO / "docs/results/cpu-2core/readme_default/2026-11-28/summary.csv")
+    report = build_report(summary)
+    checked = 0
+    for block in re.split(r"\n(?=\*\*)", report):
+        heading = re.match(r"\*\*(\S+)\*\* at the (device|end-to-end) boundary", block)
+        if heading is None:
+            continue
+        column = "throughput_per_s" if heading[2] == "device" else "e2e_throughput_per_s"
+        header, *rows = table_rows(block.split("\n\n- ")[0])
+        for values in rows:
+            row = dict(zip(header, values, strict=True))
+            batch = int(row["batch"].replace(",", ""))
+            same = summary[(summary["workload"] == heading[1]) & (summary["batch_size"] == batch)]
+            same = same[[cell_name(r) == row["cell"] and str(r["seq_len"]) == row.get("seq", "0") for _, r in
+                         same.iterrows()]]  # fmt: skip
+            assert len(same) == 1, row
+            assert row["items/s"] == fmt(same.iloc[0][column]), (heading[1], row["cell"])
+            checked += 1
+    assert checked >= 20, "every engines table of the CPU default was read"

@@ -52,7 +52,7 @@ def synthetic_summary(workloads: int, scale: float, knobs: bool = False) -> pd.D
         if knobs:
             graph, precision_mode, compile_mode, cuda_graph = computation
             row |= {"graph": graph, "precision_mode": precision_mode, "compile_mode": compile_mode,
-                    "cuda_graph": cuda_graph, "channels_last": False, "io_binding": None, "tf32": False}  # fmt: skip
+                    "cuda_graph": cuda_graph, "channels_last": False, "io_binding": None, "tf32": "strict"}  # fmt: skip
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -73,8 +73,14 @@ def job_work(method: str, path: str, seconds: float, children: int) -> list[floa
 def job(method: str, path: str, seconds: float, children: int) -> list[float]:
     if method == "spawn":
         return [
-            float(subprocess.run([sys.executable, __file__, "--child", path, "--seconds", str(seconds)],
-                                 capture_output=True, text=True, check=True).stdout)
+            float(
+                subprocess.run(
+                    [sys.executable, __file__, "--child", path, "--seconds", str(seconds)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+            )
             for _ in range(children)
         ]
     return in_fork(lambda: job_work(method, path, seconds, children))

@@ -23,7 +23,7 @@ from inferbench.analysis.comparison import CellTable, ClassSpreads, boundary_of,
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import measured
 from inferbench.analysis.verdicts import Claims, claims
-from inferbench.catalog.engines import PLAIN_COMPUTATION, PLAIN_PRECISION
+from inferbench.catalog.engines import PLAIN_COMPUTATION, PLAIN_PRECISION, TF32_SETTINGS
 
 #: the engine variant every speed-up is measured against
 BASELINE_ENGINE, BASELINE_PRECISION = "torch_eager", "fp32"
@@ -511,23 +511,29 @@ def option_steps(summary: pd.DataFrame, classes: ClassSpreads | None = None) -> 
 
 def _plain_first(value_a: tuple[str, ...], value_b: tuple[str, ...], knob: str) -> bool:
     """Whether ``value_a`` is the plainer of two settings of ``knob``: the plain setting (or the one whose first
-    column is plain) first, else in name order."""
+    column is plain) first, else in name order (TF32's settings in theirs: less TF32 first)."""
     plain = _PLAIN[knob]
     for same in (lambda v: v == plain, lambda v: v[0] == plain[0]):
         if same(value_b) and not same(value_a):
             return False
         if same(value_a) and not same(value_b):
             return True
-    return value_a <= value_b
+
+    def order(value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(str(TF32_SETTINGS.index(v)) if v in TF32_SETTINGS else v for v in value)
+
+    return order(value_a) <= order(value_b)
 
 
 #: a knob's plain setting in words, where its columns are empty for it
 _PLAIN_WORDS = {"host_input": "pageable fp32"}
+#: fp32's TF32 settings in words
+_TF32_WORDS = {"strict": "TF32 off", "conv": "TF32 in convolutions", "all": "TF32 everywhere"}
 
 
 def _describe_change(plain: tuple[str, ...], other: tuple[str, ...], knob: str) -> str:
     def text(value: tuple[str, ...]) -> str:
-        return " ".join(v for v in value if v and v not in ("False", "True")) or (
+        return " ".join(_TF32_WORDS.get(v, v) for v in value if v and v not in ("False", "True")) or (
             "on" if value[0] == "True" else _PLAIN_WORDS.get(knob, "off")
         )
 

@@ -27,7 +27,8 @@ def place(row: dict[str, Any], cost: dict[str, Any], peaks: dict[str, Any]) -> d
     io_bytes = (cost["input_elements_per_row"] + cost["output_elements_per_row"]) * batch * 4  # fp32 in/out
     compulsory = weight_bytes + io_bytes
     unfused = weight_bytes + 2 * cost["activation_elements_per_row"] * batch * size
-    peak_key = "tf32" if precision == "fp32" and row.get("tf32") is True else PEAK_KEYS[precision]
+    # TF32 math allowed anywhere: its peak is the ceiling the cell could reach
+    peak_key = "tf32" if precision == "fp32" and row.get("tf32") in ("conv", "all") else PEAK_KEYS[precision]
     peak_flops = peaks["gemm_flops_per_s"].get(peak_key) if peak_key else None
     seconds = row["latency_p50_ms"] / 1e3
     compute_s = flops / peak_flops if peak_flops else None

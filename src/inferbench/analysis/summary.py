@@ -9,6 +9,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from inferbench.catalog.engine_registry import HARNESS_ENGINES
+from inferbench.catalog.engines import tf32_setting
 from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
@@ -101,12 +102,21 @@ def read_summary_csv(path: str | Path) -> pd.DataFrame:
     ... as missing), the identity columns (``TEXT_COLUMNS``) stay text, the rest is parsed as usual.
     Errors of reading (a missing, empty or malformed file) are pandas' and the OS's, for the caller to name."""
     header = pd.read_csv(path, nrows=0).columns
-    return pd.read_csv(
+    frame = pd.read_csv(
         path,
         keep_default_na=False,
         na_values={column: [""] for column in header},
         dtype={column: str for column in TEXT_COLUMNS if column in header},
     )
+    return settings_named(frame)
+
+
+def settings_named(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with an older summary's or record's booleans written as today's settings (``tf32``:
+    inferbench.catalog.engines.tf32_setting)."""
+    if "tf32" in frame:
+        frame["tf32"] = frame["tf32"].astype(object).map(tf32_setting)
+    return frame
 
 
 def summary_frame(record_paths: Iterable[str | Path]) -> pd.DataFrame:
@@ -114,7 +124,7 @@ def summary_frame(record_paths: Iterable[str | Path]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         raise ValueError("no cell records to summarise")
-    return frame.sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True)
+    return settings_named(frame.sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True))
 
 
 def remove_records(cells_dir: str | Path, statuses: set[str]) -> list[Path]:

@@ -96,14 +96,14 @@ class Option:
         # bool is a subclass of int: a bool is right only for a bool option (`workers: true` is not an
         # int); a float option also takes an int
         accepted = (int, float) if self.type is float else self.type
+        if self.choices is not None and value not in self.choices:  # YAML reads `off` as false: name the choices
+            return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
         if isinstance(value, bool) != (self.type is bool) or not isinstance(value, accepted):
             return f"{value!r} is not a {self.type.__name__}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"{value!r} is not a finite number"
         if self.engine_folder and (problem := engine_files_problem(value)) is not None:
             return problem
-        if self.choices is not None and value not in self.choices:
-            return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
         if self.minimum is not None and (value < self.minimum or (self.exclusive and value == self.minimum)):
             return f"{value!r} must be {'>' if self.exclusive else '>='} {self.minimum}"
         if self.maximum is not None and value > self.maximum:
@@ -112,12 +112,31 @@ class Option:
 
 
 #: options shared by several families
+#: TF32 tensor-core math for fp32 on a GPU, by what it covers: none (``strict``: fp32 means fp32), cuDNN's
+#: convolutions only (``conv``: PyTorch's default), or convolutions and matmuls (``all``: ONNX Runtime's and
+#: TensorRT's default; timm's benchmark.py sets it for PyTorch). Listed plainest first.
+TF32_SETTINGS = ("strict", "conv", "all")
 TF32 = Option(
-    bool,
-    False,
-    "TF32 tensor-core math for fp32 convolutions and matmuls (PyTorch's default for convolutions); "
-    "false: fp32 is strict fp32",
+    str,
+    "conv",
+    "TF32 math for fp32 on a GPU: strict (none), conv (cuDNN convolutions: PyTorch's default) or all "
+    "(convolutions and matmuls)",
+    TF32_SETTINGS,
 )
+#: ONNX Runtime's CUDA provider has one switch for both (use_tf32, on by default)
+TF32_ORT = Option(
+    str, "all", "TF32 math for fp32: strict (none) or all (convolutions and matmuls: the CUDA provider's default)",
+    ("strict", "all"),
+)  # fmt: skip
+
+
+def tf32_setting(value: Any) -> Any:
+    """A summary's ``tf32`` as a setting of ``TF32_SETTINGS``: summaries from before the settings wrote a
+    boolean (true: TF32 in convolutions and matmuls, false: none); empty and other values stay as they are."""
+    spelled = str(value).lower()
+    return {"true": "all", "false": "strict"}.get(spelled, value)
+
+
 CHANNELS_LAST = Option(bool, False, "channels-last memory format for image models")
 #: how the host holds an end-to-end call's inputs, as a server's would (GPU engines that copy them in)
 HOST_INPUT = {

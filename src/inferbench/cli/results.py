@@ -57,13 +57,12 @@ def _roofline_arguments(p: argparse.ArgumentParser) -> None:
 
 @arguments(_roofline_arguments)
 def roofline(args: argparse.Namespace) -> None:
-    import pandas as pd
-
     from inferbench.analysis.roofline import roofline_table
+    from inferbench.analysis.summary import read_summary_csv
     from inferbench.core.fsutil import atomic_path, read_json
 
     table = roofline_table(
-        pd.read_csv(args.summary), [read_json(p) for p in args.costs], [read_json(p) for p in args.peaks]
+        read_summary_csv(args.summary), [read_json(p) for p in args.costs], [read_json(p) for p in args.peaks]
     )
     with atomic_path(args.out) as tmp:
         table.to_csv(tmp, index=False)

@@ -206,8 +206,9 @@ def cell_tolerance(
     tolerances: dict[str, dict[str, float]], variant: dict[str, Any], precision: str, device: str
 ) -> dict[str, float]:
     """The parity gate of a cell: its precision's tolerance, or for fp32 with TF32 math on the GPU
-    (variant option ``tf32``), the ``tf32`` one (TF32 keeps 10 mantissa bits, not 23)."""
-    if precision == "fp32" and device == "cuda" and engine_info(variant["engine"]).typed_options(variant).tf32:
+    (variant option ``tf32`` other than ``strict``), the ``tf32`` one (TF32 keeps 10 mantissa bits, not 23)."""
+    options = engine_info(variant["engine"]).typed_options(variant)
+    if precision == "fp32" and device == "cuda" and options.tf32 != "strict":
         return tolerances["tf32"]
     return tolerances[precision]
 

@@ -24,12 +24,13 @@ from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.analysis.uncertainty import Ratio
 from inferbench.analysis.verdicts import CONTENDED, OTHER_BOUNDARY, Claim, claim
 from inferbench.catalog.engine_registry import HARNESS_ENGINES
+from inferbench.catalog.engines import tf32_setting
 from inferbench.catalog.layouts import LAYOUTS, study_percentiles
 from inferbench.core.percentiles import samples_needed
 from inferbench.report.observations import host_bound_lines, int8_lines, memory_line, physics_flags
 from inferbench.report.studies import records_beside, study_rows, training_speedups
-from inferbench.report.tables import cell_name, fmt
-from inferbench.report.text import escape_markdown, inline_code
+from inferbench.report.tables import cell_name, fmt, recipe
+from inferbench.report.text import escape_markdown, inline_code, prose_with_code
 
 #: a column's time unit, by the median of its values in ms: (name, factor from ms)
 _UNITS = (("s", 1e-3, 1e3), ("ms", 1.0, 1.0), ("µs", 1e3, 1e-3), ("ns", 1e6, 0.0))
@@ -249,6 +250,54 @@ def _parity(value: Any) -> str:
     return "–" if value is None or pd.isna(value) else f"{float(value):.1e}"
 
 
+def _is_baseline(row: Any) -> bool:
+    return (row["engine"], row["precision"]) == (decisions.BASELINE_ENGINE, decisions.BASELINE_PRECISION)
+
+
+def speedups_possible(frame: pd.DataFrame) -> bool:
+    """Whether ``frame`` has an FP32 eager cell (the baseline of its speed-ups) beside other cells."""
+    base = (frame["engine"] == decisions.BASELINE_ENGINE) & (frame["precision"] == decisions.BASELINE_PRECISION)
+    return bool(base.any()) and len(frame) > 1
+
+
+def baseline_changes(frame: pd.DataFrame) -> dict[Any, str] | None:
+    """Per row of ``frame``: what its recipe adds to FP32 eager's at the same device and shape (engine,
+    precision, layout, graph capture, TF32: inferbench.report.tables.recipe), so that a label names every
+    change behind its speed-up; the baseline's own row says what its fp32 is. None where no cell changes
+    more than its engine and precision, which its name says."""
+    shape = ["device", "batch_size", "seq_len", "threads"]
+    bases = {tuple(r[c] for c in shape): r for _, r in frame.iterrows() if _is_baseline(r)}
+    out, beyond_name = {}, False
+    for index, row in frame.iterrows():
+        parts = recipe(row).split(" · ")
+        if _is_baseline(row):
+            out[index] = " · ".join(p for p in parts if p != "fp32") or "PyTorch's defaults"
+            beyond_name |= out[index] != "PyTorch's defaults"
+            continue
+        base = bases.get(tuple(row[c] for c in shape))
+        ours = set(recipe(base).split(" · ")) if base is not None else set()
+        added = [p for p in parts if p not in ours]
+        out[index] = " · ".join(added) or "–"
+        graph = parts[0] if row.get("graph") not in (None, "eager", "none") and not pd.isna(row.get("graph")) else None
+        beyond_name |= any(p != graph and not p.startswith(str(row["precision"])) for p in added)
+    return out if beyond_name else None
+
+
+def baseline_math_line(frame: pd.DataFrame) -> list[str]:
+    """One sentence on the fp32 math of the table's FP32 eager cells on a GPU, where it is not what PyTorch
+    users run by default (TF32 in convolutions only): an older summary's strict baseline, or a variant's."""
+    base = frame[[_is_baseline(r) for _, r in frame.iterrows()]]
+    settings = set(base["tf32"].dropna().map(tf32_setting)) if "tf32" in base else set()
+    if settings in (set(), {"conv"}):
+        return []
+    if settings == {"strict"}:
+        return [
+            "- FP32 eager here is strict fp32, with TF32 off. PyTorch's default uses TF32 in convolutions. "
+            "A speed-up over this baseline can overstate the gain over PyTorch's default FP32."
+        ]
+    return [f"- FP32 eager here runs with TF32 {', '.join(sorted(map(str, settings)))}, not PyTorch's default."]
+
+
 def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
     """Per workload, one table of its cells at one boundary: p50 and the study's tail percentile, items/s,
     memory, the speed-up over FP32 eager with its interval, parity against FP32 eager; then the fastest
@@ -266,7 +315,9 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
         name, factor = time_unit(frame["p50"])
         tail, memory = _tail(study, frame, boundary), _memory(frame)
         text = (frame["seq_len"] > 0).any()
-        titles = ["batch", *(["seq"] if text else []), "cell", f"p50 ({name})"]
+        changes = baseline_changes(frame) if speedups_possible(frame) else None
+        titles = ["batch", *(["seq"] if text else []), "cell", *(["changed from FP32 eager"] if changes else [])]
+        titles += [f"p50 ({name})"]
         titles += [f"{tail[0]} ({name})"] if tail else []
         speedups = "speedup" in frame and frame["speedup"].notna().any()
         titles += ["items/s", *([memory[0]] if memory else []), *(["× FP32 eager"] if speedups else [])]
@@ -276,7 +327,8 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
         rows = []
         for index, row in frame.iterrows():
             values = [fmt(int(row["batch_size"])), *([fmt(int(row["seq_len"]))] if text else [])]
-            values += [escape_markdown(cell_name(row)), in_unit(row["p50"], factor)]
+            values += [escape_markdown(cell_name(row)), *([escape_markdown(changes[index])] if changes else [])]
+            values += [in_unit(row["p50"], factor)]
             values += [in_unit(tail[1][index], factor)] if tail else []
             values += [fmt(row["rate"]), *([fmt(memory[1][index])] if memory else [])]
             is_base = (row["engine"], row["precision"]) == (decisions.BASELINE_ENGINE, decisions.BASELINE_PRECISION)
@@ -291,6 +343,7 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
             "boundary; items/s = items per call / p50:".replace("end to end boundary", "end-to-end boundary"),
             "",
             *grid_table(titles, rows),
+            *baseline_math_line(frame),
             *fastest_lines(frame, basis, speedups_shown=bool(speedups)),
             *(host_bound_lines(frame, basis, claim_text) if "bound" in frame else []),
             *memory_line(frame),
@@ -311,9 +364,7 @@ def _scaling_line(row: Any) -> str:
     ci = interval_text(row.exponent_low, row.exponent_high, True).replace(", within the spread", "")
     verb = "grows with the length" if row.exponent > 0 else "falls with the length"
     verb += "" if row.significant else ", but only within the spread"
-    host = (
-        "; host-bound: the host's kernel launches set the time, not the length's compute" if row.bound == "host" else ""
-    )
+    host = "; host-bound: kernel launches set the time" if row.bound == "host" else ""
     return f"- {series}: p50 {verb}, length^k with k = {fmt(row.exponent)} ({ci}){host}."
 
 
@@ -362,16 +413,25 @@ def seq_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) ->
 
 
 def _gap_lines(frame: pd.DataFrame, basis: ClaimBasis) -> list[str]:
-    """Each device's fastest cell per batch and length, the GPU's lead end to end as a claim."""
-    out = []
+    """The GPU's lead over the CPU end to end as a claim, each device's fastest cell per batch and length:
+    a table of batches by lengths."""
+    leads: dict[int, dict[int, str]] = {}
     for (batch, length), shape in frame.groupby(["batch_size", "seq_len"], sort=True):
         best = {d: group.loc[decisions.e2e_p50_ms(group).idxmin()] for d, group in shape.groupby("device")}
         if {"cpu", "cuda"} <= set(best):
             lead = claim(best["cuda"], best["cpu"], basis.classes, "end_to_end")
             if lead is not None:
-                out.append(f"- GPU over CPU at batch {batch}, sequence {length}: {claim_text(lead)} "
-                           "(each device's fastest cell).")  # fmt: skip
-    return out
+                leads.setdefault(int(batch), {})[int(length)] = claim_text(lead, name_boundary=False)
+    if not leads:
+        return []
+    lengths = sorted({length for row in leads.values() for length in row})
+    rows = [[fmt(b), *(row.get(n, "–") for n in lengths)] for b, row in leads.items()]
+    return [
+        "",
+        "GPU over CPU end to end, each device's fastest cell:",
+        "",
+        *grid_table(["batch", *(f"seq {fmt(n)}" for n in lengths)], rows),
+    ]
 
 
 def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis) -> list[str]:
@@ -389,7 +449,7 @@ def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
         for index, row in frame.sort_values(["batch_size", "device", "engine"]).iterrows():
             call = "epoch" if "epoch" in str(row["engine"]) else "iteration"
             rows.append([
-                escape_markdown(cell_name(row)), fmt(int(row["batch_size"])), call,
+                escape_markdown(cell_name(row)), escape_markdown(recipe(row)), fmt(int(row["batch_size"])), call,
                 in_unit(p50[index], factor), fmt(rate[index]),
                 *(ratio_text(*(row[f"speedup_vs_{name}{part}"] for part in ("", "_low", "_high", "_significant")),
                              _range(row, f"speedup_vs_{name}"), is_true(row.get(f"speedup_vs_{name}_contended")))
@@ -402,7 +462,10 @@ def training_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasi
             f"**{escape_markdown(workload)}**: p50 per call in {name}, {BOUNDARY_LABELS[boundary]}; items/s = "
             f"samples per call / p50{over}:",
             "",
-            *grid_table(["cell", "batch", "call", f"p50 ({name})", "items/s", *(titles[r] for r in ratios)], rows),
+            *grid_table(
+                ["cell", "computes with", "batch", "call", f"p50 ({name})", "items/s", *(titles[r] for r in ratios)],
+                rows,
+            ),
         ]
         out += [*_one_side(frame, study, "GPU/CPU speed-up"), ""] if _one_side(frame, study, "x") else []
     return out
@@ -505,7 +568,7 @@ def not_measured_section(everything: pd.DataFrame, studies: dict[str, dict[str, 
     if not not_ok.empty:
         reasons = not_ok.assign(first=not_ok["reason"].fillna("no reason recorded").astype(str).map(_first_line))
         for (status, reason), rows in reasons.groupby(["status", "first"], sort=True):
-            out.append(f"- {len(rows)} {escape_markdown(status)}: {escape_markdown(reason)} ({_cell_list(rows)}).")
+            out.append(f"- {len(rows)} {escape_markdown(status)}: {prose_with_code(reason)} ({_cell_list(rows)}).")
     if len(out) == 2:
         out.append("Nothing: every cell the studies name ran and is `ok`.")
     return [*out, ""]

@@ -29,7 +29,7 @@ from inferbench.report.roofline import roofline_section
 from inferbench.report.serving import serving_section
 from inferbench.report.studies import TRAINING_COLUMNS, records_beside, training_speedups
 from inferbench.report.tables import distinct, fmt, markdown_table, recipe
-from inferbench.report.text import escape_markdown, inline_code
+from inferbench.report.text import escape_markdown, inline_code, prose_with_code
 
 #: the appendix beside report.md
 DETAILS_NAME = "report_details.md"
@@ -104,7 +104,7 @@ def profile_section(profiles: Sequence[dict[str, Any]]) -> list[str]:
     for profile in profiles:
         out += [f"### {escape_markdown(profile['cell_id'])}", ""]
         if profile.get("status") != "ok":
-            status, reason = escape_markdown(profile.get("status")), escape_markdown(profile.get("reason"))
+            status, reason = escape_markdown(profile.get("status")), prose_with_code(profile.get("reason"))
             out += [f"Not profiled ({status}): {reason}", ""]
             continue
         out += _ops_table(profile, profile["n_calls"])
@@ -354,7 +354,7 @@ def build_details(
             out += [f"### {escape_markdown(status)}", "", "| cell | reason |", "|---|---|"]
             for row in group.itertuples(index=False):
                 reason = str(row.reason).splitlines()[0][:300]  # cut before escaping: no reference is cut in two
-                out.append(f"| {escape_markdown(_cell_key(row))} | {escape_markdown(reason)} |")
+                out.append(f"| {escape_markdown(_cell_key(row))} | {prose_with_code(reason)} |")
             out.append("")
     return "\n".join(out)
 

@@ -120,8 +120,10 @@ def physics_flags(frame: pd.DataFrame, basis: ClaimBasis, words: Words) -> list[
                 name = "sequence" if axis == "seq_len" else "batch"
                 out.append(
                     f"- Check {escape_markdown(_cell(larger))}: {name} {fmt(int(larger[axis]))} ran faster than "
-                    f"{name} {fmt(int(smaller[axis]))}, {words(found)}. More work in less time is suspect."
+                    f"{name} {fmt(int(smaller[axis]))}, {words(found)}."
                 )
+    if out:  # why it is flagged, said once
+        out[0] += " More work in less time is suspect."
     return out
 
 

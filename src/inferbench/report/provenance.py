@@ -20,6 +20,7 @@ from inferbench.catalog.engine_registry import ENGINES
 from inferbench.catalog.workloads import WorkloadInfo, workload_info
 from inferbench.core.environment import engine_libraries, parse_libraries
 from inferbench.data import DATASETS
+from inferbench.report.studies import study_rows
 from inferbench.report.tables import distinct
 from inferbench.report.text import escape_markdown, inline_code
 
@@ -222,6 +223,7 @@ def provenance_section(
     dates = pd.to_datetime(_column(everything, "created_at"), errors="coerce", utc=True).dropna()
     when = "–" if dates.empty else f"{dates.min():%Y-%m-%d %H:%M}–{dates.max():%H:%M} UTC"
     gpu = "gpu" in everything and everything["gpu"].notna().any()
+    ran = [name for name, study in studies.items() if not study_rows(everything, study).empty]  # not re-rendered ones
     return [
         "## Where these numbers come from",
         "",
@@ -231,7 +233,7 @@ def provenance_section(
         + (f"GPU {distinct(everything, 'gpu')}, driver {distinct(everything, 'gpu_driver')}" if gpu else "no GPU")
         + f"; host {distinct(everything, 'hostname')}.",
         f"- Software: Python {distinct(everything, 'python')}; {libraries_text(everything)}.",
-        f"- Measured: {when}; studies {', '.join(inline_code(n) for n in studies) or '–'}.",
+        f"- Measured: {when}; studies {', '.join(inline_code(n) for n in ran) or '–'}.",
         _spread_line(basis),
         *([f"- {calibration_text(found)}"] if (found := calibrate(measured(everything), basis.classes)) else []),
         "- Device boundary: inputs staged where the engine computes, outputs left there. End to end: host "

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from inferbench.catalog.engines import COMPUTATION_KEYS
+from inferbench.catalog.engines import COMPUTATION_KEYS, tf32_setting
 from inferbench.report.text import escape_markdown
 
 
@@ -120,6 +120,10 @@ def distinct(frame: pd.DataFrame, column: str, integer: bool = False) -> str:
     return escape_markdown(", ".join(values)) or "–"
 
 
+#: fp32's TF32 settings in a label; PyTorch's default (TF32 in convolutions only) goes unsaid
+TF32_WORDS = {"strict": "TF32 off", "all": "TF32 everywhere"}
+
+
 def recipe(row: Any) -> str:
     """What a cell computes with, in a few words (e.g. ``torchscript · fp16 cast · channels-last``):
     its precision and how it is reached, then every computation option that is not the plain one."""
@@ -133,10 +137,8 @@ def recipe(row: Any) -> str:
         parts.append(str(known["graph"]) + (f" {known['compile_mode']}" if known["compile_mode"] else ""))
     precision = str(values.get("precision", ""))
     parts.append(precision + (f" {known['precision_mode']}" if known["precision_mode"] else ""))
-    if known["tf32"] is True or str(known["tf32"]).lower() == "true":
-        parts.append("TF32")
-    elif precision == "fp32" and known["tf32"] is not None:
-        parts.append("strict")
+    tf32 = TF32_WORDS.get(tf32_setting(known["tf32"])) if precision == "fp32" else None
+    parts += [tf32] if tf32 else []
     if known["channels_last"] is True or str(known["channels_last"]).lower() == "true":
         parts.append("channels-last")
     if str(known["cuda_graph"]).lower() == "true" and known["graph"] != "cuda_graph":

@@ -44,3 +44,14 @@ def inline_code(text: object) -> str:
     would not keep literal everywhere, as escaped plain text."""
     line = one_line(text)
     return escape_markdown(line) if not line or _NOT_FOR_CODE.search(line) else f"`{line}`"
+
+
+def prose_with_code(text: object) -> str:
+    """``text`` (a reason a record gives) escaped as ``escape_markdown`` does, but its backtick-quoted names
+    as code spans (``inline_code``), so that "no `tensorrt` package" reads as written, not as ``&#96;``."""
+    line = one_line(text)
+    parts = line.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no span is meant
+        return escape_markdown(line)
+    spans = [inline_code(part) if i % 2 else part.translate(_INLINE) for i, part in enumerate(parts)]
+    return _BLOCK_MARKER.sub(lambda m: m[0][:-1] + f"&#{ord(m[0][-1])};", "".join(spans))

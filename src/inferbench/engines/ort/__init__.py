@@ -3,7 +3,7 @@
 The code that runs them is in ``inferbench.engines.ort.engine``, imported only when a cell runs.
 """
 
-from inferbench.catalog.engines import TF32, EngineInfo, Option
+from inferbench.catalog.engines import TF32_ORT, EngineInfo, Option
 
 _FUSIONS = Option(
     bool,
@@ -14,7 +14,7 @@ _FUSIONS = Option(
 )
 _CUDA = {
     "io_binding": Option(bool, True, "inputs and outputs stay on the GPU (false: host arrays in and out, end to end)"),
-    "tf32": TF32,
+    "tf32": TF32_ORT,
     "fusions": _FUSIONS,
     "cuda_graph": Option(
         bool,

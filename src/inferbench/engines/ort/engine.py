@@ -223,9 +223,9 @@ class OrtCuda(OrtEngine):
         }
 
     def provider_options(self, graph_capture: bool = True) -> dict[str, Any]:
-        # the CUDA provider uses TF32 for fp32 matmuls and convolutions by default: fp32 means strict
-        # fp32 unless the variant asks for TF32 (as the PyTorch engines)
-        tf32 = self.precision != "fp32" or self.options.tf32
+        # the CUDA provider's one TF32 switch (matmuls and convolutions), on by default: ``tf32: strict``
+        # turns it off for fp32
+        tf32 = self.precision != "fp32" or self.options.tf32 == "all"
         options: dict[str, Any] = {
             "device_id": 0,
             "use_tf32": int(tf32),

@@ -5,10 +5,10 @@ Precision: ``autocast`` runs fp32 weights under torch.autocast (eager and torch.
 option ``precision_mode`` overrides).
 
 Math on CUDA, as users run it: ``cudnn.benchmark`` is on (cuDNN picks the fastest convolution
-algorithm for the cell's shapes during the warm-up, as timm's benchmark.py does). fp32 is strict
-fp32 by default: no TF32 in convolutions or matmuls, so "fp32" means what it says. The option
-``tf32: true`` gives TF32 tensor-core math for fp32 convolutions and matmuls (PyTorch's default for
-convolutions; timm's benchmark.py turns it on for matmuls too); its cells are labelled so.
+algorithm for the cell's shapes during the warm-up, as timm's benchmark.py does), and fp32 has
+PyTorch's default TF32 math: TF32 in cuDNN's convolutions, full fp32 matmuls. The option ``tf32``
+names the other two settings: ``strict`` (no TF32: fp32 means what it says) and ``all`` (matmuls too,
+as timm's benchmark.py sets it); the report labels them.
 """
 
 from __future__ import annotations
@@ -27,6 +27,14 @@ from inferbench.models.registry import InputSpec, load_checkpoint
 LOW_PRECISION = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.bfloat16}
 #: FP8 tensor cores (e4m3): Ada and Hopper onwards
 FP8_CAPABILITY = (8, 9)
+
+
+def tf32_switches(precision: str, setting: str) -> tuple[bool, bool]:
+    """PyTorch's two TF32 switches (cuDNN's convolutions, matmuls) for a cell: fp32's as its ``tf32`` setting
+    names them; both on at a lower precision, whose fp32 leftovers are not what it measures."""
+    if precision != "fp32":
+        return True, True
+    return setting in ("conv", "all"), setting == "all"
 
 
 class TorchEngine(Engine):
@@ -49,10 +57,9 @@ class TorchEngine(Engine):
         if self.threads > 0:
             torch.set_num_threads(self.threads)
         if self.device == "cuda":
-            # strict fp32 unless the variant asks for TF32 (lower precisions are not affected by it)
-            tf32 = self.precision != "fp32" or self.options.tf32
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            torch.backends.cudnn.allow_tf32 = tf32
+            convolutions, matmuls = tf32_switches(self.precision, self.options.tf32)
+            torch.backends.cudnn.allow_tf32 = convolutions
+            torch.backends.cuda.matmul.allow_tf32 = matmuls
             torch.backends.cudnn.benchmark = True
         # fp8: bf16 weights and activations, fp8 linear layers swapped in by torchao (no autocast form)
         self.precision_mode = "cast" if self.precision == "fp8" else self.options.precision_mode
@@ -193,7 +200,8 @@ class TorchEngine(Engine):
         if self.device == "cuda":
             info |= {
                 "gpu": torch.cuda.get_device_name(),
-                "tf32": torch.backends.cuda.matmul.allow_tf32,
+                "tf32_convolutions": torch.backends.cudnn.allow_tf32,
+                "tf32_matmuls": torch.backends.cuda.matmul.allow_tf32,
                 "cudnn_benchmark": torch.backends.cudnn.benchmark,
             }
         return info
