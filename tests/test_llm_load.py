@@ -10,6 +10,7 @@ import copy
 import heapq
 import itertools
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +29,13 @@ from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.request_metrics import (
     Objective,
     RequestTrace,
+    load_verdict,
     pooled_run,
     run_figures,
     spread_pct,
     sweep_answer,
     traces_figures,
+    window_figures,
 )
 from inferbench.core.settings import MeasureSettings
 from inferbench.machine.lock import MachineLock
@@ -155,12 +158,68 @@ def test_a_run_s_rates_goodput_and_objective_follow_from_its_requests():
     assert traces_figures(traces, 0.0, Objective(150, 60, "p99"))["objective_met"] is None
 
 
+def _steady_load(rate: float, served_per_s: float, span_s: float, seed: int = 0) -> list[RequestTrace]:
+    """Requests arriving at ``rate`` (Poisson) for ``span_s`` s, served in arrival order at ``served_per_s`` by one
+    slot (a queue grows where the rate is above it), two tokens each."""
+    arrivals = arrival_offsets(int(rate * span_s), rate, 1.0, np.random.default_rng(seed))
+    traces, free = [], 0.0
+    for index, arrival in enumerate(arrivals):
+        start = max(free, float(arrival))
+        free = start + 1 / served_per_s
+        traces.append(_trace(f"r{index}", float(arrival), [start + 0.5 / served_per_s, free]))
+    return traces
+
+
+def test_a_load_is_judged_over_its_steady_window_valid_only_where_served_keeps_up_with_arrived():
+    """The committed serving run called 118/s a load while serving 94/s, and served above offered below
+    capacity: 200 requests arriving within 2 s, timed to the queue's drain. A steady window counts the
+    requests that arrived in it and what was served in it, per second of it."""
+    objective = Objective(ttft_ms=1000, tpot_ms=1000, percentile="p50")
+    light = window_figures(_steady_load(5.0, 20.0, 40), 0.0, (5.0, 35.0), objective)
+    assert light["window_s"] == 30 and light["arrived_per_s"] == pytest.approx(5.0, rel=0.2)
+    assert light["request_per_s"] == pytest.approx(light["arrived_per_s"], rel=0.1), "steady: served = arrived"
+    assert light["requests"] == pytest.approx(150, rel=0.2) and light["output_tokens_per_s"] > 0
+    verdict = load_verdict(light, min_requests=100, tolerance=0.1)
+    assert verdict == {"valid": True, "met": True, "failed": []}
+    # twice the capacity: the queue grows, served stays at 10/s while 20/s arrive: INVALID, said why
+    heavy = window_figures(_steady_load(20.0, 10.0, 40), 0.0, (5.0, 35.0), objective)
+    assert heavy["request_per_s"] == pytest.approx(10.0, rel=0.05) and heavy["arrived_per_s"] > 15
+    verdict = load_verdict(heavy, min_requests=100, tolerance=0.1)
+    assert not verdict["valid"] and not verdict["met"]
+    assert re.match(r"served: (9\.9\d|10\.0) requests/s against 1\d\.\d/s arrived, beyond ±10%$", verdict["failed"][0])
+    # a load whose window holds too few requests, and a zero-gap burst: INVALID, each constraint named
+    assert load_verdict(light, min_requests=1000, tolerance=0.1)["failed"][0].startswith("requests: ")
+    burst = [_trace(f"b{i}", 5.0, [5.0 + 0.01 * (i + 1), 5.0 + 0.02 * (i + 1)]) for i in range(50)]
+    judged = load_verdict(window_figures(burst, 0.0, (5.0, 35.0), objective), 10, 0.1)
+    assert judged["failed"][0] == "duration: arrivals spread over 0 s of the 30-s window" and not judged["met"]
+    # one request per load: no percentile to judge, never met
+    one = window_figures([_trace("x", 6.0, [6.1, 6.2])], 0.0, (5.0, 35.0), Objective(1000, 1000, "p90"))
+    assert "objective: too few requests to judge its percentile" in load_verdict(one, 1, 0.5)["failed"]
+    # a burst before the window: nothing arrived in it
+    empty = load_verdict(window_figures(burst, 0.0, (6.0, 36.0), objective), 10, 0.1)
+    assert empty["failed"][:2] == ["requests: 0 in the steady window, fewer than 10",
+                                   "duration: arrivals spread over 0 s of the 30-s window"]  # fmt: skip
+
+
+def test_load_settings_refuse_shares_that_measure_nothing_and_size_each_load_by_its_window():
+    with pytest.raises(ValueError, match=r"load_shares is \[1.0, 100.0\]: shares of the capacity from 0.05"):
+        LoadSettings.from_dict({"load_shares": [1.0, 100]})
+    with pytest.raises(ValueError, match="load_shares is"):
+        LoadSettings.from_dict({"load_shares": [1e-9, 1.0]})
+    settings = LoadSettings.from_dict({"requests": 200, "steady_s": 30, "ramp_s": 5})
+    assert settings.window_s(100.0) == 30 and settings.window_s(2.0) == 100, "long enough for 200 arrivals"
+    assert settings.planned_count(100.0) == 4001, "a ramp, the window and as long again after it"
+
+
 def test_a_sweep_s_answer_is_the_heaviest_load_before_the_first_that_misses():
     met, missed, unjudged = {"objective_met": True}, {"objective_met": False}, {"objective_met": None}
     assert sweep_answer([met, met, missed, met]) == (1, 2)  # a pass after a miss is not the answer
     assert sweep_answer([missed, met]) == (None, 0)
     assert sweep_answer([met, met]) == (1, None)
     assert sweep_answer([met, unjudged]) == (0, 1)
+    # a load judged by its verdict: met only where VALID
+    invalid = {"objective_met": True, "met": False, "valid": False}
+    assert sweep_answer([met, invalid, met]) == (0, 1)
 
 
 def test_processes_pool_their_samples_rates_over_their_summed_time_and_keep_their_own_values():
@@ -405,8 +464,9 @@ def test_the_scenario_picks_the_stream_then_the_steps_and_names_an_engine_it_can
 # -- a cell --
 
 LOCKS = itertools.count()
-SETTINGS = {"requests": 12, "load_shares": [0.5, 1.0, 4.0], "objective": {"ttft_ms": 60_000, "tpot_ms": 60_000,
-            "percentile": "p90"}}  # fmt: skip
+# steady windows of 0.3 s after a ramp of 0.05 s: a fake engine serves hundreds of requests a second
+SETTINGS = {"requests": 12, "load_shares": [0.5, 1.0, 4.0], "steady_s": 0.3, "ramp_s": 0.05, "served_tolerance": 0.25,
+            "objective": {"ttft_ms": 60_000, "tpot_ms": 60_000, "percentile": "p90"}}  # fmt: skip
 
 
 def _cell(engine: Any, scenario_settings: dict[str, Any], tmp_path: Path, batch: int = 2) -> PreparedCell:
@@ -425,22 +485,27 @@ def test_a_cell_measures_its_capacity_then_sends_each_load_at_its_share_of_it(tm
     capacity = serving["capacity"]["request_per_s"]
     # the capacity run queues its 12 requests at once (vLLM's offline benchmark's way); the engine runs 2
     assert serving["capacity"]["requests"] == 12 == serving["capacity"]["queued"]
-    assert engine.most_waiting == 12 and engine.most_running == 2
+    assert engine.most_running == 2
     assert [step["load"] for step in serving["sweep"]] == [0.5, 1.0, 4.0]
     assert [step["offered_per_s"] for step in serving["sweep"]] == pytest.approx(
         [0.5 * capacity, capacity, 4 * capacity]
     )
-    assert all(step["requests"] == 12 and step["output_tokens"] == 36 for step in serving["sweep"])
-    # bounds of a minute: every load meets them; the answer is the heaviest, a lower bound (no load missed)
-    assert serving["answer"]["index"] == 2 and serving["answer"]["failing_index"] is None
-    assert serving["result"]["target_qps"] == serving["answer"]["rate_per_s"] == serving["sweep"][2]["offered_per_s"]
+    # each load at a rate over its steady window: at least 12 requests arrived in it, each timed to its end
+    assert all(step["requests"] >= 12 and step["window_s"] >= 0.3 for step in serving["sweep"])
+    light = serving["sweep"][0]
+    assert light["valid"] and light["request_per_s"] == pytest.approx(light["arrived_per_s"], rel=0.25)
+    # bounds of a minute: every VALID load meets them; 4x the capacity cannot be served as it arrives: INVALID
+    heavy = serving["sweep"][2]
+    assert not heavy["valid"] and heavy["failed"][0].startswith("served: ") and heavy["met"] is False
+    assert serving["answer"]["index"] == 1 and serving["answer"]["failing_index"] == 2
+    assert serving["result"]["target_qps"] == serving["answer"]["rate_per_s"] == serving["sweep"][1]["offered_per_s"]
     assert serving["token_parity"] is None and serving["processes"] == 1 and serving["driven"] == "step"
     assert measured.invalid is None and measured.fields["timing"] == "llm_load"
     # warmed up with two waves at 1 and at 2 in flight, then one run like the capacity's (warmup_s 0)
     assert measured.fields["warmup_iters"] == 2 + 4 + 12
     # the cell's latency: every request of the answering load, e2e, as its processes' spread is read
-    assert measured.samples["device"].size == 12 == measured.fields["n_iters"]
-    assert measured.fields["latency_ms"]["p50"] == pytest.approx(serving["sweep"][2]["e2e_ms"]["p50"], rel=1e-3)
+    assert measured.samples["device"].size == serving["sweep"][1]["requests"] == measured.fields["n_iters"]
+    assert measured.fields["latency_ms"]["p50"] == pytest.approx(serving["sweep"][1]["e2e_ms"]["p50"], rel=1e-3)
 
 
 def test_a_cell_whose_lightest_load_misses_the_objective_has_no_rate_and_a_stream_engine_is_driven_too(tmp_path):
@@ -479,8 +544,12 @@ def test_a_cell_s_processes_are_pooled_load_by_load_with_each_process_s_answer_a
     assert merged["processes"] == 2 and len(merged["sweep"]) == 3
     first, second = (r.serving for r in records)
     for pooled, one, two in zip(merged["sweep"], first["sweep"], second["sweep"], strict=True):
-        assert pooled["requests"] == 24 and pooled["by_process"]["request_per_s"] == [one["request_per_s"],
-                                                                                     two["request_per_s"]]  # fmt: skip
+        assert pooled["requests"] == one["requests"] + two["requests"]
+        assert pooled["by_process"]["request_per_s"] == [one["request_per_s"], two["request_per_s"]]
+        # served over the two windows, and VALID only where both processes' loads were
+        assert pooled["request_per_s"] == pytest.approx((one["served_requests"] + two["served_requests"]) /
+                                                        (one["window_s"] + two["window_s"]))  # fmt: skip
+        assert pooled["valid"] == (one["valid"] and two["valid"])
         assert pooled["ttft_ms"]["p50"] == pytest.approx(float(np.median(one["samples_ms"]["ttft"] +
                                                                          two["samples_ms"]["ttft"])))  # fmt: skip
         assert pooled["spread_pct"]["request_per_s"] == pytest.approx(spread_pct([one["request_per_s"],
@@ -495,8 +564,8 @@ def test_a_cell_s_processes_are_pooled_load_by_load_with_each_process_s_answer_a
     # what the cell runner replaces in the merged record (ScenarioInfo.merge): the pooled sweep, and the served rate
     # of the answering load as its throughput
     fields = merged_fields(records)
-    assert fields["serving"]["sweep"][2]["requests"] == 24
-    assert fields["throughput_per_s"] == fields["serving"]["sweep"][2]["request_per_s"]
+    answer = fields["serving"]["answer"]["index"]
+    assert fields["throughput_per_s"] == fields["serving"]["sweep"][answer]["request_per_s"]
     assert SCENARIOS["llm_load"].merge == "inferbench.scenarios.llm_load:merged_fields"
 
 
@@ -548,6 +617,8 @@ def test_the_cpu_study_has_one_cell_per_engine_with_its_own_settings_over_the_co
         ({"load_shares": [1.0, 0.5]}, r"llm_load.load_shares is \[1.0, 0.5\]: positive values, each once, from light"),
         ({"objective": {"ttft": 3}}, "llm_load.objective: Additional properties are not allowed"),
         ({"prompt_range": 1.0}, "llm_serving_cpu.llm_load.prompt_range: 1.0 is"),
+        ({"load_shares": [1.0, 100]}, r"llm_serving_cpu.llm_load.load_shares\[1\]: 100 is too large; it must be <= 4"),
+        ({"served_tolerance": 1.5}, "llm_serving_cpu.llm_load.served_tolerance: 1.5 is"),
     ],
 )
 def test_a_bad_llm_load_setting_stops_the_run_naming_the_key_and_what_is_allowed(change, message):
@@ -647,7 +718,7 @@ def test_the_appendix_lists_every_load_and_the_generation_section_leaves_loaded_
     record = _record("hf_eager", [0.5, 1.0, 1.5], [True, True, False])
     cells = pd.DataFrame([record.flatten()])
     text = "\n".join(llm_load_section(cells, {record.key.cell_id: record}))
-    assert "| capacity | – | 10.0 | 320 |" in text and "| 1.5× capacity | 15.0 | 10.0 | 320 |" in text
+    assert "| capacity | – | – | 10.0 | 320 |" in text and "| 1.5× capacity | 15.0 | – | 10.0 | 320 |" in text
     assert text.count("| yes |") == 2 and text.count("| no |") == 1
     assert one_request_at_a_time(cells).empty
     out = plot_serving([record], "llama_mini", tmp_path / "serving.png")

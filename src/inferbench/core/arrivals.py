@@ -102,6 +102,8 @@ def plan_requests(
     ]
 
 
+#: the lightest and heaviest load, as shares of the capacity, a sweep may offer
+MIN_SHARE, MAX_SHARE = 0.05, 4.0
 #: how a run's requests arrive: at a rate with gamma gaps (poisson: shape 1; gamma: shape ``burstiness``), or
 #: each when an earlier one finishes, at a fixed number in flight (concurrency)
 ARRIVALS = ("poisson", "gamma", "concurrency")
@@ -124,6 +126,9 @@ class LoadSettings:
     output_range: float
     seed: int
     objective: Objective
+    steady_s: float = 30.0
+    ramp_s: float = 5.0
+    served_tolerance: float = 0.1
 
     def __post_init__(self) -> None:
         if self.arrivals not in ARRIVALS:
@@ -139,6 +144,26 @@ class LoadSettings:
             raise ValueError(f"llm_load.{key} is {list(loads)}: positive values, each once, from light to heavy")
         if self.requests < 1:
             raise ValueError(f"llm_load.requests is {self.requests}: a load sends at least one request")
+        if not self.by_concurrency and not MIN_SHARE <= min(loads) <= max(loads) <= MAX_SHARE:
+            raise ValueError(
+                f"llm_load.load_shares is {list(loads)}: shares of the capacity from {MIN_SHARE:g} (lighter loads "
+                f"last hours for their requests) to {MAX_SHARE:g} (heavier ones only fill the queue)"
+            )
+        if not (self.steady_s > 0 and self.ramp_s >= 0 and 0 < self.served_tolerance < 1):
+            raise ValueError(
+                f"llm_load: steady_s {self.steady_s:g} must be positive, ramp_s {self.ramp_s:g} at least 0, "
+                f"served_tolerance {self.served_tolerance:g} between 0 and 1"
+            )
+
+    def window_s(self, rate: float) -> float:
+        """How long a load at ``rate`` requests/s is judged: its steady window, at least ``steady_s`` and long
+        enough for ``requests`` arrivals."""
+        return max(self.steady_s, self.requests / rate)
+
+    def planned_count(self, rate: float) -> int:
+        """The requests a load at ``rate`` sends: a ramp, its steady window and as long again as the ramp
+        after it, so that the window's last requests finish under the same load."""
+        return math.ceil(rate * (2 * self.ramp_s + self.window_s(rate))) + 1
 
     @property
     def by_concurrency(self) -> bool:
@@ -170,6 +195,9 @@ class LoadSettings:
             output_range=float(merged["output_range"]),
             seed=int(merged["seed"]),
             objective=Objective.from_dict(objective),
+            steady_s=float(merged["steady_s"]),
+            ramp_s=float(merged["ramp_s"]),
+            served_tolerance=float(merged["served_tolerance"]),
         )
 
     def plan(

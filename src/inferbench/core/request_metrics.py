@@ -158,11 +158,9 @@ def run_figures(
     }
 
 
-def traces_figures(traces: Sequence[RequestTrace], started_s: float, objective: Objective) -> dict[str, Any]:
-    """A run's figures from its requests' traces (every one finished), with the samples kept
-    (``samples_ms``) so that the runs of several processes can be pooled (``pooled_run``)."""
-    if not traces:
-        raise ValueError("a run without requests has no figures")
+def _request_samples(traces: Sequence[RequestTrace], objective: Objective) -> tuple[dict[str, list[float]], int, int]:
+    """The requests' samples (ms: ``ttft``, ``tpot``, ``e2e`` per request, ``itl`` per token arrival), how many
+    met both bounds, and the tokens they made."""
     per_request = [trace.figures_s() for trace in traces]
     samples = {
         "ttft": [f["ttft"] * 1e3 for f in per_request],
@@ -171,13 +169,90 @@ def traces_figures(traces: Sequence[RequestTrace], started_s: float, objective: 
         "itl": [itl * 1e3 for f in per_request for itl in f["itl"]],
     }
     good = sum(objective.good(f["ttft"] * 1e3, None if f["tpot"] is None else f["tpot"] * 1e3) for f in per_request)
-    ended = max(trace.finished_s for trace in traces if trace.finished_s is not None)
-    tokens = sum(f["output_tokens"] for f in per_request)
-    figures = run_figures(samples, ended - started_s, tokens, good, objective)
+    return samples, int(good), sum(f["output_tokens"] for f in per_request)
+
+
+def _kept(traces: Sequence[RequestTrace], samples: dict[str, list[float]]) -> dict[str, Any]:
     short = sum(trace.output_tokens < trace.max_tokens for trace in traces)
     # every sample, rounded to 0.1 µs: what pooling the processes' runs reads back
     rounded = {name: [round(v, 4) for v in values] for name, values in samples.items()}
-    return figures | {"short_requests": int(short), "samples_ms": rounded}
+    return {"short_requests": int(short), "samples_ms": rounded}
+
+
+def traces_figures(traces: Sequence[RequestTrace], started_s: float, objective: Objective) -> dict[str, Any]:
+    """A run's figures from its requests' traces (every one finished), with the samples kept
+    (``samples_ms``) so that the runs of several processes can be pooled (``pooled_run``)."""
+    if not traces:
+        raise ValueError("a run without requests has no figures")
+    samples, good, tokens = _request_samples(traces, objective)
+    ended = max(trace.finished_s for trace in traces if trace.finished_s is not None)
+    return run_figures(samples, ended - started_s, tokens, good, objective) | _kept(traces, samples)
+
+
+def window_figures(
+    traces: Sequence[RequestTrace], started_s: float, window_s: tuple[float, float], objective: Objective
+) -> dict[str, Any]:
+    """A load's figures over its steady window (``window_s``: from and to, seconds after the run's start),
+    the load running before it (a ramp) and after it (until its requests finish): the requests that arrived
+    in the window, each timed to its end (TTFT, TPOT, ITL, e2e, goodput); the requests served (finished) and
+    the tokens made within the window, per second of it (``request_per_s``, ``output_tokens_per_s``); the
+    rate that arrived in it (``arrived_per_s``) and how far apart its first and last arrival were."""
+    begin, end = started_s + window_s[0], started_s + window_s[1]
+    duration = window_s[1] - window_s[0]
+    if duration <= 0:
+        raise ValueError(f"a steady window lasts a positive time, not {duration} s")
+    counted = [trace for trace in traces if begin <= trace.sent_s < end]  # none: a burst before it (INVALID)
+    samples, good, _ = _request_samples(counted, objective)
+    served = sum(trace.finished_s is not None and begin <= trace.finished_s < end for trace in traces)
+    tokens = 0
+    for trace in traces:  # the tokens made within the window, by every request running in it
+        previous = 0
+        for at_s, made in trace.events:
+            tokens += made - previous if begin <= at_s < end else 0
+            previous = made
+    figures = run_figures(samples, duration, tokens, good, objective)
+    arrivals = [trace.sent_s for trace in counted] or [0.0]
+    return (
+        figures
+        | _kept(counted, samples)
+        | {
+            "arrived_per_s": len(counted) / duration,
+            "served_requests": int(served),
+            "request_per_s": served / duration,
+            "arrival_span_s": max(arrivals) - min(arrivals),
+            "window_s": duration,
+        }
+    )
+
+
+def load_verdict(step: dict[str, Any], min_requests: int, tolerance: float) -> dict[str, Any]:
+    """VALID or INVALID, MLPerf's way, with every constraint a load failed: at least ``min_requests`` in its
+    steady window; at a rate, arrivals spread over the window (within ``tolerance`` of its length: a burst is
+    no rate) and requests served within ``tolerance`` of those that arrived (a load the engine cannot keep up
+    with queues, and its rate is no steady one). The objective is judged on a VALID load only: ``met``."""
+    failed = []
+    if step["requests"] < min_requests:
+        failed.append(f"requests: {step['requests']} in the steady window, fewer than {min_requests}")
+    window = step.get("window_s")
+    if window is not None:
+        if step["arrival_span_s"] < (1 - tolerance) * window:
+            failed.append(f"duration: arrivals spread over {step['arrival_span_s']:.3g} s of the {window:.3g}-s window")
+        arrived, served = step["arrived_per_s"], step["request_per_s"]
+        if arrived and abs(served - arrived) > tolerance * arrived:
+            failed.append(
+                f"served: {served:.3g} requests/s against {arrived:.3g}/s arrived, beyond ±{100 * tolerance:g}%"
+            )
+    return judged(step, not failed, failed)
+
+
+def judged(step: dict[str, Any], valid: bool, failed: list[str]) -> dict[str, Any]:
+    """A load's verdict: ``valid``, the constraints it ``failed`` (the objective's too, judged on its
+    percentiles), and ``met``: VALID and within the objective."""
+    met = step.get("objective_met")
+    kept = [f for f in failed if not f.startswith("objective:")]
+    if met is not True:
+        kept.append("objective: " + ("too few requests to judge its percentile" if met is None else "a bound missed"))
+    return {"valid": valid, "met": valid and met is True, "failed": kept}
 
 
 def spread_pct(values: Sequence[float | None]) -> float | None:
@@ -217,6 +292,18 @@ def pooled_run(runs: Sequence[dict[str, Any]], objective: Objective) -> dict[str
     }  # fmt: skip
     spread = {name: spread_pct(values) for name, values in by_process.items()}
     extra = {key: runs[0][key] for key in ("load", "concurrency") if key in runs[0]}
+    if all("served_requests" in run for run in runs):  # steady windows: served and arrived over their summed time
+        windows = sum(run["window_s"] for run in runs)
+        pooled |= {
+            "request_per_s": sum(run["served_requests"] for run in runs) / windows,
+            "arrived_per_s": pooled["requests"] / windows,
+            "served_requests": sum(run["served_requests"] for run in runs),
+            "arrival_span_s": min(run["arrival_span_s"] for run in runs),
+            "window_s": windows,
+            # each process's own verdict: a load is VALID only where every process's was
+            "valid": all(run.get("valid", True) for run in runs),
+            "failed": list(dict.fromkeys(f for run in runs for f in run.get("failed", []))),
+        }
     return {
         **extra,
         "offered_per_s": float(np.mean(offered)) if offered and None not in offered else None,
@@ -235,7 +322,7 @@ def sweep_answer(steps: Sequence[dict[str, Any]]) -> tuple[int | None, int | Non
     be judged (too few requests) ends the run of steps that met it, as a failing one does."""
     answer = None
     for index, step in enumerate(steps):
-        if step.get("objective_met") is not True:
+        if step.get("met", step.get("objective_met")) is not True:
             return answer, index
         answer = index
     return answer, None

@@ -27,9 +27,12 @@ LLM_LOAD_MEASURED = (
     "the cell's capacity (request throughput with a run's requests all queued at once, the batch size of them "
     "running), then sends the "
     "same seeded requests at each load of its sweep, light to heavy (request rates at shares of that capacity, "
-    "Poisson or gamma arrivals, or fixed concurrencies). Each request is timed on the host clock from its "
+    "Poisson or gamma arrivals, or fixed concurrencies). A load at a rate is judged over a steady window after a "
+    "ramp: the requests that arrived in it, what was served in it. It is VALID when enough requests arrived, "
+    "spread over the window, and served kept up with arrived (docs/generation.md). Each request is timed on the "
+    "host clock from its "
     "scheduled arrival (at a fixed concurrency: from its send) to each of its tokens: TTFT to the first, TPOT "
-    "= (e2e - TTFT) / (tokens - 1), ITL between token arrivals, e2e to the last. A load meets the objective "
+    "= (e2e - TTFT) / (tokens - 1), ITL between token arrivals, e2e to the last. A VALID load meets the objective "
     "when the objective's percentile of its TTFTs and of its TPOTs are within the bounds; goodput counts the "
     "requests within both. The engine batches continuously up to the batch size (transformers' continuous "
     "batching, vLLM's scheduler)."
@@ -38,6 +41,7 @@ LLM_LOAD_MEASURED = (
 LOAD_COLUMNS = [
     ("load_text", "load"),
     ("offered_per_s", "offered req/s"),
+    ("arrived_per_s", "arrived req/s"),
     ("request_per_s", "served req/s"),
     ("output_tokens_per_s", "output tokens/s"),
     ("mean_in_flight", "in flight"),
@@ -50,6 +54,7 @@ LOAD_COLUMNS = [
     ("itl_p99_ms", "ITL p99"),
     ("e2e_p99_ms", "e2e p99"),
     ("goodput_per_s", "goodput req/s"),
+    ("verdict", "verdict"),
     ("met", "objective met"),
     ("requests", "requests"),
     ("processes", "processes"),
@@ -161,11 +166,22 @@ def answer_line(record: CellRecord) -> str:
             f"At {_load_text(serving, missed)} ({_rate(answer['failing_rate_per_s'])}) it missed: TTFT {level} "
             f"{fmt_ms(missed['ttft_ms'][level])}, TPOT {level} {fmt_ms(missed['tpot_ms'][level])}."
         )
+        if missed.get("valid") is False:  # no steady rate there: what failed, not its percentiles
+            beyond = (
+                f"At {_load_text(serving, missed)} ({_rate(answer['failing_rate_per_s'])}) the load was "
+                f"{escape_markdown(verdict_text(missed))}."
+            )
     else:
         beyond = "Every load of the sweep met it: the answer is a lower bound."
+    served = f"served {fmt(step['request_per_s'])} requests/s"
+    if step.get("valid") and "window_s" in step:  # judged over a steady window
+        served = (
+            f"VALID over a {fmt(step['window_s'] / step.get('processes', 1))}-s steady window: {served} of "
+            f"{fmt(step['arrived_per_s'])} arrived"
+        )
     return (
-        f"{head}{against} up to **{_rate(answer['rate_per_s'])}** ({_load_text(serving, step)}, served "
-        f"{fmt(step['request_per_s'])} requests/s). There TTFT {level} {fmt_ms(step['ttft_ms'][level])}, TPOT "
+        f"{head}{against} up to **{_rate(answer['rate_per_s'])}** ({_load_text(serving, step)}, {served}). "
+        f"There TTFT {level} {fmt_ms(step['ttft_ms'][level])}, TPOT "
         f"{level} {fmt_ms(step['tpot_ms'][level])}, goodput {_rate(step['goodput_per_s'])} "
         f"({fmt(100 * (step['good_share'] or 0))}% of requests within both). {beyond} {cap} {processes}"
     )
@@ -220,7 +236,9 @@ def load_table(record: CellRecord) -> pd.DataFrame:
             "offered_per_s": run.get("offered_per_s"),
             **{k: run.get(k) for k in ("request_per_s", "output_tokens_per_s", "mean_in_flight", "goodput_per_s",
                                        "requests")},
-            "met": run.get("objective_met"),
+            "arrived_per_s": run.get("arrived_per_s"),
+            "verdict": verdict_text(run),
+            "met": run.get("met", run.get("objective_met")),
             "processes": run.get("processes", serving.get("processes", 1)),
         }  # fmt: skip
         for figure in ("ttft", "tpot", "itl", "e2e"):
@@ -228,6 +246,15 @@ def load_table(record: CellRecord) -> pd.DataFrame:
                 row[f"{figure}_{level}_ms"] = (run.get(f"{figure}_ms") or {}).get(level)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def verdict_text(step: dict[str, Any]) -> str:
+    """``VALID``, or ``INVALID`` with the constraints that failed (the objective's are in ``objective met``);
+    a dash for a run judged on no steady window (the capacity, records from before the verdict)."""
+    if "valid" not in step:
+        return "–"
+    failed = [f for f in step.get("failed", []) if not f.startswith("objective:")]
+    return "VALID" if step["valid"] else "INVALID: " + "; ".join(failed)
 
 
 def llm_load_section(cells: pd.DataFrame, records: dict[str, CellRecord]) -> list[str]:

@@ -332,8 +332,8 @@ def plot_llm_load(records: Sequence[CellRecord], workload: str, out: str | Path,
         label = f"{key.engine} {key.precision} {key.device}, up to {key.batch_size} running, prompt {key.seq_len}"
         for ax, figure, bound in ((axes[0], "ttft", "ttft_ms"), (axes[1], "tpot", "tpot_ms")):
             values = [s[f"{figure}_ms"][level] for s in serving["sweep"]]
-            points = [(x, y, s.get("objective_met")) for x, y, s in zip(rates, values, serving["sweep"], strict=True)
-                      if y is not None]  # fmt: skip
+            met = [s.get("met", s.get("objective_met")) for s in serving["sweep"]]  # a VALID load within the objective
+            points = [(x, y, m) for x, y, m in zip(rates, values, met, strict=True) if y is not None]
             if not points:
                 continue
             line = _STYLES.get(key.device, ":")

@@ -65,10 +65,13 @@ import numpy as np
 from inferbench.core.arrivals import LoadSettings, PlannedRequest
 from inferbench.core.request_metrics import (
     RequestTrace,
+    judged,
+    load_verdict,
     pooled_run,
     spread_pct,
     sweep_answer,
     traces_figures,
+    window_figures,
 )
 from inferbench.core.stats import latency_stats
 from inferbench.machine.host_partition import measuring
@@ -355,9 +358,15 @@ def measure(cell: PreparedCell) -> Measured:
                 for index, load in enumerate(settings.loads):
                     rate = None if settings.by_concurrency else float(load) * capacity["request_per_s"]
                     concurrency = int(load) if settings.by_concurrency else None
-                    requests = plan(settings.requests, rate, settings.seed + 1 + index, f"s{index}-")
+                    count = settings.requests if rate is None else settings.planned_count(rate)
+                    requests = plan(count, rate, settings.seed + 1 + index, f"s{index}-")
                     traces, run_start = driver.run(requests, concurrency)
-                    step = traces_figures(traces, run_start, objective)
+                    if rate is None:  # a fixed concurrency: every request counts
+                        step = traces_figures(traces, run_start, objective)
+                    else:
+                        window = (settings.ramp_s, settings.ramp_s + settings.window_s(rate))
+                        step = window_figures(traces, run_start, window, objective)
+                    step |= load_verdict(step, settings.requests, settings.served_tolerance)
                     sweep.append({"load": load, "offered_per_s": rate, "concurrency": concurrency, **step})
                     beat()
             measured_s = time.perf_counter() - started
@@ -542,7 +551,7 @@ def merged_serving(records: Sequence[Any]) -> dict[str, Any]:
     settings = LoadSettings.from_dict({**first["settings"], "objective": first["objective"]})
     objective = settings.objective
     capacity = pooled_run([s["capacity"] for s in sweeps], objective)
-    sweep = [pooled_run([s["sweep"][i] for s in sweeps], objective) for i in range(len(first["sweep"]))]
+    sweep = [_judged(pooled_run([s["sweep"][i] for s in sweeps], objective)) for i in range(len(first["sweep"]))]
     merged = sweep_record(
         settings, capacity, sweep, first["driven"], first["max_running"], first["prompt_tokens"],
         first["output_tokens"], processes=len(sweeps),
@@ -558,6 +567,14 @@ def merged_serving(records: Sequence[Any]) -> dict[str, Any]:
     if merged["result"] is not None:
         merged["result"]["host"] = next((h for h in hosts if h), None)
     return merged
+
+
+def _judged(step: dict[str, Any]) -> dict[str, Any]:
+    """A load pooled over the processes, judged: VALID where each process's was, its objective met on the
+    pooled percentiles (``met`` only where VALID)."""
+    if "valid" not in step:  # records from before the verdict
+        return step
+    return step | judged(step, step["valid"], step["failed"])
 
 
 def merged_fields(records: Sequence[Any]) -> dict[str, Any]:
