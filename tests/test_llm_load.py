@@ -44,10 +44,12 @@ from inferbench.plan.config import ConfigError, validate_config
 from inferbench.plan.grid import SettingsConflict, cell_scenario_settings, config_cells, no_cells_message
 from inferbench.scenarios.llm_load import (
     CannotServe,
+    bisected,
     drive_steps,
     drive_stream,
     measure,
     merged_fields,
+    merged_search,
     merged_serving,
     serving_mode,
     token_agreement,
@@ -209,6 +211,32 @@ def test_load_settings_refuse_shares_that_measure_nothing_and_size_each_load_by_
     settings = LoadSettings.from_dict({"requests": 200, "steady_s": 30, "ramp_s": 5})
     assert settings.window_s(100.0) == 30 and settings.window_s(2.0) == 100, "long enough for 200 arrivals"
     assert settings.planned_count(100.0) == 4001, "a ramp, the window and as long again after it"
+
+
+def test_the_search_bisects_between_the_heaviest_load_met_and_the_lightest_missed():
+    """Five fixed shares said "met up to 1x, missed at 1.5x": the highest rate lay somewhere in a factor of 1.5."""
+    settings = LoadSettings.from_dict({"search_steps": 3})
+    sweep = [{"offered_per_s": rate, "met": rate < 30} for rate in (10.0, 20.0, 40.0)]
+    sent = []
+
+    def at_rate(rate: float, step: int) -> dict[str, Any]:
+        sent.append(step)
+        return {"met": rate <= 30.0, "requests": 50, "samples_ms": {"e2e": [1.0]}}
+
+    found = bisected(settings, sweep, at_rate)
+    # 20 and 40 -> 28.3 met -> 33.6 missed -> 30.8 missed: the limit 30 lies within the last bracket
+    assert found["rate_per_s"] == pytest.approx(800**0.5) and found["missed_per_s"] == pytest.approx(30.84, abs=0.01)
+    assert sent == [0, 1, 2] and [s["met"] for s in found["steps"]] == [True, False, False]
+    assert "samples_ms" not in found["steps"][0], "the search keeps figures, not every sample"
+    # nothing to search: every load met, none met, or no steps asked for
+    assert bisected(settings, [{"offered_per_s": 1.0, "met": True}], at_rate) is None
+    assert bisected(settings, [{"offered_per_s": 1.0, "met": False}], at_rate) is None
+    assert bisected(LoadSettings.from_dict({"search_steps": 0}), sweep, at_rate) is None
+    # the processes' searches side by side: the median rate met, and how far apart they landed
+    merged = merged_search([found, found | {"rate_per_s": 26.0}])
+    assert merged["by_process"]["rate_per_s"] == pytest.approx([28.28, 26.0], abs=0.01) and merged["steps"] == 3
+    assert merged["rate_per_s"] == pytest.approx((28.284 + 26.0) / 2, abs=0.01)
+    assert merged_search([found, None]) is None
 
 
 def test_a_sweep_s_answer_is_the_heaviest_load_before_the_first_that_misses():
@@ -498,6 +526,10 @@ def test_a_cell_measures_its_capacity_then_sends_each_load_at_its_share_of_it(tm
     heavy = serving["sweep"][2]
     assert not heavy["valid"] and heavy["failed"][0].startswith("served: ") and heavy["met"] is False
     assert serving["answer"]["index"] == 1 and serving["answer"]["failing_index"] == 2
+    # then a search between 1x and 4x the capacity, each of its loads judged as the sweep's
+    search = serving["search"]
+    assert len(search["steps"]) == 3 and all("valid" in s for s in search["steps"])
+    assert capacity <= search["rate_per_s"] < search["missed_per_s"] <= 4 * capacity
     assert serving["result"]["target_qps"] == serving["answer"]["rate_per_s"] == serving["sweep"][1]["offered_per_s"]
     assert serving["token_parity"] is None and serving["processes"] == 1 and serving["driven"] == "step"
     assert measured.invalid is None and measured.fields["timing"] == "llm_load"
@@ -708,6 +740,32 @@ def test_the_answer_states_the_objective_the_rate_that_met_it_and_the_capacity_b
     assert "The sweep of the first of its 2 processes (their e2e p50 at the answering load: 12.0% apart)." in line
     # a record that is not beside the summary: the summary's columns are named instead
     assert "their records (their sweeps) are not beside" in "\n".join(llm_load_answer(cells, {}, None, records={}))
+
+
+def test_the_answer_prints_vllm_s_result_block_with_the_verdict_and_the_searched_rate():
+    from inferbench.report.llm_load import llm_load_answer
+
+    record = _record("hf_eager", [0.5, 1.0, 1.5], [True, True, False], processes=2)
+    serving = record.serving
+    serving["sweep"][1] |= {"valid": True, "met": True, "failed": [], "window_s": 24.0, "arrived_per_s": 9.8,
+                            "processes": 2, "spread_pct": {"request_per_s": 4.0}}  # fmt: skip
+    serving["sweep"][2] |= {"valid": False, "met": False, "failed": ["served: 10 requests/s against 15/s arrived, "
+                            "beyond ±10%", "objective: a bound missed"]}  # fmt: skip
+    serving["search"] = {"rate_per_s": 12.2, "missed_per_s": 13.4, "steps": 3,
+                         "by_process": {"rate_per_s": [11.8, 12.6]}}  # fmt: skip
+    cells = pd.DataFrame([record.flatten()])
+    text = "\n".join(llm_load_answer(cells, {}, None, records={record.key.cell_id: record}))
+    assert "VALID over a 12.0-s steady window: served 10.0 requests/s of 9.80 arrived" in text
+    assert "the load was INVALID: served: 10 requests/s against 15/s arrived, beyond ±10%." in text
+    assert "A search of 3 loads between the two met it up to 12.2 requests/s, processes 11.8–12.6, and missed at " \
+           "13.4 requests/s." in text  # fmt: skip
+    block = text[text.index("```") :]
+    expected = {"Successful requests:": "40", "Benchmark duration (s):": "24.00 (2 steady windows of 12.00 s)",
+                "Request throughput (req/s):": "10.00", "Median TTFT (ms):": "10.00", "Verdict:": "VALID",
+                "Offered / arrived / served (req/s):": "10.00 / 9.80 / 10.00",
+                "Request throughput spread (%):": "4.0 over 2 processes"}  # fmt: skip
+    for title, value in expected.items():
+        assert title.ljust(41) + value in block, title
 
 
 def test_the_appendix_lists_every_load_and_the_generation_section_leaves_loaded_cells_out(tmp_path):

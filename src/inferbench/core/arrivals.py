@@ -129,6 +129,7 @@ class LoadSettings:
     steady_s: float = 30.0
     ramp_s: float = 5.0
     served_tolerance: float = 0.1
+    search_steps: int = 3
 
     def __post_init__(self) -> None:
         if self.arrivals not in ARRIVALS:
@@ -149,10 +150,10 @@ class LoadSettings:
                 f"llm_load.load_shares is {list(loads)}: shares of the capacity from {MIN_SHARE:g} (lighter loads "
                 f"last hours for their requests) to {MAX_SHARE:g} (heavier ones only fill the queue)"
             )
-        if not (self.steady_s > 0 and self.ramp_s >= 0 and 0 < self.served_tolerance < 1):
+        if not (self.steady_s > 0 and self.ramp_s >= 0 and 0 < self.served_tolerance < 1 and self.search_steps >= 0):
             raise ValueError(
-                f"llm_load: steady_s {self.steady_s:g} must be positive, ramp_s {self.ramp_s:g} at least 0, "
-                f"served_tolerance {self.served_tolerance:g} between 0 and 1"
+                f"llm_load: steady_s {self.steady_s:g} must be positive, ramp_s {self.ramp_s:g} at least 0, served_"
+                f"tolerance {self.served_tolerance:g} between 0 and 1, search_steps {self.search_steps} at least 0"
             )
 
     def window_s(self, rate: float) -> float:
@@ -198,6 +199,7 @@ class LoadSettings:
             steady_s=float(merged["steady_s"]),
             ramp_s=float(merged["ramp_s"]),
             served_tolerance=float(merged["served_tolerance"]),
+            search_steps=int(merged["search_steps"]),
         )
 
     def plan(

@@ -221,6 +221,8 @@ def window_figures(
             "request_per_s": served / duration,
             "arrival_span_s": max(arrivals) - min(arrivals),
             "window_s": duration,
+            # every token of the run, ramps and drain too: what the GPU's energy over the run is divided by
+            "run_output_tokens": sum(trace.output_tokens for trace in traces),
         }
     )
 

@@ -183,8 +183,59 @@ def answer_line(record: CellRecord) -> str:
         f"{head}{against} up to **{_rate(answer['rate_per_s'])}** ({_load_text(serving, step)}, {served}). "
         f"There TTFT {level} {fmt_ms(step['ttft_ms'][level])}, TPOT "
         f"{level} {fmt_ms(step['tpot_ms'][level])}, goodput {_rate(step['goodput_per_s'])} "
-        f"({fmt(100 * (step['good_share'] or 0))}% of requests within both). {beyond} {cap} {processes}"
+        f"({fmt(100 * (step['good_share'] or 0))}% of requests within both). {beyond} "
+        f"{_search_text(serving.get('search'))}{cap} {processes}"
     )
+
+
+def _search_text(search: dict[str, Any] | None) -> str:
+    """The searched rate: met up to, missed at, and how far the processes' searches landed apart."""
+    if not search:
+        return ""
+    steps = search["steps"] if isinstance(search["steps"], int) else len(search["steps"])
+    rates = (search.get("by_process") or {}).get("rate_per_s") or [search["rate_per_s"]]
+    apart = f", processes {fmt(min(rates))}–{fmt(max(rates))}" if len(rates) > 1 else ""
+    return (
+        f"A search of {steps} loads between the two met it up to {_rate(search['rate_per_s'])}{apart}, and "
+        f"missed at {_rate(search['missed_per_s'])}. "
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def bench_block(record: CellRecord) -> list[str]:
+    """The answering load (the lightest where none met the objective) as ``vllm bench serve`` prints a result,
+    then what inferbench adds: the load's verdict, offered against served, and the spread between processes."""
+    serving = record.serving or {}
+    index = serving["answer"]["index"]
+    step = serving["sweep"][index if index is not None else 0]
+    processes = step.get("processes", 1)
+    summed = step.get("window_s", step.get("duration_s"))  # pooled over the processes: summed, as the requests
+    windows = ""
+    if "window_s" in step:
+        each = f" of {_ms(summed / processes)} s" if processes > 1 else ""
+        windows = f" ({processes} steady windows{each})" if processes > 1 else " (steady window)"
+    lines = [
+        "Successful requests:".ljust(41) + str(step["requests"]),
+        "Benchmark duration (s):".ljust(41) + _ms(summed) + windows,
+        "Request throughput (req/s):".ljust(41) + f"{step['request_per_s']:.2f}",
+        "Output token throughput (tok/s):".ljust(41) + f"{step['output_tokens_per_s']:.2f}",
+    ]
+    for figure, title in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL")):
+        summary = step.get(f"{figure}_ms") or {}
+        lines += [f"{kind} {title} (ms):".ljust(41) + _ms(summary.get(key)) for kind, key in
+                  (("Mean", "mean"), ("Median", "p50"), ("P99", "p99"))]  # fmt: skip
+    lines.append("Request goodput (req/s):".ljust(41) + f"{step['goodput_per_s']:.2f}")
+    lines += ["---- added by inferbench ----", "Verdict:".ljust(41) + verdict_text(step)]
+    if step.get("offered_per_s") is not None:
+        rates = [step["offered_per_s"], step.get("arrived_per_s"), step["request_per_s"]]
+        lines.append("Offered / arrived / served (req/s):".ljust(41) + " / ".join(map(_ms, rates)))
+    spread = (step.get("spread_pct") or {}).get("request_per_s")
+    if spread is not None:
+        lines.append("Request throughput spread (%):".ljust(41) + f"{spread:.1f} over {processes} processes")
+    return ["", "```", *lines, "```", ""]
 
 
 def llm_load_answer(
@@ -203,7 +254,7 @@ def llm_load_answer(
         ]
         missing += len(frame) - len(found)
         for record in sorted(found, key=lambda r: (r.key.engine, r.key.precision, r.key.batch_size, r.key.seq_len)):
-            out.append(answer_line(record))
+            out += [answer_line(record), *bench_block(record)]
         ranked = [(r.serving["answer"]["rate_per_s"], r) for r in found if r.serving["answer"]["rate_per_s"]]
         if len(ranked) > 1:
             ranked.sort(key=lambda pair: -pair[0])

@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -301,6 +302,8 @@ def _collector_frozen() -> Iterator[None]:
 #: WARMUP_SEED + wave and its concurrency ladder from seed + LADDER_SEED + concurrency
 WARMUP_SEED = 10_000
 LADDER_SEED = 20_000
+#: ... and search step ``n`` from seed + SEARCH_SEED + n
+SEARCH_SEED = 30_000
 
 
 def measure(cell: PreparedCell) -> Measured:
@@ -354,26 +357,37 @@ def measure(cell: PreparedCell) -> Measured:
                 traces, run_start = driver.run(plan(settings.requests, None, settings.seed, "c-"), settings.requests)
                 capacity = traces_figures(traces, run_start, objective) | {"queued": settings.requests}
                 beat()
+
+                def at_rate(rate: float, seed: int, prefix: str) -> dict[str, Any]:
+                    """One load at ``rate``: a ramp, its steady window, as long again; judged over the window."""
+                    traces, run_start = driver.run(plan(settings.planned_count(rate), rate, seed, prefix), None)
+                    window = (settings.ramp_s, settings.ramp_s + settings.window_s(rate))
+                    step = window_figures(traces, run_start, window, objective)
+                    beat()
+                    return step | load_verdict(step, settings.requests, settings.served_tolerance)
+
                 sweep = []
                 for index, load in enumerate(settings.loads):
-                    rate = None if settings.by_concurrency else float(load) * capacity["request_per_s"]
-                    concurrency = int(load) if settings.by_concurrency else None
-                    count = settings.requests if rate is None else settings.planned_count(rate)
-                    requests = plan(count, rate, settings.seed + 1 + index, f"s{index}-")
-                    traces, run_start = driver.run(requests, concurrency)
-                    if rate is None:  # a fixed concurrency: every request counts
+                    seed, prefix = settings.seed + 1 + index, f"s{index}-"
+                    if settings.by_concurrency:  # a fixed concurrency: every request counts
+                        traces, run_start = driver.run(plan(settings.requests, None, seed, prefix), int(load))
                         step = traces_figures(traces, run_start, objective)
-                    else:
-                        window = (settings.ramp_s, settings.ramp_s + settings.window_s(rate))
-                        step = window_figures(traces, run_start, window, objective)
-                    step |= load_verdict(step, settings.requests, settings.served_tolerance)
-                    sweep.append({"load": load, "offered_per_s": rate, "concurrency": concurrency, **step})
-                    beat()
+                        step |= load_verdict(step, settings.requests, settings.served_tolerance)
+                        sweep.append({"load": load, "offered_per_s": None, "concurrency": int(load), **step})
+                        beat()
+                        continue
+                    rate = float(load) * capacity["request_per_s"]
+                    sweep.append(
+                        {"load": load, "offered_per_s": rate, "concurrency": None, **at_rate(rate, seed, prefix)}
+                    )
+                search = bisected(
+                    settings, sweep, lambda rate, n: at_rate(rate, settings.seed + SEARCH_SEED + n, f"q{n}-")
+                )
             measured_s = time.perf_counter() - started
             window = [window_start, time.time()]
         parity = _served_parity(cell, driver, new_tokens)
     serving = sweep_record(settings, capacity, sweep, driver.mode, key.batch_size, key.seq_len, new_tokens)
-    serving["token_parity"] = parity
+    serving["token_parity"], serving["search"] = parity, search
     if serving["result"] is not None:  # the host during the timed runs, as a LoadGen result has it
         serving["result"]["host"] = host.summary
     # the cell's latency: every request of the load that answers it (the lightest where none met the
@@ -381,7 +395,9 @@ def measure(cell: PreparedCell) -> Measured:
     shown = sweep[serving["answer"]["index"] if serving["answer"]["index"] is not None else 0]
     samples = np.asarray(shown["samples_ms"]["e2e"]) / 1e3
     stats = latency_stats(samples, 1)
-    tokens = sum(step["output_tokens"] for step in sweep) + capacity["output_tokens"]
+    searched = search["steps"] if search else []
+    tokens = sum(step.get("run_output_tokens", step["output_tokens"]) for step in [*sweep, *searched])
+    tokens += capacity["output_tokens"]
     fields = {
         "timing": SCENARIO,
         "timing_description": timing_description(settings, serving["answer"]["index"] is not None),
@@ -407,6 +423,26 @@ def measure(cell: PreparedCell) -> Measured:
         },
     }
     return Measured(fields, {"device": samples, "end_to_end": samples}, invalid_reason(serving))
+
+
+def bisected(
+    settings: LoadSettings, sweep: Sequence[dict[str, Any]], at_rate: Callable[[float, int], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The highest rate meeting the objective, searched between the sweep's heaviest load that met it and its
+    lightest that missed: ``search_steps`` loads, each at the geometric mean of the two (``at_rate(rate, step)``
+    runs one, judged), the bracket narrowing to the side it fell on. None where the sweep is of concurrencies,
+    met every load or none, or the settings ask for no search."""
+    index, failing = sweep_answer(sweep)
+    if settings.by_concurrency or index is None or failing is None or not settings.search_steps:
+        return None
+    low, high = float(sweep[index]["offered_per_s"]), float(sweep[failing]["offered_per_s"])
+    steps = []
+    for number in range(settings.search_steps):
+        rate = math.sqrt(low * high)
+        step = at_rate(rate, number)
+        steps.append({"offered_per_s": rate} | {k: v for k, v in step.items() if k != "samples_ms"})
+        low, high = (rate, high) if step["met"] else (low, rate)
+    return {"rate_per_s": low, "missed_per_s": high, "steps": steps}
 
 
 def timing_description(settings: LoadSettings, answered: bool) -> str:
@@ -561,12 +597,29 @@ def merged_serving(records: Sequence[Any]) -> dict[str, Any]:
         "by_process": {"rate_per_s": [a["rate_per_s"] for a in own], "load": [a["load"] for a in own]},
         "spread_pct": {"rate_per_s": spread_pct([a["rate_per_s"] for a in own])},
     }
+    merged["search"] = merged_search([s.get("search") for s in sweeps])
     parities = [s.get("token_parity") for s in sweeps]
     merged["token_parity"] = next((p for p in parities if p is not None and not p["equal"]), parities[0])
     hosts = [((s.get("result") or {}).get("host")) for s in sweeps]
     if merged["result"] is not None:
         merged["result"]["host"] = next((h for h in hosts if h), None)
     return merged
+
+
+def merged_search(searches: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The processes' searches (``bisected``) side by side: each one's bracket, the median of the rates they
+    met the objective up to, and the spread between them. None where a process searched nothing."""
+    if not searches or any(found is None for found in searches):
+        return None
+    met = [float(found["rate_per_s"]) for found in searches]  # type: ignore[index]
+    missed = [float(found["missed_per_s"]) for found in searches]  # type: ignore[index]
+    return {
+        "rate_per_s": float(np.median(met)),
+        "missed_per_s": float(np.median(missed)),
+        "steps": len(searches[0]["steps"]),  # type: ignore[index]
+        "by_process": {"rate_per_s": met, "missed_per_s": missed},
+        "spread_pct": {"rate_per_s": spread_pct(met)},
+    }
 
 
 def _judged(step: dict[str, Any]) -> dict[str, Any]:
