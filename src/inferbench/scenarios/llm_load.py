@@ -337,8 +337,8 @@ def measure(cell: PreparedCell) -> Measured:
             # warm-up: two waves at each concurrency of 1, 2, 4, ... up to the batch size, then runs like the
             # capacity's (its request count, other prompts) until warmup_s has passed (one at least): every batch
             # composition the timed runs meet is made once before them. With the capacity's runs alone, the first
-            # load at a rate met new ones (fewer running, a prefill beside them), and llama_mini on 2 CPU threads
-            # then reached TTFT p90 673 ms at half its capacity, 37 ms when the same load was sent again
+            # load at a rate met new ones (fewer running, a prefill beside them) and its TTFT measured them, not
+            # the load (docs/generation.md, "A process's sweep", has the figures)
             warmed = 0
             for concurrency in concurrency_ladder(running):
                 ladder = plan(2 * concurrency, None, settings.seed + LADDER_SEED + concurrency, f"l{concurrency}-")
