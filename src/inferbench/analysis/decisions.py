@@ -235,11 +235,16 @@ def workload_front(cells: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 SPEEDUP_KEY = ["workload", "device", "batch_size", "seq_len", "threads"]
 
 
+def baseline_mask(frame: pd.DataFrame) -> np.ndarray:
+    """Which rows of ``frame`` are FP32 eager cells, the baseline of every speed-up."""
+    return ((frame["engine"] == BASELINE_ENGINE) & (frame["precision"] == BASELINE_PRECISION)).to_numpy()
+
+
 def baseline_pairs(ok: pd.DataFrame, table: CellTable) -> ClaimedPairs:
     """Each cell of ``ok`` (measured cells, ``table`` theirs: floored) but FP32 eager against the FP32 eager
     cell of its ``SPEEDUP_KEY`` (the last where there are several), in ``ok``'s order, with its claim at
     the pair's common boundary; cells without such a baseline left out. One join, not a look-up per cell."""
-    is_base = ((ok["engine"] == BASELINE_ENGINE) & (ok["precision"] == BASELINE_PRECISION)).to_numpy()
+    is_base = baseline_mask(ok)
     keys = ok[SPEEDUP_KEY].reset_index(drop=True).assign(position=np.arange(len(ok)))
     base = keys[is_base].dropna(subset=SPEEDUP_KEY).drop_duplicates(SPEEDUP_KEY, keep="last")
     cells = keys[~is_base].dropna(subset=SPEEDUP_KEY)  # a missing key matches nothing

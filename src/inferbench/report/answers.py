@@ -256,8 +256,7 @@ def _is_baseline(row: Any) -> bool:
 
 def speedups_possible(frame: pd.DataFrame) -> bool:
     """Whether ``frame`` has an FP32 eager cell (the baseline of its speed-ups) beside other cells."""
-    base = (frame["engine"] == decisions.BASELINE_ENGINE) & (frame["precision"] == decisions.BASELINE_PRECISION)
-    return bool(base.any()) and len(frame) > 1
+    return bool(decisions.baseline_mask(frame).any()) and len(frame) > 1
 
 
 def baseline_changes(frame: pd.DataFrame) -> dict[Any, str] | None:
@@ -286,7 +285,7 @@ def baseline_changes(frame: pd.DataFrame) -> dict[Any, str] | None:
 def baseline_math_line(frame: pd.DataFrame) -> list[str]:
     """One sentence on the fp32 math of the table's FP32 eager cells on a GPU, where it is not what PyTorch
     users run by default (TF32 in convolutions only): an older summary's strict baseline, or a variant's."""
-    base = frame[[_is_baseline(r) for _, r in frame.iterrows()]]
+    base = frame[decisions.baseline_mask(frame)]
     settings = set(base["tf32"].dropna().map(tf32_setting)) if "tf32" in base else set()
     if settings in (set(), {"conv"}):
         return []
@@ -331,7 +330,7 @@ def engines_answer(cells: pd.DataFrame, study: dict[str, Any], basis: ClaimBasis
             values += [in_unit(row["p50"], factor)]
             values += [in_unit(tail[1][index], factor)] if tail else []
             values += [fmt(row["rate"]), *([fmt(memory[1][index])] if memory else [])]
-            is_base = (row["engine"], row["precision"]) == (decisions.BASELINE_ENGINE, decisions.BASELINE_PRECISION)
+            is_base = _is_baseline(row)
             found = row.get("claim")
             named = isinstance(found, Claim) and found.boundary != boundary  # the table's boundary goes unsaid
             speedup = "baseline" if is_base else claim_text(found, named) if isinstance(found, Claim) else "–"
