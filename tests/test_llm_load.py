@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import heapq
 import itertools
 import json
@@ -29,6 +30,7 @@ from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.request_metrics import (
     Objective,
     RequestTrace,
+    energy_figures,
     load_verdict,
     pooled_run,
     run_figures,
@@ -44,6 +46,7 @@ from inferbench.plan.config import ConfigError, validate_config
 from inferbench.plan.grid import SettingsConflict, cell_scenario_settings, config_cells, no_cells_message
 from inferbench.scenarios.llm_load import (
     CannotServe,
+    WindowEnergy,
     bisected,
     drive_steps,
     drive_stream,
@@ -51,6 +54,8 @@ from inferbench.scenarios.llm_load import (
     merged_fields,
     merged_search,
     merged_serving,
+    replayed,
+    searched,
     serving_mode,
     token_agreement,
     unavailable_reason,
@@ -227,16 +232,36 @@ def test_the_search_bisects_between_the_heaviest_load_met_and_the_lightest_misse
     # 20 and 40 -> 28.3 met -> 33.6 missed -> 30.8 missed: the limit 30 lies within the last bracket
     assert found["rate_per_s"] == pytest.approx(800**0.5) and found["missed_per_s"] == pytest.approx(30.84, abs=0.01)
     assert sent == [0, 1, 2] and [s["met"] for s in found["steps"]] == [True, False, False]
-    assert "samples_ms" not in found["steps"][0], "the search keeps figures, not every sample"
+    assert "samples_ms" in found["steps"][0], "the search keeps its samples: the processes' steps are pooled from them"
     # nothing to search: every load met, none met, or no steps asked for
     assert bisected(settings, [{"offered_per_s": 1.0, "met": True}], at_rate) is None
     assert bisected(settings, [{"offered_per_s": 1.0, "met": False}], at_rate) is None
     assert bisected(LoadSettings.from_dict({"search_steps": 0}), sweep, at_rate) is None
-    # the processes' searches side by side: the median rate met, and how far apart they landed
-    merged = merged_search([found, found | {"rate_per_s": 26.0}])
+    # records from before the processes offered one set of rates: each bisected its own, and the merge takes
+    # the median rate met beside how far apart they landed
+    objective = settings.objective
+    old = {**found, "steps": [{k: v for k, v in step.items() if k != "samples_ms"} for step in found["steps"]]}
+    merged = merged_search([old, old | {"rate_per_s": 26.0}], objective, sweep)
     assert merged["by_process"]["rate_per_s"] == pytest.approx([28.28, 26.0], abs=0.01) and merged["steps"] == 3
-    assert merged["rate_per_s"] == pytest.approx((28.284 + 26.0) / 2, abs=0.01)
-    assert merged_search([found, None]) is None
+    assert merged["rate_per_s"] == pytest.approx((28.284 + 26.0) / 2, abs=0.01) and merged["pooled"] is False
+    assert merged_search([found, None], objective, sweep) is None
+
+
+def test_a_replayed_search_narrows_its_own_bracket_from_the_first_process_s_rates():
+    sweep = [{"offered_per_s": rate, "met": rate < 30} for rate in (10.0, 20.0, 40.0)]
+    offered = []
+
+    def at_rate(rate: float, step: int) -> dict[str, Any]:
+        offered.append(rate)
+        return {"met": rate <= 25.0}
+
+    found = replayed([28.3, 23.8, 50.0], sweep, at_rate)
+    assert offered == [28.3, 23.8, 50.0], "the first process's rates, in its order"
+    # 28.3 missed here (20-28.3), 23.8 met (23.8-28.3), 50 lies outside the bracket and narrows nothing
+    assert (found["rate_per_s"], found["missed_per_s"]) == (23.8, 28.3) and len(found["steps"]) == 3
+    assert replayed([], sweep, at_rate) is None
+    # a sweep that brackets nothing here keeps its steps for the merge
+    assert searched([{"offered_per_s": 10.0, "met": True}], found["steps"])["rate_per_s"] is None
 
 
 def test_a_sweep_s_answer_is_the_heaviest_load_before_the_first_that_misses():
@@ -595,10 +620,66 @@ def test_a_cell_s_processes_are_pooled_load_by_load_with_each_process_s_answer_a
     assert merged["capacity_qps"] == pytest.approx(24 / sum(r.serving["capacity"]["duration_s"] for r in records))
     # what the cell runner replaces in the merged record (ScenarioInfo.merge): the pooled sweep, and the served rate
     # of the answering load as its throughput
+    # each process alone (no shared folder): each offers shares of its own capacity
+    assert merged["offered_from"]["process"] == "own" and merged["offered_from"]["same_rates"] is False
     fields = merged_fields(records)
     answer = fields["serving"]["answer"]["index"]
     assert fields["throughput_per_s"] == fields["serving"]["sweep"][answer]["request_per_s"]
     assert SCENARIOS["llm_load"].merge == "inferbench.scenarios.llm_load:merged_fields"
+
+
+def test_a_cell_s_later_processes_offer_the_first_s_rates_and_their_search_steps_are_pooled(tmp_path):
+    """Each process offered shares of its own capacity: neither was offered the rate the pooled load named."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    records = []
+    for index, step_s in enumerate((0.002, 0.003)):  # the second process's engine is slower: its capacity lower
+        engine = FakeStepEngine(time.perf_counter, step_s=step_s, running=2, new_tokens=3)
+        cell = dataclasses.replace(_cell(engine, SETTINGS, tmp_path), first_process=index == 0, shared=shared)
+        records.append(SimpleNamespace(serving=measure(cell).fields["serving"]))
+    first, second = (r.serving for r in records)
+    assert first["capacity"]["request_per_s"] != second["capacity"]["request_per_s"]
+    assert [s["offered_per_s"] for s in second["sweep"]] == [s["offered_per_s"] for s in first["sweep"]]
+    assert second["offered_from"] == {"capacity_per_s": first["capacity"]["request_per_s"], "process": "first"}
+    assert [s["offered_per_s"] for s in second["search"]["steps"]] == [
+        s["offered_per_s"] for s in first["search"]["steps"]
+    ]
+    merged = merged_serving(records)
+    assert merged["offered_from"]["same_rates"] is True
+    search = merged["search"]
+    assert search["pooled"] is True and all(step["processes"] == 2 for step in search["steps"])
+    for pooled, one, two in zip(search["steps"], first["search"]["steps"], second["search"]["steps"], strict=True):
+        assert pooled["offered_per_s"] == pytest.approx(one["offered_per_s"])
+        assert pooled["requests"] == one["requests"] + two["requests"]
+        assert pooled["valid"] == (one["valid"] and two["valid"]) and pooled["met"] <= pooled["valid"]
+    # the pooled bracket lies within the pooled sweep's
+    answer = merged["answer"]
+    if answer["failing_rate_per_s"] is not None and answer["rate_per_s"] is not None:
+        assert answer["rate_per_s"] <= search["rate_per_s"] < search["missed_per_s"] <= answer["failing_rate_per_s"]
+    # no GPU: every load says energy is unavailable, and why
+    assert "CPU" in merged["energy_unavailable"] and all(step["energy"] is None for step in merged["sweep"])
+
+
+def test_the_energy_of_a_steady_window_is_read_at_its_edges_as_marks_of_the_run():
+    clock = VirtualClock()
+    counter = iter([1_000, 5_000])  # mJ at the two edges
+
+    class Counter:
+        def energy_mj(self) -> int:
+            return next(counter)
+
+    energy = WindowEnergy(Counter(), clock=clock)  # type: ignore[arg-type]
+    engine = FakeStepEngine(clock, step_s=0.01, running=2, new_tokens=3)
+    requests = [PlannedRequest(f"r{i}", 0.1 * i, (1, 2), 3) for i in range(10)]
+    drive_steps(engine, requests, clock=clock, sleep=clock.sleep, marks=energy.marks((0.2, 0.6)))
+    (begin, _), (end, _) = energy.readings
+    assert 0.2 <= begin - 0 < 0.25 and 0.6 <= end < 0.65, "each read at the first step after its edge"
+    # 4 J between the readings, at their mean power over the 0.4-s window
+    assert energy.joules(0.4) == pytest.approx(4.0 * 0.4 / (end - begin))
+    figures = energy_figures(4.0, {"window_s": 0.4, "output_tokens": 100, "served_requests": 8})
+    assert figures == {"joules": 4.0, "mean_power_w": 10.0, "per_output_token_mj": 40.0, "per_request_j": 0.5}
+    assert WindowEnergy(None).marks((0.2, 0.6)) == [] and WindowEnergy(None).joules(0.4) is None
+    assert energy_figures(None, {"window_s": 0.4}) is None
 
 
 # -- the scenario's place: catalog, config, grid --

@@ -13,7 +13,7 @@
 #   gen_vllm         llm_gpu narrowed to vLLM, prompt 128, batch 1 and 16 (VLLM_BATCHES='1' for batch 1 only)
 #   bench_latency    vllm bench latency at each vLLM cell (benchmarks/tools/vllm_bench_latency.py)
 #   gen_all          llm_gpu narrowed to prompt 128, batch 1: the other three engines (vLLM's cell is there)
-#   serving          llm_serving_gpu, whole (vLLM and hf_static under load)
+#   serving          llm_serving_gpu, whole (vLLM and hf_static under load), SERVING_REPEATS (3) processes a cell
 #   bench_throughput vLLM's offline throughput benchmark at each vLLM llm_load cell's capacity run
 # STAGES='serving bench_throughput' runs those only (all five take about 28 minutes on an H100 after the
 # carry, at the edge of a lease: split them over two leases where the device time allows).
@@ -50,7 +50,10 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
   stage gen_all "${workflow[@]}" --configfile config/studies/llm.yaml \
     "$(narrow llm_gpu 'seq_lens: [128], batch_sizes: [1]')" --config 'run=[llm_gpu]'
   keep gen_all
-  stage serving "${workflow[@]}" --configfile config/studies/llm.yaml --config 'run=[llm_serving_gpu]'
+  # SERVING_REPEATS processes a cell (3 by default: the capacity set beside vLLM's benchmark's 3 runs)
+  printf 'measure:\n  repeats: %s\n' "${SERVING_REPEATS:-3}" > "$run/serving-repeats.yaml"
+  stage serving "${workflow[@]}" --configfile config/studies/llm.yaml "$run/serving-repeats.yaml" \
+    --config 'run=[llm_serving_gpu]'
   keep serving
   stage bench_throughput python benchmarks/tools/vllm_bench_throughput.py results/cells --runs 3 \
     --md "$run/out/bench_throughput.md" --out "$run/out/bench_throughput.json"
@@ -68,14 +71,20 @@ limit=${1:-540}
 call_started=$(date +%s)
 mkdir -p "$out"
 if [ ! -f "$run/start" ]; then
-  mkdir -p /tmp/carry /tmp/carry_vllm
+  mkdir -p /tmp/carry /tmp/carry_vllm /tmp/carry_serving
   cp .carry/*/* /tmp/carry/ 2>/dev/null
   cp .carry_vllm/*/* /tmp/carry_vllm/ 2>/dev/null
+  cp .carry_serving/*/* /tmp/carry_serving/ 2>/dev/null
   # a copy of the checkout: each call copies the checkout over the repository root, which would change the
   # code of the cells still running
-  mkdir -p "$run/tree" "$run/out" && tar -c --exclude=./.carry --exclude=./.carry_vllm . | tar -x -C "$run/tree"
+  mkdir -p "$run/tree" "$run/out" &&
+    tar -c --exclude=./.carry --exclude=./.carry_vllm --exclude=./.carry_serving . | tar -x -C "$run/tree"
   cd "$run/tree" || exit 1
-  source benchmarks/gpu_machine/install_on_gpu_machine.sh || exit 1
+  if [ -f /tmp/carry_serving/pieces ]; then  # the serving stages' lighter install (snakemake and vLLM only)
+    source benchmarks/gpu_machine/install_serving_on_gpu_machine.sh || exit 1
+  else
+    source benchmarks/gpu_machine/install_on_gpu_machine.sh || exit 1
+  fi
   if [ ! -f /tmp/vllm-env.sh ]; then
     echo "vLLM is not installed: carry each .carry_vllm/NN before this call" >&2
     exit 1

@@ -227,6 +227,20 @@ def window_figures(
     )
 
 
+def energy_figures(joules: float | None, step: dict[str, Any]) -> dict[str, float] | None:
+    """The GPU's energy over a load's steady window (``joules``) and what it puts on each output token made and
+    each request served in the window, and the mean power; None where no energy was read."""
+    if joules is None or not step.get("window_s"):
+        return None
+    tokens, served = step.get("output_tokens") or 0, step.get("served_requests") or 0
+    return {
+        "joules": joules,
+        "mean_power_w": joules / step["window_s"],
+        "per_output_token_mj": 1e3 * joules / tokens if tokens else None,
+        "per_request_j": joules / served if served else None,
+    }
+
+
 def load_verdict(step: dict[str, Any], min_requests: int, tolerance: float) -> dict[str, Any]:
     """VALID or INVALID, MLPerf's way, with every constraint a load failed: at least ``min_requests`` in its
     steady window; at a rate, arrivals spread over the window (within ``tolerance`` of its length: a burst is
@@ -306,6 +320,12 @@ def pooled_run(runs: Sequence[dict[str, Any]], objective: Objective) -> dict[str
             "valid": all(run.get("valid", True) for run in runs),
             "failed": list(dict.fromkeys(f for run in runs for f in run.get("failed", []))),
         }
+        energies = [run.get("energy") for run in runs]
+        pooled["energy"] = (
+            energy_figures(sum(e["joules"] for e in energies), pooled)  # type: ignore[index]
+            if all(e is not None for e in energies)
+            else None
+        )
     return {
         **extra,
         "offered_per_s": float(np.mean(offered)) if offered and None not in offered else None,

@@ -54,6 +54,7 @@ LOAD_COLUMNS = [
     ("itl_p99_ms", "ITL p99"),
     ("e2e_p99_ms", "e2e p99"),
     ("goodput_per_s", "goodput req/s"),
+    ("energy_mj_per_token", "mJ per token"),
     ("verdict", "verdict"),
     ("met", "objective met"),
     ("requests", "requests"),
@@ -193,8 +194,8 @@ def _search_text(search: dict[str, Any] | None) -> str:
     if not search:
         return ""
     steps = search["steps"] if isinstance(search["steps"], int) else len(search["steps"])
-    rates = (search.get("by_process") or {}).get("rate_per_s") or [search["rate_per_s"]]
-    apart = f", processes {fmt(min(rates))}–{fmt(max(rates))}" if len(rates) > 1 else ""
+    rates = [r for r in (search.get("by_process") or {}).get("rate_per_s") or [] if r is not None]
+    apart = f", processes alone {fmt(min(rates))}–{fmt(max(rates))}" if len(rates) > 1 else ""
     return (
         f"A search of {steps} loads between the two met it up to {_rate(search['rate_per_s'])}{apart}, and "
         f"missed at {_rate(search['missed_per_s'])}. "
@@ -229,6 +230,13 @@ def bench_block(record: CellRecord) -> list[str]:
                   (("Mean", "mean"), ("Median", "p50"), ("P99", "p99"))]  # fmt: skip
     lines.append("Request goodput (req/s):".ljust(41) + f"{step['goodput_per_s']:.2f}")
     lines += ["---- added by inferbench ----", "Verdict:".ljust(41) + verdict_text(step)]
+    energy = step.get("energy")
+    if energy is not None:
+        lines.append("Energy per output token (mJ):".ljust(41) + _ms(energy["per_output_token_mj"]))
+        lines.append("Energy per request (J):".ljust(41) + _ms(energy["per_request_j"]))
+        lines.append("Mean GPU power in the window (W):".ljust(41) + _ms(energy["mean_power_w"]))
+    elif serving.get("energy_unavailable"):
+        lines.append("Energy:".ljust(41) + "unavailable: " + serving["energy_unavailable"])
     if step.get("offered_per_s") is not None:
         rates = [step["offered_per_s"], step.get("arrived_per_s"), step["request_per_s"]]
         lines.append("Offered / arrived / served (req/s):".ljust(41) + " / ".join(map(_ms, rates)))
@@ -288,6 +296,7 @@ def load_table(record: CellRecord) -> pd.DataFrame:
             **{k: run.get(k) for k in ("request_per_s", "output_tokens_per_s", "mean_in_flight", "goodput_per_s",
                                        "requests")},
             "arrived_per_s": run.get("arrived_per_s"),
+            "energy_mj_per_token": (run.get("energy") or {}).get("per_output_token_mj"),
             "verdict": verdict_text(run),
             "met": run.get("met", run.get("objective_met")),
             "processes": run.get("processes", serving.get("processes", 1)),

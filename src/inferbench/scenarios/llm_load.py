@@ -64,8 +64,11 @@ from typing import Any
 import numpy as np
 
 from inferbench.core.arrivals import LoadSettings, PlannedRequest
+from inferbench.core.fsutil import read_json, write_json
 from inferbench.core.request_metrics import (
+    Objective,
     RequestTrace,
+    energy_figures,
     judged,
     load_verdict,
     pooled_run,
@@ -89,6 +92,8 @@ SCENARIO = "llm_load"
 BEAT_EVERY = 16
 
 Clock = Callable[[], float]
+#: a call the driver makes once a run has lasted its seconds (a reading at a steady window's edge)
+Mark = tuple[float, Callable[[], None]]
 
 
 class CannotServe(RuntimeError):
@@ -127,17 +132,25 @@ def drive_steps(
     concurrency: int | None = None,
     clock: Clock = time.perf_counter,
     sleep: Callable[[float], None] = time.sleep,
+    marks: Sequence[Mark] = (),
 ) -> tuple[list[RequestTrace], float]:
     """Send ``requests`` to a step-driven engine: each at its arrival (``concurrency`` None), or each as soon as
     fewer than ``concurrency`` are in flight; step while the engine is busy, sleep until the next arrival while
-    it is idle. Returns each request's trace (in the order given) and when the run started."""
+    it is idle. ``marks``: (seconds after the start, call) pairs, each called once its time has passed, between
+    steps. Returns each request's trace (in the order given) and when the run started."""
     waiting = deque(requests)
+    pending = deque(sorted(marks, key=lambda mark: mark[0]))
     traces: dict[str, RequestTrace] = {}
     in_flight: set[str] = set()
     started = clock()
     steps = 0
-    while waiting or in_flight:
+    while waiting or in_flight or pending:
         now = clock()
+        while pending and started + pending[0][0] <= now:
+            pending.popleft()[1]()
+        if not (waiting or in_flight):  # only marks left: wait for the next
+            sleep(max(0.0, started + pending[0][0] - clock()))
+            continue
         while waiting and (
             len(in_flight) < concurrency if concurrency is not None else started + _arrival(waiting[0]) <= now
         ):
@@ -165,7 +178,8 @@ def drive_steps(
                 f"(e.g. {sorted(in_flight)[0]}): serve_busy must stay true until serve_step has finished them"
             )
         elif waiting:
-            sleep(max(0.0, started + _arrival(waiting[0]) - clock()))
+            until = started + _arrival(waiting[0])
+            sleep(max(0.0, min(until, started + pending[0][0]) if pending else until) - clock())
     return [traces[request.request_id] for request in requests], started
 
 
@@ -175,10 +189,12 @@ async def drive_stream(
     concurrency: int | None = None,
     clock: Clock = time.perf_counter,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    marks: Sequence[Mark] = (),
 ) -> tuple[list[RequestTrace], float]:
     """Send ``requests`` to a stream-driven engine: one task per request, started at its arrival
     (``concurrency`` None) or once fewer than ``concurrency`` are in flight, each timestamping every yield of
-    ``serve_stream``. Returns each request's trace (in the order given) and when the run started."""
+    ``serve_stream``; one task per mark of ``marks`` ((seconds after the start, call) pairs), calling it at its
+    time. Returns each request's trace (in the order given) and when the run started."""
     started = clock()
     traces: dict[str, RequestTrace] = {}
     slots = asyncio.Semaphore(concurrency) if concurrency is not None else None
@@ -209,7 +225,11 @@ async def drive_stream(
             raise RuntimeError(f"request {request.request_id}'s stream ended without a token")
         trace.observe(trace.events[-1][0], trace.output_tokens, True)  # done with its last token
 
-    await asyncio.gather(*(one(request) for request in requests))
+    async def mark(after_s: float, call: Callable[[], None]) -> None:
+        await sleep(max(0.0, started + after_s - clock()))
+        call()
+
+    await asyncio.gather(*(one(request) for request in requests), *(mark(*pair) for pair in marks))
     return [traces[request.request_id] for request in requests], started
 
 
@@ -233,10 +253,12 @@ class Driver:
         self.engine, self.mode, self.clock = engine, mode, clock
         self.loop = asyncio.new_event_loop() if mode == "stream" else None
 
-    def run(self, requests: Sequence[PlannedRequest], concurrency: int | None) -> tuple[list[RequestTrace], float]:
+    def run(
+        self, requests: Sequence[PlannedRequest], concurrency: int | None, marks: Sequence[Mark] = ()
+    ) -> tuple[list[RequestTrace], float]:
         if self.loop is None:
-            return drive_steps(self.engine, requests, concurrency, self.clock)
-        return self.loop.run_until_complete(drive_stream(self.engine, requests, concurrency, self.clock))
+            return drive_steps(self.engine, requests, concurrency, self.clock, marks=marks)
+        return self.loop.run_until_complete(drive_stream(self.engine, requests, concurrency, self.clock, marks=marks))
 
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
@@ -329,6 +351,7 @@ def measure(cell: PreparedCell) -> Measured:
 
     gpu = key.device == "cuda"
     telemetry = GpuTelemetry.for_cuda_device() if gpu else None
+    given = offered_by_first(cell)
     host = HostWindow()
     running = key.batch_size  # the engine's largest running batch
     with driver.current():
@@ -356,13 +379,19 @@ def measure(cell: PreparedCell) -> Measured:
             with host, telemetry or contextlib.nullcontext():
                 traces, run_start = driver.run(plan(settings.requests, None, settings.seed, "c-"), settings.requests)
                 capacity = traces_figures(traces, run_start, objective) | {"queued": settings.requests}
+                # every process offers the same rates: shares of the first process's capacity
+                nominal_capacity = given["capacity_per_s"] if given is not None else capacity["request_per_s"]
                 beat()
 
                 def at_rate(rate: float, seed: int, prefix: str) -> dict[str, Any]:
-                    """One load at ``rate``: a ramp, its steady window, as long again; judged over the window."""
-                    traces, run_start = driver.run(plan(settings.planned_count(rate), rate, seed, prefix), None)
+                    """One load at ``rate``: a ramp, its steady window, as long again; judged over the window,
+                    the GPU's energy counter read at the window's edges."""
                     window = (settings.ramp_s, settings.ramp_s + settings.window_s(rate))
+                    energy = WindowEnergy(telemetry)
+                    requests = plan(settings.planned_count(rate), rate, seed, prefix)
+                    traces, run_start = driver.run(requests, None, energy.marks(window))
                     step = window_figures(traces, run_start, window, objective)
+                    step["energy"] = energy_figures(energy.joules(window[1] - window[0]), step)
                     beat()
                     return step | load_verdict(step, settings.requests, settings.served_tolerance)
 
@@ -376,18 +405,32 @@ def measure(cell: PreparedCell) -> Measured:
                         sweep.append({"load": load, "offered_per_s": None, "concurrency": int(load), **step})
                         beat()
                         continue
-                    rate = float(load) * capacity["request_per_s"]
+                    rate = float(load) * nominal_capacity
                     sweep.append(
                         {"load": load, "offered_per_s": rate, "concurrency": None, **at_rate(rate, seed, prefix)}
                     )
-                search = bisected(
-                    settings, sweep, lambda rate, n: at_rate(rate, settings.seed + SEARCH_SEED + n, f"q{n}-")
+
+                def search_step(rate: float, number: int) -> dict[str, Any]:
+                    return at_rate(rate, settings.seed + SEARCH_SEED + number, f"q{number}-")
+
+                search = (
+                    replayed(given["search_rates"], sweep, search_step)
+                    if given is not None
+                    else bisected(settings, sweep, search_step)
                 )
             measured_s = time.perf_counter() - started
             window = [window_start, time.time()]
         parity = _served_parity(cell, driver, new_tokens)
+    if given is None and cell.shared is not None and not settings.by_concurrency:
+        searched_rates = [step["offered_per_s"] for step in search["steps"]] if search else []
+        write_json(cell.shared / RATES_FILE, {"capacity_per_s": nominal_capacity, "search_rates": searched_rates})
     serving = sweep_record(settings, capacity, sweep, driver.mode, key.batch_size, key.seq_len, new_tokens)
     serving["token_parity"], serving["search"] = parity, search
+    serving["offered_from"] = {
+        "capacity_per_s": None if settings.by_concurrency else nominal_capacity,
+        "process": "first" if given is not None or cell.shared is not None else "own",
+    }
+    serving["energy_unavailable"] = energy_unavailable(key.device, telemetry)
     if serving["result"] is not None:  # the host during the timed runs, as a LoadGen result has it
         serving["result"]["host"] = host.summary
     # the cell's latency: every request of the load that answers it (the lightest where none met the
@@ -425,6 +468,50 @@ def measure(cell: PreparedCell) -> Measured:
     return Measured(fields, {"device": samples, "end_to_end": samples}, invalid_reason(serving))
 
 
+#: the file in a cell's shared folder (PreparedCell.shared) where its first process leaves the rates it offered
+RATES_FILE = "llm_load_rates.json"
+
+
+def offered_by_first(cell: PreparedCell) -> dict[str, Any] | None:
+    """What the cell's first process offered (its capacity, whose shares are the sweep's rates, and its search's
+    rates), for a later process to offer the same; None in the first process or one measuring alone."""
+    if cell.first_process or cell.shared is None or not (cell.shared / RATES_FILE).is_file():
+        return None
+    return read_json(cell.shared / RATES_FILE)
+
+
+class WindowEnergy:
+    """The GPU's energy counter read at a steady window's two edges, as marks of the run (no thread samples
+    while requests are served): the energy over the window from the mean power between the two readings."""
+
+    def __init__(self, telemetry: GpuTelemetry | None, clock: Clock = time.perf_counter) -> None:
+        self.telemetry, self.clock = telemetry, clock
+        self.readings: list[tuple[float, int | None]] = []
+
+    def marks(self, window: tuple[float, float]) -> list[Mark]:
+        return [(edge, self._read) for edge in window] if self.telemetry is not None else []
+
+    def _read(self) -> None:
+        assert self.telemetry is not None
+        self.readings.append((self.clock(), self.telemetry.energy_mj()))
+
+    def joules(self, window_s: float) -> float | None:
+        """The energy over ``window_s`` seconds at the mean power between the readings, or None."""
+        if len(self.readings) != 2 or any(mj is None for _, mj in self.readings):
+            return None
+        (begin, first), (end, last) = self.readings
+        return (last - first) / 1e3 / (end - begin) * window_s if end > begin else None  # type: ignore[operator]
+
+
+def energy_unavailable(device: str, telemetry: GpuTelemetry | None) -> str | None:
+    """Why a cell's loads have no energy figures, or None where the GPU's counter was read."""
+    if device != "cuda":
+        return "energy is read from a GPU's counter (NVML): a CPU has none that inferbench reads"
+    if telemetry is None:
+        return "NVML could not be loaded (nvidia-ml-py, the `gpu` extra) or the GPU was not found"
+    return None
+
+
 def bisected(
     settings: LoadSettings, sweep: Sequence[dict[str, Any]], at_rate: Callable[[float, int], dict[str, Any]]
 ) -> dict[str, Any] | None:
@@ -432,17 +519,49 @@ def bisected(
     lightest that missed: ``search_steps`` loads, each at the geometric mean of the two (``at_rate(rate, step)``
     runs one, judged), the bracket narrowing to the side it fell on. None where the sweep is of concurrencies,
     met every load or none, or the settings ask for no search."""
-    index, failing = sweep_answer(sweep)
-    if settings.by_concurrency or index is None or failing is None or not settings.search_steps:
+    bracket = _bracket(sweep)
+    if settings.by_concurrency or bracket is None or not settings.search_steps:
         return None
-    low, high = float(sweep[index]["offered_per_s"]), float(sweep[failing]["offered_per_s"])
+    low, high = bracket
     steps = []
     for number in range(settings.search_steps):
         rate = math.sqrt(low * high)
-        step = at_rate(rate, number)
-        steps.append({"offered_per_s": rate} | {k: v for k, v in step.items() if k != "samples_ms"})
+        step = {"offered_per_s": rate} | at_rate(rate, number)
+        steps.append(step)
         low, high = (rate, high) if step["met"] else (low, rate)
-    return {"rate_per_s": low, "missed_per_s": high, "steps": steps}
+    return searched(sweep, steps)
+
+
+def replayed(
+    rates: Sequence[float], sweep: Sequence[dict[str, Any]], at_rate: Callable[[float, int], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The first process's search offered again: a load at each of its ``rates``, in its order, then the bracket
+    they narrow (``searched``). None where it searched nothing."""
+    if not rates:
+        return None
+    return searched(sweep, [{"offered_per_s": rate} | at_rate(rate, n) for n, rate in enumerate(rates)])
+
+
+def _bracket(sweep: Sequence[dict[str, Any]]) -> tuple[float, float] | None:
+    index, failing = sweep_answer(sweep)
+    if index is None or failing is None or sweep[index].get("offered_per_s") is None:
+        return None
+    return float(sweep[index]["offered_per_s"]), float(sweep[failing]["offered_per_s"])
+
+
+def searched(sweep: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The bracket of the highest rate meeting the objective: from the sweep's heaviest load met and lightest
+    missed, narrowed by each search step in order whose rate falls inside it (met: from below; else from above).
+    Where the sweep has no such pair, the steps with no bracket (None without steps)."""
+    bracket = _bracket(sweep)
+    if bracket is None:  # this process's sweep brackets nothing: its steps are kept for the merge
+        return {"rate_per_s": None, "missed_per_s": None, "steps": list(steps)} if steps else None
+    low, high = bracket
+    for step in steps:
+        rate = float(step["offered_per_s"])
+        if low < rate < high:
+            low, high = (rate, high) if step["met"] else (low, rate)
+    return {"rate_per_s": low, "missed_per_s": high, "steps": list(steps)}
 
 
 def timing_description(settings: LoadSettings, answered: bool) -> str:
@@ -597,7 +716,13 @@ def merged_serving(records: Sequence[Any]) -> dict[str, Any]:
         "by_process": {"rate_per_s": [a["rate_per_s"] for a in own], "load": [a["load"] for a in own]},
         "spread_pct": {"rate_per_s": spread_pct([a["rate_per_s"] for a in own])},
     }
-    merged["search"] = merged_search([s.get("search") for s in sweeps])
+    merged["search"] = merged_search([s.get("search") for s in sweeps], objective, sweep)
+    offered = [s.get("offered_from") for s in sweeps]
+    merged["offered_from"] = offered[0]
+    if offered[0] is not None:
+        capacities = [o["capacity_per_s"] if o else None for o in offered]
+        merged["offered_from"] = {**offered[0], "same_rates": len(set(capacities)) == 1}
+    merged["energy_unavailable"] = first.get("energy_unavailable")
     parities = [s.get("token_parity") for s in sweeps]
     merged["token_parity"] = next((p for p in parities if p is not None and not p["equal"]), parities[0])
     hosts = [((s.get("result") or {}).get("host")) for s in sweeps]
@@ -606,20 +731,38 @@ def merged_serving(records: Sequence[Any]) -> dict[str, Any]:
     return merged
 
 
-def merged_search(searches: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The processes' searches (``bisected``) side by side: each one's bracket, the median of the rates they
-    met the objective up to, and the spread between them. None where a process searched nothing."""
+def merged_search(
+    searches: Sequence[dict[str, Any] | None], objective: Objective, sweep: Sequence[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The processes' searches, merged. Where every process offered the same rates (the later ones replay the
+    first's search): each step pooled over them and judged as a sweep's load is, and the bracket those pooled
+    steps narrow from the pooled ``sweep``. Else (records from before, each process bisecting its own rates)
+    the median of the processes' brackets. Each process's own bracket beside, with their spread. None where a
+    process searched nothing."""
     if not searches or any(found is None for found in searches):
         return None
-    met = [float(found["rate_per_s"]) for found in searches]  # type: ignore[index]
-    missed = [float(found["missed_per_s"]) for found in searches]  # type: ignore[index]
-    return {
-        "rate_per_s": float(np.median(met)),
-        "missed_per_s": float(np.median(missed)),
-        "steps": len(searches[0]["steps"]),  # type: ignore[index]
+    present = [found for found in searches if found is not None]
+    met = [found["rate_per_s"] for found in present]
+    missed = [found["missed_per_s"] for found in present]
+    beside = {
         "by_process": {"rate_per_s": met, "missed_per_s": missed},
         "spread_pct": {"rate_per_s": spread_pct(met)},
     }
+    rates = [[float(step["offered_per_s"]) for step in found["steps"]] for found in present]
+    same = all(len(r) == len(rates[0]) and all(map(math.isclose, r, rates[0])) for r in rates)
+    if same and all("samples_ms" in step for found in present for step in found["steps"]):
+        steps = [_judged(pooled_run([found["steps"][i] for found in present], objective)) for i in range(len(rates[0]))]
+        pooled = searched(sweep, steps)
+        if pooled is not None:
+            return pooled | {"pooled": True} | beside
+    if any(rate is None for rate in [*met, *missed]):
+        return None
+    return {
+        "rate_per_s": float(np.median(met)),
+        "missed_per_s": float(np.median(missed)),
+        "steps": len(present[0]["steps"]),
+        "pooled": False,
+    } | beside
 
 
 def _judged(step: dict[str, Any]) -> dict[str, Any]:

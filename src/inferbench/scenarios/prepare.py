@@ -73,6 +73,9 @@ class PreparedCell:
     #: False in a cell's later processes, which may leave out what the first found for all (the engine's own
     #: kernel trace where it builds a second engine for it)
     first_process: bool = True
+    #: a folder the cell's processes share (their scratch folder), where the first leaves what the later ones
+    #: follow (an llm_load cell's rates); None where the process measures the cell alone
+    shared: Path | None = None
 
     @property
     def key(self) -> CellKey:

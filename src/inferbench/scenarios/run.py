@@ -52,7 +52,8 @@ def run_cell(
     before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
         pinning = pin_cpus(request.settings.cpu_affinity, key.threads, key.device)
-        record, samples = _measure(request, info, lock, base, serving_logs, first_process, pinning)
+        shared = out.parent if cell_path is not None and cell_path != out else None
+        record, samples = _measure(request, info, lock, base, serving_logs, first_process, pinning, shared)
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed", base)
     finally:
@@ -104,6 +105,7 @@ def _measure(
     serving_logs: Path | None,
     first_process: bool,
     pinning: str | None,
+    shared: Path | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     key = request.key
     beat("checking whether the cell can run here")
@@ -114,7 +116,7 @@ def _measure(
     engine, specs, batches, cold = prepare_engine(request)
     beat("checking parity against FP32 eager")
     parity, problems = check_parity(engine, request) if info.mode != "train" else (None, [])
-    cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs, first_process)
+    cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs, first_process, shared)
     timed = {"train": "training steps", "generate": "requests"}.get(info.mode, f"the {key.scenario} scenario's calls")
     beat(f"measuring (warm-up, then {timed})")
     measured: Measured = _scenario_function(key.scenario, info.mode)(cell)

@@ -90,7 +90,8 @@ class GpuTelemetry:
         except Exception:
             return None
 
-    def _energy_mj(self) -> int | None:
+    def energy_mj(self) -> int | None:
+        """The board's energy counter now (mJ since the driver loaded), or None where it has none."""
         try:
             return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
         except Exception:  # NVMLError_NotSupported before Volta
@@ -142,13 +143,13 @@ class GpuTelemetry:
             existing = self._driver_samples(name, 0)
             self._since[name] = max((t for t, _ in existing), default=0) if existing is not None else -1
         self._record_ends(self.read_instant())
-        self._energy_start_mj = self._energy_mj()
+        self._energy_start_mj = self.energy_mj()
         self._start = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.window_s += time.perf_counter() - self._start
-        end = self._energy_mj()
+        end = self.energy_mj()
         if self._energy_start_mj is not None and end is not None:
             self.energy_j = (self.energy_j or 0.0) + (end - self._energy_start_mj) / 1000.0
         for name, since in self._since.items():
