@@ -10,6 +10,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from snakemake.utils import update_config
@@ -104,13 +105,23 @@ def test_the_llm_preset_s_cpu_serving_study_runs_through_the_workflow_to_its_plo
     assert "**llama_mini** hf_eager fp32 cpu 2t (up to 4 running, prompts of 64 ±50% tokens" in answer
     assert "TTFT p90 ≤ 500 ms and TPOT p90 ≤ 50 ms" in answer and "capacity" in answer
     assert "![llama_mini serving](plots/llama_mini/serving.png)" in answer
-    if record.serving["search"] is not None:  # a load met the objective and a heavier one missed it
-        assert "A search of 2 loads between the two met it up to " in answer
+    search = record.serving["search"]
+    if search is not None:  # a load met the objective and a heavier one missed it: every process searched
+        assert search["pooled"] and "A search of 2 loads between the two, each offered to every process" in answer
+    # every process was offered the same rates: the first's capacity's shares
+    assert record.serving["offered_from"]["same_rates"] is True
     details = (results / "report_details.md").read_text()
     assert "## LLM serving under load" in details and "| 1.5× capacity |" in details
     # each load's verdict beside its figures: VALID, or INVALID with the constraints it failed
     verdicts = re.findall(r"\| (VALID|INVALID: [^|]+) \|", details)
-    assert len(verdicts) == 3, details
+    steps = len(search["steps"]) if search else 0
+    assert len(verdicts) == 3 + steps, details
+    # loads.csv beside the summary: the capacity, each load and each search step, one row each, as the record
+    loads = pd.read_csv(results / "loads.csv")
+    assert list(loads["phase"]) == ["capacity"] + ["sweep"] * 3 + ["search"] * steps
+    assert loads["request_per_s"].tolist()[1:4] == pytest.approx([s["request_per_s"] for s in record.serving["sweep"]])
+    assert loads["energy_per_output_token_mj"].isna().all(), "no energy counter on a CPU"
+    assert re.search(r"Energy: +unavailable: energy is read from a GPU's counter", answer)
 
 
 def test_the_batcher_serves_and_puts_the_model_s_own_attention_back_when_closed():

@@ -231,7 +231,8 @@ def exporter_env(name):
 def final_outputs():
     roofline = ["results/roofline.csv"] if ROOFLINE_CELLS else []
     exported = [f"results/{name}/export.json" for name in config["exporters"]]
-    return ["results/summary.csv", "results/summary.parquet", "results/report.md", *plot_files(), *roofline, *exported]
+    summaries = ["results/summary.csv", "results/summary.parquet", "results/loads.csv"]
+    return [*summaries, "results/report.md", *plot_files(), *roofline, *exported]
 
 
 def variant(wildcards):

@@ -16,6 +16,7 @@ rule aggregate:
     output:
         csv=report("results/summary.csv", caption="../report/summary.rst", category="Summary"),
         parquet="results/summary.parquet",
+        loads="results/loads.csv",  # every load of every LLM serving cell (inferbench.analysis.serving_loads)
     params:
         code=verb_code("aggregate"),
     conda:
@@ -23,7 +24,8 @@ rule aggregate:
     log:
         "logs/aggregate.log",
     shell:
-        "python -m inferbench aggregate {input:q} --out-csv {output.csv:q} --out-parquet {output.parquet:q} > {log:q} 2>&1"
+        "python -m inferbench aggregate {input:q} --out-csv {output.csv:q} --out-parquet {output.parquet:q}"
+        " --out-loads {output.loads:q} > {log:q} 2>&1"
 
 
 rule plot_batch_sweep:
@@ -147,6 +149,7 @@ rule roofline:
 rule report:
     input:
         summary="results/summary.csv",
+        loads="results/loads.csv",  # read beside the summary: the per-load tables of LLM serving cells
         plots=plot_files(),
         models=[f"results/models/{w}.json" for w in CELL_WORKLOADS],
         datasets=[f"data/processed/{d}.stats.json" for d in used_datasets()],
@@ -183,6 +186,7 @@ for exporter in EXPORTERS.values():
         localrule: True
         input:
             summary="results/summary.csv",
+            loads="results/loads.csv",  # read beside the summary
             records=[cell_record(c) for c in CELLS],
             plots=plot_files(),
         output:

@@ -170,6 +170,7 @@ def render_summary(
 
 def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dict[str, Any]]) -> Path:
     """Summary, plots and report of a run's records, under ``run_dir``/results; return the report's path."""
+    from inferbench.analysis.serving_loads import LOADS_CSV, write_loads
     from inferbench.analysis.summary import load_records, summary_frame, write_summary
     from inferbench.catalog.layouts import SERVING_PLOT
     from inferbench.catalog.workloads import ordered
@@ -182,6 +183,7 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     summary = summary_frame(records)
     plots = plot_every_workload(summary, results / "plots", list(config["engines"]))
     loaded = load_records(records)  # the serving plots need every LoadGen run, kept in the records
+    write_loads(loaded, results / LOADS_CSV)
     for workload in ordered(r.key.workload for r in loaded if r.key.scenario == "server"):
         plots.append(
             plot_serving(loaded, workload, results / "plots" / workload / SERVING_PLOT, list(config["engines"]))

@@ -14,14 +14,19 @@ from inferbench.core.cells import STATUSES
 def _aggregate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("records", nargs="+", type=Path)
     required_paths(p, "--out-csv", "--out-parquet")
+    p.add_argument("--out-loads", type=Path, help="every load of every LLM serving cell, one row each (loads.csv)")
 
 
 @arguments(_aggregate_arguments)
 def aggregate(args: argparse.Namespace) -> None:
-    from inferbench.analysis.summary import write_summary
+    from inferbench.analysis.serving_loads import write_loads
+    from inferbench.analysis.summary import load_records, write_summary
 
     frame = write_summary(args.records, args.out_csv, args.out_parquet)
     print(f"{len(frame)} cells: {frame['status'].value_counts().to_dict()}")
+    if args.out_loads is not None:
+        loads = write_loads(load_records(args.records), args.out_loads)
+        print(f"{len(loads)} loads of {loads['cell_id'].nunique()} LLM serving cells")
 
 
 def _plot_arguments(p: argparse.ArgumentParser) -> None:
@@ -190,7 +195,7 @@ def _clean_arguments(p: argparse.ArgumentParser) -> None:
         "--summary",
         type=Path,
         nargs="+",
-        default=[Path("results/summary.csv"), Path("results/summary.parquet")],
+        default=[Path("results/summary.csv"), Path("results/summary.parquet"), Path("results/loads.csv")],
         help="the aggregate's outputs, removed with any record (so that the next run re-makes what it removed)",
     )
     p.add_argument(

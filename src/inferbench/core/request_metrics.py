@@ -271,6 +271,21 @@ def judged(step: dict[str, Any], valid: bool, failed: list[str]) -> dict[str, An
     return {"valid": valid, "met": valid and met is True, "failed": kept}
 
 
+def pooled_failures(by_process: Sequence[Sequence[str]]) -> list[str]:
+    """The constraints a load failed in any of its processes, once each (named by the text before its colon):
+    the first process's words for it, and in how many of the processes it failed where there were several."""
+    first: dict[str, str] = {}
+    count: dict[str, int] = {}
+    for failed in by_process:
+        for text in failed:
+            name = text.split(":", 1)[0]
+            first.setdefault(name, text)
+            count[name] = count.get(name, 0) + 1
+    processes = len(by_process)
+    return [text + (f" (in {count[name]} of {processes} processes)" if processes > 1 else "")
+            for name, text in first.items()]  # fmt: skip
+
+
 def spread_pct(values: Sequence[float | None]) -> float | None:
     """(max - min) / median of the values, in percent (inferbench.launch.processes: the spread between a
     cell's processes); None with fewer than two values."""
@@ -318,7 +333,7 @@ def pooled_run(runs: Sequence[dict[str, Any]], objective: Objective) -> dict[str
             "window_s": windows,
             # each process's own verdict: a load is VALID only where every process's was
             "valid": all(run.get("valid", True) for run in runs),
-            "failed": list(dict.fromkeys(f for run in runs for f in run.get("failed", []))),
+            "failed": pooled_failures([run.get("failed", []) for run in runs]),
         }
         energies = [run.get("energy") for run in runs]
         pooled["energy"] = (

@@ -61,6 +61,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
+from inferbench.analysis.serving_loads import LOADS_CSV, read_loads
 from inferbench.analysis.summary import KEY_COLUMNS, UNREADABLE, read_summary_csv
 from inferbench.catalog.engines import COMPUTATION_KEYS, VARIANT_KEYS
 from inferbench.core.cells import CellKey, CellRecord
@@ -129,6 +130,37 @@ class CellRun:
     metrics: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, list[Path]] = field(default_factory=dict)
+    #: an LLM serving cell's loads (its loads.csv rows, sweep then search): each figure's value per load, as
+    #: one metric's history over MLflow steps 0, 1, ...
+    load_metrics: dict[str, list[float]] = field(default_factory=dict)
+
+
+#: the figures of an LLM serving cell's loads logged as metric histories (``load.<figure>``), step = the load
+LOAD_METRICS = ("offered_per_s", "request_per_s", "ttft_p99_ms", "tpot_p99_ms", "itl_p99_ms", "goodput_per_s",
+                "energy_per_output_token_mj", "valid", "met")  # fmt: skip
+
+
+def load_metrics(loads: pd.DataFrame | None, cell_id: str) -> dict[str, list[float]]:
+    """A cell's loads of the run's loads.csv (none: {}) as ``load.<figure>`` histories, its sweep's loads then its
+    search's in order; a figure missing at a load (no energy on a CPU) leaves the history shorter: its steps
+    are still the loads'."""
+    if loads is None:
+        return {}
+    rows = loads[(loads["cell_id"] == cell_id) & (loads["phase"] != "capacity")]
+    rows = rows.assign(_order=rows["phase"].map({"sweep": 0, "search": 1})).sort_values(["_order", "position"])
+    out: dict[str, list[float]] = {}
+    for figure in LOAD_METRICS:
+        if figure in rows:
+            out[f"load.{figure}"] = [_load_value(value) for value in rows[figure]]
+    return out
+
+
+def _load_value(value: Any) -> float:
+    """A load's figure as a metric: a verdict 1 (true) or 0, a number as it is, anything else NaN (not logged)."""
+    if str(value) in ("True", "False"):
+        return float(str(value) == "True")
+    number = pd.to_numeric(value, errors="coerce")
+    return float(number) if number is not None else math.nan
 
 
 @dataclass(frozen=True)
@@ -327,6 +359,7 @@ def summary_runs(summary_csv: Path, cells_dir: Path, plots_dir: Path) -> list[Ce
     """The runs of every row of ``summary_csv``, with each cell's record (under ``cells_dir``, where it is)
     and its workload's plots (under ``plots_dir``); a UserError names a row that cannot be exported as it is."""
     runs: list[CellRun] = []
+    loads = read_loads(Path(summary_csv).parent / LOADS_CSV)  # the LLM serving cells' loads, beside the summary
     rows: dict[str, int] = {}  # record -> its row
     plots_of: dict[str, list[Path]] = {}
     for number, row in enumerate(_read_summary(summary_csv).to_dict("records"), start=1):
@@ -354,6 +387,9 @@ def summary_runs(summary_csv: Path, cells_dir: Path, plots_dir: Path) -> list[Ce
             run = cell_run(row, key, record, plots, path if record else None)
         except ValueError as error:
             raise UserError(f"{where} ({key.cell_id}): {error}") from error
+        run.load_metrics = load_metrics(loads, key.cell_id)
+        if run.load_metrics:  # the table itself beside the run, as the summary has none of it
+            run.artifacts["loads"] = [Path(summary_csv).parent / LOADS_CSV]
         if run.record_id in rows:
             raise UserError(
                 f"{summary_csv}: rows {rows[run.record_id]} and {number} are one record ({run.record_id}); a "
@@ -600,6 +636,8 @@ def _write(client: Any, experiment_id: str, run: CellRun, found: Any, uri: str, 
         # row's), so that a second export leaves each metric's history as it was
         params = [Param(k, v) for k, v in run.params.items() if k not in known_params]
         metrics = [Metric(k, v, run.start_ms, 0) for k, v in run.metrics.items() if k not in known_metrics]
+        metrics += [Metric(k, v, run.start_ms, step) for k, history in run.load_metrics.items()
+                    if k not in known_metrics for step, v in enumerate(history) if math.isfinite(v)]  # fmt: skip
         tags = [RunTag(k, v) for k, v in run.tags.items()]
         for start in range(0, max(len(params), len(metrics), len(tags)), 100):  # MLflow's batch limits
             with cancel.calls():

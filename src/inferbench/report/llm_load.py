@@ -9,10 +9,12 @@ reads the records beside the summary (``cells/``), and says so where they are no
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
 
+from inferbench.analysis.serving_loads import loads_frame
 from inferbench.analysis.summary import with_scenario
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.report.studies import CELLS_DIR, row_key
@@ -113,9 +115,15 @@ def _processes_text(serving: dict[str, Any], repeats: dict[str, Any] | None = No
     if n < 2:
         return "1 process"
     parts = [f"{n} processes"]
+    offered = serving.get("offered_from") or {}
     by_process = (serving.get("answer") or {}).get("by_process") or {}
     rates = [r for r in by_process.get("rate_per_s") or [] if r is not None]
-    if rates:
+    if offered.get("same_rates") and offered.get("capacity_per_s"):
+        parts[0] += (
+            f", each offered the same rates: shares of {_rate(offered['capacity_per_s'])}, the capacity its first "
+            "process measured"
+        )
+    elif rates:
         spread = ((serving.get("answer") or {}).get("spread_pct") or {}).get("rate_per_s")
         parts.append(
             f"rate meeting the objective {fmt(min(rates))}–{fmt(max(rates))} requests/s"
@@ -160,7 +168,7 @@ def answer_line(record: CellRecord) -> str:
             f"met {against}. There TTFT {level} {fmt_ms(first['ttft_ms'][level])}, TPOT {level} "
             f"{fmt_ms(first['tpot_ms'][level])}. {cap} {processes}"
         )
-    step = sweep[answer["index"]]
+    step, rate = answering(serving)
     if answer["failing_index"] is not None:
         missed = sweep[answer["failing_index"]]
         beyond = (
@@ -180,8 +188,9 @@ def answer_line(record: CellRecord) -> str:
             f"VALID over a {fmt(step['window_s'] / step.get('processes', 1))}-s steady window: {served} of "
             f"{fmt(step['arrived_per_s'])} arrived"
         )
+    where = "found by the search" if step.get("load") is None else _load_text(serving, step)
     return (
-        f"{head}{against} up to **{_rate(answer['rate_per_s'])}** ({_load_text(serving, step)}, {served}). "
+        f"{head}{against} up to **{_rate(rate)}** ({where}, {served}). "
         f"There TTFT {level} {fmt_ms(step['ttft_ms'][level])}, TPOT "
         f"{level} {fmt_ms(step['tpot_ms'][level])}, goodput {_rate(step['goodput_per_s'])} "
         f"({fmt(100 * (step['good_share'] or 0))}% of requests within both). {beyond} "
@@ -189,13 +198,32 @@ def answer_line(record: CellRecord) -> str:
     )
 
 
+def answering(serving: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+    """The load that answers a cell, and its rate: the search's load at the rate it met the objective up to,
+    where every process ran the search's loads (pooled) and one of them narrowed the answer; else the sweep's
+    heaviest load that met it (the lightest where none did: then no rate)."""
+    search = serving.get("search") or {}
+    if search.get("pooled") and search.get("rate_per_s") is not None:
+        for step in search["steps"]:
+            if math.isclose(float(step["offered_per_s"]), float(search["rate_per_s"])):
+                return step, search["rate_per_s"]
+    index = serving["answer"]["index"]
+    return serving["sweep"][index if index is not None else 0], serving["answer"]["rate_per_s"]
+
+
 def _search_text(search: dict[str, Any] | None) -> str:
-    """The searched rate: met up to, missed at, and how far the processes' searches landed apart."""
+    """The search: where every process ran its loads (pooled), the rate it missed at; else (records from
+    before) the median rate the processes' own searches met it up to, how far apart, and missed at."""
     if not search:
         return ""
     steps = search["steps"] if isinstance(search["steps"], int) else len(search["steps"])
+    if search.get("pooled"):
+        return (
+            f"A search of {steps} loads between the two, each offered to every process, missed it at "
+            f"{_rate(search['missed_per_s'])}. "
+        )
     rates = [r for r in (search.get("by_process") or {}).get("rate_per_s") or [] if r is not None]
-    apart = f", processes alone {fmt(min(rates))}–{fmt(max(rates))}" if len(rates) > 1 else ""
+    apart = f", processes {fmt(min(rates))}–{fmt(max(rates))}" if len(rates) > 1 else ""
     return (
         f"A search of {steps} loads between the two met it up to {_rate(search['rate_per_s'])}{apart}, and "
         f"missed at {_rate(search['missed_per_s'])}. "
@@ -210,8 +238,7 @@ def bench_block(record: CellRecord) -> list[str]:
     """The answering load (the lightest where none met the objective) as ``vllm bench serve`` prints a result,
     then what inferbench adds: the load's verdict, offered against served, and the spread between processes."""
     serving = record.serving or {}
-    index = serving["answer"]["index"]
-    step = serving["sweep"][index if index is not None else 0]
+    step, _ = answering(serving)
     processes = step.get("processes", 1)
     summed = step.get("window_s", step.get("duration_s"))  # pooled over the processes: summed, as the requests
     windows = ""
@@ -263,7 +290,7 @@ def llm_load_answer(
         missing += len(frame) - len(found)
         for record in sorted(found, key=lambda r: (r.key.engine, r.key.precision, r.key.batch_size, r.key.seq_len)):
             out += [answer_line(record), *bench_block(record)]
-        ranked = [(r.serving["answer"]["rate_per_s"], r) for r in found if r.serving["answer"]["rate_per_s"]]
+        ranked = [(rate, r) for r in found if (rate := answering(r.serving)[1])]
         if len(ranked) > 1:
             ranked.sort(key=lambda pair: -pair[0])
             best_rate, best = ranked[0]
@@ -284,28 +311,43 @@ def llm_load_answer(
     return [*out, ""]
 
 
-def load_table(record: CellRecord) -> pd.DataFrame:
-    """Every load of a cell's sweep, the capacity run first, one row each."""
-    serving = record.serving or {}
-    runs = [({**serving["capacity"], "load_text": "capacity", "offered_per_s": None}), *serving["sweep"]]
-    rows = []
-    for run in runs:
-        row = {
-            "load_text": run.get("load_text") or _load_text(serving, run),
-            "offered_per_s": run.get("offered_per_s"),
-            **{k: run.get(k) for k in ("request_per_s", "output_tokens_per_s", "mean_in_flight", "goodput_per_s",
-                                       "requests")},
-            "arrived_per_s": run.get("arrived_per_s"),
-            "energy_mj_per_token": (run.get("energy") or {}).get("per_output_token_mj"),
-            "verdict": verdict_text(run),
-            "met": run.get("met", run.get("objective_met")),
-            "processes": run.get("processes", serving.get("processes", 1)),
-        }  # fmt: skip
-        for figure in ("ttft", "tpot", "itl", "e2e"):
-            for level in ("p50", "p90", "p99"):
-                row[f"{figure}_{level}_ms"] = (run.get(f"{figure}_ms") or {}).get(level)
-        rows.append(row)
-    return pd.DataFrame(rows)
+def load_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """A cell's rows of loads.csv (inferbench.analysis.serving_loads) as the appendix shows them: each load named,
+    its verdict in words, energy per token."""
+    table = rows.copy()
+    table["load_text"] = [_row_load_text(row) for row in rows.itertuples(index=False)]
+    table["verdict"] = [_row_verdict(row.valid, row.failed) for row in rows.itertuples(index=False)]
+    table["energy_mj_per_token"] = rows["energy_per_output_token_mj"]
+    return table
+
+
+def _row_load_text(row: Any) -> str:
+    if row.phase == "capacity":
+        return "capacity"
+    if row.phase == "search":
+        return f"search {int(row.position) + 1}"
+    if pd.notna(row.concurrency) and pd.isna(row.offered_per_s):
+        return f"{int(row.concurrency)} in flight"
+    return f"{float(row.load):g}× capacity"
+
+
+def _row_verdict(valid: Any, failed: Any) -> str:
+    if pd.isna(valid):
+        return "–"
+    if str(valid) in ("True", "1", "1.0"):
+        return "VALID"
+    failures = str(failed).split("; ") if pd.notna(failed) else []
+    constraints = [f for f in failures if f and not f.startswith("objective:")]
+    return "INVALID: " + "; ".join(_once_each(constraints))
+
+
+def _cell_loads(loads: pd.DataFrame | None, record: CellRecord) -> pd.DataFrame:
+    """The cell's rows of the run's loads.csv, or made from its record where the file has none of them."""
+    if loads is not None:
+        rows = loads[loads["cell_id"] == record.key.cell_id]
+        if not rows.empty:
+            return rows
+    return loads_frame([record])
 
 
 def verdict_text(step: dict[str, Any]) -> str:
@@ -314,11 +356,22 @@ def verdict_text(step: dict[str, Any]) -> str:
     if "valid" not in step:
         return "–"
     failed = [f for f in step.get("failed", []) if not f.startswith("objective:")]
-    return "VALID" if step["valid"] else "INVALID: " + "; ".join(failed)
+    return "VALID" if step["valid"] else "INVALID: " + "; ".join(_once_each(failed))
 
 
-def llm_load_section(cells: pd.DataFrame, records: dict[str, CellRecord]) -> list[str]:
-    """The appendix of llm_load cells: what they measure, then every load of every cell."""
+def _once_each(failures: list[str]) -> list[str]:
+    """Each failed constraint once: records merged before ``pooled_failures`` list one per process that failed it."""
+    named: dict[str, list[str]] = {}
+    for text in failures:
+        named.setdefault(text.split(":", 1)[0], []).append(text)
+    return [texts[0] + (f" (in {len(texts)} processes)" if len(texts) > 1 else "") for texts in named.values()]
+
+
+def llm_load_section(
+    cells: pd.DataFrame, records: dict[str, CellRecord], loads: pd.DataFrame | None = None
+) -> list[str]:
+    """The appendix of llm_load cells: what they measure, then every load of every cell, from ``loads`` (the
+    run's loads.csv), or where it lacks a cell, from the cell's record."""
     rows = llm_load_rows(cells)
     out = [LLM_LOAD_MEASURED, ""]
     for row in rows.itertuples(index=False):
@@ -346,7 +399,7 @@ def llm_load_section(cells: pd.DataFrame, records: dict[str, CellRecord]) -> lis
             f"{serving['driven']}-wise; timed from each request's {serving['timed_from']}; {tokens}; "
             f"{escape_markdown(_processes_text(serving, record.repeats))}):",
             "",
-            markdown_table(load_table(record), LOAD_COLUMNS),
+            markdown_table(load_table(_cell_loads(loads, record)), LOAD_COLUMNS),
             "",
         ]
     return out

@@ -17,6 +17,7 @@ from inferbench.analysis import decisions
 from inferbench.analysis.comparison import BOUNDARY_LABELS, inverted_boundaries, rate_at
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.leases import LeaseSpread
+from inferbench.analysis.serving_loads import LOADS_CSV, read_loads
 from inferbench.analysis.summary import read_summary_csv, split_scenarios, with_scenario
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.catalog.workloads import ordered, workload_info
@@ -340,7 +341,8 @@ def build_details(
     if not one_at_a_time.empty:
         out += ["## Generation", "", *generation_section(one_at_a_time, {})]
     if not loaded.empty:
-        out += ["## LLM serving under load", "", *llm_load_section(loaded, records_beside(loaded, report_dir))]
+        loads = read_loads(report_dir / LOADS_CSV)  # beside the summary, as its records are
+        out += ["## LLM serving under load", "", *llm_load_section(loaded, records_beside(loaded, report_dir), loads)]
     if not frames.serving.empty:
         out += ["## Serving", "", *serving_section(frames.serving, {})]
     out += payback_section(inference_and_training, basis)

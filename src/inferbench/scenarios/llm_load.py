@@ -179,7 +179,9 @@ def drive_steps(
             )
         elif waiting:
             until = started + _arrival(waiting[0])
-            sleep(max(0.0, min(until, started + pending[0][0]) if pending else until) - clock())
+            if pending:  # a mark due before the next arrival is made on time
+                until = min(until, started + pending[0][0])
+            sleep(max(0.0, until - clock()))
     return [traces[request.request_id] for request in requests], started
 
 
