@@ -25,7 +25,7 @@ import yaml
 from inferbench.analysis.summary import summary_frame
 from inferbench.catalog.verbs import VERBS
 from inferbench.cli import main as cli
-from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.cells import SCHEMA_VERSION, CellKey, CellRecord, NewerRecord
 from inferbench.core.errors import CorruptArtifact, UserError, is_oom
 from inferbench.core.settings import MeasureSettings
 from inferbench.plan.config import ConfigError, validate_config
@@ -416,3 +416,31 @@ def _processes_writing(out: Path) -> list[int]:
             except OSError:
                 continue
     return pids
+
+
+def test_clean_keeps_records_a_newer_inferbench_wrote_and_names_them(tmp_path, capsys):
+    """Issue 71: `clean` (default) deleted valid records of a newer schema with their samples."""
+    cells = tmp_path / "cells"
+    good = _record(cells / "a" / "good.json")
+    newer_version = cells / "b" / "v3.json"
+    newer_field = cells / "c" / "extra.json"
+    for path, change in ((newer_version, {"schema_version": SCHEMA_VERSION + 1}), (newer_field, {"joules": 1.0})):
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({**json.loads(good.read_text()), **change}))
+    with pytest.raises(NewerRecord, match=r"schema_version 3 is newer than this checkout reads .* update the checkout"):
+        CellRecord.load(newer_version)
+    with pytest.raises(NewerRecord, match=r"fields this checkout does not know \(joules\)"):
+        CellRecord.load(newer_field)
+    summary = tmp_path / "results" / "summary.csv"
+    report = tmp_path / "results" / "report.md"
+    for made in (summary, report):
+        made.parent.mkdir(exist_ok=True)
+        made.write_text("made from the records\n")
+    failed = _record(cells / "d" / "failed.json", status="failed")
+    args = ["clean", "--cells-dir", str(cells), "--summary", str(summary), str(report)]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert newer_version.exists() and newer_field.exists() and good.exists() and not failed.exists()
+    assert "kept 2 record(s) a newer inferbench wrote" in out and "update the checkout" in out
+    # a cell removed: no page left publishing it
+    assert not summary.exists() and not report.exists()

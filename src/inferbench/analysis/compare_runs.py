@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,16 +126,19 @@ NAME_COLUMNS = [*KEY_COLUMNS[:4], "scenario", "status"]
 BY_PROCESS_COLUMNS = ["p50_by_process_ms", "e2e_p50_by_process_ms"]
 #: statuses of a cell that measured something (an invalid one measured, and failed its check)
 MEASURED_STATUSES = ("ok", "invalid")
-REMAKE_SUMMARY = (
+REMAKE_FROM_RECORDS = (
     "re-make the summary from the run's records (python -m inferbench aggregate RESULTS/cells/*/*/*/*.json "
-    "--out-csv RESULTS/summary.csv --out-parquet RESULTS/summary.parquet), or compare the results directory"
+    "--out-csv RESULTS/summary.csv --out-parquet RESULTS/summary.parquet)"
 )
+REMAKE_SUMMARY = f"{REMAKE_FROM_RECORDS}, or compare the results directory"
 
 
 def cell_name(row: pd.Series | dict) -> str:
-    """A summary row's cell, as its record's path names it (what a person finds in cells/)."""
+    """A summary row's cell, as its record's path names it (what a person finds in cells/); a line break or
+    another control character in it is shown escaped (``\\n``), so that a message stays one line."""
     workload, engine, precision, device, batch, seq, threads = (row.get(c) for c in KEY_COLUMNS[:7])
-    return f"{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}"
+    name = f"{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}"
+    return re.sub(r"[\x00-\x1f\x7f]", lambda control: repr(control.group())[1:-1], name)
 
 
 def _shown(value: object) -> str:
@@ -174,7 +178,9 @@ def read_summary(path: Path) -> pd.DataFrame:
     return summary
 
 
-def _refuse_row(summary: pd.DataFrame, source: Path, bad: pd.Series, column: str, what: str) -> None:
+def _refuse_row(
+    summary: pd.DataFrame, source: Path, bad: pd.Series, column: str, what: str, fix: str = REMAKE_SUMMARY
+) -> None:
     """A UserError naming the first row of ``bad`` (a mask over ``summary``): its cell, ``column``'s field
     as written and ``what`` the field must be; nothing where no row is bad."""
     if not bad.any():
@@ -185,40 +191,44 @@ def _refuse_row(summary: pd.DataFrame, source: Path, bad: pd.Series, column: str
     more = f" ({int(bad.sum()) - 1} more rows like it)" if bad.sum() > 1 else ""
     raise UserError(
         f"{source}: column {column} of row {index + 1} (cell {cell_name(summary.loc[index])}) is {shown}, not "
-        f"{what}{more}; correct or empty that field, or {REMAKE_SUMMARY}"
+        f"{what}{more}; correct or empty that field, or {fix}"
     )
 
 
-def _numbers_problem(summary: pd.DataFrame, source: Path, column: str, values: pd.Series) -> None:
+def _numbers_problem(
+    summary: pd.DataFrame, source: Path, column: str, values: pd.Series, fix: str = REMAKE_SUMMARY
+) -> None:
     """A UserError where a field of a column of numbers (``values``: the column parsed, NaN where it is
     not a number) is not a number, or a number outside the column's range. Empty fields are left."""
     written = summary[column].notna()
     if column in INTEGER_COLUMNS:  # a cell's dimension: present, whole and within the config's limits
         low, high = DIMENSION_RANGES[column]
         outside = ~values.between(low, high) | (values % 1 != 0)
-        _refuse_row(summary, source, values.isna() | outside, column, f"a whole number from {low} to {high:,}")
+        _refuse_row(summary, source, values.isna() | outside, column, f"a whole number from {low} to {high:,}", fix)
     elif column in COUNT_COLUMNS:
         _refuse_row(summary, source, written & ~((values >= 1) & (values % 1 == 0) & np.isfinite(values)), column,
-                    "a whole number of calls from 1")  # fmt: skip
+                    "a whole number of calls from 1", fix)  # fmt: skip
     elif column in LATENCY_COLUMNS:
         _refuse_row(summary, source, written & ~((values > 0) & (values <= MAX_LATENCY_MS)), column,
-                    f"a latency in ms above 0 and at most {MAX_LATENCY_MS:,.0f} (a day)")  # fmt: skip
+                    f"a latency in ms above 0 and at most {MAX_LATENCY_MS:,.0f} (a day)", fix)  # fmt: skip
     else:
         _refuse_row(summary, source, written & ~((values >= 0) & np.isfinite(values)), column,
-                    "a finite rate per second from 0")  # fmt: skip
+                    "a finite rate per second from 0", fix)  # fmt: skip
 
 
-def _by_process_problem(summary: pd.DataFrame, source: Path, column: str) -> None:
+def _by_process_problem(summary: pd.DataFrame, source: Path, column: str, fix: str = REMAKE_SUMMARY) -> None:
     """A UserError where a field of a by-process column is not ';'-separated latencies above 0 (one that is
     not would be left out of the cell's spread, unsaid)."""
     for index, value in summary[column].dropna().items():
         parts = [part for part in str(value).split(";") if part]
         if not parts or any(_not_number(part) or not 0 < float(part) <= MAX_LATENCY_MS for part in parts):
             bad = pd.Series(summary.index == index, index=summary.index)
-            _refuse_row(summary, source, bad, column, "';'-separated numbers (each process's p50 in ms, above 0)")
+            _refuse_row(summary, source, bad, column, "';'-separated numbers (each process's p50 in ms, above 0)", fix)
 
 
-def _repeated_cells_problem(summary: pd.DataFrame, source: Path) -> None:
+def _repeated_cells_problem(
+    summary: pd.DataFrame, source: Path, fix: str = REMAKE_SUMMARY, use: str = "compare"
+) -> None:
     """A UserError where a cell (its key) is in more than one row: compare would count each copy (two runs'
     summaries pasted into one read as twice the cells, a cell repeated with another p50 judged twice)."""
     repeated = summary.duplicated(KEY_COLUMNS, keep=False)
@@ -234,44 +244,50 @@ def _repeated_cells_problem(summary: pd.DataFrame, source: Path) -> None:
     raise UserError(
         f"{source}: cell {cell_name(first)} (scenario {first['scenario']}) is in rows "
         f"{', '.join(str(i + 1) for i in rows.index)} (p50 {p50s} ms); {count} repeated. A summary has one row per "
-        f"cell, and compare would count each copy (two summaries pasted into one?). Keep one row per cell, or "
-        f"{REMAKE_SUMMARY}"
+        f"cell, and {use} would count each copy (two summaries pasted into one?). Keep one row per cell, or {fix}"
     )
 
 
-def checked_summary(summary: pd.DataFrame, source: Path) -> pd.DataFrame:
-    """``summary`` (read from ``source``) with every column compare reads, its numbers as numbers; a
-    UserError naming ``source``, the row, its cell and what is wrong where it has no row, lacks a column
-    compare needs, has an empty name, a field that is not a number or a number out of its range in a
-    column of numbers, a cell measured ok without a p50, a cell in two rows, or no cell that measured
-    anything. Nothing is dropped without a word."""
+def checked_summary(
+    summary: pd.DataFrame, source: Path, use: str = "compare", fix: str = REMAKE_SUMMARY, need_measured: bool = True
+) -> pd.DataFrame:
+    """``summary`` (read from ``source``) with every column ``use`` (compare, the report, aggregate) reads, its
+    numbers as numbers; a UserError naming ``source``, the row, its cell, what is wrong and how to ``fix`` it
+    where it has no row, lacks a column, has an empty name, a field that is not a number or a number out of its
+    range in a column of numbers, a cell measured ok without a p50, a cell in two rows, or (``need_measured``)
+    no cell that measured anything. Nothing is dropped without a word."""
     if summary.empty:
-        raise UserError(f"{source} has no cells (a header and no rows): nothing to compare; {REMAKE_SUMMARY}")
+        raise UserError(f"{source} has no cells (a header and no rows): nothing to {use}; {fix}")
     missing = [column for column in REQUIRED_COLUMNS if column not in summary]
     if missing:
         raise UserError(
-            f"{source} has no column {', '.join(missing)} (compare needs {', '.join(REQUIRED_COLUMNS)}): it is "
-            f"not a summary inferbench wrote, or a damaged one; {REMAKE_SUMMARY}"
+            f"{source} has no column {', '.join(missing)} ({use} needs {', '.join(REQUIRED_COLUMNS)}): it is "
+            f"not a summary inferbench wrote, or a damaged one; {fix}"
         )
     summary = with_scenario(summary).copy()  # columns are added and converted below, not in the caller's
     for column in OPTIONAL_COLUMNS:
         if column not in summary:  # empty: numbers where numbers belong, else text (None)
             summary[column] = np.nan if column in NUMERIC_COLUMNS else pd.Series(None, summary.index, object)
     for column in NAME_COLUMNS:
-        _refuse_row(summary, source, summary[column].isna() | (summary[column].astype(str) == ""), column, "a name")
+        empty = summary[column].isna() | (summary[column].astype(str) == "")
+        _refuse_row(summary, source, empty, column, "a name", fix)
+        # a line break or a control character in a name breaks every table and path that shows it
+        controls = summary[column].astype(str).str.contains(r"[\x00-\x1f\x7f]", regex=True)
+        _refuse_row(summary, source, controls, column, "a name without line breaks or control characters", fix)
     for column in [*INTEGER_COLUMNS, *(c for c in NUMERIC_COLUMNS if c in summary)]:
         values = pd.to_numeric(summary[column], errors="coerce").astype(float)
         not_number = summary[column].notna() & values.isna()
-        _refuse_row(summary, source, not_number, column, "a whole number" if column in INTEGER_COLUMNS else "a number")
-        _numbers_problem(summary, source, column, values)
+        _refuse_row(summary, source, not_number, column, "a whole number" if column in INTEGER_COLUMNS else "a number",
+                    fix)  # fmt: skip
+        _numbers_problem(summary, source, column, values, fix)
         summary[column] = values.astype(int) if column in INTEGER_COLUMNS else values
     for column in BY_PROCESS_COLUMNS:
-        _by_process_problem(summary, source, column)
+        _by_process_problem(summary, source, column, fix)
     measured_single = summary["status"].isin(MEASURED_STATUSES) & (summary["scenario"] == "single")
     _refuse_row(summary, source, measured_single & summary["latency_p50_ms"].isna(), "latency_p50_ms",
-                "a number: the cell measured (its status says so), so it has a p50")  # fmt: skip
-    _repeated_cells_problem(summary, source)
-    if not summary["status"].isin(MEASURED_STATUSES).any():
+                "a number: the cell measured (its status says so), so it has a p50", fix)  # fmt: skip
+    _repeated_cells_problem(summary, source, fix, use)
+    if need_measured and not summary["status"].isin(MEASURED_STATUSES).any():
         counts = ", ".join(f"{n} {status}" for status, n in summary["status"].value_counts().items())
         reasons = summary["reason"].dropna() if "reason" in summary else pd.Series(dtype=object)
         first = f"; the first reason: {str(reasons.iloc[0])[:300]}" if not reasons.empty else ""

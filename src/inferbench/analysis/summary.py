@@ -11,7 +11,7 @@ import pandas as pd
 from inferbench.catalog.engine_registry import HARNESS_ENGINES
 from inferbench.catalog.engines import tf32_setting
 from inferbench.catalog.scenarios import SCENARIOS
-from inferbench.core.cells import CellRecord
+from inferbench.core.cells import CellRecord, NewerRecord
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path
 
@@ -127,13 +127,18 @@ def summary_frame(record_paths: Iterable[str | Path]) -> pd.DataFrame:
     return settings_named(frame.sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True))
 
 
-def remove_records(cells_dir: str | Path, statuses: set[str]) -> list[Path]:
+def remove_records(cells_dir: str | Path, statuses: set[str], newer: list[Path] | None = None) -> list[Path]:
     """Delete the records (and their samples) whose status is in ``statuses``; the status
-    ``unreadable`` stands for records that cannot be read (damaged, or of another schema)."""
+    ``unreadable`` stands for records that cannot be read (damaged, or of an older schema). A record a newer
+    inferbench wrote is never removed: its path is added to ``newer``."""
     removed = []
     for path in sorted(Path(cells_dir).rglob("*.json")):
         try:
             status = CellRecord.load(path).status
+        except NewerRecord:
+            if newer is not None:
+                newer.append(path)
+            continue
         except UNREADABLE:
             status = "unreadable"
         if status in statuses:
@@ -144,9 +149,15 @@ def remove_records(cells_dir: str | Path, statuses: set[str]) -> list[Path]:
     return removed
 
 
-def write_summary(record_paths: Iterable[str | Path], csv_path: str | Path, parquet_path: str | Path) -> pd.DataFrame:
-    """The records' summary, written as CSV and as Parquet (each file whole or not at all)."""
-    frame = summary_frame(record_paths)
+def write_summary(
+    record_paths: Iterable[str | Path],
+    csv_path: str | Path,
+    parquet_path: str | Path,
+    frame: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The records' summary (``frame``, where the caller made it), written as CSV and as Parquet (each file whole
+    or not at all)."""
+    frame = summary_frame(record_paths) if frame is None else frame
     with atomic_path(csv_path) as tmp:
         frame.to_csv(tmp, index=False)
     with atomic_path(parquet_path) as tmp:

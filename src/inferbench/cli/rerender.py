@@ -141,12 +141,17 @@ def render_summary(
 ) -> Path:
     """Write ``out_dir``/report.md (and, with ``plots``, ``out_dir``/plots/) from a summary CSV, which is
     only read; return the report's path."""
+    from inferbench.analysis.compare_runs import REMAKE_FROM_RECORDS, checked_summary
     from inferbench.catalog.layouts import SERVING_PLOT
-    from inferbench.core.fsutil import atomic_path
+    from inferbench.core.fsutil import atomic_path, refuse_linked_folders
     from inferbench.report.markdown import DETAILS_NAME, build_details, build_report
     from inferbench.report.plots import plot_every_workload
 
-    summary = backfill_computation(read_summary(summary_csv), config["engines"])
+    summary = read_summary(summary_csv)
+    # an impossible figure, a repeated cell or a linked output folder is refused before anything is written
+    checked_summary(summary, summary_csv, use="report", fix=REMAKE_FROM_RECORDS, need_measured=False)
+    refuse_linked_folders(out_dir, out_dir / "plots")
+    summary = backfill_computation(summary, config["engines"])
     written = plot_every_workload(summary, out_dir / "plots", list(config["engines"])) if plots else []
     # a serving plot is made from every LoadGen run in the records, which a summary lacks: the run's own stays
     written += sorted((out_dir / "plots").glob(f"*/{SERVING_PLOT}"))
@@ -174,10 +179,12 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     from inferbench.analysis.summary import load_records, summary_frame, write_summary
     from inferbench.catalog.layouts import SERVING_PLOT
     from inferbench.catalog.workloads import ordered
+    from inferbench.core.fsutil import refuse_linked_folders
     from inferbench.report.markdown import write_report
     from inferbench.report.plots import plot_every_workload, plot_serving
 
     results = run_dir / "results"
+    refuse_linked_folders(run_dir, results / "plots")
     records = sorted((results / "cells").glob("*/*/*/*.json"))
     write_summary(records, results / "summary.csv", results / "summary.parquet")
     summary = summary_frame(records)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from inferbench.cli.args import arguments, required_paths
@@ -19,10 +20,16 @@ def _aggregate_arguments(p: argparse.ArgumentParser) -> None:
 
 @arguments(_aggregate_arguments)
 def aggregate(args: argparse.Namespace) -> None:
+    from inferbench.analysis.compare_runs import checked_summary
     from inferbench.analysis.serving_loads import write_loads
-    from inferbench.analysis.summary import load_records, write_summary
+    from inferbench.analysis.summary import load_records, summary_frame, write_summary
 
-    frame = write_summary(args.records, args.out_csv, args.out_parquet)
+    # a record edited by hand (a negative or missing p50, a batch of 1.5) is named before any summary is written
+    cells = Path(os.path.commonpath([str(p.parent) for p in args.records]))
+    fix = "delete the cell's record and run the same command to measure the cell again"
+    frame = summary_frame(args.records)
+    checked_summary(frame, cells, use="aggregate", fix=fix, need_measured=False)
+    write_summary(args.records, args.out_csv, args.out_parquet, frame)
     print(f"{len(frame)} cells: {frame['status'].value_counts().to_dict()}")
     if args.out_loads is not None:
         loads = write_loads(load_records(args.records), args.out_loads)
@@ -195,8 +202,15 @@ def _clean_arguments(p: argparse.ArgumentParser) -> None:
         "--summary",
         type=Path,
         nargs="+",
-        default=[Path("results/summary.csv"), Path("results/summary.parquet"), Path("results/loads.csv")],
-        help="the aggregate's outputs, removed with any record (so that the next run re-makes what it removed)",
+        default=[
+            Path("results/summary.csv"),
+            Path("results/summary.parquet"),
+            Path("results/loads.csv"),
+            Path("results/report.md"),
+            Path("results/report_details.md"),
+        ],
+        help="what the records make, removed with any record: no page publishes a removed cell, and the next run "
+        "re-makes them",
     )
     p.add_argument(
         "--status",
@@ -211,7 +225,11 @@ def _clean_arguments(p: argparse.ArgumentParser) -> None:
 def clean(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import remove_records
 
-    removed = remove_records(args.cells_dir, set(args.status))
+    newer: list[Path] = []
+    removed = remove_records(args.cells_dir, set(args.status), newer)
+    if newer:
+        shown = ", ".join(str(path) for path in newer[:3]) + (f" and {len(newer) - 3} more" if len(newer) > 3 else "")
+        print(f"kept {len(newer)} record(s) a newer inferbench wrote ({shown}): update the checkout to read them")
     if removed:
         # Snakemake re-makes a missing record only when something that needs it must run: with the
         # summary gone, the plain command re-measures the removed cells and re-makes what follows them

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -100,6 +100,10 @@ def options_id(options: dict[str, Any]) -> str:
     configuration under two names."""
     text = json.dumps(options, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+class NewerRecord(ValueError):
+    """A record this checkout cannot read because a newer inferbench wrote it: kept, never removed as damaged."""
 
 
 @dataclass
@@ -194,8 +198,19 @@ class CellRecord:
     def from_dict(cls, data: dict[str, Any]) -> CellRecord:
         data = dict(data)
         version = data.get("schema_version")
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+            raise NewerRecord(
+                f"record schema_version {version} is newer than this checkout reads ({READABLE_VERSIONS}): "
+                "update the checkout to read it"
+            )
         if version not in READABLE_VERSIONS:
             raise ValueError(f"record schema_version {version!r} is not one of {READABLE_VERSIONS}: re-run the cell")
+        unknown = sorted(set(data) - {f.name for f in fields(cls)} - {"cell"})
+        if unknown:  # fields a later inferbench writes: the record is kept, not read as damaged
+            raise NewerRecord(
+                f"record has fields this checkout does not know ({', '.join(unknown[:5])}): written by a newer "
+                "inferbench? update the checkout to read it"
+            )
         cell = dict(data.pop("cell"))
         cell.pop("cell_id", None)
         return cls(key=CellKey(**cell), **data)

@@ -63,6 +63,20 @@ def refuse_non_regular(path: Path) -> None:
     )
 
 
+def refuse_linked_folders(root: Path, folder: Path) -> None:
+    """A UserError where ``folder`` (inside ``root``), a folder between the two or a folder inside ``folder`` is
+    a symbolic link: what is written there would land wherever the link points, outside the run."""
+    candidates = [folder, *(p for p in folder.parents if p.is_relative_to(root) and p != root)]
+    if folder.is_dir() and not folder.is_symlink():
+        candidates += [child for child in folder.iterdir() if child.is_symlink()]
+    for path in candidates:
+        if path.is_symlink():
+            raise UserError(
+                f"{path} is a symbolic link (to {os.readlink(path)}): inferbench writes its outputs inside the run's "
+                f"own folders, never through a link. Replace {path} with a folder of its own"
+            )
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds. The

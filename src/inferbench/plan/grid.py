@@ -224,7 +224,8 @@ def left_out(study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cud
 
 def resolved_studies(config: dict[str, Any], has_cuda: bool | None = None) -> dict[str, dict[str, Any]]:
     """The run's studies with ``auto`` devices resolved as their cells were (for the report's sections),
-    each with what it names that has no cell here (``left_out``) and whether it spans devices."""
+    each with what it names that has no cell here (``left_out``), whether it spans devices and its cells' ids
+    (``cells``)."""
     has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
     out = {}
     for name in config["run"]:
@@ -233,6 +234,9 @@ def resolved_studies(config: dict[str, Any], has_cuda: bool | None = None) -> di
         study["cut_from_own_grid"] = cut_from_own_grid(study)
         study["spans_devices"] = spans_devices(study)
         study["devices"] = resolve_devices(study["devices"], has_cuda)
+        # the cells the study names here: "every cell ran" is claimed against these, not the summary's rows
+        study["cells"] = sorted(cell.cell_id for cell in study_cells(config["studies"][name], config["engines"],
+                                                                       bool(has_cuda)))  # fmt: skip
         out[name] = study
     return out
 

@@ -20,7 +20,7 @@ import pandas as pd
 from inferbench.analysis import decisions
 from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, is_true, p50_at, process_p50s, rate_at
 from inferbench.analysis.decisions import ClaimBasis
-from inferbench.analysis.summary import measured, split_scenarios
+from inferbench.analysis.summary import measured, split_scenarios, with_scenario
 from inferbench.analysis.uncertainty import Ratio
 from inferbench.analysis.verdicts import CONTENDED, OTHER_BOUNDARY, Claim, claim
 from inferbench.catalog.engine_registry import HARNESS_ENGINES
@@ -28,7 +28,7 @@ from inferbench.catalog.engines import tf32_setting
 from inferbench.catalog.layouts import LAYOUTS, study_percentiles
 from inferbench.core.percentiles import samples_needed
 from inferbench.report.observations import host_bound_lines, int8_lines, memory_line, physics_flags
-from inferbench.report.studies import records_beside, study_rows, training_speedups
+from inferbench.report.studies import records_beside, row_key, study_rows, training_speedups
 from inferbench.report.tables import cell_name, fmt, recipe
 from inferbench.report.text import escape_markdown, inline_code, prose_with_code
 
@@ -563,13 +563,24 @@ def not_measured_section(everything: pd.DataFrame, studies: dict[str, dict[str, 
         out.append(f"- {text[:1].upper() + text[1:]}: {escape_markdown(why)}.")
     out += own_grid_lines(studies)
     out += thread_budget_lines(everything)
+    named = {cell for study in studies.values() for cell in study.get("cells", [])}
+    rows = {row_key(row).cell_id for row in with_scenario(everything).itertuples(index=False)}
+    missing = sorted(named - rows)
+    if missing:
+        shown = ", ".join(inline_code(cell) for cell in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        out.append(
+            f"- {len(missing)} cell(s) the studies name have no row in the summary: {shown}{more}. A record removed, "
+            "or the run stopped before them: the same command measures them."
+        )
     not_ok = everything[everything["status"] != "ok"]
     if not not_ok.empty:
         reasons = not_ok.assign(first=not_ok["reason"].fillna("no reason recorded").astype(str).map(_first_line))
         for (status, reason), rows in reasons.groupby(["status", "first"], sort=True):
             out.append(f"- {len(rows)} {escape_markdown(status)}: {prose_with_code(reason)} ({_cell_list(rows)}).")
-    if len(out) == 2:
-        out.append("Nothing: every cell the studies name ran and is `ok`.")
+    if len(out) == 2:  # claimed of the studies only where the run said which cells they name
+        out.append("Nothing: every cell the studies name ran and is `ok`." if named
+                   else "Nothing: every cell of the summary is `ok`.")  # fmt: skip
     return [*out, ""]
 
 

@@ -14,11 +14,12 @@ from typing import Any
 import pandas as pd
 
 from inferbench.analysis import decisions
+from inferbench.analysis.compare_runs import REMAKE_FROM_RECORDS, checked_summary, read_summary
 from inferbench.analysis.comparison import BOUNDARY_LABELS, inverted_boundaries, rate_at
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.serving_loads import LOADS_CSV, read_loads
-from inferbench.analysis.summary import read_summary_csv, split_scenarios, with_scenario
+from inferbench.analysis.summary import split_scenarios, with_scenario
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.fsutil import atomic_path, read_json
@@ -465,7 +466,9 @@ def write_report(
     roofline: Sequence[Path] = (),
     lease_spread: Path | None = None,
 ) -> None:
-    summary = read_summary_csv(summary_csv)
+    # refused by file, row and cell before anything is written: an impossible figure is never published
+    summary = read_summary(Path(summary_csv))
+    checked_summary(summary, Path(summary_csv), use="report", fix=REMAKE_FROM_RECORDS, need_measured=False)
     roofline_table = pd.concat([pd.read_csv(p) for p in roofline]) if roofline else None
     metas, stats, profiled = (
         [read_json(p) for p in model_meta],
