@@ -732,6 +732,8 @@ def test_the_cpu_study_has_one_cell_per_engine_with_its_own_settings_over_the_co
         ({"prompt_range": 1.0}, "llm_serving_cpu.llm_load.prompt_range: 1.0 is"),
         ({"load_shares": [1.0, 100]}, r"llm_serving_cpu.llm_load.load_shares\[1\]: 100 is too large; it must be <= 4"),
         ({"served_tolerance": 1.5}, "llm_serving_cpu.llm_load.served_tolerance: 1.5 is"),
+        # issue 71: a million requests a load passed the dry run
+        ({"requests": 1_000_000}, r"llm_serving_cpu.llm_load.requests: 1000000 is too large; it must be <= 100,000"),
     ],
 )
 def test_a_bad_llm_load_setting_stops_the_run_naming_the_key_and_what_is_allowed(change, message):
@@ -917,3 +919,9 @@ def test_vllm_s_throughput_benchmark_is_sent_the_capacity_run_s_requests_and_set
     assert json.loads(args.out.read_text())[0]["cell_over_bench"] == row["cell_over_bench"]
     assert "1.125" in args.md.read_text()
     assert tool.side_by_side_all([], lambda r: row, args, tool.markdown) == 2
+
+
+def test_a_load_of_more_requests_than_hours_hold_is_refused_by_the_settings():
+    """Issue 71: `requests: 1000000` with 2,000 new tokens passed the dry run (the schema refuses it too)."""
+    with pytest.raises(ValueError, match=r"llm_load.requests is 1000000: a load sends from 1 to 100,000 requests"):
+        LoadSettings.from_dict({"requests": 1_000_000})

@@ -124,6 +124,9 @@ COUNT_COLUMNS = ["n_iters", "e2e_n_iters"]
 NAME_COLUMNS = [*KEY_COLUMNS[:4], "scenario", "status"]
 #: each process's p50, ';'-separated numbers
 BY_PROCESS_COLUMNS = ["p50_by_process_ms", "e2e_p50_by_process_ms"]
+#: a summary's size, refused beyond (a run has one row per cell; a field is a name, a reason, an option)
+MAX_ROWS = 100_000
+MAX_FIELD_CHARS = 100_000
 #: statuses of a cell that measured something (an invalid one measured, and failed its check)
 MEASURED_STATUSES = ("ok", "invalid")
 REMAKE_FROM_RECORDS = (
@@ -188,6 +191,7 @@ def _refuse_row(
     index = bad.idxmax()
     value = summary.at[index, column]
     shown = "empty" if value is None or (isinstance(value, float) and math.isnan(value)) else _shown(value)
+    shown = shown if len(shown) <= 200 else f"{shown[:200]}... ({len(shown):,} characters)"
     more = f" ({int(bad.sum()) - 1} more rows like it)" if bad.sum() > 1 else ""
     raise UserError(
         f"{source}: column {column} of row {index + 1} (cell {cell_name(summary.loc[index])}) is {shown}, not "
@@ -258,6 +262,15 @@ def checked_summary(
     no cell that measured anything. Nothing is dropped without a word."""
     if summary.empty:
         raise UserError(f"{source} has no cells (a header and no rows): nothing to {use}; {fix}")
+    if len(summary) > MAX_ROWS:
+        raise UserError(
+            f"{source} has {len(summary):,} rows: a summary holds one row per cell, and {use} reads at most "
+            f"{MAX_ROWS:,} (the largest preset has a few hundred); {fix}"
+        )
+    for column in summary.select_dtypes(include=["object", "string"]).columns:
+        long = summary[column].map(lambda value: isinstance(value, str) and len(value) > MAX_FIELD_CHARS)
+        _refuse_row(summary, source, long.astype(bool), column, f"a field of at most {MAX_FIELD_CHARS:,} characters",
+                    fix)  # fmt: skip
     missing = [column for column in REQUIRED_COLUMNS if column not in summary]
     if missing:
         raise UserError(

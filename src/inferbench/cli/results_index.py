@@ -57,8 +57,14 @@ def results_index(args: argparse.Namespace) -> None:
 
 
 def build_index(results: Path) -> str:
-    """The index's Markdown for the summaries under ``results``."""
-    rows = [_describe(path, results) for path in sorted(results.rglob("summary.csv"))]
+    """The index's Markdown for the summaries under ``results``: each a regular file (a link, a pipe or a folder of
+    that name is refused by name before any is read)."""
+    from inferbench.core.fsutil import refuse_non_regular
+
+    paths = sorted(results.rglob("summary.csv"))
+    for path in paths:
+        refuse_non_regular(path)
+    rows = [_describe(path, results) for path in paths]
     lines = []
     for row in rows:
         newer = superseded_by(row, rows)
@@ -102,16 +108,23 @@ def _grid(frame: Any) -> frozenset[tuple[str, ...]]:
 
 def _describe(summary: Path, results: Path) -> dict[str, Any]:
     from inferbench.analysis.summary import read_summary_csv
+    from inferbench.core.errors import UserError
+    from inferbench.report.text import escape_markdown, prose_with_code
 
-    frame = read_summary_csv(summary)
+    try:
+        frame = read_summary_csv(summary)
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        raise UserError(f"{summary} cannot be read as a summary ({type(error).__name__}: {str(error)[:200]})") from None
+    if "status" not in frame:
+        raise UserError(f"{summary} has no status column: it is not a summary inferbench wrote")
     folder = summary.parent.relative_to(results).as_posix()
     gpus = sorted({str(g) for g in frame.get("gpu", []) if isinstance(g, str) and g})
     cpus = sorted({str(c) for c in frame.get("cpu", []) if isinstance(c, str) and c})
-    created = sorted(str(c) for c in frame.get("created_at", []) if isinstance(c, str))
+    created = sorted(_utc(c) for c in frame.get("created_at", []) if isinstance(c, str) and _utc(c))
     return {
         "folder": folder,
-        "what": _readme_line(summary.parent, results),
-        "machine": ", ".join(gpus) if gpus else (cpus[0] if cpus else "–"),
+        "what": prose_with_code(_readme_line(summary.parent, results)),
+        "machine": escape_markdown(", ".join(gpus) if gpus else (cpus[0] if cpus else "–")),
         # the same GPUs, or on a machine without one the same CPUs: a run elsewhere supersedes nothing here
         "machine_key": tuple(gpus) or tuple(cpus),
         "grid": _grid(frame),
@@ -119,6 +132,18 @@ def _describe(summary: Path, results: Path) -> dict[str, Any]:
         "cells": f"{int((frame['status'] == 'ok').sum())} ok of {len(frame)}",
         "code": _code_status(frame),
     }
+
+
+def _utc(created_at: str) -> str:
+    """A record's time as UTC ISO text (ordered as text by time, whatever zone it was written in); empty where it
+    is no time."""
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(created_at)
+    except ValueError:
+        return ""
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
 def _readme_line(folder: Path, results: Path) -> str:
@@ -137,14 +162,14 @@ def _code_status(frame: Any) -> str:
     ``not recorded`` for a summary made before records named their code."""
     if "code_job" not in frame or frame["code_job"].isna().all():
         return "not recorded"
-    rows = frame.dropna(subset=["code_job"])
+    rows = frame.dropna(subset=["code_job"])  # a cell whose record names no code counts as older
     current = sum(
         _current_identity(str(impl), str(scenario or "single")) == code
         for impl, scenario, code in zip(
             rows["engine_impl"], rows.get("scenario", ["single"] * len(rows)), rows["code_job"], strict=True
         )
     )
-    return "today's" if current == len(rows) else f"older ({len(rows) - current} of {len(rows)} cells)"
+    return "today's" if current == len(frame) else f"older ({len(frame) - current} of {len(frame)} cells)"
 
 
 @functools.cache

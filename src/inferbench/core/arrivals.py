@@ -104,6 +104,8 @@ def plan_requests(
 
 #: the lightest and heaviest load, as shares of the capacity, a sweep may offer
 MIN_SHARE, MAX_SHARE = 0.05, 4.0
+#: the most requests a load's window asks for (the schema's maximum of llm_load.requests too)
+MAX_REQUESTS = 100_000
 #: how a run's requests arrive: at a rate with gamma gaps (poisson: shape 1; gamma: shape ``burstiness``), or
 #: each when an earlier one finishes, at a fixed number in flight (concurrency)
 ARRIVALS = ("poisson", "gamma", "concurrency")
@@ -143,8 +145,11 @@ class LoadSettings:
         key = "concurrencies" if self.by_concurrency else "load_shares"
         if not loads or list(loads) != sorted(set(loads)) or min(loads) <= 0:
             raise ValueError(f"llm_load.{key} is {list(loads)}: positive values, each once, from light to heavy")
-        if self.requests < 1:
-            raise ValueError(f"llm_load.requests is {self.requests}: a load sends at least one request")
+        if not 1 <= self.requests <= MAX_REQUESTS:
+            raise ValueError(
+                f"llm_load.requests is {self.requests}: a load sends from 1 to {MAX_REQUESTS:,} requests (MLPerf's "
+                "LLM server runs about 24,000 queries; a load of more runs for hours)"
+            )
         if not self.by_concurrency and not MIN_SHARE <= min(loads) <= max(loads) <= MAX_SHARE:
             raise ValueError(
                 f"llm_load.load_shares is {list(loads)}: shares of the capacity from {MIN_SHARE:g} (lighter loads "
