@@ -19,21 +19,31 @@ from inferbench.catalog.engines import VARIANT_KEYS, EngineInfo
 from inferbench.catalog.targets import load_target
 
 
-def _discover() -> dict[str, EngineInfo]:
-    """Every family's engines, families in name order, each in its own declaration order."""
+def _discover() -> tuple[dict[str, EngineInfo], dict[str, str]]:
+    """Every family's engines, families in name order, each in its own declaration order; and the families
+    skipped, with why (a declaration that raises on import): one broken family leaves the others working, and
+    its engines are named unknown with the reason. An engine two families declare stops discovery, naming both."""
     found: dict[str, EngineInfo] = {}
-    for family in sorted(
-        m.name for m in pkgutil.iter_modules(importlib.import_module("inferbench.engines").__path__) if m.ispkg
-    ):
-        declared = getattr(importlib.import_module(f"inferbench.engines.{family}"), "ENGINES", {})
+    owner: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    package = importlib.import_module("inferbench.engines")
+    for family in sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.ispkg):
+        try:
+            declared = getattr(importlib.import_module(f"inferbench.engines.{family}"), "ENGINES", {})
+        except Exception as error:
+            where = f"{package.__path__[0]}/{family}/__init__.py"
+            skipped[family] = f"{where} raised {type(error).__name__} on import: {str(error)[:300]}"
+            continue
         for name, info in declared.items():
             if name in found:
-                raise ValueError(f"engine {name!r} is declared by two families (one is {family})")
-            found[name] = info
-    return found
+                raise ValueError(
+                    f"engine {name!r} is declared by the families {owner[name]} and {family}: rename one of them"
+                )
+            found[name], owner[name] = info, family
+    return found, skipped
 
 
-ENGINES: dict[str, EngineInfo] = _discover()
+ENGINES, SKIPPED_FAMILIES = _discover()
 #: the harness's own baselines (``EngineInfo.harness``: the no-op engine), never an engine a study compares
 HARNESS_ENGINES = frozenset(name for name, info in ENGINES.items() if info.harness)
 
@@ -62,7 +72,10 @@ def engine_info(impl: str) -> EngineInfo:
     try:
         return ENGINES[impl]
     except KeyError:
-        raise KeyError(f"unknown engine implementation {impl!r}; known: {sorted(ENGINES)}") from None
+        skipped = "; ".join(f"family {family} skipped: {why}" for family, why in SKIPPED_FAMILIES.items())
+        raise KeyError(
+            f"unknown engine implementation {impl!r}; known: {sorted(ENGINES)}" + (f" ({skipped})" if skipped else "")
+        ) from None
 
 
 def option_problems(impl: str, variant: dict[str, Any]) -> list[str]:

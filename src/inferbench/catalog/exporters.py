@@ -37,24 +37,36 @@ class ExporterInfo:
         return f"{self.module}:export"
 
 
-def _discover() -> dict[str, ExporterInfo]:
+def _discover() -> tuple[dict[str, ExporterInfo], dict[str, str]]:
+    """The exporters, and the modules skipped with why (one that cannot be parsed, or has no ``export``): one bad
+    file leaves the others working, and is named wherever exporters are listed or asked for."""
     spec = importlib.util.find_spec(PACKAGE)
     assert spec is not None and spec.submodule_search_locations is not None, f"{PACKAGE} is part of the package"
-    found = {}
+    found, skipped = {}, {}
     for module in sorted(pkgutil.iter_modules(spec.submodule_search_locations), key=lambda m: m.name):
         if module.ispkg or module.name.startswith("_"):
             continue
         path = Path(spec.submodule_search_locations[0]) / f"{module.name}.py"
-        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        except (SyntaxError, UnicodeDecodeError, OSError, ValueError) as error:
+            skipped[module.name] = f"{path} cannot be read as Python ({type(error).__name__}: {str(error)[:200]})"
+            continue
+        if not any(isinstance(node, ast.FunctionDef) and node.name == "export" for node in tree.body):
+            skipped[module.name] = f"{path} has no export(summary, cells_dir, plots_dir, out_dir, **options) function"
+            continue
+        docstring = ast.get_docstring(tree) or ""
         found[module.name] = ExporterInfo(module.name, docstring.strip().split("\n\n")[0].replace("\n", " "), path)
-    return found
+    return found, skipped
 
 
-EXPORTERS: dict[str, ExporterInfo] = _discover()
+EXPORTERS, SKIPPED = _discover()
 
 
 def exporter_info(name: str) -> ExporterInfo:
     try:
         return EXPORTERS[name]
     except KeyError:
+        if name in SKIPPED:
+            raise KeyError(f"exporter {name!r} is skipped: {SKIPPED[name]}") from None
         raise KeyError(f"unknown exporter {name!r}; known: {', '.join(EXPORTERS) or 'none'}") from None

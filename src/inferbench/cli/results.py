@@ -174,20 +174,27 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
         q.add_argument("--plots-dir", type=Path, default=Path("results/plots"), help="each workload's plots")
         q.add_argument("--out-dir", type=Path, default=Path("results") / name, help="where its own files go")
         q.add_argument("--out", type=Path, help="write what was exported where (JSON) here too")
-        module = importlib.import_module(info.module)  # only when the export verb runs
+        try:
+            module = importlib.import_module(info.module)  # only when the export verb runs
+        except Exception as error:  # one broken exporter leaves the others working; asked for, it is named
+            q.set_defaults(exporter_options=(), exporter_broken=f"{info.path}: {type(error).__name__}: {error}")
+            continue
         own = argparse.ArgumentParser(add_help=False)  # the exporter's options, known by what it declares
         if hasattr(module, "add_arguments"):
             module.add_arguments(q)
             module.add_arguments(own)
-        q.set_defaults(exporter_options=tuple(vars(own.parse_args([]))))
+        q.set_defaults(exporter_options=tuple(vars(own.parse_args([]))), exporter_broken=None)
 
 
 @arguments(_export_arguments)
 def export(args: argparse.Namespace) -> None:
     from inferbench.catalog.exporters import exporter_info
     from inferbench.catalog.targets import load_target
+    from inferbench.core.errors import UserError
     from inferbench.core.fsutil import write_json
 
+    if args.exporter_broken:
+        raise UserError(f"exporter {args.exporter!r} cannot be imported ({args.exporter_broken[:500]}): fix its module")
     options = {key: getattr(args, key) for key in args.exporter_options}
     run_export = load_target(exporter_info(args.exporter).target)
     done = run_export(args.summary, args.cells_dir, args.plots_dir, args.out_dir, **options)

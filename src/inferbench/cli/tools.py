@@ -30,7 +30,7 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_list_arguments)
 def list_(args: argparse.Namespace) -> None:
     if args.what == "engines":
-        from inferbench.catalog.engine_registry import ENGINES, load_engine_class
+        from inferbench.catalog.engine_registry import ENGINES, SKIPPED_FAMILIES, load_engine_class
         from inferbench.engines.ort.engine import ort_distributions
 
         if len(installed := ort_distributions()) > 1:
@@ -48,6 +48,8 @@ def list_(args: argparse.Namespace) -> None:
                 f"{d}: {'available' if r is None else 'unavailable (' + r + ')'}" for d, r in reasons.items()
             )
             print(f"{name:14s} precisions {'/'.join(info.precisions):14s} {where}\n{'':14s} {info.description}")
+        for family, why in SKIPPED_FAMILIES.items():
+            print(f"warning: engine family {family} skipped, its engines unknown: {why}")
             for key, option in info.options.items():
                 choices = f" ({'|'.join(map(str, option.choices))})" if option.choices else ""
                 print(f"{'':16s}{key}: {option.type.__name__}{choices} = {option.default!r}  {option.help}")
@@ -65,7 +67,9 @@ def list_(args: argparse.Namespace) -> None:
             layout = f" (studies of layout {scenario.layout})" if scenario.layout else ""
             print(f"{name:16s} {scenario.description}{layout}")
     else:
-        from inferbench.catalog.exporters import EXPORTERS
+        from inferbench.catalog.exporters import EXPORTERS, SKIPPED
 
         for name, exporter in EXPORTERS.items():
             print(f"{name:16s} {exporter.description}")
+        for name, why in SKIPPED.items():
+            print(f"{name:16s} skipped: {why}")
