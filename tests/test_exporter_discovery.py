@@ -1,5 +1,6 @@
 """Issue 71: one bad module among the exporters or engine families (a syntax error, non-UTF-8 bytes, no export(),
-an import that raises) broke every `snakemake` invocation or every export with an error naming neither file nor exporter."""
+an import that raises) broke every `snakemake` invocation or every export with an error naming neither file nor
+exporter."""
 
 from __future__ import annotations
 
