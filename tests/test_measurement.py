@@ -320,7 +320,9 @@ def test_run_cell_with_repeats_measures_in_fresh_processes(tmp_path):
     assert len(windows) == 3 and all(start < end for start, end in windows), "one lock window per process"
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(windows)), "one after another"
     assert all(r["status"] == "ok" and r["p50_ci95_ms"] for r in per_process)
-    assert record.flatten()["p50_by_process_ms"].count(";") == 2
+    # one p50 per counted process: a busy host may leave a process out (the contention rule)
+    counted = [r for r in per_process if r.get("counted", True)]
+    assert counted and len(record.flatten()["p50_by_process_ms"].split(";")) == len(counted)
     assert np.load(samples_path(out)).size == record.n_iters
     assert not list(out.parent.glob("repeats-*")), "the repeats' scratch folder is removed"
 
