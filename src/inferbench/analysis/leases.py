@@ -40,8 +40,8 @@ MEDIAN_ABS_Z = 0.6744897501960817
 #: typical movement from one cell's own)
 MIN_CELLS = 3
 #: the widest spread between leases a file may give: one standard deviation of a factor 10 (sd of log
-#: p50 ln 10), far beyond what host-bound cells on shared VMs move between leases (docs/results/h100/
-#: default_leases); beyond a factor 10 the number is a unit or a typo, and every claim would drown in it
+#: p50 ln 10), far beyond what host-bound cells move between leases (docs/comparing.md); beyond a factor
+#: 10 the number is a unit or a typo, and every claim would drown in it
 MAX_SD_LOG = math.log(10)
 #: a spread between leases is a few hundred bytes of JSON: a larger file is not one
 MAX_FILE_BYTES = 1 << 20

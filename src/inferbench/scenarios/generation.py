@@ -82,12 +82,12 @@ class StepClock:
 #: lost in the steps' own time
 BEAT_EVERY_TOKENS = 8
 #: requests a GPU cell's process times at least, whatever ``measure.min_iters`` asks: each gives one TTFT,
-#: and a GPU request takes well under a second, so 0.3 s timed a few, too few for a process's request p50
-#: (docs/results/h100/llm/vllm_2026-11-27). The CPU's stay as configured: their requests take seconds
+#: and a GPU request takes well under a second, so a short window times too few for a process's request
+#: p50 (docs/generation.md). The CPU's stay as configured: their requests take seconds
 GPU_MIN_REQUESTS = 10
 #: seconds of requests a GPU cell's process times at least: vLLM's pace at batch 1 moves between two modes
-#: within a second (experiments/vllm_host_pace), so ten requests met one mode; seconds of them span both,
-#: though a cell's processes can still part (docs/results/h200/llm/vllm_2026-11-28)
+#: within a second (experiments/vllm_host_pace), so ten requests can meet one mode; seconds of them span
+#: both (docs/generation.md has the figures)
 GPU_MIN_TIME_S = 5.0
 
 

@@ -208,10 +208,9 @@ class OrtCuda(OrtEngine):
     @property
     def takes_any_batch(self) -> bool:
         # Not as fast as the shape it was prepared for: a CUDA provider session serving unpadded batches of
-        # changing size ran many times slower a batch than at one shape, most likely cuDNN's convolutions
-        # set up again at each new shape (docs/results/h100/serving/lease_2026-11-26/README.md). So a
-        # serving cell keeps one session per rung of its batch ladder, each seeing one shape. A captured
-        # graph replays its shapes only anyway.
+        # changing size runs many times slower a batch than at one shape, most likely cuDNN's convolutions
+        # set up again at each new shape (docs/serving.md). So a serving cell keeps one session per rung of
+        # its batch ladder, each seeing one shape. A captured graph replays its shapes only anyway.
         return False
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
