@@ -120,8 +120,12 @@ def settings_named(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_frame(record_paths: Iterable[str | Path]) -> pd.DataFrame:
-    rows = [record.flatten() for record in load_records(record_paths)]
-    frame = pd.DataFrame(rows)
+    return records_frame(load_records(record_paths))
+
+
+def records_frame(records: Iterable[CellRecord]) -> pd.DataFrame:
+    """The summary of records already read: one row per cell, in key order."""
+    frame = pd.DataFrame([record.flatten() for record in records])
     if frame.empty:
         raise ValueError("no cell records to summarise")
     return settings_named(frame.sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True))

@@ -176,7 +176,7 @@ def render_summary(
 def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dict[str, Any]]) -> Path:
     """Summary, plots and report of a run's records, under ``run_dir``/results; return the report's path."""
     from inferbench.analysis.serving_loads import LOADS_CSV, write_loads
-    from inferbench.analysis.summary import load_records, summary_frame, write_summary
+    from inferbench.analysis.summary import load_records, records_frame, write_summary
     from inferbench.catalog.layouts import SERVING_PLOT
     from inferbench.catalog.workloads import ordered
     from inferbench.core.fsutil import refuse_linked_folders
@@ -186,10 +186,9 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     results = run_dir / "results"
     refuse_linked_folders(run_dir, results / "plots")
     records = sorted((results / "cells").glob("*/*/*/*.json"))
-    write_summary(records, results / "summary.csv", results / "summary.parquet")
-    summary = summary_frame(records)
+    loaded = load_records(records)  # read once: the summary, the loads and the serving plots (its LoadGen runs)
+    summary = write_summary(records, results / "summary.csv", results / "summary.parquet", records_frame(loaded))
     plots = plot_every_workload(summary, results / "plots", list(config["engines"]))
-    loaded = load_records(records)  # the serving plots need every LoadGen run, kept in the records
     write_loads(loaded, results / LOADS_CSV)
     for workload in ordered(r.key.workload for r in loaded if r.key.scenario == "server"):
         plots.append(

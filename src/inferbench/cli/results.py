@@ -22,17 +22,18 @@ def _aggregate_arguments(p: argparse.ArgumentParser) -> None:
 def aggregate(args: argparse.Namespace) -> None:
     from inferbench.analysis.compare_runs import checked_summary
     from inferbench.analysis.serving_loads import write_loads
-    from inferbench.analysis.summary import load_records, summary_frame, write_summary
+    from inferbench.analysis.summary import load_records, records_frame, write_summary
 
+    records = load_records(args.records)  # read once: the summary and the loads are both made from them
     # a record edited by hand (a negative or missing p50, a batch of 1.5) is named before any summary is written
     cells = Path(os.path.commonpath([str(p.parent) for p in args.records]))
     fix = "delete the cell's record and run the same command to measure the cell again"
-    frame = summary_frame(args.records)
+    frame = records_frame(records)
     checked_summary(frame, cells, use="aggregate", fix=fix, need_measured=False)
     write_summary(args.records, args.out_csv, args.out_parquet, frame)
     print(f"{len(frame)} cells: {frame['status'].value_counts().to_dict()}")
     if args.out_loads is not None:
-        loads = write_loads(load_records(args.records), args.out_loads)
+        loads = write_loads(records, args.out_loads)
         print(f"{len(loads)} loads of {loads['cell_id'].nunique()} LLM serving cells")
 
 

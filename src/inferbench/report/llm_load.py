@@ -353,10 +353,7 @@ def _cell_loads(loads: pd.DataFrame | None, record: CellRecord) -> pd.DataFrame:
 def verdict_text(step: dict[str, Any]) -> str:
     """``VALID``, or ``INVALID`` with the constraints that failed (the objective's are in ``objective met``);
     a dash for a run judged on no steady window (the capacity, records from before the verdict)."""
-    if "valid" not in step:
-        return "–"
-    failed = [f for f in step.get("failed", []) if not f.startswith("objective:")]
-    return "VALID" if step["valid"] else "INVALID: " + "; ".join(_once_each(failed))
+    return _row_verdict(step.get("valid"), "; ".join(step.get("failed") or []) or None)
 
 
 def _once_each(failures: list[str]) -> list[str]:
