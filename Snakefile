@@ -22,6 +22,15 @@ include: "workflow/rules/report.smk"
 # Locally, cell jobs start from a server that imported torch & co. once (inferbench.launch.warm): seconds
 # saved per job, most of a GPU run's wall time; `warm_start: false` turns it off.
 onstart:
+    from inferbench.machine.run_lock import live_run
+
+    # `snakemake --unlock` removes a live run's Snakemake lock as readily as a killed one's: the run lock
+    # still says whether another run works here, and two runs must not make the same files
+    if (other := live_run(Path.cwd())) is not None:
+        raise WorkflowError(
+            f"another run of this workflow (pid {other}) is working in {Path.cwd()}: wait for it to end, or stop "
+            f"it (kill {other}) and run the same command again. `snakemake --unlock` does not make two runs safe."
+        )
     if workflow.local_exec:
         # several GPUs, each measuring on cores of its own: the host's partition planned once, here,
         # and inherited by every job

@@ -444,3 +444,23 @@ def test_clean_keeps_records_a_newer_inferbench_wrote_and_names_them(tmp_path, c
     assert "kept 2 record(s) a newer inferbench wrote" in out and "update the checkout" in out
     # a cell removed: no page left publishing it
     assert not summary.exists() and not report.exists()
+
+
+@pytest.mark.parametrize(
+    ("engine", "artifact", "message"),
+    [
+        ("ort_cpu", "mlp_heart.pt", r"is a PyTorch checkpoint, but engine ort_cpu \(ort_cpu\) runs an ONNX model"),
+        ("torch_eager", "mlp_heart.onnx", r"is an ONNX model, but engine torch_eager \(torch_eager\) runs a PyTorch"),
+        ("ort_cpu", "mlp_heart.bin", r"is a '\.bin' file, but engine ort_cpu"),
+    ],
+)
+def test_an_artifact_of_the_wrong_kind_is_named_as_such_not_as_damaged(tmp_path, capsys, engine, artifact, message):
+    (tmp_path / artifact).write_bytes(b"PK\x03\x04 not what the engine reads")
+    out = tmp_path / "cells" / "r.json"
+    code = cli.main(
+        ["run-cell", "--workload", "mlp_heart", "--engine", engine, "--engine-options", json.dumps({"engine": engine}),
+         "--precision", "fp32", "--device", "cpu", "--batch", "1", "--threads", "1",
+         "--artifact", str(tmp_path / artifact), "--out", str(out)]
+    )  # fmt: skip
+    error = capsys.readouterr().err
+    assert code == 2 and re.search(message, error) and "damaged" not in error and not out.exists()

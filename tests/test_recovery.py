@@ -167,3 +167,27 @@ def test_a_verb_run_in_process_lets_go_of_the_run_lock_when_it_is_done(tmp_path,
     assert os.getpid() in held_during[0], "the verb ran as a job of the run"
     # a test or a notebook that ran a verb holds nothing a later run would wait for as for a killed run's job
     assert os.getpid() not in run_lock.lock_holders(path)
+
+
+@pytest.mark.slow
+def test_unlock_beside_a_live_run_does_not_let_a_second_run_measure(tmp_path):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    live = _hold(tmp_path, "clear_stale_locks")  # a run that owns the directory and works in it
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("x")  # its Snakemake lock
+    try:
+        unlock = subprocess.run([*command(), "--unlock"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert unlock.returncode == 0, (unlock.stdout + unlock.stderr)[-3000:]  # Snakemake's lock is gone
+        second = subprocess.run(command(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        output = second.stdout + second.stderr
+        assert second.returncode != 0
+        assert f"another run of this workflow (pid {live.pid}) is working in {tmp_path}" in output
+        assert not (tmp_path / "results").exists(), "nothing measured, trained or written beside the live run"
+        dry = subprocess.run([*command(), "-n"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert dry.returncode == 0, "a dry run only reads: it still works"
+    finally:
+        live.stdin.close()
+        live.wait(10)
+    after = subprocess.run([*command(), "-n"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0 and "another run" not in after.stdout + after.stderr

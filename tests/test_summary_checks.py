@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from inferbench.cli.main import main
-from inferbench.core.cells import CellRecord
+from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.report.answers import not_measured_section
 from inferbench.report.markdown import write_report
@@ -145,3 +145,20 @@ def test_a_summary_beyond_its_size_limits_is_refused_with_the_limit_named(tmp_pa
     many = _summary(tmp_path, lambda f: pd.concat([f] * 2_800, ignore_index=True))
     with pytest.raises(UserError, match=r"has 100,800 rows: .* reads at most 100,000"):
         write_report(many, tmp_path / "report.md")
+
+
+def test_an_ok_record_whose_parity_fails_its_own_tolerance_is_refused_and_clean_removes_it(tmp_path, capsys):
+    key = CellKey("mlp_heart", "torch_eager", "fp32", "cpu", 1, 0, 1)
+    parity = {"rel_l2": 5.0, "max_abs": 1.0, "cosine": 0.5, "finite": True, "tolerance": {"max_rel_l2": 1e-4}}
+    edited = tmp_path / "cells" / "edited.json"
+    CellRecord(key, "ok", "torch_eager", parity=parity, latency_ms={"p50": 1.0}).save(edited)
+    honest = tmp_path / "cells" / "honest.json"
+    CellRecord(key, "ok", "torch_eager", parity=parity | {"rel_l2": 1e-6}, latency_ms={"p50": 1.0}).save(honest)
+    out = tmp_path / "summary.csv"
+    code = main(["aggregate", str(edited), str(honest), "--out-csv", str(out), "--out-parquet", str(out) + ".pq"])
+    error = capsys.readouterr().err
+    assert code != 0 and not out.exists(), "nothing is published from a record that calls itself ok and fails"
+    assert "edited.json: it contradicts itself: status ok, yet parity fails its own tolerance" in error
+    assert "relative L2 error 5 > 0.0001" in error and "honest.json" not in error
+    assert main(["clean", "--cells-dir", str(tmp_path / "cells")]) == 0
+    assert honest.exists() and not edited.exists()

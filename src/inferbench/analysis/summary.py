@@ -14,6 +14,7 @@ from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.core.cells import CellRecord, NewerRecord
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path
+from inferbench.models.parity import violations
 
 KEY_COLUMNS = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads", "scenario"]
 
@@ -68,15 +69,34 @@ def load_records(record_paths: Iterable[str | Path]) -> list[CellRecord]:
     records, unreadable = [], []
     for path in record_paths:
         try:
-            records.append(CellRecord.load(path))
+            record = CellRecord.load(path)
         except UNREADABLE as error:
             unreadable.append(f"  {path}: {type(error).__name__}: {str(error)[:200]}")
+            continue
+        if problems := contradictions(record):
+            unreadable.append(f"  {path}: it contradicts itself: {'; '.join(problems)[:200]}")
+        else:
+            records.append(record)
     if unreadable:
         raise UserError(
             f"{len(unreadable)} cell record(s) cannot be read:\n" + "\n".join(unreadable) + "\n"
             "Remove them, and the next run measures those cells again: python -m inferbench clean --status unreadable"
         )
     return records
+
+
+def contradictions(record: CellRecord) -> list[str]:
+    """What a record says against itself, as a hand edit would leave it: an ``ok`` cell whose parity
+    figures fail the tolerance the record names (the gate would have made it ``invalid``)."""
+    parity = record.parity or {}
+    if record.status != "ok" or not isinstance(parity.get("tolerance"), dict):
+        return []
+    metrics = {k: v for k, v in parity.items() if k != "tolerance"}
+    try:
+        problems = violations(metrics, parity["tolerance"])
+    except (KeyError, TypeError) as error:
+        return [f"parity figures unreadable ({type(error).__name__}: {error})"]
+    return [f"status ok, yet parity fails its own tolerance: {', '.join(problems)}"] if problems else []
 
 
 #: identity strings that pandas would read as numbers (commit 12345e7 as 1.2345e11, CUDA 12.10 as
@@ -134,11 +154,13 @@ def records_frame(records: Iterable[CellRecord]) -> pd.DataFrame:
 def remove_records(cells_dir: str | Path, statuses: set[str], newer: list[Path] | None = None) -> list[Path]:
     """Delete the records (and their samples) whose status is in ``statuses``; the status
     ``unreadable`` stands for records that cannot be read (damaged, or of an older schema). A record a newer
-    inferbench wrote is never removed: its path is added to ``newer``."""
+    inferbench wrote is never removed: its path is added to ``newer``. A record that contradicts itself
+    (``contradictions``) counts as unreadable."""
     removed = []
     for path in sorted(Path(cells_dir).rglob("*.json")):
         try:
-            status = CellRecord.load(path).status
+            record = CellRecord.load(path)
+            status = "unreadable" if contradictions(record) else record.status
         except NewerRecord:
             if newer is not None:
                 newer.append(path)

@@ -36,3 +36,30 @@ def add_cell_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--artifact", type=Path)
     p.add_argument("--measure", type=json_value, default={}, help="config `measure`, JSON (defaults: the schema's)")
     p.add_argument("--data", type=Path, help="the workload's processed dataset (engines that train on it)")
+
+
+#: the kinds of file an engine is prepared from (inferbench.catalog.engines.EngineInfo.artifact): name, suffixes
+ARTIFACT_KINDS = {
+    "checkpoint": ("a PyTorch checkpoint", (".pt",)),
+    "onnx": ("an ONNX model", (".onnx",)),
+    "trt_plan": ("a TensorRT plan", (".plan",)),
+}
+
+
+def check_artifact(args: argparse.Namespace) -> None:
+    """A UserError where ``--artifact`` is not the kind of file the variant's engine runs (an ONNX model given
+    to a PyTorch engine, a checkpoint to ONNX Runtime): the engine would fail reading it as if it were damaged."""
+    from inferbench.catalog.engine_registry import engine_info
+    from inferbench.core.errors import UserError
+
+    impl = args.engine_options["engine"]
+    kind = engine_info(impl).artifact
+    if args.artifact is None or kind not in ARTIFACT_KINDS or args.artifact.suffix in ARTIFACT_KINDS[kind][1]:
+        return
+    suffix = args.artifact.suffix
+    given = next((name for name, suffixes in ARTIFACT_KINDS.values() if suffix in suffixes), f"a '{suffix}' file")
+    wanted, suffixes = ARTIFACT_KINDS[kind]
+    raise UserError(
+        f"--artifact {args.artifact} is {given}, but engine {args.engine} ({impl}) runs {wanted} "
+        f"({' or '.join(suffixes)}): give it {wanted} of this workload, or a variant whose engine runs this file"
+    )

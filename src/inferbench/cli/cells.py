@@ -11,7 +11,7 @@ from pathlib import Path
 
 from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.cli.args import arguments, json_value
-from inferbench.cli.cell_args import add_cell_arguments
+from inferbench.cli.cell_args import add_cell_arguments, check_artifact
 from inferbench.core.errors import UserError
 
 log = logging.getLogger("inferbench")
@@ -40,6 +40,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_run_arguments)
 def run_cell(args: argparse.Namespace) -> None:
     imports_started = time.perf_counter()  # the cell job's own imports load torch: they count too
+    check_artifact(args)
     from inferbench.core.cells import CellKey
     from inferbench.core.settings import MeasureSettings, ServingSettings
     from inferbench.launch.cell_job import measure_cell
@@ -83,6 +84,7 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
 
 @arguments(_profile_arguments)
 def profile_cell(args: argparse.Namespace) -> None:
+    check_artifact(args)
     from inferbench.core.cells import CellKey
     from inferbench.core.settings import MeasureSettings
     from inferbench.scenarios.prepare import CellInputs, CellRequest

@@ -12,8 +12,9 @@ at who holds it: while the run that owns the directory (its pid in ``.snakemake/
 is alive, Snakemake's locks stay and Snakemake reports the directory as locked, as it should while
 another run works in it; when only jobs of a killed run hold it (Snakemake's ``kill -9`` does not
 reach its jobs), the new run waits for them to end, since they still write in the directory and
-their outputs are re-made anyway (Snakemake marked them incomplete). Only the standard library is
-imported here.
+their outputs are re-made anyway (Snakemake marked them incomplete). And since ``snakemake --unlock``
+removes a live run's Snakemake lock too, a run about to execute jobs refuses while another run owns the
+directory (``live_run``). Only the standard library is imported here.
 """
 
 from __future__ import annotations
@@ -103,6 +104,16 @@ def _wait_for_orphaned_jobs(workdir: str | Path, path: Path, fd: int) -> bool:
                 )
                 return False
             time.sleep(0.5)
+
+
+def live_run(workdir: str | Path) -> int | None:
+    """The pid of another run of this workflow working in ``workdir`` now (it owns the directory and holds
+    the run lock), else None. Snakemake's own lock cannot say so once ``snakemake --unlock`` removed it:
+    a run about to execute jobs asks this instead, and refuses to measure beside a live one."""
+    owner = _run_owner(workdir)
+    if owner is None or owner == os.getpid():
+        return None
+    return owner if owner in lock_holders((Path(workdir) / RUN_LOCK).resolve()) else None
 
 
 def _run_owner(workdir: str | Path) -> int | None:
