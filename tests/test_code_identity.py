@@ -162,6 +162,8 @@ OFFLINE = {"results/cells/mlp_heart/noop-fp32/cpu/b2-s0-t1-offline.json"}
         ("inferbench/scenarios/serving.py", OFFLINE),
         ("inferbench/engines/ort/engine.py", {"results/cells/mlp_heart/ort_cpu-fp32/cpu/b2-s0-t1.json"}),
         ("inferbench/engines/pytorch/eager.py", {"results/cells/mlp_heart/torch_eager-fp32/cpu/b2-s0-t1.json"}),
+        ("inferbench/cli/main.py", SINGLE | OFFLINE),  # the dispatcher: lock, GPU slot, cores kept apart
+        ("inferbench/machine/run_lock.py", SINGLE | OFFLINE),
         ("inferbench/report/markdown.py", set()),
         ("inferbench/analysis/decisions.py", set()),
     ],

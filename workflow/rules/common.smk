@@ -14,7 +14,7 @@ PACKAGE_SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(PACKAGE_SRC))
 shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from inferbench.catalog.verbs import VERBS, cell_code_roots
+from inferbench.catalog.verbs import DISPATCHER, VERBS, cell_code_roots
 from inferbench.core.cells import CellKey
 from inferbench.core import env_vars
 from inferbench.catalog.workloads import DEVICES, PRECISIONS, ordered, workload_info
@@ -123,9 +123,10 @@ def cell_code(wildcards, scenario=PLAIN):
 
 
 def profile_code(wildcards):
-    """A profile's code identity: the profile-cell verb's and the engine's code."""
+    """A profile's code identity: the dispatcher's (it sets up the measuring), the profile-cell verb's and
+    the engine's code."""
     impl = variant(wildcards)["engine"]
-    return job_code(VERBS["profile-cell"].target, engine_info(impl).module)
+    return job_code(DISPATCHER, VERBS["profile-cell"].target, engine_info(impl).module)
 
 
 

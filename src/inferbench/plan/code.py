@@ -11,9 +11,9 @@ module or inside a function (what runs in one process may import lazily). Import
 The roots are functions or modules: for a verb, its function and what it calls in its own module,
 not the whole module (both what is followed for imports and what is hashed), so that a module holding
 several verbs' functions (inferbench.cli.models) ties each rule only to its own verb's code. The
-dispatcher that routes argv to a verb (``inferbench.__main__``, ``inferbench.cli.main`` and its table
-of verbs) is not a root: it chooses
-which code runs and computes nothing a job writes. Registries that find engines by name
+dispatcher that routes argv to a verb (``inferbench.__main__`` and ``inferbench.cli.main``) is a root of
+the measuring jobs (cells, profiles): it sets up what they measure under (the machine lock, the GPU slot,
+the cores kept apart). It computes nothing a preparing job writes, so models and data do not follow it. Registries that find engines by name
 (inferbench.catalog.engine_registry) import the other families only through ``importlib``, so a cell's
 closure holds its own engine's family and no other.
 
