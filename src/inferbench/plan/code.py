@@ -13,9 +13,9 @@ not the whole module (both what is followed for imports and what is hashed), so 
 several verbs' functions (inferbench.cli.models) ties each rule only to its own verb's code. The
 dispatcher that routes argv to a verb (``inferbench.__main__`` and ``inferbench.cli.main``) is a root of
 the measuring jobs (cells, profiles): it sets up what they measure under (the machine lock, the GPU slot,
-the cores kept apart). It computes nothing a preparing job writes, so models and data do not follow it. Registries that find engines by name
-(inferbench.catalog.engine_registry) import the other families only through ``importlib``, so a cell's
-closure holds its own engine's family and no other.
+the cores kept apart). It computes nothing a preparing job writes, so models and data do not follow it.
+Registries that find engines by name (inferbench.catalog.engine_registry) import the other families only
+through ``importlib``, so a cell's closure holds its own engine's family and no other.
 
 Only the files are read: nothing is imported, and the hash follows the source tree given (the
 workflow's ``src/``), whatever version of the package the calling process has imported.
