@@ -41,6 +41,7 @@ from inferbench.scenarios.profile import profile_cell
 from inferbench.scenarios.run import run_cell
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
 from inferbench.trackers.host_telemetry import (
+    PROC_STAT_FIELDS,
     HostWindow,
     descendants_cpu_s,
     parse_pid_stat,
@@ -833,3 +834,26 @@ def test_a_window_in_which_other_work_held_the_cores_is_contended():
     roomy = parse_proc_stat(f"cpu  {2 * ticks} 0 0 {2 * ticks} 0 0 0 0 0 0\n")  # four cores, two busy
     assert window_summary(before, roomy, *usage, wall_s=1.0)["contended"] is False
     assert window_summary(before, after, *usage)["contended"] is None, "no wall time: unknown"
+
+
+def test_a_pinned_process_counts_contention_only_on_its_own_cores():
+    """One core busy beside a cell pinned to the other contends nothing; on the cell's own core it does."""
+    cpu0 = "cpu0 {} 0 0 {} 0 0 0 0\n"
+    cpu1 = "cpu1 {} 0 0 {} 0 0 0 0\n"
+    ticks = os.sysconf("SC_CLK_TCK")
+    # 1 s: the other work spins on CPU 0 (ticks busy), the cell runs on CPU 1 (ticks busy, its own)
+    before = f"cpu  0 0 0 0 0 0 0 0\n{cpu0.format(0, 0)}{cpu1.format(0, 0)}"
+    after = f"cpu  {2 * ticks} 0 0 0 0 0 0 0\n{cpu0.format(ticks, 0)}{cpu1.format(ticks, 0)}"
+    assert parse_proc_stat(after, frozenset({1})) == dict.fromkeys(PROC_STAT_FIELDS, 0) | {"user": ticks}
+    usage = [SimpleNamespace(ru_nvcsw=0, ru_nivcsw=0, ru_utime=0.0, ru_stime=0.0),
+             SimpleNamespace(ru_nvcsw=0, ru_nivcsw=0, ru_utime=1.0, ru_stime=0.0)]  # fmt: skip
+    host = window_summary(parse_proc_stat(before), parse_proc_stat(after), *usage, wall_s=1.0)
+    assert host["contended"] and host["others_cores"] == pytest.approx(1.0), "unpinned: the host's other core counts"
+    mine = (parse_proc_stat(before, frozenset({1})), parse_proc_stat(after, frozenset({1})))
+    pinned = window_summary(parse_proc_stat(before), parse_proc_stat(after), *usage, wall_s=1.0, mine=mine)
+    assert not pinned["contended"] and pinned["others_cores"] == pytest.approx(0.0) and pinned["on_cpus"] == "own"
+    assert pinned["busy_pct"] == pytest.approx(100.0), "the machine's shares stay the machine's"
+    shared = (parse_proc_stat(before, frozenset({0, 1})), parse_proc_stat(after, frozenset({0, 1})))
+    assert window_summary(None, None, *usage, wall_s=1.0, mine=shared)["contended"], "its own cores held by others"
+    with pytest.raises(ValueError, match=r"for CPUs \[7\]"):
+        parse_proc_stat(after, frozenset({7}))
