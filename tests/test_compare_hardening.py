@@ -31,6 +31,7 @@ from inferbench.analysis.compare_runs import (
     bootstrap_ratio,
 )
 from inferbench.analysis.summary import split_scenarios
+from inferbench.analysis.summary_checks import read_summary
 from inferbench.catalog.engines import COMPUTATION_KEYS
 from inferbench.cli.main import main as inferbench_main
 from inferbench.core.cells import CellKey, CellRecord
@@ -335,18 +336,18 @@ def test_render_run_refuses_a_summary_it_cannot_read_by_name(tmp_path):
         capture_output=True, text=True, check=False, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert f"{csv}: cannot be read as a summary CSV" in done.stderr
+    assert f"{csv} cannot be read as a summary CSV" in done.stderr
 
 
 def test_backfill_adds_only_the_computation_columns_a_summary_lacks(render_run, default_config):
     config, _ = default_config
     committed = REPO / "docs" / "results"
-    without_fusions = render_run.read_summary(committed / "h100" / "default" / "summary.csv")
+    without_fusions = read_summary(committed / "h100" / "default" / "summary.csv")
     filled = render_run.backfill_computation(without_fusions, config["engines"])
     assert "fusions" not in without_fusions and "fusions" in filled
     # what the summary had is kept as it was
     pd.testing.assert_frame_equal(filled[list(without_fusions.columns)], without_fusions, check_dtype=False)
-    without_graph = render_run.read_summary(committed / "h100" / "reproducibility" / "run1_summary.csv")
+    without_graph = read_summary(committed / "h100" / "reproducibility" / "run1_summary.csv")
     filled = render_run.backfill_computation(without_graph, config["engines"])
     ort = filled[filled["engine"] == "ort_cuda"]
     assert "graph" not in without_graph and not ort.empty and (ort["graph"] == "onnxruntime").all()

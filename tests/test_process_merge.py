@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from inferbench.analysis.compare_runs import Run, checked_summary
+from inferbench.analysis.compare_runs import Run
 from inferbench.analysis.comparison import rate_at
 from inferbench.analysis.summary import summary_frame
+from inferbench.analysis.summary_checks import checked_summary
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import latency_stats

@@ -43,16 +43,6 @@ KEPT_SECTIONS = ("What was measured", "Datasets", "Models", "Profiles", "Distanc
 KEPT_FIRST_PAGE = ("Quality",)
 
 
-def read_summary(path: Path) -> pd.DataFrame:
-    """A summary CSV as written (inferbench.analysis.summary.read_summary_csv), or a UserError naming it."""
-    from inferbench.analysis.summary import read_summary_csv
-
-    try:
-        return read_summary_csv(path)
-    except (OSError, ValueError) as error:  # a missing file, an empty one, a malformed row
-        raise UserError(f"{path}: cannot be read as a summary CSV ({type(error).__name__}: {error})") from error
-
-
 def backfill_computation(summary: pd.DataFrame, variants: dict[str, dict]) -> pd.DataFrame:
     """The summary with every computation column (``COMPUTATION_KEYS``, after ``mode``): where a row lacks
     them (its summary predates them, or predates one of them), from its engine variant in ``variants``;
@@ -141,13 +131,13 @@ def render_summary(
 ) -> Path:
     """Write ``out_dir``/report.md (and, with ``plots``, ``out_dir``/plots/) from a summary CSV, which is
     only read; return the report's path."""
-    from inferbench.analysis.compare_runs import REMAKE_FROM_RECORDS, checked_summary
+    from inferbench.analysis.summary_checks import REMAKE_FROM_RECORDS, checked_summary, read_summary
     from inferbench.catalog.layouts import SERVING_PLOT
     from inferbench.core.fsutil import atomic_path, refuse_linked_folders
     from inferbench.report.markdown import DETAILS_NAME, build_details, build_report
     from inferbench.report.plots import plot_every_workload
 
-    summary = read_summary(summary_csv)
+    summary = read_summary(summary_csv, REMAKE_FROM_RECORDS)
     # an impossible figure, a repeated cell or a linked output folder is refused before anything is written
     checked_summary(summary, summary_csv, use="report", fix=REMAKE_FROM_RECORDS, need_measured=False)
     refuse_linked_folders(out_dir, out_dir / "plots")

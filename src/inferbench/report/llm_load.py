@@ -79,10 +79,22 @@ def _rate(value: float | None) -> str:
     return f"{fmt(value)} requests/s" if value is not None else "–"
 
 
-def _load_text(serving: dict[str, Any], step: dict[str, Any]) -> str:
-    if step.get("concurrency") is not None and step.get("offered_per_s") is None:
-        return f"{step['concurrency']} in flight"
-    return f"{step['load']:g}× capacity"
+def load_label(
+    load: Any, concurrency: Any = None, offered_per_s: Any = None, phase: str = "sweep", position: Any = None
+) -> str:
+    """How the pages name a load: ``capacity``, ``search 2``, ``8 in flight`` (a concurrency with no rate
+    offered) or ``0.5× capacity``; from a record's step or a loads.csv row alike."""
+    if phase == "capacity":
+        return "capacity"
+    if phase == "search":
+        return f"search {int(position) + 1}"
+    if concurrency is not None and not pd.isna(concurrency) and (offered_per_s is None or pd.isna(offered_per_s)):
+        return f"{int(concurrency)} in flight"
+    return f"{float(load):g}× capacity"
+
+
+def _step_label(step: dict[str, Any]) -> str:
+    return load_label(step.get("load"), step.get("concurrency"), step.get("offered_per_s"))
 
 
 def _shape(serving: dict[str, Any]) -> str:
@@ -164,7 +176,7 @@ def answer_line(record: CellRecord) -> str:
         first = sweep[0]
         lightest = first["offered_per_s"] if first["offered_per_s"] is not None else first["request_per_s"]
         return (
-            f"{head}not even the lightest load ({_load_text(serving, first)}, {_rate(lightest)}) "
+            f"{head}not even the lightest load ({_step_label(first)}, {_rate(lightest)}) "
             f"met {against}. There TTFT {level} {fmt_ms(first['ttft_ms'][level])}, TPOT {level} "
             f"{fmt_ms(first['tpot_ms'][level])}. {cap} {processes}"
         )
@@ -172,12 +184,12 @@ def answer_line(record: CellRecord) -> str:
     if answer["failing_index"] is not None:
         missed = sweep[answer["failing_index"]]
         beyond = (
-            f"At {_load_text(serving, missed)} ({_rate(answer['failing_rate_per_s'])}) it missed: TTFT {level} "
+            f"At {_step_label(missed)} ({_rate(answer['failing_rate_per_s'])}) it missed: TTFT {level} "
             f"{fmt_ms(missed['ttft_ms'][level])}, TPOT {level} {fmt_ms(missed['tpot_ms'][level])}."
         )
         if missed.get("valid") is False:  # no steady rate there: what failed, not its percentiles
             beyond = (
-                f"At {_load_text(serving, missed)} ({_rate(answer['failing_rate_per_s'])}) the load was "
+                f"At {_step_label(missed)} ({_rate(answer['failing_rate_per_s'])}) the load was "
                 f"{escape_markdown(verdict_text(missed))}."
             )
     else:
@@ -188,7 +200,7 @@ def answer_line(record: CellRecord) -> str:
             f"VALID over a {fmt(step['window_s'] / step.get('processes', 1))}-s steady window: {served} of "
             f"{fmt(step['arrived_per_s'])} arrived"
         )
-    where = "found by the search" if step.get("load") is None else _load_text(serving, step)
+    where = "found by the search" if step.get("load") is None else _step_label(step)
     return (
         f"{head}{against} up to **{_rate(rate)}** ({where}, {served}). "
         f"There TTFT {level} {fmt_ms(step['ttft_ms'][level])}, TPOT "
@@ -315,20 +327,13 @@ def load_table(rows: pd.DataFrame) -> pd.DataFrame:
     """A cell's rows of loads.csv (inferbench.analysis.serving_loads) as the appendix shows them: each load named,
     its verdict in words, energy per token."""
     table = rows.copy()
-    table["load_text"] = [_row_load_text(row) for row in rows.itertuples(index=False)]
+    table["load_text"] = [
+        load_label(row.load, row.concurrency, row.offered_per_s, row.phase, row.position)
+        for row in rows.itertuples(index=False)
+    ]
     table["verdict"] = [_row_verdict(row.valid, row.failed) for row in rows.itertuples(index=False)]
     table["energy_mj_per_token"] = rows["energy_per_output_token_mj"]
     return table
-
-
-def _row_load_text(row: Any) -> str:
-    if row.phase == "capacity":
-        return "capacity"
-    if row.phase == "search":
-        return f"search {int(row.position) + 1}"
-    if pd.notna(row.concurrency) and pd.isna(row.offered_per_s):
-        return f"{int(row.concurrency)} in flight"
-    return f"{float(row.load):g}× capacity"
 
 
 def _row_verdict(valid: Any, failed: Any) -> str:

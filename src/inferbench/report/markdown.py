@@ -14,12 +14,12 @@ from typing import Any
 import pandas as pd
 
 from inferbench.analysis import decisions
-from inferbench.analysis.compare_runs import REMAKE_FROM_RECORDS, checked_summary, read_summary
 from inferbench.analysis.comparison import BOUNDARY_LABELS, inverted_boundaries, rate_at
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.serving_loads import LOADS_CSV, read_loads
 from inferbench.analysis.summary import split_scenarios, with_scenario
+from inferbench.analysis.summary_checks import REMAKE_FROM_RECORDS, checked_summary, read_summary
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.fsutil import atomic_path, read_json
