@@ -5,8 +5,8 @@ and the CPU time of the processes it started (vLLM's engine core issues every st
 These explain spread between runs that the within-run statistics cannot: a launch-bound GPU cell is
 as fast as the host thread that issues its kernels. A window in which other work held the host's cores
 (``contended``) timed the contention, not the engine: each parallel region waits for a scheduler slice on
-the core the other work holds (docs/results/cpu-2core/calibration/2026-11-28-contention). Where the process
-is pinned, only its own cores count: work on the host's other cores takes nothing from it.
+the core the other work holds (docs/measuring.md, "Other work on the host"). Where the process is pinned,
+only its own cores count: work on the host's other cores takes nothing from it.
 """
 
 from __future__ import annotations
@@ -38,11 +38,13 @@ def parse_proc_stat(text: str, cpus: frozenset[int] | None = None) -> dict[str, 
     return totals
 
 
-def _read_proc_stat(cpus: frozenset[int] | None = None) -> dict[str, int] | None:
+def _read_proc_stat(cpus: frozenset[int] | None) -> tuple[dict[str, int] | None, dict[str, int] | None]:
+    """The host's counters and, with ``cpus``, those of these CPUs, from one read of /proc/stat (None: not Linux)."""
     try:
-        return parse_proc_stat(Path("/proc/stat").read_text(), cpus)
+        text = Path("/proc/stat").read_text()
+        return parse_proc_stat(text), parse_proc_stat(text, cpus) if cpus else None
     except (OSError, ValueError):  # not Linux
-        return None
+        return None, None
 
 
 def own_cpus() -> frozenset[int] | None:
@@ -129,16 +131,15 @@ def window_summary(
         "others_cores": None,
         "idle_cores": None,
         "contended": None,
-        "on_cpus": "own" if mine else "host",
     }
-    if before and after:
-        delta = _delta(before, after)
-        total = sum(delta.values())
-        if total > 0:
-            idle = delta["idle"] + delta["iowait"]
-            out["steal_pct"] = 100.0 * delta["steal"] / total
-            out["busy_pct"] = 100.0 * (total - idle) / total
-    watched = _delta(*mine) if mine and mine[0] and mine[1] else (_delta(before, after) if before and after else None)
+    host = _delta(before, after) if before and after else None
+    if host and (total := sum(host.values())) > 0:
+        idle = host["idle"] + host["iowait"]
+        out["steal_pct"] = 100.0 * host["steal"] / total
+        out["busy_pct"] = 100.0 * (total - idle) / total
+    own = _delta(*mine) if mine and mine[0] and mine[1] else None
+    out["on_cpus"] = "own" if own else "host"
+    watched = own or host
     if watched and sum(watched.values()) > 0 and wall_s:
         tick = os.sysconf("SC_CLK_TCK")
         idle = watched["idle"] + watched["iowait"]
@@ -160,14 +161,13 @@ class HostWindow:
     def __enter__(self) -> HostWindow:
         self._cpus = own_cpus()  # pinned: other work counts as contention only on these
         self._children = read_descendants_cpu_s()
-        self._mine = _read_proc_stat(self._cpus) if self._cpus else None
-        self._stat, self._usage = _read_proc_stat(), resource.getrusage(resource.RUSAGE_SELF)
+        (self._stat, self._mine), self._usage = _read_proc_stat(self._cpus), resource.getrusage(resource.RUSAGE_SELF)
         self._started = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        stat, usage = _read_proc_stat(), resource.getrusage(resource.RUSAGE_SELF)
-        mine = (self._mine, _read_proc_stat(self._cpus)) if self._cpus else None
+        (stat, mine_after), usage = _read_proc_stat(self._cpus), resource.getrusage(resource.RUSAGE_SELF)
+        mine = (self._mine, mine_after) if self._cpus else None
         wall_s = time.perf_counter() - self._started
         self.summary = window_summary(
             self._stat, stat, self._usage, usage, self._children, read_descendants_cpu_s(), wall_s, mine
