@@ -28,6 +28,11 @@ if [ -n "${NARROW:-}" ]; then
   printf 'studies:\n  %s: {%s}\n' "$STUDIES" "$NARROW" > "$narrow"
   configfiles+=("$narrow")
 fi
+# MEASURE='repeats: 2, max_repeats: 8': measure settings over the preset's, as a config file of their own
+if [ -n "${MEASURE:-}" ]; then
+  printf 'measure: {%s}\n' "$MEASURE" > /tmp/inferbench-measure.yaml
+  configfiles+=(/tmp/inferbench-measure.yaml)
+fi
 preset=()
 [ ${#configfiles[@]} -gt 0 ] && preset=(--configfile "${configfiles[@]}")   # one flag: a second would replace the first
 overrides=()
