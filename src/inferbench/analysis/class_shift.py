@@ -3,8 +3,8 @@
 Each cell's interval answers "did this cell change?". A host-bound cell's is wide (its processes move
 by 10-75% on shared VMs), so a shift that every host-bound cell shares, set by the run's conditions
 (another GPU measuring beside it, a slower host) and not by any engine, hides in them, or shows as a
-few cells flagged one way: 2 x H200, gpu=2 against gpu=1, 7 of 27 host-bound cells flagged slower and
-none faster. Per class (inferbench.analysis.comparison.spread_class): the median of its cells' B / A
+few cells flagged one way (docs/results/h200x2/multi-gpu-partitioned). Per class
+(inferbench.analysis.comparison.spread_class): the median of its cells' B / A
 ratios, a distribution-free 95% interval of that median, how many cells read slower and faster, and
 for scale the class's median spread between processes in each run. A class whose interval excludes 1 moved as
 a whole. A cell counts in a class only where both runs put it there.

@@ -12,11 +12,10 @@ How: the ``run-cell`` process imports the engine's libraries once (timed on thei
 forks one child per repeat, one after another. A forked child is a fresh process for everything a
 measurement depends on (its own CUDA context, allocator, cuDNN autotuning, engine, thread placement
 and machine lock), without paying the imports again. The cell's processes share one compiler cache
-(``COMPILER_CACHES``), empty when the first starts: the later ones load the code it generated (a
-compiled ResNet-50 training step took 45 s a process to generate on an H100). They do not load its
-autotuned choices: with those shared, a compiled cell's processes agreed while its leases did not
-(BERT-base b1 torch.compile on an H100: 1.22 to 1.53 ms from one lease to the next, each lease's two
-processes agreeing; docs/results/h100/default_leases), so every process benchmarks and chooses its
+(``COMPILER_CACHES``), empty when the first starts: the later ones load the code it generated, which
+takes a compiled model tens of seconds a process to generate. They do not load its autotuned choices:
+with those shared, a compiled cell's processes agreed while its leases did not
+(docs/results/h100/default_leases), so every process benchmarks and chooses its
 kernels anew (inferbench.engines.pytorch.compile.compile_module). A record's cold start is its first
 process's, which compiled from nothing. Forking is safe only while the parent has not
 initialised CUDA (a child of such a process cannot use the GPU); if a library's import did, the

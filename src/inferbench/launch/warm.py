@@ -1,8 +1,9 @@
 """Warm start: cell jobs forked from a process that has already imported the heavy libraries.
 
 Every cell is its own Snakemake job, and under ``--resources gpu=1`` GPU jobs run one after another;
-each used to spend 4-15 s importing torch, timm, transformers and ONNX Runtime before measuring
-anything (a third of the GPU default's wall time on an H100). When the workflow runs locally,
+each used to spend seconds importing torch, timm, transformers and ONNX Runtime before measuring
+anything, a large share of the GPU default's wall time (docs/results/h100/between_runs). When the
+workflow runs locally,
 ``onstart`` starts one server per run (``inferbench warm-server``) that imports them once and
 listens on a Unix socket. A job's ``python -m inferbench run-cell ...`` then hands its arguments,
 environment, working directory and its stdin/stdout/stderr to the server, which forks a child that

@@ -13,20 +13,17 @@ preparation:
   as many again for the rest: no partition, measurements stay exclusive machine-wide.
 - a GPU cell's measuring process times its calls (warm-up included) on its GPU's slot, holding the GPUs'
   measuring lock exclusively and the machine lock shared: one GPU's timed loop at a time, while the
-  other GPUs' jobs set up beside it on the shared cores. The timed loops are about a quarter of the
-  work (the GPU default with gpu=1 on 2 x H200: 118 of 464 s); the rest overlaps. With
+  other GPUs' jobs set up beside it on the shared cores. The timed loops are a small part of the
+  work; the rest overlaps (docs/results/h200x2/multi-gpu-partitioned). With
   ``INFERBENCH_GPUS_MEASURE_AT_ONCE=1`` each GPU has a measuring lock of its own and the GPUs time their
-  calls at the same moment. Not by default: on lent 2 x H200 VMs a launch-bound loop on one GPU ran up
-  to 1.6x slower (1.07-1.09 against alone's 1.00-1.06 on one VM, 1.11-1.58 in five of six rounds on two
-  others) while the same loop ran on the other GPU from the other slot, on one VM with the measuring
-  core's own speed unchanged: something the guest's cores do not divide; and a gpu=2 run's host-bound
-  cells read 1.086x gpu=1's as a class (docs/results/h200x2/multi-gpu-partitioned). Memory copies and
-  compiles on the shared cores cost it 1.05-1.7x too (every round of both probes), which timing one GPU
-  at a time does not prevent;
+  calls at the same moment. Not by default: on lent multi-GPU VMs a launch-bound loop on one GPU ran
+  slower while the same loop ran on the other GPU from the other slot, with the measuring core's own
+  speed unchanged: something the guest's cores do not divide. Memory copies and compiles on the shared
+  cores slow it too, which timing one GPU at a time does not prevent (figures:
+  docs/results/h200x2/multi-gpu-partitioned);
 - everything else runs on the shared cores, away from the slots: every other job process (preparation,
-  compiling) and the GPU cells' own set-up (loading, torch.compile's workers, capturing), which on a
-  4-core slot took a compiled ResNet-50 training step 59 s a process on 2 x H200; a CPU cell still
-  measures alone, with the machine lock exclusive;
+  compiling) and the GPU cells' own set-up (loading, torch.compile's workers, capturing), which a
+  few-core slot would slow by much; a CPU cell still measures alone, with the machine lock exclusive;
 - the partition travels to a job's processes in ``INFERBENCH_HOST_PARTITION`` (JSON; ``off``, ``0``,
   ``false``, ``no`` or ``none`` turns it off; empty counts as unset), so that every process of a run reads
   the same one. A bad value is refused by name before any job (inferbench.core.env_vars).

@@ -379,8 +379,8 @@ def plain_requests(engine: Any, batch: dict[str, np.ndarray]) -> dict | None:
     plain way of answering a request (``LLM.generate``): the stepping must cost nothing, or its per-token
     times would not be what a user of the engine sees. The two alternate, a stepped request then a plain
     one, ``PLAIN_REQUESTS`` times after one of each: both meet the same state of the machine, where the timed
-    requests came first (on an H100, their p50 over 3 requests read 1.64x the plain one in one process and
-    0.84x in the next). None for engines with no plain way of their own."""
+    requests came first and read far from the plain ones, one way in one process and the other way in the
+    next. None for engines with no plain way of their own."""
     if not hasattr(engine, "plain_request"):
         return None
     staged = engine.stage(batch)

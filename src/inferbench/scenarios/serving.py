@@ -204,7 +204,7 @@ class DynamicBatcher:
     most one staged batch waits, batches run one at a time in the order they were formed, and the thread
     that formed a batch also runs and completes it: a query that finds the engine idle passes no thread
     but the one that took it (a worker handing batches to a runner thread added a wake-up per query, and
-    on the H100 VM its harness p99 grew with the load, to 14.8 ms at 2,000 QPS). The price of
+    its harness p99 grew with the load). The price of
     overlapping: batch N+1 is formed when batch N starts, not when it ends, so under heavy load batches
     are smaller than in series (``serving.overlap_copies: false`` measures the other side of that trade)."""
 

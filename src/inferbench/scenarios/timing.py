@@ -66,9 +66,9 @@ class CudaEventTimer:
 
     The next call is queued while the device runs this one (one call in flight): its start event fires
     when this call's work has ended, so each window holds the device's time for its call. Timed one call
-    at a time, the window also held the host issuing the call, from the start event to its last launch:
-    50-110 µs for a CUDA graph replay on an H100 VM, depending on the process's vCPU, so a 0.73 ms
-    device-bound cell read 0.75-0.79 ms from one process to the next (docs/results/h100/default_leases).
+    at a time, the window also held the host issuing the call, from the start event to its last launch,
+    which depends on the process's vCPU: a device-bound cell then moved from one process to the next by
+    its host's issuing time (docs/results/h100/default_leases).
     Where the host is slower than the device (a host-bound call), the device idles before each start
     event and the window is the host's issuing again, as it should be."""
 

@@ -17,8 +17,8 @@ Two measured signals, each where it means something:
   sleep ends.
 - ``gpu_busy_pct`` (inferbench.trackers.gpu_telemetry): NVML's share of the window in which a kernel
   was running. Engine-agnostic but coarse: the driver samples every ~1/6 s, and the samples at the
-  window's edges cover idle time outside it, so device-bound cells read 75-94% on the H100, not 100
-  (host-bound ORT cells 26-36%: docs/results/h100/default/).
+  window's edges cover idle time outside it, so device-bound cells read below 100%
+  (docs/results/h100/default/).
 """
 
 from __future__ import annotations

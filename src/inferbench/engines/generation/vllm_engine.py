@@ -339,7 +339,7 @@ class Vllm(ExportedDecoder):
         engine of their own: a fresh process (``TRACE_SCRIPT``) builds the engine from this cell's arguments with
         vLLM's torch profiler configured (``TRACE_GPU_MEMORY`` of the GPU: this engine keeps its own), answers
         the request twice, then once profiled. Not in the timed engine: twice a cell's process waited on its
-        engine core for minutes after a ``stop_profile`` (H100, 2026-11-27), and a profiler configured there
+        engine core for minutes after a ``stop_profile``, and a profiler configured there
         would run in the engine users time. The iterations are told apart by the annotation vLLM's worker
         gives each (``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)``): the steps that decode every
         row and prefill none. A batch's rows reach the engine core one by one, so its prefill may span
