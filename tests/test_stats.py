@@ -112,3 +112,43 @@ def test_host_timer_includes_synchronisation():
     timer = HostTimer(lambda: [time.sleep(0.003) for _ in pending.clear() or [0]])
     result = measure_calls(lambda: pending.append(1), timer, warmup_s=0.0, min_time_s=0.0, min_iters=3)
     assert result.samples_s.min() >= 0.003
+
+
+def test_a_process_p50_is_its_calls_in_the_hosts_fast_phase_and_the_tail_stays_every_calls():
+    """A host that runs the same call at 8.4 µs for a while and at 15 µs for the next (its core shared): the
+    process's p50 is the fast phase's, its p99 and mean every call's, and the share of fast windows is said."""
+    from inferbench.core.stats import fast_phase, latency_stats, phase_windows, with_fast_phase_p50
+
+    rng = np.random.default_rng(0)
+    phases = [np.full(3000, 8.4e-6), np.full(6000, 15e-6), np.full(2000, 8.5e-6)]
+    samples = np.concatenate(phases) * (1 + rng.normal(0, 0.01, 11_000))
+    windows = phase_windows(samples)
+    sizes = [samples[w].sum() for w in windows]
+    assert min(sizes) >= 0.01 and all(w.stop - w.start >= 10 for w in windows), "each window: 10 ms, 10 calls"
+    assert [w.start for w in windows[1:]] == [w.stop for w in windows[:-1]] and windows[-1].stop == samples.size
+    mask, share = fast_phase(samples)
+    assert 0.3 < share < 0.6 and mask[:2000].all() and not mask[4000:8000].any()
+    stats = with_fast_phase_p50(latency_stats(samples, 1), samples)
+    plain = latency_stats(samples, 1)
+    assert stats["latency_ms"]["p50"] == pytest.approx(8.44e-3, rel=0.01), "the fast phase's p50, in ms"
+    assert stats["latency_ms"]["p50_pooled"] == plain["latency_ms"]["p50"] == pytest.approx(15e-3, rel=0.02)
+    assert (
+        stats["latency_ms"]["p99"] == plain["latency_ms"]["p99"]
+        and stats["latency_ms"]["mean"] == plain["latency_ms"]["mean"]
+    )
+    low, high = stats["latency_ci95_ms"]["p50"]
+    assert low <= stats["latency_ms"]["p50"] <= high < 9e-3, "the interval of the figure shown"
+    assert stats["fast_phase_share"] == share
+
+
+def test_a_steady_host_keeps_every_call_in_the_p50():
+    from inferbench.core.stats import fast_phase, latency_stats, with_fast_phase_p50
+
+    samples = np.random.default_rng(1).lognormal(np.log(1e-3), 0.02, 2000)  # 1 ms calls, 2% apart
+    mask, share = fast_phase(samples)
+    assert mask.all() and share == 1.0
+    assert with_fast_phase_p50(latency_stats(samples, 1), samples)["latency_ms"]["p50"] == pytest.approx(
+        latency_stats(samples, 1)["latency_ms"]["p50"]
+    )
+    few = np.full(12, 0.5)  # fewer calls than two windows hold: one window, every call
+    assert fast_phase(few)[0].all()

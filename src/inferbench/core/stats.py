@@ -100,3 +100,61 @@ def latency_stats(samples_s: np.ndarray, batch_size: int) -> dict[str, Any]:
         "n_iters": int(samples.size),
         "throughput_per_s": batch_size * samples.size / total_s if total_s > 0 else None,
     }
+
+
+#: consecutive calls judged together: a window holds at least this many seconds of calls, and this many calls
+PHASE_WINDOW_S = 0.01
+PHASE_WINDOW_CALLS = 10
+#: a window whose p50 lies within this share of the fastest window's ran in the host's fast phase
+FAST_PHASE_PCT = 10.0
+
+
+def phase_windows(samples_s: np.ndarray) -> list[slice]:
+    """The timed calls (seconds, in the order they ran) cut into consecutive windows of at least
+    ``PHASE_WINDOW_S`` of calls and ``PHASE_WINDOW_CALLS`` calls; a short tail joins the last window."""
+    samples = np.asarray(samples_s, dtype=np.float64)
+    elapsed = np.cumsum(samples)
+    windows: list[slice] = []
+    start = 0
+    while start < samples.size:
+        before = elapsed[start - 1] if start else 0.0
+        end = max(int(np.searchsorted(elapsed, before + PHASE_WINDOW_S)) + 1, start + PHASE_WINDOW_CALLS)
+        if (
+            samples.size - end < PHASE_WINDOW_CALLS
+            or elapsed[-1] - elapsed[min(end, samples.size) - 1] < PHASE_WINDOW_S
+        ):
+            end = samples.size  # too little left for a window of its own
+        windows.append(slice(start, end))
+        start = end
+    return windows
+
+
+def fast_phase(samples_s: np.ndarray) -> tuple[np.ndarray, float]:
+    """Which calls ran in the host's fast phase, and the share of windows that did. On a shared host the
+    same call takes one time for a while and 1.5-2x that for the next while (its core's other tenant; 10 ms
+    windows of one process flip between them: docs/measuring.md), so that a process's p50 over all its calls
+    is a mix weighted by how long the host was slow. The calls are cut into windows (``phase_windows``);
+    those whose p50 lies within ``FAST_PHASE_PCT`` of the fastest window's are kept. Where the host was steady,
+    every window is."""
+    samples = np.asarray(samples_s, dtype=np.float64)
+    windows = phase_windows(samples)
+    p50s = np.array([np.median(samples[w]) for w in windows])
+    fast = p50s <= p50s.min() * (1 + FAST_PHASE_PCT / 100)
+    mask = np.zeros(samples.size, dtype=bool)
+    for window, kept in zip(windows, fast, strict=True):
+        mask[window] = kept
+    return mask, float(fast.mean())
+
+
+def with_fast_phase_p50(stats: dict[str, Any], samples_s: np.ndarray) -> dict[str, Any]:
+    """``latency_stats``'s figures of one process with its p50 (and the p50's interval) made of the calls of
+    the host's fast phase (``fast_phase``); the p50 of all its calls kept as ``p50_pooled``, and the share of
+    windows in the fast phase as ``fast_phase_share``. The tail and the mean stay every call's."""
+    mask, share = fast_phase(samples_s)
+    kept = np.asarray(samples_s, dtype=np.float64)[mask] * 1e3
+    latency = stats["latency_ms"]
+    intervals = dict(stats["latency_ci95_ms"])
+    if "p50" in intervals:
+        intervals["p50"] = list(percentile_ci(kept, ["p50"]).get("p50", (latency["p50"], latency["p50"])))
+    fast = {"p50": float(np.median(kept)), "p50_pooled": latency["p50"]}
+    return {**stats, "latency_ms": {**latency, **fast}, "latency_ci95_ms": intervals, "fast_phase_share": share}

@@ -48,7 +48,7 @@ from inferbench.catalog.scenarios import scenario_info
 from inferbench.catalog.targets import load_target
 from inferbench.core.cells import COLD_START_STEPS, CellRecord
 from inferbench.core.errors import UserError
-from inferbench.core.stats import latency_stats
+from inferbench.core.stats import fast_phase, latency_stats, percentile_ci
 from inferbench.core.storage import BOUNDARIES, load_samples, save_cell
 from inferbench.machine import watchdog
 from inferbench.machine.lifetime import kill_group, why_not_fork
@@ -160,6 +160,8 @@ def merge_repeats(
             "host_others_cores": (r.host_telemetry or {}).get("others_cores"),
             "contended": contended(r),
             "involuntary_switches": (r.host_telemetry or {}).get("involuntary_switches"),
+            # the share of its timed windows the host ran at its fast pace (inferbench.core.stats.fast_phase)
+            "fast_phase_share": (r.host_telemetry or {}).get("fast_phase_share"),
             # the CPU its own processes used (vLLM's engine core): a host-bound engine's pace
             "children_cpu_s": (r.host_telemetry or {}).get("children_cpu_s"),
             "gpu_sm_clock_mean_mhz": ((r.gpu_telemetry or {}).get("sm_clock_mhz") or {}).get("mean"),
@@ -210,8 +212,8 @@ def merge_repeats(
 
     pooled = {b: np.concatenate([s[b] for s in kept_samples]) for b in BOUNDARIES}
     items = base.items_per_call or base.key.batch_size
-    stats = latency_stats(pooled["device"], items)
-    e2e = latency_stats(pooled["end_to_end"], items)
+    stats = pooled_stats(pooled["device"], [s["device"] for s in kept_samples], items)
+    e2e = pooled_stats(pooled["end_to_end"], [s["end_to_end"] for s in kept_samples], items)
     latency = _with_median_p50(stats["latency_ms"], [r["p50_ms"] for r in timed])
     e2e_latency = _with_median_p50(e2e["latency_ms"], [r["e2e_p50_ms"] for r in timed])
     generation = _merged_generation(kept) if base.generation else None
@@ -238,6 +240,17 @@ def merge_repeats(
             fields["end_to_end"] = {**fields["end_to_end"], **e2e_latencies}
         merged = replace(merged, **fields)
     return merged, pooled
+
+
+def pooled_stats(pooled: np.ndarray, processes: Sequence[np.ndarray], items: int) -> dict[str, Any]:
+    """The pooled calls' figures, the interval of their p50 made of each process's calls in the host's fast
+    phase (inferbench.core.stats.fast_phase), as the processes' own p50s are."""
+    stats = latency_stats(pooled, items)
+    if "p50" in stats["latency_ci95_ms"]:
+        fast = np.concatenate([samples[fast_phase(samples)[0]] for samples in processes]) * 1e3
+        if interval := percentile_ci(fast, ["p50"]).get("p50"):
+            stats["latency_ci95_ms"] = {**stats["latency_ci95_ms"], "p50": list(interval)}
+    return stats
 
 
 def _with_median_p50(latency: dict[str, float | None], p50s: Sequence[float | None]) -> dict[str, float | None]:

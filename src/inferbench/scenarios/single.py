@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from inferbench.core.stats import latency_stats
+from inferbench.core.stats import latency_stats, with_fast_phase_p50
 from inferbench.machine.host_partition import measuring
 from inferbench.scenarios.prepare import Measured, PreparedCell
 from inferbench.scenarios.timing import CudaEventTimer, HostTimer, Measurement, measure_calls
@@ -163,9 +163,10 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
     result = Measurement.joined(own_rounds)
     end_to_end = Measurement.joined(e2e_rounds) if e2e_rounds else None
 
-    stats = latency_stats(result.samples_s, items_per_call)
+    # the p50 of the calls the host ran at its fast pace (core.stats.fast_phase), the tail every call's
+    stats = with_fast_phase_p50(latency_stats(result.samples_s, items_per_call), result.samples_s)
     e2e_samples = end_to_end.samples_s if end_to_end else result.samples_s
-    e2e_stats = latency_stats(e2e_samples, items_per_call) if end_to_end else stats
+    e2e_stats = with_fast_phase_p50(latency_stats(e2e_samples, items_per_call), e2e_samples) if end_to_end else stats
     # the telemetry window holds the warm-up calls too: energy is shared among all their items
     gpu_summary = telemetry.summary(items_per_call * (result.warmup_iters + stats["n_iters"])) if telemetry else None
     bound = None
@@ -196,7 +197,7 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
         "measuring": held,
         "memory_mb": {"gpu_process_peak_nvml": gpu_summary["process_peak_mb"] if gpu_summary else None},
         "gpu_telemetry": gpu_summary,
-        "host_telemetry": host.summary,
+        "host_telemetry": {**host.summary, "fast_phase_share": stats["fast_phase_share"]},
         "bound": bound,
         "end_to_end": {
             "description": end_to_end_description,
