@@ -233,3 +233,18 @@ def test_the_summarys_throughput_is_the_pages_items_per_call_over_the_p50_at_eac
         assert rate_at(frame, boundary).iloc[0] == pytest.approx(row[column]), "the page's figure is the summary's"
     assert row["throughput_mean_per_s"] == pytest.approx(merged.throughput_per_s)
     assert row["throughput_mean_per_s"] != pytest.approx(row["throughput_per_s"], rel=0.05), "the mean's is apart"
+
+
+def test_the_summary_says_how_much_of_the_time_the_host_ran_at_its_fast_pace():
+    plain = {"prepare": 1.0, "first_call": 0.1}
+    shares = (0.25, 1.0, 0.5)
+    processes = [_process(10.0 + i / 10, 9, plain) for i in range(3)]
+    processes = [
+        (replace(r, host_telemetry={"fast_phase_share": share}), s)
+        for (r, s), share in zip(processes, shares, strict=True)
+    ]
+    merged, _ = _merged(*processes)
+    assert merged.flatten()["host_fast_phase_pct"] == pytest.approx(50.0), "the median process's share"
+    alone, _ = _merged(processes[0])
+    assert alone.flatten()["host_fast_phase_pct"] == pytest.approx(25.0)
+    assert _merged(_process(10.0, 9, plain))[0].flatten()["host_fast_phase_pct"] is None, "a record without it"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import statistics
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -235,6 +236,13 @@ class CellRecord:
         repeats = (self.repeats or {}).get("per_repeat", [])
         return [r[key] for r in repeats if r.get(key) is not None and r.get("counted", not r.get("prime"))]
 
+    def _fast_phase_pct(self) -> float | None:
+        shares = [r["fast_phase_share"] for r in (self.repeats or {}).get("per_repeat", [])
+                  if r.get("fast_phase_share") is not None and r.get("counted", not r.get("prime"))]  # fmt: skip
+        own = (self.host_telemetry or {}).get("fast_phase_share")
+        shares = shares or ([own] if own is not None else [])
+        return 100.0 * statistics.median(shares) if shares else None
+
     def _e2e_p50_ci(self) -> list[float | None]:
         return ((self.end_to_end or {}).get("latency_ci95_ms") or {}).get("p50") or [None, None]
 
@@ -328,6 +336,9 @@ class CellRecord:
             "gpu_temperature_max_c": (telemetry.get("temperature_c") or {}).get("max"),
             "host_steal_pct": (self.host_telemetry or {}).get("steal_pct"),
             "host_busy_pct": (self.host_telemetry or {}).get("busy_pct"),
+            # the share of the timed windows the host ran at its fast pace, the median process's
+            # (inferbench.core.stats.fast_phase): below 100, the p50 left its slow phases out
+            "host_fast_phase_pct": self._fast_phase_pct(),
             # timed processes left out because other work held the host's cores; True: every one was, and
             # the figures are theirs (inferbench.launch.processes.counted_processes)
             "contended_processes": (self.repeats or {}).get("contended"),
