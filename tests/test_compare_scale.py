@@ -222,11 +222,23 @@ def test_every_table_of_claims_is_its_rows_one_pair_claims(seed):
     assert len(ranked) >= 15 and len(speedups) > 100 and set(steps["knob"]) >= {"precision", "graph", "host_input"}
 
 
+def scaled(summary: pd.DataFrame, factors: np.ndarray) -> pd.DataFrame:
+    """The summary with each cell's p50s (its figure and its processes', both boundaries) times its factor."""
+    out = summary.copy()
+    for p50, by_process in (("latency_p50_ms", "p50_by_process_ms"), ("e2e_latency_p50_ms", "e2e_p50_by_process_ms")):
+        out[p50] = out[p50] * factors
+        out[by_process] = [
+            ";".join(f"{float(v) * f:.6g}" for v in str(text).split(";")) if isinstance(text, str) else text
+            for text, f in zip(out[by_process], factors, strict=True)
+        ]
+    return out
+
+
 def test_compare_judges_each_cell_as_the_one_pair_calls_do(tmp_path):
     """Each cell's interval across processes in compare's table, against the one-pair calls on its two rows."""
     rng = np.random.default_rng(5)
     a = random_summary(rng)
-    b = a.assign(latency_p50_ms=a["latency_p50_ms"] * rng.lognormal(0, 0.1, len(a)))
+    b = scaled(a, rng.lognormal(0, 0.1, len(a)))
     for frame, name in ((a, "a.csv"), (b, "b.csv")):
         frame.to_csv(tmp_path / name, index=False)
     runs = [Run.load(tmp_path / name) for name in ("a.csv", "b.csv")]
@@ -248,7 +260,9 @@ def test_compare_judges_each_cell_as_the_one_pair_calls_do(tmp_path):
             if not (spread_a.known and spread_b.known):
                 assert row[f"{prefix}interval_from"] == "none" and pd.isna(row[f"{prefix}ratio_low"])
                 continue
-            expected = ratio(spread_a, spread_b, row_b[p50] / row_a[p50])
+            # centred on the figures as their processes make them (the fast modes': CellTable)
+            figures = [comparison.CellTable.of([row_x]).p50[boundary][0] for row_x in (row_a, row_b)]
+            expected = ratio(spread_a, spread_b, figures[1] / figures[0])
             found = (row[f"{prefix}ratio_low"], row[f"{prefix}ratio_high"], row[f"{prefix}p_value"])
             assert same_numbers(found, (expected.low, expected.high, expected.p_value))
             checked += 1
@@ -263,7 +277,7 @@ def test_the_tables_made_a_column_at_a_time_are_markdown_tables(tmp_path):
     markdown_table's, for the cells' table and the claims' of random runs, and for fields of every kind."""
     rng = np.random.default_rng(9)
     a = random_summary(rng)
-    b = a.assign(latency_p50_ms=a["latency_p50_ms"] * rng.lognormal(0, 0.2, len(a)), bound="host")
+    b = scaled(a, rng.lognormal(0, 0.2, len(a))).assign(bound="host")
     paths = [tmp_path / "a.csv", tmp_path / "b.csv"]
     for frame, path in zip((a, b), paths, strict=True):
         frame.to_csv(path, index=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import re
@@ -278,7 +279,7 @@ def test_merge_repeats_pools_samples_and_reports_the_spread_of_medians():
     first, second = _record(np.full(50, 0.010)), _record(np.full(150, 0.011))
     merged, pooled = merge_repeats([first[0], second[0]], [first[1], second[1]])
     assert merged.status == "ok" and merged.n_iters == 200 and pooled["device"].size == 200
-    assert merged.latency_ms["p50"] == pytest.approx(10.5)  # the median of the processes' p50s, each weighing alike
+    assert merged.latency_ms["p50"] == pytest.approx(math.sqrt(10.0 * 11.0))  # the processes', each weighing alike
     assert merged.latency_ms["p50_pooled"] == pytest.approx(11.0)  # pooled: 150 of 200 samples are 11 ms
     assert merged.repeats["n"] == 2
     assert [r["p50_ms"] for r in merged.repeats["per_repeat"]] == pytest.approx([10.0, 11.0])

@@ -4,6 +4,7 @@ timed in no figure."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -61,13 +62,14 @@ def _merged(*processes: tuple[CellRecord, dict[str, np.ndarray]]) -> tuple[CellR
     return merge_repeats([p[0] for p in processes], [p[1] for p in processes])
 
 
-def test_a_cells_p50_is_the_median_of_its_processes_p50s_not_pulled_by_the_one_that_timed_more_calls():
+def test_a_cells_p50_is_its_fast_processes_not_pulled_by_the_one_that_timed_more_calls():
     plain = {"prepare": 1.0, "first_call": 0.1}  # no compile: nothing primes
-    merged, pooled = _merged(_process(10.0, 9, plain), _process(20.0, 991, plain), _process(12.0, 11, plain))
+    merged, pooled = _merged(_process(10.0, 9, plain), _process(20.0, 991, plain), _process(10.6, 11, plain))
     assert not merged.repeats["primed"] and merged.repeats["n"] == 3
-    assert merged.latency_ms["p50"] == pytest.approx(12.0, abs=1e-6)  # the middle process, not 20 ms
+    # 10 and 10.6 ms lie within 10% of the fastest: the fast mode, their geometric mean; 20 ms met the host slow
+    assert merged.latency_ms["p50"] == pytest.approx(math.sqrt(10.0 * 10.6), abs=1e-6)
     assert merged.latency_ms["p50_pooled"] == pytest.approx(20.0, abs=0.02)  # 991 of 1,011 calls are ~20 ms
-    assert merged.end_to_end["latency_ms"]["p50"] == pytest.approx(13.0, abs=1e-6)
+    assert merged.end_to_end["latency_ms"]["p50"] == pytest.approx(math.sqrt(11.0 * 11.6), abs=1e-6)
     assert merged.end_to_end["latency_ms"]["p50_pooled"] == pytest.approx(21.0, abs=0.02)
     # the rest still pools every call: the CI, the tail, throughput (calls over their summed seconds)
     low, high = merged.latency_ci95_ms["p50"]
@@ -79,12 +81,12 @@ def test_a_cells_p50_is_the_median_of_its_processes_p50s_not_pulled_by_the_one_t
     assert row["latency_p50_pooled_ms"] == merged.latency_ms["p50_pooled"]
     assert row["e2e_latency_p50_pooled_ms"] == merged.end_to_end["latency_ms"]["p50_pooled"]
     assert row["latency_per_item_p50_ms"] == merged.latency_ms["p50"]  # batch 1, from the cell's p50
-    assert row["p50_by_process_ms"].split(";") == ["10", "20", "12"]
+    assert row["p50_by_process_ms"].split(";") == ["10", "20", "10.6"], "every process listed, the slow one too"
 
-    # two processes: the midpoint of their p50s, whatever their counts
-    two, _ = _merged(_process(10.0, 5, plain), _process(20.0, 500, plain))
-    assert two.latency_ms["p50"] == pytest.approx(15.0, abs=1e-6)
-    assert two.latency_ms["p50_pooled"] == pytest.approx(20.0, abs=0.02)
+    # two processes in the fast mode: their geometric mean, whatever their counts
+    two, _ = _merged(_process(10.0, 5, plain), _process(10.8, 500, plain))
+    assert two.latency_ms["p50"] == pytest.approx(math.sqrt(10.0 * 10.8), abs=1e-6)
+    assert two.latency_ms["p50_pooled"] == pytest.approx(10.8, abs=0.02)
 
 
 def test_one_process_keeps_its_own_p50_and_its_pooled_column_is_that_p50():
@@ -102,7 +104,7 @@ def test_a_first_process_that_compiled_primes_the_cell_and_enters_no_timed_figur
     repeats = merged.repeats
     assert repeats["primed"] and repeats["n"] == 2
     assert [r["prime"] for r in repeats["per_repeat"]] == [True, False, False], "listed, and marked"
-    assert merged.latency_ms["p50"] == pytest.approx(10.5, abs=1e-6)
+    assert merged.latency_ms["p50"] == pytest.approx(math.sqrt(10.0 * 11.0), abs=1e-6)
     assert merged.latency_ms["p50_pooled"] == pytest.approx(11.0, abs=0.02)
     assert merged.latency_ms["max"] < 12.0 and merged.end_to_end["latency_ms"]["max"] < 13.0
     assert merged.n_iters == pooled["device"].size == pooled["end_to_end"].size == 50
@@ -196,7 +198,7 @@ def _contended(process: tuple[CellRecord, dict[str, np.ndarray]]) -> tuple[CellR
 def test_a_process_timed_while_other_work_held_the_cores_is_left_out_of_the_figures():
     plain = {"prepare": 1.0, "first_call": 0.1}
     merged, _ = _merged(_process(10.0, 9, plain), _contended(_process(160.0, 9, plain)), _process(11.0, 9, plain))
-    assert merged.latency_ms["p50"] == pytest.approx(10.5), "the median of the two the host left alone"
+    assert merged.latency_ms["p50"] == pytest.approx(math.sqrt(10.0 * 11.0)), "of the two the host left alone"
     assert merged.repeats["n"] == 2 and merged.repeats["contended"] == 1 and not merged.repeats["all_contended"]
     assert [r["counted"] for r in merged.repeats["per_repeat"]] == [True, False, True]
     row = merged.flatten()
@@ -206,7 +208,7 @@ def test_a_process_timed_while_other_work_held_the_cores_is_left_out_of_the_figu
 def test_a_cell_every_process_of_which_was_contended_keeps_their_figures_and_says_so():
     plain = {"prepare": 1.0, "first_call": 0.1}
     merged, _ = _merged(_contended(_process(10.0, 9, plain)), _contended(_process(30.0, 9, plain)))
-    assert merged.latency_ms["p50"] == pytest.approx(20.0) and merged.repeats["all_contended"]
+    assert merged.latency_ms["p50"] == pytest.approx(10.0) and merged.repeats["all_contended"]  # the fast mode
     assert merged.flatten()["host_contended"] is True
 
 
@@ -227,8 +229,8 @@ def test_the_summarys_throughput_is_the_pages_items_per_call_over_the_p50_at_eac
     merged, _ = _merged(_process(10.0, 9, plain), _process(20.0, 3, plain))
     frame = pd.DataFrame([merged.flatten()])
     row = frame.iloc[0]
-    assert row["throughput_per_s"] == pytest.approx(1e3 / 15.0), "items per call / the median p50, device boundary"
-    assert row["e2e_throughput_per_s"] == pytest.approx(1e3 / 16.0)
+    assert row["throughput_per_s"] == pytest.approx(1e3 / 10.0), "items per call / the cell's p50, device boundary"
+    assert row["e2e_throughput_per_s"] == pytest.approx(1e3 / 11.0)
     for boundary, column in (("device", "throughput_per_s"), ("end_to_end", "e2e_throughput_per_s")):
         assert rate_at(frame, boundary).iloc[0] == pytest.approx(row[column]), "the page's figure is the summary's"
     assert row["throughput_mean_per_s"] == pytest.approx(merged.throughput_per_s)

@@ -257,8 +257,10 @@ def compare_cells(run_a: Run, run_b: Run) -> pd.DataFrame:
     fallbacks = []
     for boundary, prefix in (("device", ""), ("end_to_end", "e2e_")):
         p50_col = COLUMNS[boundary][0]
-        p50_a, p50_b = a[p50_col].to_numpy(dtype=float)[at_a], b[p50_col].to_numpy(dtype=float)[at_b]
-        timed = ~np.isnan(p50_a) & ~np.isnan(p50_b)  # else no end-to-end loop (checked_summary: all above 0)
+        written_a, written_b = a[p50_col].to_numpy(dtype=float)[at_a], b[p50_col].to_numpy(dtype=float)[at_b]
+        timed = ~np.isnan(written_a) & ~np.isnan(written_b)  # else no end-to-end loop (checked_summary: above 0)
+        # each cell's figure as its processes make it (inferbench.analysis.comparison.CellTable)
+        p50_a, p50_b = cells_a.p50[boundary], cells_b.p50[boundary]
         if not timed.any():
             continue
         spread_a, spread_b = cells_a.spreads[boundary], cells_b.spreads[boundary]

@@ -11,6 +11,7 @@ includes the copies a device change or a host-to-host engine pays.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis.uncertainty import CellSpread, ClassSpread, Ratio, Ratios, Spreads, ratios
+from inferbench.core.stats import fast_mode
 
 if TYPE_CHECKING:
     from inferbench.analysis.leases import LeaseSpread
@@ -139,6 +141,20 @@ def _process_p50s(by_process: Sequence[Any], p50: np.ndarray) -> np.ndarray:
     return p50s
 
 
+def process_p50_rows(by_process: pd.Series, p50: pd.Series) -> np.ndarray:
+    """``_process_p50s`` of a summary's by-process column and its p50 column (missing fields: none)."""
+    texts = by_process.astype(object).where(by_process.notna(), None).tolist()
+    return _process_p50s(texts, pd.to_numeric(p50, errors="coerce").to_numpy(dtype=float, na_value=np.nan))
+
+
+def fast_mode_p50s(p50s: np.ndarray) -> np.ndarray:
+    """Each row's p50 from its processes' (a row of ``_process_p50s``): the geometric mean of those in its fast
+    mode (inferbench.core.stats.fast_mode_p50, for many rows at once); NaN where it has none."""
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row without a p50: NaN, said by the caller
+        return np.exp(np.nanmean(np.log(np.where(fast_mode(p50s), p50s, np.nan)), axis=1))
+
+
 def is_true(value: Any) -> bool:
     """A boolean summary field as written or read back (True, np.True_, "True", 1): True only where it says so."""
     return str(value).lower() in ("true", "1", "1.0")
@@ -178,7 +194,10 @@ class CellTable:
     timed_at_device: np.ndarray
     classes: np.ndarray
     p50: dict[str, np.ndarray]
+    #: per boundary, each cell's spread over every process, and over those of its fast mode alone (which a
+    #: class's A/A pairs calibrate: ``moderated``)
     spreads: dict[str, Spreads]
+    fast: dict[str, Spreads]
     leases: int = 1
 
     @classmethod
@@ -190,21 +209,25 @@ class CellTable:
         bound = _values(cells, "bound", numbers=False)
         numbers = {c: _values(cells, c, numbers=True) for cs in COLUMNS.values() for c in (cs[0], cs[2], cs[3])}
         texts = {c: _values(cells, c, numbers=False) for c in (COLUMNS["device"][1], COLUMNS["end_to_end"][1])}
-        p50, spreads = {}, {}
+        p50, spreads, fast = {}, {}, {}
         for boundary, (p50_col, by_process, low, high) in COLUMNS.items():
-            p50[boundary] = numbers[p50_col]
-            p50s = _process_p50s(texts[by_process], p50[boundary])
+            p50s = _process_p50s(texts[by_process], numbers[p50_col])
+            # the cell's p50 as its processes make it (a summary from before the fast mode held their median)
+            p50[boundary] = fast_mode_p50s(p50s)
             spreads[boundary] = Spreads.from_processes(p50s, numbers[low], numbers[high])
+            fast[boundary] = Spreads.from_processes(p50s, numbers[low], numbers[high], fast_only=True)
         # end to end where the engine's own boundary already is: its own p50, processes and interval
         own = np.isnan(p50["end_to_end"])
         p50["end_to_end"] = np.where(own, p50["device"], p50["end_to_end"])
         spreads["end_to_end"] = spreads["device"].where(own, spreads["end_to_end"])
+        fast["end_to_end"] = fast["device"].where(own, fast["end_to_end"])
         # a cell timed only while other work held the host's cores decides nothing (inferbench.analysis.verdicts)
         contended = _values(cells, "host_contended", numbers=False)
         contended = np.array([is_true(v) for v in contended.tolist()], dtype=bool)
         spreads = {boundary: replace(spread, contended=contended) for boundary, spread in spreads.items()}
+        fast = {boundary: replace(spread, contended=contended) for boundary, spread in fast.items()}
         classes = [_class_of(d, b) for d, b in zip(device.tolist(), bound.tolist(), strict=True)]
-        return cls(device, _timed_at_device(timing), np.array(classes, dtype=object), p50, spreads)
+        return cls(device, _timed_at_device(timing), np.array(classes, dtype=object), p50, spreads, fast)
 
     def __len__(self) -> int:
         return len(self.device)
@@ -216,17 +239,22 @@ class CellTable:
             self.classes[positions],
             {boundary: p50[positions] for boundary, p50 in self.p50.items()},
             {boundary: spreads.take(positions) for boundary, spreads in self.spreads.items()},
+            {boundary: spreads.take(positions) for boundary, spreads in self.fast.items()},
             self.leases,
         )
 
     def moderated(self, classes: ClassSpreads | None) -> CellTable:
         """Each spread moderated by its class's in ``classes``, and widened by how far a whole cell of its
-        class moves (between identical cells of the run, between leases) where ``classes`` knows that."""
+        class moves (between identical cells of the run, between leases) where ``classes`` knows that. A class
+        whose A/A pairs the run measured (``ClassSpreads.calibrated``) is judged by its cells' fast modes: what
+        their spread misses, those pairs measure; any other by every process's spread."""
         if classes is None:
             return self
         members = {name: self.classes == name for name in pd.unique(self.classes)}
         spreads = {}
-        for boundary, spread in self.spreads.items():
+        for boundary, every in self.spreads.items():
+            calibrated = np.array([(name, boundary) in classes.calibrated for name in self.classes], dtype=bool)
+            spread = self.fast[boundary].where(calibrated, every)
             sd, df, typical, typical_df = (np.full(len(self), np.nan) for _ in range(4))
             shift = np.zeros(len(self))
             for name, member in members.items():
@@ -272,19 +300,21 @@ def twin_pairs(cells: pd.DataFrame) -> list[tuple[int, int]]:
 
 
 def between_cells_sd(table: CellTable, pairs: Sequence[tuple[int, int]], boundary: str) -> float | None:
-    """How far identical cells of a run move apart beyond their processes' spread: from A/A pairs (positions
+    """How far identical cells of a run move apart beyond their fast modes' spread: from A/A pairs (positions
     in ``table``), sd of log p50 of one cell, sqrt(max(0, mean(d^2 / 2 - (s_a^2 / n_a + s_b^2 / n_b) / 2))),
-    d the pair's difference of mean log p50s. None without a pair of known spreads."""
+    d the pair's difference of figures (the fast modes' mean log p50s), s and n their fast processes' spread
+    and count. None without a pair of cells measured in several processes."""
     if not pairs:
         return None
     a, b = (np.array(side) for side in zip(*pairs, strict=True))
-    spread_a, spread_b = table.spreads[boundary].take(a), table.spreads[boundary].take(b)
-    known = spread_a.known & spread_b.known & ~(spread_a.contended | spread_b.contended)
+    spread_a, spread_b = table.fast[boundary].take(a), table.fast[boundary].take(b)
+    several = (spread_a.processes > 1) & (spread_b.processes > 1)
+    known = several & ~(spread_a.contended | spread_b.contended)
     if not known.any():
         return None
     with np.errstate(invalid="ignore", divide="ignore"):
         difference = (spread_a.mean_log - spread_b.mean_log)[known]
-        within = (spread_a.sd_log**2 / spread_a.n + spread_b.sd_log**2 / spread_b.n)[known]
+        within = (spread_a.sd_log**2 / spread_a.fast + spread_b.sd_log**2 / spread_b.fast)[known]
     return math.sqrt(max(0.0, float(np.mean(difference**2 / 2 - within / 2))))
 
 
@@ -316,6 +346,13 @@ class ClassSpreads:
         self.leases = leases
         self.between = between or {}
 
+    @property
+    def calibrated(self) -> set[tuple[str, str]]:
+        """The (class, boundary) whose cells are judged by their fast modes' spread: those whose A/A pairs
+        measured how far identical cells of the run move apart, which that spread alone would miss (a cell
+        whose every process met its host slow)."""
+        return set(self.between)
+
     @classmethod
     def of(cls, summary: pd.DataFrame, leases: LeaseSpread | None = None) -> ClassSpreads:
         ok = summary[summary["status"] == "ok"] if "status" in summary else summary
@@ -330,15 +367,16 @@ class ClassSpreads:
         (``twins``: positions in ``table``)."""
         priors: dict[tuple[str, str], ClassSpread] = {}
         between: dict[tuple[str, str], BetweenCells] = {}
-        for boundary, spreads in table.spreads.items():
-            several = (spreads.n > 1) & ~spreads.contended  # contention is no spread of the class
-            for name in pd.unique(table.classes[several]):  # in the order the cells first name them
-                if (prior := ClassSpread.fit(spreads.take(several & (table.classes == name)))) is not None:
-                    priors[(name, boundary)] = prior
-            for name in pd.unique(table.classes):
+        for boundary in table.spreads:
+            for name in pd.unique(table.classes):  # in the order the cells first name them
                 pairs = [(a, b) for a, b in twins if table.classes[a] == name == table.classes[b]]
                 if (sd := between_cells_sd(table, pairs, boundary)) is not None:
                     between[(name, boundary)] = BetweenCells(sd, len(pairs))
+                # the spreads the class's cells are judged by (CellTable.moderated)
+                spreads = table.fast[boundary] if (name, boundary) in between else table.spreads[boundary]
+                several = (spreads.n > 1) & ~spreads.contended & (table.classes == name)  # contention: no spread
+                if several.any() and (prior := ClassSpread.fit(spreads.take(several))) is not None:
+                    priors[(name, boundary)] = prior
         return cls(priors, leases, between)
 
     def get(self, row: Any, boundary: str) -> ClassSpread | None:

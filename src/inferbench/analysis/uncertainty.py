@@ -39,6 +39,8 @@ from typing import Self
 
 import numpy as np
 
+from inferbench.core.stats import fast_mode
+
 Z95 = 1.959963984540054
 
 
@@ -85,25 +87,42 @@ class Spreads(_Columns):
     min_log: np.ndarray
     max_log: np.ndarray
     contended: np.ndarray
+    #: the processes measured; ``fast``: those in the cell's fast mode, whose mean log p50 ``mean_log`` is the
+    #: cell's figure (inferbench.core.stats.fast_mode_p50) and whose count its variance divides by; ``n``: those
+    #: whose spread ``sd_log`` is (the fast ones, or every one: ``from_processes``)
+    processes: np.ndarray
+    fast: np.ndarray
 
     @classmethod
-    def from_processes(cls, p50s: np.ndarray, ci_low: np.ndarray, ci_high: np.ndarray) -> Spreads:
+    def from_processes(
+        cls, p50s: np.ndarray, ci_low: np.ndarray, ci_high: np.ndarray, fast_only: bool = False
+    ) -> Spreads:
         """From each cell's process p50s (ms; a row per cell, NaN past its last process) and the 95% CI of its
         pooled p50 (NaN: none), whose width times sqrt(n) (one process's) sets the floor of its spread. Only
-        p50s above 0 and finite count."""
+        p50s above 0 and finite count. The figure is the mean log p50 of the processes in the cell's fast
+        mode (inferbench.core.stats.fast_mode); the spread is theirs with ``fast_only`` (where A/A pairs of
+        the run measure what that misses: inferbench.analysis.comparison.ClassSpreads), else every process's."""
         p50s = np.asarray(p50s, dtype=float)
         ci_low, ci_high = np.asarray(ci_low, dtype=float), np.asarray(ci_high, dtype=float)
         with np.errstate(invalid="ignore", divide="ignore"):
-            valid = np.isfinite(p50s) & (p50s > 0)
-            logs = np.log(np.where(valid, p50s, 1.0))
-            n = valid.sum(axis=1)
-            # summed process by process (a cell has a few): the order a sum over one cell's list takes
-            total, squares = np.zeros(len(p50s)), np.zeros(len(p50s))
+            every = np.isfinite(p50s) & (p50s > 0)
+            fast = fast_mode(p50s)
+            valid = fast if fast_only else every
+            logs = np.log(np.where(every, p50s, 1.0))
+            processes, fast_count, n = every.sum(axis=1), fast.sum(axis=1), valid.sum(axis=1)
+
+            def mean_of(mask: np.ndarray, count: np.ndarray) -> np.ndarray:
+                # summed process by process (a cell has a few): the order a sum over one cell's list takes
+                total = np.zeros(len(p50s))
+                for column in range(p50s.shape[1]):
+                    total += np.where(mask[:, column], logs[:, column], 0.0)
+                return total / count
+
+            centre = mean_of(valid, n)
+            squares = np.zeros(len(p50s))
             for column in range(p50s.shape[1]):
-                total += np.where(valid[:, column], logs[:, column], 0.0)
-            mean = total / n
-            for column in range(p50s.shape[1]):
-                squares += np.where(valid[:, column], (logs[:, column] - mean) ** 2, 0.0)
+                squares += np.where(valid[:, column], (logs[:, column] - centre) ** 2, 0.0)
+            mean = mean_of(fast, fast_count)
             sd = np.where(n > 1, np.sqrt(squares / (n - 1)), 0.0)
             one_process = np.log(ci_high / ci_low) / (2 * Z95) * np.sqrt(n)
             sd = np.where((ci_low > 0) & (ci_high >= ci_low) & (one_process > sd), one_process, sd)
@@ -112,7 +131,8 @@ class Spreads(_Columns):
             low = np.where(n > 0, np.min(np.where(valid, logs, np.inf), axis=1), np.nan)
             high = np.where(n > 0, np.max(np.where(valid, logs, -np.inf), axis=1), np.nan)
         no = np.zeros(cells, dtype=bool)
-        return cls(mean, sd, n, np.full(cells, np.nan), np.zeros(cells), no, low, high, no.copy())
+        return cls(mean, sd, n, np.full(cells, np.nan), np.zeros(cells), no, low, high, no.copy(), processes,
+                   fast_count)  # fmt: skip
 
     @classmethod
     def of(cls, spreads: Sequence[CellSpread]) -> Spreads:
@@ -126,6 +146,8 @@ class Spreads(_Columns):
             np.array([s.min_log for s in spreads], dtype=float),
             np.array([s.max_log for s in spreads], dtype=float),
             np.array([s.contended for s in spreads], dtype=bool),
+            np.array([s.processes if s.processes is not None else s.n for s in spreads], dtype=np.int64),
+            np.array([s.fast if s.fast is not None else s.n for s in spreads], dtype=np.int64),
         )
 
     def __len__(self) -> int:
@@ -138,12 +160,14 @@ class Spreads(_Columns):
     def entry(self, i: int) -> CellSpread:
         return CellSpread(float(self.mean_log[i]), float(self.sd_log[i]), int(self.n[i]), _nan_as_none(self.df[i]),
                           float(self.shift_sd_log[i]), bool(self.unstable[i]), float(self.min_log[i]),
-                          float(self.max_log[i]), bool(self.contended[i]))  # fmt: skip
+                          float(self.max_log[i]), bool(self.contended[i]), int(self.processes[i]),
+                          int(self.fast[i]))  # fmt: skip
 
     @property
     def known(self) -> np.ndarray:
-        """Whether each cell's spread between processes is known: it was measured in several."""
-        return self.n > 1
+        """Whether each cell's spread between processes is known: measured in several, or its class's spread
+        stands for it (``moderated``: one of several processes in the fast mode)."""
+        return (self.n > 1) | ~np.isnan(self.df)
 
     def degrees(self) -> np.ndarray:
         return np.where(np.isnan(self.df), self.n - 1.0, self.df)
@@ -154,36 +178,39 @@ class Spreads(_Columns):
         """Each spread moderated by its class's prior (``prior_sd_log`` s0 with ``prior_df`` d0; NaN: none):
         s^2 = (d0 s0^2 + d s_i^2) / (d0 + d) with d0 + d degrees of freedom, d = n - 1. A cell whose own
         variance lies beyond F(d, ``typical_df``)'s ``UNSTABLE_QUANTILE`` times the class's typical variance
-        (``typical_sd_log``: robust to the unstable cells themselves) is marked unstable. A cell measured in
-        one process stays unknown: nothing says it belongs with the class's cells (it may come from another
-        run, or another machine)."""
+        (``typical_sd_log``: robust to the unstable cells themselves) is marked unstable. A cell with one process
+        in its fast mode of several measured takes the class's spread, s0 with d0. A cell measured in one
+        process stays unknown: nothing says it belongs with the class's cells (it may come from another run,
+        or another machine)."""
         from scipy import special  # imported where used: the workflow's DAG imports this module
 
         own = self.n - 1.0
         with np.errstate(invalid="ignore", divide="ignore"):
-            applies = (self.n >= 2) & (prior_df > 0) & (prior_sd_log > 0)
+            applies = (self.n >= 1) & (self.processes >= 2) & (prior_df > 0) & (prior_sd_log > 0)
             d0, s0 = np.where(applies, prior_df, 0.0), np.where(applies, prior_sd_log, 0.0)
             variance = (d0 * s0**2 + own * self.sd_log**2) / (d0 + own)
             typical = np.where(applies & (typical_df > 0), typical_sd_log, np.nan) ** 2
             limit = special.fdtri(np.maximum(own, 1.0), np.maximum(typical_df, 1.0), UNSTABLE_QUANTILE) * typical
-            unstable = applies & (self.sd_log**2 > limit)
+            unstable = applies & (own >= 1) & (self.sd_log**2 > limit)
         return Spreads(self.mean_log, np.where(applies, np.sqrt(variance), self.sd_log), self.n,
                        np.where(applies, d0 + own, self.df), self.shift_sd_log, self.unstable | unstable,
-                       self.min_log, self.max_log, self.contended)  # fmt: skip
+                       self.min_log, self.max_log, self.contended, self.processes, self.fast)  # fmt: skip
 
     def with_shift(self, sd_log: np.ndarray) -> Spreads:
         """Each spread with how far its whole cell moves (between leases, between cells of a run), where that
         is wider than what it had (a known spread only: one process says nothing about the next one)."""
         with np.errstate(invalid="ignore"):
-            kept = ~(sd_log > self.shift_sd_log) | (self.n < 2)
+            kept = ~(sd_log > self.shift_sd_log) | (self.processes < 2)
         return Spreads(self.mean_log, self.sd_log, self.n, self.df, np.where(kept, self.shift_sd_log, sd_log),
-                       self.unstable, self.min_log, self.max_log, self.contended)  # fmt: skip
+                       self.unstable, self.min_log, self.max_log, self.contended, self.processes,
+                       self.fast)  # fmt: skip
 
     def variance_of_mean(self) -> np.ndarray:
-        """The variance of each mean log p50 as an estimate of the cell's measured again later: the spread
-        between processes over their count, plus what moves the whole cell."""
+        """The variance of each figure (the fast mode's mean log p50) as an estimate of the cell's measured again
+        later: the spread between processes over the count of those that make it, plus what moves the whole
+        cell."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return self.sd_log**2 / self.n + self.shift_sd_log**2
+            return self.sd_log**2 / self.fast + self.shift_sd_log**2
 
 
 #: a cell whose processes' variance exceeds this quantile of its class's (F(d, d0) times s0^2) is unstable:
@@ -209,6 +236,9 @@ class CellSpread:
     min_log: float = math.nan
     max_log: float = math.nan
     contended: bool = False
+    #: the processes measured, and those in the fast mode (None: ``n``, every one in the fast mode)
+    processes: int | None = None
+    fast: int | None = None
 
     def _spreads(self) -> Spreads:
         return Spreads.of([self])
@@ -449,12 +479,15 @@ def ratios(a: Spreads, b: Spreads, value: np.ndarray | None = None, confidence: 
         exact = se == 0  # no spread at all: the interval is the point
         df = np.where(exact, np.inf, (va + vb) ** 2 / (va**2 / a.degrees() + vb**2 / b.degrees()))
         # Student's t quantile as the ufunc (t.ppf's, ~3 us a call)
-        half = np.where(exact, 0.0, special.stdtrit(df, 0.5 + confidence / 2) * se)
+        quantile = special.stdtrit(df, 0.5 + confidence / 2)
+        half = np.where(exact, 0.0, quantile * se)
         low = np.where(known, np.exp(centre - half), np.nan)
         high = np.where(known, np.exp(centre + half), np.nan)
         unstable = known & (a.unstable | b.unstable)
-        range_low = np.where(unstable, np.exp(b.min_log - a.max_log), np.nan)
-        range_high = np.where(unstable, np.exp(b.max_log - a.min_log), np.nan)
+        # what moves a whole cell moves all its processes together: the range widens by it too
+        moved = np.where(exact, 0.0, quantile * np.sqrt(a.shift_sd_log**2 + b.shift_sd_log**2))
+        range_low = np.where(unstable, np.exp(b.min_log - a.max_log - moved), np.nan)
+        range_high = np.where(unstable, np.exp(b.max_log - a.min_log + moved), np.nan)
         return Ratios(np.exp(centre), low, high, a.n, b.n, np.where(known, se, np.nan), np.where(known, df, np.nan),
                       unstable, range_low, range_high, contended)  # fmt: skip
 

@@ -10,7 +10,7 @@ calls were.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -157,4 +157,28 @@ def with_fast_phase_p50(stats: dict[str, Any], samples_s: np.ndarray) -> dict[st
     if "p50" in intervals:
         intervals["p50"] = list(percentile_ci(kept, ["p50"]).get("p50", (latency["p50"], latency["p50"])))
     fast = {"p50": float(np.median(kept)), "p50_pooled": latency["p50"]}
-    return {**stats, "latency_ms": {**latency, **fast}, "latency_ci95_ms": intervals, "fast_phase_share": share}
+    return {**stats, "latency_ci95_ms": intervals, "latency_ms": {**latency, **fast}, "fast_phase_share": share}
+
+
+#: a process whose p50 lies within this share of its cell's fastest process's ran in the cell's fast mode
+FAST_MODE_PCT = 10.0
+
+
+def fast_mode(p50s: np.ndarray) -> np.ndarray:
+    """Which processes of each cell (a row of process p50s, NaN past its last) ran in its fast mode: a p50 above
+    0 within ``FAST_MODE_PCT`` of the row's lowest. A process that met its host slow throughout its loop
+    (``fast_phase`` found no fast window) reads 1.5-2x the others: the cell's figure is the fast mode's,
+    which the next processes find again, not a mix weighted by how many met the host slow
+    (docs/measuring.md)."""
+    p50s = np.asarray(p50s, dtype=float)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(p50s) & (p50s > 0)
+        fastest = np.min(np.where(valid, p50s, np.inf), axis=-1, keepdims=True)
+        return valid & (p50s <= fastest * (1 + FAST_MODE_PCT / 100))
+
+
+def fast_mode_p50(p50s: Sequence[float]) -> float:
+    """A cell's p50 from its processes' p50s: the geometric mean of those in its fast mode (``fast_mode``),
+    each process weighing the same however many calls it timed."""
+    values = np.asarray(p50s, dtype=float)
+    return float(np.exp(np.log(values[fast_mode(values)]).mean()))

@@ -24,9 +24,10 @@ log says so.
 
 A first process that compiled into those caches (``PRIMING_STEPS``) is not timed like the later ones,
 which load what it made: it primes the cell, and ``repeats`` more are measured. Its cold start is the
-record's; its calls enter no figure. A cell's p50 is the median of its timed processes' p50s, so that a
-process that happened to time more calls does not weigh more; the p50 of their calls pooled is kept beside
-it (``p50_pooled``).
+record's; its calls enter no figure. A cell's p50 is the median of its timed processes' p50s in its fast
+mode (inferbench.core.stats.fast_mode: a process that landed in a slower state of the host is counted, not
+averaged in), so that a process that happened to time more calls does not weigh more; the p50 of their
+calls pooled is kept beside it (``p50_pooled``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from inferbench.catalog.scenarios import scenario_info
 from inferbench.catalog.targets import load_target
 from inferbench.core.cells import COLD_START_STEPS, CellRecord
 from inferbench.core.errors import UserError
-from inferbench.core.stats import fast_phase, latency_stats, percentile_ci
+from inferbench.core.stats import fast_mode_p50, fast_phase, latency_stats, percentile_ci
 from inferbench.core.storage import BOUNDARIES, load_samples, save_cell
 from inferbench.machine import watchdog
 from inferbench.machine.lifetime import kill_group, why_not_fork
@@ -103,12 +104,11 @@ def counted_processes(records: Sequence[CellRecord]) -> list[CellRecord]:
     return [r for r in timed if not contended(r)] or timed
 
 
-def median_p50(p50s: Sequence[float | None], pooled: float | None) -> float | None:
-    """The median of the processes' p50s (each process weighs the same, however many calls it timed);
-    the pooled calls' p50 where a process has none."""
+def cell_p50(p50s: Sequence[float | None], pooled: float | None) -> float | None:
+    """The cell's p50 from its processes' (``fast_mode_p50``); the pooled calls' p50 where a process has none."""
     if not p50s or any(v is None for v in p50s):
         return pooled
-    return float(np.median(p50s))
+    return fast_mode_p50([float(v) for v in p50s if v is not None])
 
 
 def merged_bound(records: Sequence[CellRecord]) -> dict[str, Any] | None:
@@ -128,9 +128,10 @@ def merge_repeats(
 
     A priming first process (``primes``) is listed, marked ``prime``, and its cold start is the record's;
     every other figure comes from the timed processes. Their p50 (both boundaries) is the median of their
-    p50s, beside ``p50_pooled``; the other percentiles, CIs and throughput come from their pooled samples.
-    Each process's p50 (with its 95% CI) is kept for the between-process spread. Peak memory is the
-    largest; the status is the first non-ok one, naming its process, so a flaky cell is not hidden.
+    p50s in the fast mode (``cell_p50``), beside ``p50_pooled``; the other percentiles, CIs and throughput
+    come from their pooled samples. Each process's p50 (with its 95% CI) is kept for the between-process
+    spread. Peak memory is the largest; the status is the first non-ok one, naming its process, so a flaky
+    cell is not hidden.
     """
     if not records:
         raise ValueError("no repeats to merge")
@@ -214,8 +215,8 @@ def merge_repeats(
     items = base.items_per_call or base.key.batch_size
     stats = pooled_stats(pooled["device"], [s["device"] for s in kept_samples], items)
     e2e = pooled_stats(pooled["end_to_end"], [s["end_to_end"] for s in kept_samples], items)
-    latency = _with_median_p50(stats["latency_ms"], [r["p50_ms"] for r in timed])
-    e2e_latency = _with_median_p50(e2e["latency_ms"], [r["e2e_p50_ms"] for r in timed])
+    latency = _with_cell_p50(stats["latency_ms"], [r["p50_ms"] for r in timed])
+    e2e_latency = _with_cell_p50(e2e["latency_ms"], [r["e2e_p50_ms"] for r in timed])
     generation = _merged_generation(kept) if base.generation else None
     e2e_latencies = {"latency_ms": e2e_latency, **{k: e2e[k] for k in ("latency_ci95_ms", "cv", "n_iters")}}
     merged = replace(
@@ -253,9 +254,10 @@ def pooled_stats(pooled: np.ndarray, processes: Sequence[np.ndarray], items: int
     return stats
 
 
-def _with_median_p50(latency: dict[str, float | None], p50s: Sequence[float | None]) -> dict[str, float | None]:
-    """Pooled percentiles with the p50 made the median of the processes' p50s, the pooled one kept beside."""
-    return {**latency, "p50": median_p50(p50s, latency["p50"]), "p50_pooled": latency["p50"]}
+def _with_cell_p50(latency: dict[str, float | None], p50s: Sequence[float | None]) -> dict[str, float | None]:
+    """Pooled percentiles with the p50 made the cell's from its processes' (``cell_p50``), the pooled one kept
+    beside."""
+    return {**latency, "p50": cell_p50(p50s, latency["p50"]), "p50_pooled": latency["p50"]}
 
 
 def _merged_generation(records: Sequence[CellRecord]) -> dict[str, Any]:
