@@ -154,7 +154,7 @@ def with_fast_phase_p50(stats: dict[str, Any], samples_s: np.ndarray) -> dict[st
     kept = np.asarray(samples_s, dtype=np.float64)[mask] * 1e3
     latency = stats["latency_ms"]
     intervals = dict(stats["latency_ci95_ms"])
-    if "p50" in intervals:
+    if "p50" in intervals and not mask.all():  # every window kept: the interval is every call's already
         intervals["p50"] = list(percentile_ci(kept, ["p50"]).get("p50", (latency["p50"], latency["p50"])))
     fast = {"p50": float(np.median(kept)), "p50_pooled": latency["p50"]}
     return {**stats, "latency_ci95_ms": intervals, "latency_ms": {**latency, **fast}, "fast_phase_share": share}

@@ -247,8 +247,9 @@ def pooled_stats(pooled: np.ndarray, processes: Sequence[np.ndarray], items: int
     """The pooled calls' figures, the interval of their p50 made of each process's calls in the host's fast
     phase (inferbench.core.stats.fast_phase), as the processes' own p50s are."""
     stats = latency_stats(pooled, items)
-    if "p50" in stats["latency_ci95_ms"]:
-        fast = np.concatenate([samples[fast_phase(samples)[0]] for samples in processes]) * 1e3
+    masks = [fast_phase(samples)[0] for samples in processes]
+    if "p50" in stats["latency_ci95_ms"] and not all(mask.all() for mask in masks):
+        fast = np.concatenate([samples[mask] for samples, mask in zip(processes, masks, strict=True)]) * 1e3
         if interval := percentile_ci(fast, ["p50"]).get("p50"):
             stats["latency_ci95_ms"] = {**stats["latency_ci95_ms"], "p50": list(interval)}
     return stats
