@@ -247,7 +247,8 @@ class CellTable:
         """Each spread moderated by its class's in ``classes``, and widened by how far a whole cell of its
         class moves (between identical cells of the run, between leases) where ``classes`` knows that. A class
         whose A/A pairs the run measured (``ClassSpreads.calibrated``) is judged by its cells' fast modes: what
-        their spread misses, those pairs measure; any other by every process's spread."""
+        their spread misses, those pairs measure; any other by every process's spread, and a cell of it whose
+        processes landed in several modes (some beyond its fast mode) is unstable."""
         if classes is None:
             return self
         members = {name: self.classes == name for name in pd.unique(self.classes)}
@@ -262,7 +263,11 @@ class CellTable:
                     sd[member], df[member] = prior.sd_log, prior.df
                     typical[member], typical_df[member] = prior.typical_sd_log, prior.typical_df
                 shift[member] = classes.shift_sd(name, boundary)
-            spreads[boundary] = spread.moderated(sd, df, typical, typical_df).with_shift(shift)
+            moderated = spread.moderated(sd, df, typical, typical_df).with_shift(shift)
+            # without twins, nothing measures how far a cell whose processes landed in several modes can miss:
+            # it is unstable, judged by its processes
+            modes = ~calibrated & (spread.fast < spread.processes) & (spread.processes > 1)
+            spreads[boundary] = replace(moderated, unstable=moderated.unstable | modes)
         leases = classes.leases.leases if classes.leases is not None else 1
         return replace(self, spreads=spreads, leases=leases)
 

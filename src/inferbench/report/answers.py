@@ -54,14 +54,14 @@ def interval_text(
     low: Any, high: Any, significant: Any, spread: tuple[Any, Any] | None = None, contended: bool = False
 ) -> str:
     """``95% CI 2.40–5.37`` (with ``, within the spread`` where it holds 1); ``1 process`` where unknown;
-    ``unstable, 1.9–3.1 over the processes`` where a cell's processes disagree far beyond its class
+    ``processes 1.9–3.1`` where a cell's processes disagree beyond its class or landed in several modes
     (``spread``: the ratio's range over every pair of processes, which decides then); undecided where a cell
     was timed only while other work held the host's cores (``contended``)."""
     if contended:
         return f"undecided: {CONTENDED}"
     if spread is not None:
         verdict = "" if significant else ", undecided"
-        return f"a cell unstable: {fmt(float(spread[0]))}–{fmt(float(spread[1]))} over its processes{verdict}"
+        return f"processes {fmt(float(spread[0]))}–{fmt(float(spread[1]))}{verdict}"
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return "1 process: no interval"
     dash = " to " if float(low) < 0 else "–"  # -0.4–1.8 reads as a subtraction
