@@ -131,8 +131,8 @@ def phase_windows(samples_s: np.ndarray) -> list[slice]:
 
 def fast_phase(samples_s: np.ndarray) -> tuple[np.ndarray, float]:
     """Which calls ran in the host's fast phase, and the share of windows that did. On a shared host the
-    same call takes one time for a while and 1.5-2x that for the next while (its core's other tenant; 10 ms
-    windows of one process flip between them: docs/measuring.md), so that a process's p50 over all its calls
+    same call takes one time for a while and 1.5-2x that for the next while (work on the host the guest cannot
+    see; the windows of one process flip between the two: docs/measuring.md), so that a process's p50 over all its calls
     is a mix weighted by how long the host was slow. The calls are cut into windows (``phase_windows``);
     those whose p50 lies within ``FAST_PHASE_PCT`` of the fastest window's are kept. Where the host was steady,
     every window is."""
