@@ -3,8 +3,10 @@
 One process's confidence interval says how well its calls pin down *its* p50; the next process of
 the same cell can differ by more (on shared VMs a host-bound GPU cell moves 10-75%). So each fresh
 process's p50 is one observation of the cell (inferbench.launch.processes measures every cell in several), and
-a ratio A/B gets Welch's t-interval on log p50: the difference of the cells' mean log p50 ± t × its
-standard error, t from the Welch-Satterthwaite degrees of freedom. A cell's spread is never taken as
+a ratio A/B gets Welch's t-interval on log p50: the difference of the cells' figures ± t × its standard
+error, t from the Welch-Satterthwaite degrees of freedom. A cell's figure is its fast mode's mean log p50
+(inferbench.core.stats.fast_mode: a process that met its shared host slow throughout is left out of it), and
+its variance is the spread over the count of those processes. A cell's spread is never taken as
 smaller than the sampling error of one process's p50 (its within-process CI), so two processes that
 happen to agree do not make a cell look exact.
 
@@ -14,8 +16,10 @@ empirical-Bayes way limma judges experiments with few replicates: the class's ce
 spread s0 with d0 degrees of freedom (``ClassSpread.fit``: the distribution of their variances), and a
 cell with d = n - 1 of its own gets s^2 = (d0 s0^2 + d s_i^2) / (d0 + d) with d0 + d degrees of freedom.
 One continuous rule: no cell jumps between its own spread and its class's. A cell whose processes
-disagree far beyond its class (its variance over s0^2 beyond F(d, d0)'s 99th percentile) is not
-averaged away: it is ``unstable``, and no claim about it is decided.
+disagree far beyond its class (its variance beyond F(d, D)'s 95th percentile times the class's typical
+variance) is not averaged away: it is ``unstable``, and a claim about it holds only where every pair of
+processes differs the same way. Which processes make the spread, and when landing in several modes makes a
+cell unstable, depends on whether the run's A/A twins measure its class (inferbench.analysis.comparison).
 
 What moves a whole cell (all its processes together) is counted on top, whole, since more processes
 do not average it away: how far cells move between leases where runs of other leases were measured
