@@ -2,7 +2,7 @@
 no re-measurement.
 
     python -m inferbench rerender RUN_DIR [--configfile config/studies/full.yaml] [--gpu]
-    python -m inferbench rerender --summary docs/results/h100/full/2026-11-25/summary.csv
+    python -m inferbench rerender --summary path/to/summary.csv
         [--configfile ...] [--gpu] [--out DIR] [--no-plots]
 
 RUN_DIR holds a run brought back from another machine (e.g. the GPU machine's `cells.tgz`, unpacked):
