@@ -11,7 +11,6 @@ includes the copies a device change or a host-to-host engine pays.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain
@@ -21,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from inferbench.analysis.uncertainty import CellSpread, ClassSpread, Ratio, Ratios, Spreads, ratios
-from inferbench.core.stats import fast_mode
+from inferbench.core.stats import fast_mode_p50s
 
 if TYPE_CHECKING:
     from inferbench.analysis.leases import LeaseSpread
@@ -147,14 +146,6 @@ def process_p50_rows(by_process: pd.Series, p50: pd.Series) -> np.ndarray:
     return _process_p50s(texts, pd.to_numeric(p50, errors="coerce").to_numpy(dtype=float, na_value=np.nan))
 
 
-def fast_mode_p50s(p50s: np.ndarray) -> np.ndarray:
-    """Each row's p50 from its processes' (a row of ``_process_p50s``): the geometric mean of those in its fast
-    mode (inferbench.core.stats.fast_mode_p50, for many rows at once); NaN where it has none."""
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a row without a p50: NaN, said by the caller
-        return np.exp(np.nanmean(np.log(np.where(fast_mode(p50s), p50s, np.nan)), axis=1))
-
-
 def is_true(value: Any) -> bool:
     """A boolean summary field as written or read back (True, np.True_, "True", 1): True only where it says so."""
     return str(value).lower() in ("true", "1", "1.0")
@@ -266,7 +257,7 @@ class CellTable:
             moderated = spread.moderated(sd, df, typical, typical_df).with_shift(shift)
             # without twins, nothing measures how far a cell whose processes landed in several modes can miss:
             # it is unstable, judged by its processes
-            modes = ~calibrated & (spread.fast < spread.processes) & (spread.processes > 1)
+            modes = ~calibrated & (spread.fast < spread.processes)
             spreads[boundary] = replace(moderated, unstable=moderated.unstable | modes)
         leases = classes.leases.leases if classes.leases is not None else 1
         return replace(self, spreads=spreads, leases=leases)

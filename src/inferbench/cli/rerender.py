@@ -49,7 +49,8 @@ def remade_cell_p50s(summary: pd.DataFrame) -> pd.DataFrame:
     report's claims (made from the processes) would then contradict. A cell without processes keeps its own."""
     import numpy as np
 
-    from inferbench.analysis.comparison import COLUMNS, fast_mode_p50s, process_p50_rows
+    from inferbench.analysis.comparison import COLUMNS, process_p50_rows
+    from inferbench.core.stats import fast_mode_p50s
 
     summary = summary.copy()
     for p50_col, by_process, _, _ in COLUMNS.values():

@@ -237,8 +237,7 @@ class CellRecord:
         return [r[key] for r in repeats if r.get(key) is not None and r.get("counted", not r.get("prime"))]
 
     def _fast_phase_pct(self) -> float | None:
-        shares = [r["fast_phase_share"] for r in (self.repeats or {}).get("per_repeat", [])
-                  if r.get("fast_phase_share") is not None and r.get("counted", not r.get("prime"))]  # fmt: skip
+        shares = self._repeat_p50s("fast_phase_share")  # the counted processes' field
         own = (self.host_telemetry or {}).get("fast_phase_share")
         shares = shares or ([own] if own is not None else [])
         return 100.0 * statistics.median(shares) if shares else None

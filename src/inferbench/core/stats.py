@@ -10,6 +10,7 @@ calls were.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -177,8 +178,15 @@ def fast_mode(p50s: np.ndarray) -> np.ndarray:
         return valid & (p50s <= fastest * (1 + FAST_MODE_PCT / 100))
 
 
+def fast_mode_p50s(p50s: np.ndarray) -> np.ndarray:
+    """Each cell's p50 from its processes' p50s (a row per cell, NaN past its last process): the geometric mean
+    of those in its fast mode (``fast_mode``), each process weighing the same however many calls it timed; NaN
+    where a row has none."""
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row without a p50: NaN, said by the caller
+        return np.exp(np.nanmean(np.log(np.where(fast_mode(p50s), p50s, np.nan)), axis=-1))
+
+
 def fast_mode_p50(p50s: Sequence[float]) -> float:
-    """A cell's p50 from its processes' p50s: the geometric mean of those in its fast mode (``fast_mode``),
-    each process weighing the same however many calls it timed."""
-    values = np.asarray(p50s, dtype=float)
-    return float(np.exp(np.log(values[fast_mode(values)]).mean()))
+    """One cell's p50 from its processes' p50s (``fast_mode_p50s``)."""
+    return float(fast_mode_p50s(np.asarray(p50s, dtype=float)))

@@ -24,8 +24,8 @@ log says so.
 
 A first process that compiled into those caches (``PRIMING_STEPS``) is not timed like the later ones,
 which load what it made: it primes the cell, and ``repeats`` more are measured. Its cold start is the
-record's; its calls enter no figure. A cell's p50 is the median of its timed processes' p50s in its fast
-mode (inferbench.core.stats.fast_mode: a process that landed in a slower state of the host is counted, not
+record's; its calls enter no figure. A cell's p50 is the geometric mean of its timed processes' p50s in its
+fast mode (inferbench.core.stats.fast_mode: a process that met the host slow throughout is listed, not
 averaged in), so that a process that happened to time more calls does not weigh more; the p50 of their
 calls pooled is kept beside it (``p50_pooled``).
 """
@@ -108,7 +108,7 @@ def cell_p50(p50s: Sequence[float | None], pooled: float | None) -> float | None
     """The cell's p50 from its processes' (``fast_mode_p50``); the pooled calls' p50 where a process has none."""
     if not p50s or any(v is None for v in p50s):
         return pooled
-    return fast_mode_p50([float(v) for v in p50s if v is not None])
+    return fast_mode_p50([float(v) for v in p50s])
 
 
 def merged_bound(records: Sequence[CellRecord]) -> dict[str, Any] | None:
@@ -127,8 +127,8 @@ def merge_repeats(
     """One record from the records of a cell's fresh processes.
 
     A priming first process (``primes``) is listed, marked ``prime``, and its cold start is the record's;
-    every other figure comes from the timed processes. Their p50 (both boundaries) is the median of their
-    p50s in the fast mode (``cell_p50``), beside ``p50_pooled``; the other percentiles, CIs and throughput
+    every other figure comes from the timed processes. Their p50 (both boundaries) is the geometric mean of
+    their p50s in the fast mode (``cell_p50``), beside ``p50_pooled``; the other percentiles, CIs and throughput
     come from their pooled samples. Each process's p50 (with its 95% CI) is kept for the between-process
     spread. Peak memory is the largest; the status is the first non-ok one, naming its process, so a flaky
     cell is not hidden.
