@@ -6,6 +6,7 @@ finds a planted slowdown."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from inferbench.analysis.uncertainty import ClassSpread, Spreads
 from inferbench.analysis.verdicts import claim
 from inferbench.core.cells import options_id
 from inferbench.report.answers import claim_text
+from inferbench.scenarios.prepare import plant_slowdown
 from tests.test_decisions import cell, processes
 
 pytestmark = pytest.mark.fast
@@ -147,3 +149,30 @@ def test_compare_states_each_runs_calibration(tmp_path):
         paths.append(path)
     text = compare_runs(*paths)[2]
     assert text.count("A/A pairs called different") == 2 and "- A: Calibration: " in text
+
+
+class _SleepingEngine:
+    """An engine whose call takes at least ``seconds`` on the host and queues nothing on a device."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def run(self, staged: object) -> object:
+        time.sleep(self.seconds)
+        return staged
+
+    def stream(self) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        pass
+
+
+def test_a_planted_call_does_its_share_more_work_on_the_host_and_returns_the_output():
+    engine = _SleepingEngine(0.02)
+    plant_slowdown(engine, 0.5, staged="x")  # no stream: nothing is timed or queued on a device
+    start = time.perf_counter()
+    output = engine.run("y")
+    took = time.perf_counter() - start
+    # the spin lasts half of what the call itself took, however long that was: a floor, whatever the machine
+    assert output == "y" and took >= 1.5 * 0.02

@@ -185,26 +185,72 @@ def prepare_engine(
     engine.synchronize()
     cold["first_call"] = time.perf_counter() - start
     if share := variant.get("planted_slowdown"):
-        plant_slowdown(engine, float(share))
+        plant_slowdown(engine, float(share), staged)
     return engine, specs, batches, cold | engine.cold_start_s
 
 
-def plant_slowdown(engine: Engine, share: float) -> None:
-    """Calibration only (a variant's ``planted_slowdown``): each call of ``engine.run`` finishes its work, then
-    spins for ``share`` of the time that took, so that the cell is a known (1 + share)x slower than its twin
-    without it. The spin runs before ``run`` returns: a GPU boundary's closing event is queued after it."""
+def plant_slowdown(engine: Engine, share: float, staged: Any) -> None:
+    """Calibration only (a variant's ``planted_slowdown``): each call of ``engine.run`` does (1 + share)x its
+    twin's work on each side that works, so that the cell is a known (1 + share)x slower whichever side sets
+    its pace. The host spins for ``share`` of the time ``run`` took to return. On a GPU, a sleep kernel queued
+    after the call's work holds the device for ``share`` of a call's device time (``staged``: an input to time
+    one on). Nothing waits for the device: the host still queues the next call while this one runs, as the
+    twin does (waiting would put the host's issuing inside a device window and part the two boundaries)."""
     run = engine.run
+    stream = engine.stream()
+    sleep_device = device_sleep(stream, share * device_seconds(engine, staged)) if stream is not None else None
 
     def slower(staged: Any) -> Any:
         start = time.perf_counter()
         output = run(staged)
-        engine.synchronize()
         until = time.perf_counter() + share * (time.perf_counter() - start)
         while time.perf_counter() < until:
             pass
+        if sleep_device is not None:
+            sleep_device()
         return output
 
     engine.run = slower  # type: ignore[method-assign]
+
+
+def device_seconds(engine: Engine, staged: Any, calls: int = 5) -> float:
+    """The median device time of one call of ``engine.run``, by CUDA events on its stream, timed alone."""
+    import torch
+
+    stream, times = engine.stream(), []
+    for _ in range(calls):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        engine.synchronize()
+        start.record(stream)
+        engine.run(staged)
+        stop.record(stream)
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e-3)
+    return float(np.median(times))
+
+
+def device_sleep(stream: Any, seconds: float) -> Any:
+    """A function that queues a kernel on ``stream`` holding the device for about ``seconds``: PyTorch's
+    ``torch.cuda._sleep`` spins a number of GPU clock cycles, converted here at the rate it runs now."""
+    import torch
+
+    def cycles_per_second(cycles: int = 1_000_000) -> float:
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(stream):
+            start.record()
+            torch.cuda._sleep(cycles)
+            stop.record()
+        stop.synchronize()
+        return cycles / (start.elapsed_time(stop) * 1e-3)
+
+    rate = float(np.median([cycles_per_second() for _ in range(3)]))
+    cycles = max(int(seconds * rate), 1)
+
+    def sleep() -> None:
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(cycles)
+
+    return sleep
 
 
 def check_parity(engine: Engine, request: CellRequest) -> tuple[dict[str, Any] | None, list[str]]:
