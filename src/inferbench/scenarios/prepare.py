@@ -192,10 +192,11 @@ def prepare_engine(
 def plant_slowdown(engine: Engine, share: float, staged: Any) -> None:
     """Calibration only (a variant's ``planted_slowdown``): each call of ``engine.run`` does (1 + share)x its
     twin's work on each side that works, so that the cell is a known (1 + share)x slower whichever side sets
-    its pace. The host spins for ``share`` of the time ``run`` took to return. On a GPU, a sleep kernel queued
-    after the call's work holds the device for ``share`` of a call's device time (``staged``: an input to time
-    one on). Nothing waits for the device: the host still queues the next call while this one runs, as the
-    twin does (waiting would put the host's issuing inside a device window and part the two boundaries)."""
+    its pace. On a GPU, a sleep kernel queued right after the call's work holds the device for ``share`` of a
+    call's device time (``staged``: an input to time one on); then the host spins for ``share`` of the time
+    ``run`` took to return. The two overlap, as a call's host and device work do: a sleep queued after the
+    spin would leave the device idle during it, and a host-bound call would then read 1 + 2 x share. Nothing
+    waits for the device: the host still queues the next call while this one runs, as the twin does."""
     run = engine.run
     stream = engine.stream()
     sleep_device = device_sleep(stream, share * device_seconds(engine, staged)) if stream is not None else None
@@ -204,20 +205,23 @@ def plant_slowdown(engine: Engine, share: float, staged: Any) -> None:
         start = time.perf_counter()
         output = run(staged)
         until = time.perf_counter() + share * (time.perf_counter() - start)
-        while time.perf_counter() < until:
-            pass
         if sleep_device is not None:
             sleep_device()
+        while time.perf_counter() < until:
+            pass
         return output
 
     engine.run = slower  # type: ignore[method-assign]
 
 
-def device_seconds(engine: Engine, staged: Any, calls: int = 5) -> float:
-    """The median device time of one call of ``engine.run``, by CUDA events on its stream, timed alone."""
+def device_seconds(engine: Engine, staged: Any, calls: int = 5, untimed: int = 3) -> float:
+    """The median device time of one call of ``engine.run``, by CUDA events on its stream, timed alone after
+    ``untimed`` calls (the first calls of a process are slower)."""
     import torch
 
     stream, times = engine.stream(), []
+    for _ in range(untimed):
+        engine.run(staged)
     for _ in range(calls):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         engine.synchronize()
