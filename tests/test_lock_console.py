@@ -1,5 +1,6 @@
 """A job waiting for the machine lock says so on the terminal the run was started from, not only in its
-log, and gives up after a stated time, naming the holder."""
+log, and gives up after a stated time, naming the holder; a measurement that waits goes before work that
+would start after it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import pty
 import select
 import sys
+import threading
 import time
 
 import pytest
@@ -51,3 +53,46 @@ def test_a_wait_gives_up_after_its_limit_naming_the_holder(tmp_path, monkeypatch
     with pytest.raises(UserError, match=rf"machine lock {path}, still held by .*pid {os.getpid()}"):
         MachineLock(path).shared()
     holder.release()
+
+
+def _said(capsys: pytest.CaptureFixture[str], words: str, seen: list[str]) -> None:
+    """Wait (20 s at most) until a waiting thread has said ``words`` on stderr."""
+    deadline = time.monotonic() + 20
+    while not any(words in line for line in seen) and time.monotonic() < deadline:
+        seen.extend(capsys.readouterr().err.splitlines())
+        time.sleep(0.02)
+    assert any(words in line for line in seen), seen
+
+
+def test_a_waiting_measurement_goes_before_work_that_would_start_after_it(tmp_path, capsys):
+    path = tmp_path / "machine.lock"
+    running = MachineLock(path)  # a job preparing: the lock held shared
+    running.shared()
+    measuring, starting = MachineLock(path), MachineLock(path)  # separate descriptors: flock tells them apart
+    order: list[str] = []
+
+    def measure() -> None:
+        measuring.exclusive()
+        order.append("measured")
+        measuring.release()
+
+    def start() -> None:
+        starting.shared()
+        order.append("started")
+        starting.release()
+
+    seen: list[str] = []
+    measurement, starter = threading.Thread(target=measure, daemon=True), threading.Thread(target=start, daemon=True)
+    try:
+        measurement.start()
+        _said(capsys, "(exclusive)", seen)  # it waits for the running job, holding the queue
+        starter.start()
+        _said(capsys, "a measurement waiting for the lock", seen)  # without the queue it would have the lock now
+        assert order == []
+    finally:
+        running.release()  # the running job's step ends: the measurement first, then the work that waited
+        measurement.join(20)
+        starter.join(20)
+    assert order == ["measured", "started"]
+    for lock in (running, measuring, starting):
+        lock.close()

@@ -169,7 +169,8 @@ LOCK_FILE = Variable(
     "path",
     "a path to a regular file (created 0600 if missing), not a directory or a symbolic link",
     "measure.lock in this user's own directory",
-    "the machine lock's file: runs pointing at one file never measure at the same time",
+    "the machine lock's file, its queue beside it (the name plus .queue): runs pointing at one file never "
+    "measure at the same time",
     _lock_file,
 )
 GPUS = Variable(

@@ -2,7 +2,13 @@
 
 Measuring takes the lock exclusively; preparation (data, training, export, loading a model) takes it
 shared. Snakemake's resources are only counters that the user's command line can replace, so the
-package enforces this itself, whatever flags are passed. Only the standard library is imported
+package enforces this itself, whatever flags are passed.
+
+A measurement waiting for the lock goes first: it holds a second lock, the queue (``<lock>.queue``),
+while it waits, and a process taking the lock shared passes through the queue first. Work already
+running finishes its step; work that would start waits behind the measurement. Without the queue, jobs
+that kept starting on free cores held the lock shared one after another, and a GPU cell holding the
+GPU waited for a gap between them: tens of seconds a cell in the GPU default. Only the standard library is imported
 here: the CLI takes the lock before importing torch, whose import alone would disturb a measurement.
 
 The lock (and the package's other scratch files) lives in a directory of the user's own:
@@ -82,54 +88,72 @@ def tell_console(message: str) -> None:
         terminal.write(message + "\n")
 
 
+def queue_path(path: Path) -> Path:
+    """The queue beside the lock ``path``: held by a measurement while it waits for the lock."""
+    return path.with_name(path.name + ".queue")
+
+
 class MachineLock:
-    """A flock-based lock held for the life of the process (or until released)."""
+    """A flock-based lock held for the life of the process (or until released), a waiting measurement
+    first (the module's docstring)."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or lock_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = open_lock_file(self.path)
+        self._queue = open_lock_file(queue_path(self.path))
         self.mode: str | None = None
 
     def shared(self) -> None:
-        self._take(fcntl.LOCK_SH, "shared")
+        if self.mode != "exclusive":  # from exclusive, nobody can be ahead: no need to queue
+            self._take(self._queue, fcntl.LOCK_EX, "queue")  # behind a measurement that waits
+            fcntl.flock(self._queue, fcntl.LOCK_UN)
+        self._take(self._fd, fcntl.LOCK_SH, "shared")
         self.mode = "shared"
 
     def exclusive(self) -> None:
-        # Converting shared -> exclusive is not atomic with flock (it may release first); that is fine:
-        # no state is guarded, only the machine's quietness while measuring.
-        self._take(fcntl.LOCK_EX, "exclusive")
+        # Converting shared -> exclusive is not atomic with flock (it may release first): released here
+        # before queueing, so that two measurements waiting at once cannot each hold what the other needs.
+        # No state is guarded, only the machine's quietness while measuring.
+        self.release()
+        self._take(self._queue, fcntl.LOCK_EX, "queue")
+        try:
+            self._take(self._fd, fcntl.LOCK_EX, "exclusive")
+        finally:
+            fcntl.flock(self._queue, fcntl.LOCK_UN)
         self.mode = "exclusive"
 
-    def _take(self, operation: int, mode: str) -> None:
-        """Take the lock; if it is busy, say who holds it (a run that only waits looks hung), then wait."""
+    def _take(self, fd: int, operation: int, mode: str) -> None:
+        """Take the lock (or the queue) on ``fd``; if it is busy, say who holds it (a run that only waits
+        looks hung), then wait."""
         try:
-            fcntl.flock(self._fd, operation | fcntl.LOCK_NB)
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
             return
         except BlockingIOError:
             pass
-        tell_console(f"inferbench: waiting for the machine lock {self.path} ({mode}), held by {self._holders()}")
+        name = f"the machine lock {self.path}" if fd == self._fd else f"the queue {queue_path(self.path)}"
+        what = f"{name} ({mode})" if fd == self._fd else f"{name} (a measurement waiting for the lock)"
+        tell_console(f"inferbench: waiting for {what}, held by {self._holders(fd)}")
         started = said = time.monotonic()
         while True:
             # polled, not blocking, so the wait has a limit; who holds it is read only when it is said
             time.sleep(0.05)
             try:
-                fcntl.flock(self._fd, operation | fcntl.LOCK_NB)
+                fcntl.flock(fd, operation | fcntl.LOCK_NB)
                 return
             except BlockingIOError:
                 waited = time.monotonic() - started
                 if waited >= LOCK_WAIT_S:
                     raise UserError(
-                        f"waited {waited / 3600:.1f} h for the machine lock {self.path}, still held by "
-                        f"{self._holders()}: stop what holds it if it is stuck (kill PID), then run again"
+                        f"waited {waited / 3600:.1f} h for {name}, still held by "
+                        f"{self._holders(fd)}: stop what holds it if it is stuck (kill PID), then run again"
                     ) from None
                 if time.monotonic() - said >= LOCK_REMIND_S:
                     said = time.monotonic()
-                    holders = self._holders()
-                    tell_console(f"inferbench: still waiting ({waited / 60:.0f} min) for {self.path}: {holders}")
+                    tell_console(f"inferbench: still waiting ({waited / 60:.0f} min) for {name}: {self._holders(fd)}")
 
-    def _holders(self) -> str:
-        return describe_holders(_flock_holders(os.fstat(self._fd).st_ino))
+    def _holders(self, fd: int) -> str:
+        return describe_holders(_flock_holders(os.fstat(fd).st_ino))
 
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -138,6 +162,7 @@ class MachineLock:
     def close(self) -> None:
         self.release()
         os.close(self._fd)
+        os.close(self._queue)
 
     @contextmanager
     def exclusively(self) -> Iterator[None]:
