@@ -57,7 +57,7 @@ NUMERIC_COLUMNS = [
     "serving_harness_p99_ms",
 ]
 #: the cell's dimensions that are whole numbers (they name its record's path), and their range: the
-#: config's own limits (workflow/schemas/config.schema.yaml: size_list, threads; 0: no sequence, or a
+#: config's own limits (src/inferbench/config.schema.yaml: size_list, threads; 0: no sequence, or a
 #: GPU cell's threads)
 INTEGER_COLUMNS = ["batch_size", "seq_len", "threads"]
 DIMENSION_RANGES = {"batch_size": (1, 1_048_576), "seq_len": (0, 1_048_576), "threads": (0, 1024)}

@@ -1,6 +1,6 @@
 """How cells are measured and served: config `measure` and `serving` as typed settings. Their keys,
-defaults and meaning are declared once, in the config schema (workflow/schemas/config.schema.yaml, the
-sections of the same names); the settings classes are made from it, so a key added there is a
+defaults and meaning are declared once, in the config schema (inferbench/config.schema.yaml, package
+data, the sections of the same names); the settings classes are made from it, so a key added there is a
 setting here."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any
 import yaml
 
 #: the config schema: types, allowed values and defaults of every config key
-SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[1] / "config.schema.yaml"
 
 
 @functools.cache
 def schema() -> dict[str, Any]:
     if not SCHEMA.exists():
         raise FileNotFoundError(
-            f"the config schema is not at {SCHEMA}: inferbench runs from a checkout of its repository "
-            "(pip install -e .)"
+            f"the config schema is not at {SCHEMA}: the package is installed without its data; "
+            "install it again (pip install -e . from a checkout, or pip install inferbench)"
         )
     return yaml.safe_load(SCHEMA.read_text())
 
