@@ -35,19 +35,6 @@ def test_conda_envs_pin_versions_that_pyproject_allows(env):
         assert declared[req.name.lower()].specifier.contains(version), f"{env}: {pin} outside pyproject's range"
 
 
-@pytest.mark.parametrize("directory", [".", ".test"], ids=["default config", "test config"])
-def test_snakemake_lint_is_clean(directory):
-    done = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--lint", "--directory", directory],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Lints for" not in done.stdout + done.stderr, done.stdout + done.stderr
-
-
 @pytest.mark.skipif(importlib.util.find_spec("ruff") is None, reason="ruff is not installed (the `test` extra has it)")
 def test_ruff_is_clean():
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=REPO, capture_output=True, text=True)
