@@ -8,7 +8,7 @@ A measurement waiting for the lock goes first: it holds a second lock, the queue
 while it waits, and a process taking the lock shared passes through the queue first. Work already
 running finishes its step; work that would start waits behind the measurement. Without the queue, jobs
 that kept starting on free cores held the lock shared one after another, and a GPU cell holding the
-GPU waited for a gap between them: tens of seconds a cell in the GPU default.
+GPU waited for a gap between them (docs/results/h200/default/2026-11-29-lock-waits).
 
 Only the standard library is imported here: the CLI takes the lock before importing torch, whose import
 alone would disturb a measurement.
