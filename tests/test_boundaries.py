@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from inferbench.catalog import engine_registry as registry
 from inferbench.catalog.engines import EngineInfo
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
+from inferbench.engines import registry
 from inferbench.engines.base import Engine
 from inferbench.machine.lock import MachineLock
 from inferbench.scenarios.prepare import CellInputs, CellRequest

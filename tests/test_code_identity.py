@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inferbench.catalog.engine_registry import engine_info
 from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.catalog.verbs import VERBS
+from inferbench.engines.registry import engine_info
 from inferbench.plan.code import code_identity, import_closure
 from tests.conftest import REPO, copy_checkout
 

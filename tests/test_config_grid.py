@@ -7,8 +7,8 @@ import copy
 import pytest
 import yaml
 
-from inferbench.catalog.engine_registry import ENGINES
 from inferbench.core.cells import CellKey
+from inferbench.engines.registry import ENGINES
 from inferbench.plan.config import ConfigError, validate_config
 from inferbench.plan.grid import cell_serving, config_cells, resolve_devices
 from tests.conftest import REPO

@@ -11,10 +11,10 @@ import onnx
 import pytest
 import torch
 
-from inferbench.catalog.engine_registry import load_engine_class, onnx_path
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
 from inferbench.engines.ort.engine import tensorrt_unavailable_reason
+from inferbench.engines.registry import load_engine_class, onnx_path
 from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model, make_inputs
 from inferbench.models.export import convert_fp16, export_onnx, quantize_int8, relative_l2

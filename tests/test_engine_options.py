@@ -1,4 +1,4 @@
-"""Typed engine options: each implementation declares its options (inferbench.catalog.engine_registry); a
+"""Typed engine options: each implementation declares its options (inferbench.engines.registry); a
 misspelled option, an option of another engine or a value of the wrong type stops the run before any
 job, naming the allowed keys; engines and records carry the effective options, defaults included."""
 
@@ -13,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-from inferbench.catalog.engine_registry import ENGINES, option_problems
+from inferbench.engines.registry import ENGINES, option_problems
 from inferbench.plan.config import ConfigError, validate_config
 from tests.conftest import REPO
 

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from inferbench.catalog.engine_registry import ENGINES, engine_info, load_engine_class
 from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.environment import engine_libraries
 from inferbench.core.settings import MeasureSettings
 from inferbench.core.storage import samples_path
 from inferbench.engines.base import Engine
+from inferbench.engines.registry import ENGINES, engine_info, load_engine_class
 from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model, make_inputs
 from inferbench.models.export import export_onnx, relative_l2
@@ -209,7 +210,10 @@ def test_run_cell_ok_record(impl, artifact, artifacts, tmp_path):
     assert record.end_to_end["latency_ms"]["p50"] == record.latency_ms["p50"]
     assert record.cold_start_s["prepare"] >= 0 and record.cold_start_s["first_call"] > 0
     assert record.memory_mb["host_peak_rss"] > 10
-    assert record.environment["cpu_count"] >= 1 and "torch" in record.environment["libraries"]
+    # the versions of what this engine uses, none of another engine's
+    libraries = record.environment["libraries"]
+    assert record.environment["cpu_count"] >= 1 and set(engine_libraries(ENGINES[impl])) <= set(libraries)
+    assert ("openvino" in libraries) == (impl == "openvino")
     # a CPU cell measures alone, the machine lock exclusive; the record says on which cores
     assert record.measuring["lock"] == "machine" and set(record.measuring["cpus"]) <= set(range(os.cpu_count()))
 

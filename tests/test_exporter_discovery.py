@@ -60,7 +60,7 @@ def test_an_exporter_whose_import_raises_is_named_when_asked_and_the_others_expo
 
 def test_a_broken_engine_family_is_skipped_by_name_and_a_re_declared_engine_names_both(tmp_path, monkeypatch):
     import inferbench.engines
-    from inferbench.catalog import engine_registry
+    from inferbench.engines import registry as engine_registry
 
     extra = tmp_path / "families"
     (extra / "zz_broken").mkdir(parents=True)

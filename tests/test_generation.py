@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import yaml
 
-from inferbench.catalog.engine_registry import engine_info
 from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellKey
 from inferbench.core.settings import MeasureSettings
 from inferbench.engines.base import Engine
+from inferbench.engines.registry import engine_info
 from inferbench.launch.processes import merge_repeats
 from inferbench.models import create_model
 from inferbench.models.parity import REFERENCE_TOKENS, make_reference
@@ -299,8 +299,8 @@ class LogProbabilities(Engine):
 
 
 def test_an_engine_that_returns_log_probabilities_is_held_to_the_logits(qwen2, monkeypatch):
-    from inferbench.catalog import engine_registry
     from inferbench.catalog.engines import EngineInfo
+    from inferbench.engines import registry as engine_registry
     from inferbench.scenarios.prepare import check_parity
 
     info = EngineInfo("tests.test_generation:LogProbabilities", ("cpu",), ("fp32",), "none", "log-probabilities")

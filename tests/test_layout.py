@@ -3,14 +3,15 @@ that the Snakefile reads stay light, and engines carry no measuring policy."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
 import pytest
 
-from inferbench.catalog.engine_registry import ENGINES, load_engine_class
 from inferbench.engines.base import Engine
-from inferbench.plan.code import direct_imports, package_modules
+from inferbench.engines.registry import ENGINES, load_engine_class
+from inferbench.plan.code import SOURCE, direct_imports, module_file, package_modules
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
@@ -87,13 +88,55 @@ def _package(module: str) -> str:
     return module.split(".")[1] if module.count(".") else ""
 
 
+#: calls that import a module named by their first argument: an import the statements do not show
+_IMPORTING_CALLS = {"import_module", "__import__", "load_target"}
+
+
+def runtime_imports(source: str) -> set[str]:
+    """The package's modules that calls such as ``importlib.import_module("inferbench.x")`` load, from the
+    literal text of their first argument (an f-string's text before its first field, a target's
+    ``"module:name"`` before its colon)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        argument = node.args[0]
+        if name not in _IMPORTING_CALLS:
+            continue
+        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+            text = argument.value
+        elif isinstance(argument, ast.JoinedStr) and argument.values and isinstance(argument.values[0], ast.Constant):
+            text = str(argument.values[0].value)
+        else:
+            continue
+        module = text.split(":")[0].rstrip(".")
+        if module.split(".")[0] == "inferbench":
+            found.add(module)
+    return found
+
+
+def test_imports_through_importlib_are_counted():
+    source = (
+        "import importlib\n"
+        "def find(family):\n"
+        "    importlib.import_module('inferbench.engines')\n"
+        "    return importlib.import_module(f'inferbench.scenarios.{family}')\n"
+        "load_target('inferbench.report.tables:table')\n"
+        "importlib.import_module(name)\n"
+    )
+    assert runtime_imports(source) == {"inferbench.engines", "inferbench.scenarios", "inferbench.report.tables"}
+
+
 def package_graph() -> dict[str, set[str]]:
-    """Which of the package's homes each home imports (function-level imports included)."""
+    """Which of the package's homes each home imports: its import statements (function-level ones
+    included) and the modules it loads through importlib by name."""
     graph: dict[str, set[str]] = {home: set() for home in HOMES}
     for module in package_modules():
         home = _package(module)
         if home in graph:
-            graph[home] |= {_package(other) for other in direct_imports(module)} - {home, ""}
+            loaded = runtime_imports(module_file(module, SOURCE).read_text())
+            graph[home] |= {_package(other) for other in direct_imports(module) | loaded} - {home, ""}
     return graph
 
 
@@ -127,7 +170,7 @@ def test_the_registries_the_snakefile_reads_import_nothing_heavy():
     code = (
         "import sys\n"
         "import inferbench.plan.grid, inferbench.plan.config, inferbench.plan.code, inferbench.data\n"
-        "import inferbench.catalog.engine_registry, inferbench.catalog.scenarios, inferbench.catalog.verbs\n"
+        "import inferbench.engines.registry, inferbench.catalog.scenarios, inferbench.catalog.verbs\n"
         "import inferbench.catalog.layouts, inferbench.catalog.exporters, inferbench.engines.tensorrt.plans\n"
         "import inferbench.launch.cell_job, inferbench.analysis.leases\n"
         "heavy = [m for m in ('torch', 'onnxruntime', 'scipy', 'pandas', 'matplotlib', 'timm') if m in sys.modules]\n"
@@ -147,3 +190,18 @@ def test_engines_carry_no_measuring_policy(impl):
     assert issubclass(cls, Engine)
     for attribute in MEASURING_POLICY:
         assert not hasattr(cls, attribute), f"{impl} declares {attribute}: the scenario decides how a call is timed"
+
+
+def test_the_ground_floor_loads_nothing_of_the_package_when_imported():
+    # the import statements say so (test_each_package_imports_only_the_layers_below_it); this asks the
+    # interpreter, which also sees what a module loads by name while it loads
+    catalog = [m for m in package_modules() if m.startswith("inferbench.catalog.")]
+    code = (
+        "import importlib, sys\n"
+        f"for name in {catalog!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('inferbench.') "
+        "and not m.startswith('inferbench.catalog'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert len(catalog) >= 6 and done.stdout.strip() == ""

@@ -24,7 +24,6 @@ import pytest
 import yaml
 
 from inferbench.catalog.scenarios import SCENARIOS, drives, scenario_info
-from inferbench.catalog.verbs import cell_code_roots
 from inferbench.core.arrivals import LoadSettings, PlannedRequest, arrival_offsets, length_bounds, plan_requests
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.request_metrics import (
@@ -42,6 +41,7 @@ from inferbench.core.request_metrics import (
 from inferbench.core.settings import MeasureSettings
 from inferbench.machine.lock import MachineLock
 from inferbench.models.registry import InputSpec
+from inferbench.plan.code import cell_code_roots
 from inferbench.plan.config import ConfigError, validate_config
 from inferbench.plan.grid import SettingsConflict, cell_scenario_settings, config_cells, no_cells_message
 from inferbench.scenarios.llm_load import (

@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from inferbench.catalog import engine_registry as registry
 from inferbench.catalog.engines import EngineInfo
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
 from inferbench.core.storage import samples_path, save_samples
+from inferbench.engines import registry
 from inferbench.engines.base import Engine
 from inferbench.launch import cell_job
 from inferbench.launch.cell_job import measure_cell

@@ -9,9 +9,9 @@ from dataclasses import asdict
 
 import pytest
 
-from inferbench.catalog.engine_registry import load_engine_class, onnx_path, option_problems
 from inferbench.core.cells import CellKey
 from inferbench.core.settings import MeasureSettings
+from inferbench.engines.registry import load_engine_class, onnx_path, option_problems
 from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model, make_inputs
 from inferbench.models.fusions import attention_shape, eager_attention, export_fused

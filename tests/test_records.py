@@ -142,9 +142,10 @@ def test_fingerprint_names_the_onnxruntime_that_was_imported(monkeypatch):
     from inferbench.core.environment import fingerprint
 
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    env = fingerprint(include_gpu=False)
+    env = fingerprint(include_gpu=False, libraries=("onnxruntime",))
     assert env["python"] and env["cpu_count"] >= 1 and "numpy" in env["libraries"]
+    assert "torch" not in env["libraries"], "only the libraries asked for, beside the harness's"
     assert env["thread_env"]["OMP_NUM_THREADS"] == "3" and env["inferbench"] and env["git_commit"]
     assert env["git_dirty"] in (True, False)  # a clean clone in CI, edits in progress here
     monkeypatch.setitem(sys.modules, "onnxruntime", types.SimpleNamespace(__version__="9.9.9-gpu"))
-    assert fingerprint(include_gpu=False)["libraries"]["onnxruntime"] == "9.9.9-gpu"
+    assert fingerprint(include_gpu=False, libraries=("onnxruntime",))["libraries"]["onnxruntime"] == "9.9.9-gpu"

@@ -498,7 +498,7 @@ def test_the_fp32_baseline_is_pytorchs_default_and_each_label_names_what_it_chan
 
 
 def test_a_tf32_setting_is_one_of_three_and_a_boolean_is_refused_naming_them():
-    from inferbench.catalog.engine_registry import engine_info, option_problems
+    from inferbench.engines.registry import engine_info, option_problems
 
     (problem,) = option_problems("torch_eager", {"engine": "torch_eager", "tf32": True})
     assert "tf32" in problem and "strict, conv, all" in problem, problem

@@ -11,9 +11,8 @@ import sys
 import pandas as pd
 import pytest
 
-from inferbench.catalog.verbs import cell_code_roots
 from inferbench.cli.results_index import build_index
-from inferbench.plan.code import code_identity
+from inferbench.plan.code import cell_code_roots, code_identity
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)

@@ -295,7 +295,7 @@ def test_a_ladder_of_batch_sizes_and_the_rung_a_batch_is_padded_to():
 
 
 def test_engines_slower_at_other_shapes_serve_from_the_ladder_and_the_others_as_they_are():
-    from inferbench.catalog.engine_registry import load_engine_class
+    from inferbench.engines.registry import load_engine_class
 
     def takes_any_batch(impl: str, device: str, **options: object) -> bool:
         return load_engine_class(impl)(device, "fp32", 0, {"engine": impl, **options}).takes_any_batch

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
-from inferbench.catalog.engine_registry import ENGINES
 from inferbench.core.cells import CellKey
 from inferbench.core.settings import MeasureSettings
+from inferbench.engines.registry import ENGINES
 from inferbench.machine import watchdog
 from inferbench.machine.lock import MachineLock
 from inferbench.plan import sizing

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from inferbench.catalog.engine_registry import load_engine_class
 from inferbench.core.stats import latency_stats
+from inferbench.engines.registry import load_engine_class
 from inferbench.models import create_model, make_inputs
 from inferbench.models.registry import save_checkpoint
 from inferbench.scenarios.timing import CudaEventTimer, measure_calls

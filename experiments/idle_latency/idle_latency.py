@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from inferbench.catalog.engine_registry import load_engine_class
 from inferbench.core.fsutil import read_json
+from inferbench.engines.registry import load_engine_class
 from inferbench.models.registry import input_specs, make_inputs
 
 

@@ -63,7 +63,7 @@ def one_process(cell: str, rounds: int, seconds: float) -> list[dict[str, Any]]:
 
     import numpy as np
 
-    from inferbench.catalog.engine_registry import load_engine_class
+    from inferbench.engines.registry import load_engine_class
     from inferbench.models import create_model, make_inputs
     from inferbench.models.registry import save_checkpoint
     from inferbench.scenarios.timing import CudaEventTimer, measure_calls

@@ -14,16 +14,16 @@ PACKAGE_SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(PACKAGE_SRC))
 shell.prefix(f"export PYTHONPATH='{PACKAGE_SRC}'${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from inferbench.catalog.verbs import DISPATCHER, VERBS, cell_code_roots
+from inferbench.catalog.verbs import DISPATCHER, VERBS
 from inferbench.core.cells import CellKey
 from inferbench.core import env_vars
 from inferbench.catalog.workloads import DEVICES, PRECISIONS, ordered, workload_info
 from inferbench.data import DATASETS
-from inferbench.catalog.engine_registry import engine_info, onnx_path
+from inferbench.engines.registry import engine_info, onnx_path
 from inferbench.engines.tensorrt import PRECISIONS as TENSORRT_PRECISIONS
 from inferbench.engines.tensorrt.plans import current_target, plan_path
 from inferbench.machine.run_lock import clear_stale_locks
-from inferbench.plan.code import code_identity
+from inferbench.plan.code import cell_code_roots, code_identity
 from inferbench.plan.config import ConfigError, cell_tolerance, validate_config
 from inferbench.plan.grid import (
     cell_min_iters,

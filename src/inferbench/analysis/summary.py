@@ -8,12 +8,12 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from inferbench.catalog.engine_registry import HARNESS_ENGINES
 from inferbench.catalog.engines import tf32_setting
 from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.core.cells import CellRecord, NewerRecord
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path
+from inferbench.engines.registry import HARNESS_ENGINES
 from inferbench.models.parity import violations
 
 KEY_COLUMNS = ["workload", "engine", "precision", "device", "batch_size", "seq_len", "threads", "scenario"]

@@ -4,7 +4,7 @@ it runs, what it is prepared from, its options with their types and defaults.
 Each engine family (a package under ``inferbench.engines``: ``pytorch``, ``ort``, ``tensorrt``,
 ``noop``) declares its implementations in its ``__init__.py`` as ``ENGINES = {name: EngineInfo(...)}``
 and keeps the code that runs them in modules of its own, imported only when a cell runs
-(``EngineInfo.target``). inferbench.catalog.engine_registry finds the families.
+(``EngineInfo.target``). inferbench.engines.registry finds the families.
 """
 
 from __future__ import annotations

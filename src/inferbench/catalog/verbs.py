@@ -84,13 +84,3 @@ VERBS: dict[str, Verb] = {
 #: the module every job starts in: it routes argv to a verb (directly or through the warm start), and its
 #: ``main`` sets up what a measuring job measures under (the GPU slot, the machine lock, the cores kept apart)
 DISPATCHER = "inferbench.__main__"
-
-
-def cell_code_roots(engine_impl: str, scenario: str = "single") -> tuple[str, ...]:
-    """What a cell's job runs, as roots of its code identity (inferbench.plan.code): the dispatcher, the
-    run-cell verb's function, its engine's module and its scenario's module, and what they import."""
-    from inferbench.catalog.engine_registry import engine_info
-    from inferbench.catalog.scenarios import scenario_info
-
-    info = engine_info(engine_impl)
-    return (DISPATCHER, VERBS["run-cell"].target, info.module, scenario_info(scenario, info.mode).module)

@@ -11,7 +11,7 @@ from inferbench.cli.args import json_value
 
 def engine_variant(text: str) -> dict[str, Any]:
     """An engine variant as JSON, checked against its implementation's declared options."""
-    from inferbench.catalog.engine_registry import ENGINES, option_problems
+    from inferbench.engines.registry import ENGINES, option_problems
 
     variant = json_value(text)
     if not isinstance(variant, dict) or variant.get("engine") not in ENGINES:
@@ -49,8 +49,8 @@ ARTIFACT_KINDS = {
 def check_artifact(args: argparse.Namespace) -> None:
     """A UserError where ``--artifact`` is not the kind of file the variant's engine runs (an ONNX model given
     to a PyTorch engine, a checkpoint to ONNX Runtime): the engine would fail reading it as if it were damaged."""
-    from inferbench.catalog.engine_registry import engine_info
     from inferbench.core.errors import UserError
+    from inferbench.engines.registry import engine_info
 
     impl = args.engine_options["engine"]
     kind = engine_info(impl).artifact

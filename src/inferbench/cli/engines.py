@@ -28,8 +28,8 @@ def _build_arguments(p: argparse.ArgumentParser) -> None:
 
 @arguments(_build_arguments)
 def build_trt_engine(args: argparse.Namespace) -> None:
-    from inferbench.catalog.engine_registry import engine_info
     from inferbench.core.fsutil import read_json, write_json
+    from inferbench.engines.registry import engine_info
     from inferbench.engines.tensorrt.build import build_engine, calibration_batches
     from inferbench.engines.tensorrt.plans import build_report_path
     from inferbench.models.registry import input_specs

@@ -66,9 +66,9 @@ def backfill_computation(summary: pd.DataFrame, variants: dict[str, dict]) -> pd
     a row whose engine is not in ``variants`` keeps them empty. Values the summary has are kept."""
     import pandas as pd
 
-    from inferbench.catalog.engine_registry import load_engine_class
     from inferbench.catalog.engines import COMPUTATION_KEYS
     from inferbench.catalog.workloads import workload_info
+    from inferbench.engines.registry import load_engine_class
 
     absent = [key for key in COMPUTATION_KEYS if key not in summary]
     rows = []

@@ -174,8 +174,7 @@ def _code_status(frame: Any) -> str:
 
 @functools.cache
 def _current_identity(engine_impl: str, scenario: str) -> str | None:
-    from inferbench.catalog.verbs import cell_code_roots
-    from inferbench.plan.code import code_identity
+    from inferbench.plan.code import cell_code_roots, code_identity
 
     try:
         return code_identity(cell_code_roots(engine_impl, scenario))

@@ -30,8 +30,8 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_list_arguments)
 def list_(args: argparse.Namespace) -> None:
     if args.what == "engines":
-        from inferbench.catalog.engine_registry import ENGINES, SKIPPED_FAMILIES, load_engine_class
         from inferbench.engines.ort.engine import ort_distributions
+        from inferbench.engines.registry import ENGINES, SKIPPED_FAMILIES, load_engine_class
 
         if len(installed := ort_distributions()) > 1:
             print(

@@ -358,8 +358,7 @@ class CellRecord:
             "code_job": self.code.get("job"),
             "code_package": self.code.get("package"),
             "schema_version": self.schema_version,
-            **{lib: self.environment.get("libraries", {}).get(lib) for lib in ("torch", "onnxruntime", "openvino")},
-            # every library version the record holds, ``name=version;...``: the report picks its engines' own
+            # the library versions the record holds (its engine's and the harness's), ``name=version;...``
             "libraries": libraries_column(self.environment.get("libraries")),
             **self._serving_columns(),
             **self._generation_columns(),

@@ -11,24 +11,15 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import inferbench
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
-LIBRARIES = (
-    "torch",
-    "timm",
-    "transformers",
-    "onnx",
-    "onnxruntime",
-    "onnxruntime-gpu",
-    "openvino",
-    "vllm",
-    "numpy",
-    "snakemake",
-)
+#: what every record names besides its engine's own libraries: the harness's
+HARNESS_LIBRARIES = ("numpy", "snakemake")
 #: distributions that install a module under another name, the GPU build first
 DISTRIBUTIONS = {
     "onnxruntime": ("onnxruntime-gpu", "onnxruntime"),
@@ -54,19 +45,20 @@ def _version(name: str) -> str | None:
         return None
 
 
-def _libraries() -> dict[str, str]:
-    versions = {name: v for name in LIBRARIES if (v := _version(name))}
-    # every engine's libraries by module name: the report lists those of the engines a run used
-    for module in _engine_modules():
+def _libraries(modules: Iterable[str]) -> dict[str, str]:
+    """The versions of the harness's libraries and of ``modules`` (by module name), those installed."""
+    versions = {name: v for name in HARNESS_LIBRARIES if (v := _version(name))}
+    for module in sorted(set(modules)):
         if module not in versions and (found := _module_version(module)):
             versions[module] = found
     # onnxruntime and onnxruntime-gpu install the same module; where both are present, the one that
     # was imported is the one that ran: its own version is what "onnxruntime" means in a record
-    module = sys.modules.get("onnxruntime")
-    if module is not None and getattr(module, "__version__", None):
-        versions["onnxruntime"] = module.__version__
-    elif (importable := _importable_version("onnxruntime", ("onnxruntime-gpu", "onnxruntime"))) is not None:
-        versions["onnxruntime"] = importable
+    if "onnxruntime" in versions:
+        module = sys.modules.get("onnxruntime")
+        if module is not None and getattr(module, "__version__", None):
+            versions["onnxruntime"] = module.__version__
+        elif (importable := _importable_version("onnxruntime", ("onnxruntime-gpu", "onnxruntime"))) is not None:
+            versions["onnxruntime"] = importable
     return versions
 
 
@@ -93,14 +85,6 @@ def _imported_modules(module: str) -> frozenset[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
     return frozenset(n for n in names if n not in sys.stdlib_module_names and n != "inferbench")
-
-
-@functools.cache
-def _engine_modules() -> tuple[str, ...]:
-    """The libraries of every engine the package declares (imported here: core imports no catalog at load)."""
-    from inferbench.catalog.engine_registry import ENGINES
-
-    return tuple(sorted({m for info in ENGINES.values() for m in engine_libraries(info)}))
 
 
 def _module_version(module: str) -> str | None:
@@ -194,7 +178,10 @@ def package_source_hash() -> str:
     return digest.hexdigest()[:12]
 
 
-def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
+def fingerprint(include_gpu: bool = True, libraries: Iterable[str] = ()) -> dict[str, Any]:
+    """Where and with what a record was made: the host, Python, the package's commit, and the versions of
+    ``libraries`` (module names: what the cell's engine uses, inferbench.core.environment.engine_libraries)
+    beside the harness's own."""
     env: dict[str, Any] = {
         "hostname": platform.node(),
         "pid": os.getpid(),  # the process that measured (each of a cell's processes has its own)
@@ -207,7 +194,7 @@ def fingerprint(include_gpu: bool = True) -> dict[str, Any]:
         "inferbench": inferbench.__version__,
         "git_commit": _git_commit(),
         "git_dirty": _git_dirty(),
-        "libraries": _libraries(),
+        "libraries": _libraries(libraries),
         # thread settings the libraries read at start-up (an engine's own threads are in its record)
         "thread_env": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
         # the cluster job this ran in, if any

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from inferbench.catalog.engine_registry import engine_info
 from inferbench.catalog.engines import COMPUTATION_KEYS, EngineOptions
 from inferbench.catalog.targets import load_target
+from inferbench.engines.registry import engine_info
 from inferbench.models.registry import InputSpec
 
 

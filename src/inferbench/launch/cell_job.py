@@ -10,13 +10,13 @@ import os
 import time
 from pathlib import Path
 
-from inferbench.catalog.engine_registry import engine_info
 from inferbench.catalog.scenarios import scenario_info
 from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.environment import package_source_hash
 from inferbench.core.fsutil import read_json
 from inferbench.core.storage import loadgen_dir, save_cell
+from inferbench.engines.registry import engine_info
 from inferbench.launch.processes import end_on_sigterm, import_libraries, run_in_fresh_processes
 from inferbench.launch.warm import PRELOADED, preloaded_import_s
 from inferbench.machine.lock import MachineLock

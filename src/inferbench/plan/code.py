@@ -14,11 +14,11 @@ several verbs' functions (inferbench.cli.models) ties each rule only to its own 
 dispatcher that routes argv to a verb (``inferbench.__main__`` and ``inferbench.cli.main``) is a root of
 the measuring jobs (cells, profiles): it sets up what they measure under (the machine lock, the GPU slot,
 the cores kept apart). It computes nothing a preparing job writes, so models and data do not follow it.
-Registries that find engines by name (inferbench.catalog.engine_registry) import the other families only
+Registries that find engines by name (inferbench.engines.registry) import the other families only
 through ``importlib``, so a cell's closure holds its own engine's family and no other.
 
-Only the files are read: nothing is imported, and the hash follows the source tree given (the
-workflow's ``src/``), whatever version of the package the calling process has imported.
+The modules hashed are read, never imported: the hash follows the source tree given (the workflow's
+``src/``), whatever version of the package the calling process has imported.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ import functools
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
+
+from inferbench.catalog.scenarios import scenario_info
+from inferbench.catalog.verbs import DISPATCHER, VERBS
+from inferbench.engines.registry import engine_info
 
 PACKAGE = "inferbench"
 #: where this module's own source tree is: the default
@@ -192,3 +196,10 @@ def code_identity(roots: Iterable[str], src: Path = SOURCE) -> str:
         path = module_file(module, src)
         digest.update(module.encode() + b"\0" + (_source(path, partial.get(module)) if path else b"") + b"\0")
     return digest.hexdigest()[:12]
+
+
+def cell_code_roots(engine_impl: str, scenario: str = "single") -> tuple[str, ...]:
+    """What a cell's job runs, as roots of its code identity: the dispatcher, the run-cell verb's function,
+    its engine's module and its scenario's module, and what they import."""
+    info = engine_info(engine_impl)
+    return (DISPATCHER, VERBS["run-cell"].target, info.module, scenario_info(scenario, info.mode).module)

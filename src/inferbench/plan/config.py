@@ -15,7 +15,6 @@ from typing import Any
 import jsonschema
 import yaml
 
-from inferbench.catalog.engine_registry import ENGINES, engine_info, option_problems
 from inferbench.catalog.exporters import EXPORTERS
 from inferbench.catalog.layouts import LAYOUTS
 from inferbench.catalog.scenarios import SCENARIOS
@@ -24,6 +23,7 @@ from inferbench.core.arrivals import MIN_OUTPUT_TOKENS, LoadSettings, length_bou
 from inferbench.core.percentiles import MIN_SAMPLES
 from inferbench.core.settings import schema as config_schema
 from inferbench.data import DATASETS
+from inferbench.engines.registry import ENGINES, engine_info, option_problems
 from inferbench.plan.grid import SettingsConflict, cell_scenario_settings, study_scenario_settings
 from inferbench.plan.sizing import (
     context_length,

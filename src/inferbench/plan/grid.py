@@ -14,13 +14,13 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from inferbench.catalog.engine_registry import engine_info
 from inferbench.catalog.layouts import study_percentiles
 from inferbench.catalog.scenarios import SCENARIOS, drives
 from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellKey
 from inferbench.core.percentiles import samples_needed
 from inferbench.core.settings import schema_defaults
+from inferbench.engines.registry import engine_info
 
 
 def cuda_present() -> bool:

@@ -23,10 +23,10 @@ from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.summary import measured, split_scenarios, with_scenario
 from inferbench.analysis.uncertainty import Ratio
 from inferbench.analysis.verdicts import CONTENDED, OTHER_BOUNDARY, Claim, claim
-from inferbench.catalog.engine_registry import HARNESS_ENGINES
 from inferbench.catalog.engines import tf32_setting
 from inferbench.catalog.layouts import LAYOUTS, study_percentiles
 from inferbench.core.percentiles import samples_needed
+from inferbench.engines.registry import HARNESS_ENGINES
 from inferbench.report.observations import host_bound_lines, int8_lines, memory_line, physics_flags
 from inferbench.report.studies import records_beside, row_key, study_rows, training_speedups
 from inferbench.report.tables import cell_name, fmt, recipe

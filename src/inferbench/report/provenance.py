@@ -16,10 +16,10 @@ import pandas as pd
 from inferbench.analysis.calibration import calibrate, calibration_text
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.summary import measured
-from inferbench.catalog.engine_registry import ENGINES
 from inferbench.catalog.workloads import WorkloadInfo, workload_info
 from inferbench.core.environment import engine_libraries, parse_libraries
 from inferbench.data import DATASETS
+from inferbench.engines.registry import ENGINES
 from inferbench.report.studies import study_rows
 from inferbench.report.tables import distinct
 from inferbench.report.text import escape_markdown, inline_code

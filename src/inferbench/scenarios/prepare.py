@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.catalog.engine_registry import engine_info, load_engine_class
 from inferbench.catalog.engines import EngineInfo
 from inferbench.catalog.scenarios import scenario_info
 from inferbench.catalog.targets import load_target
@@ -20,6 +19,7 @@ from inferbench.core.cells import CellKey
 from inferbench.core.fsutil import read_json
 from inferbench.core.settings import MeasureSettings, ServingSettings
 from inferbench.engines.base import Engine
+from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.machine.lock import MachineLock
 from inferbench.models.parity import (
     centred,

@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.catalog.engine_registry import engine_info, load_engine_class
 from inferbench.catalog.engines import EngineInfo
 from inferbench.catalog.scenarios import scenario_info
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellRecord
-from inferbench.core.environment import fingerprint
+from inferbench.core.environment import engine_libraries, fingerprint
 from inferbench.core.errors import failure_reason, is_oom
 from inferbench.core.storage import save_cell
+from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.machine.cores import auto_cores
 from inferbench.machine.host_partition import pin_process
 from inferbench.machine.lock import MachineLock
@@ -82,6 +82,11 @@ def _record_base(request: CellRequest) -> dict[str, Any]:
     return base
 
 
+def _fingerprint(info: EngineInfo, include_gpu: bool) -> dict[str, Any]:
+    """The environment of a cell's record, with the versions of the libraries its engine uses."""
+    return fingerprint(include_gpu, libraries=engine_libraries(info))
+
+
 def failed_record(
     request: CellRequest, reason: str, status: str = "failed", base: dict[str, Any] | None = None
 ) -> CellRecord:
@@ -91,7 +96,7 @@ def failed_record(
         **(base if base is not None else _record_base(request)),
         status=status,
         reason=reason,
-        environment=fingerprint(include_gpu=request.key.device == "cuda"),
+        environment=_fingerprint(engine_info(request.variant["engine"]), include_gpu=request.key.device == "cuda"),
     )
     record.engine.setdefault("description", engine_info(request.variant["engine"]).description)
     return record
@@ -111,7 +116,7 @@ def _measure(
     beat("checking whether the cell can run here")
     reason = unavailable(request)
     if reason:
-        return CellRecord(**base, status="unavailable", reason=reason, environment=fingerprint(False)), {}
+        return CellRecord(**base, status="unavailable", reason=reason, environment=_fingerprint(info, False)), {}
     beat("preparing the engine (load, build or compile, first call)")
     engine, specs, batches, cold = prepare_engine(request)
     beat("checking parity against FP32 eager")
@@ -132,7 +137,7 @@ def _measure(
         fields["measuring"] = {**fields["measuring"], "pinning": fields["measuring"].get("pinning", pinning)}
     scenario_memory, scenario_environment = fields.pop("memory_mb", {}), fields.pop("environment", {})
     invalid = f"output differs from FP32 eager: {'; '.join(problems)}" if problems else measured.invalid
-    environment = fingerprint(include_gpu=key.device == "cuda") | scenario_environment
+    environment = _fingerprint(info, include_gpu=key.device == "cuda") | scenario_environment
     measured_on = (fields.get("measuring") or {}).get("cpus")
     if measured_on:  # the cores the timed calls ran on (a GPU's slot), not those the set-up ran on
         environment |= {"affinity": measured_on, "affinity_cpus": len(measured_on)}

@@ -53,10 +53,10 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.catalog.engine_registry import harness_engine, load_engine_class
 from inferbench.core.queueing import md1_rate_within
 from inferbench.core.settings import ServingSettings
 from inferbench.core.stats import reported_percentiles
+from inferbench.engines.registry import harness_engine, load_engine_class
 from inferbench.machine.host_partition import measuring
 from inferbench.machine.watchdog import beat
 from inferbench.models.registry import make_inputs

@@ -1,5 +1,5 @@
-"""Engine implementations by name, found in the engine families (the packages under inferbench.engines),
-without importing the code that runs them.
+"""Engine implementations by name, found in this package's engine families (its subpackages), without
+importing the code that runs them.
 
 Each family declares ``ENGINES = {name: EngineInfo(...)}`` in its ``__init__.py`` (inferbench.catalog.engines),
 which holds declarations only: the families are found by name and imported as declarations;
