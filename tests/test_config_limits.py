@@ -136,3 +136,28 @@ def test_the_hub_is_offline_in_every_process_that_imports_inferbench():
     env = {**os.environ, "HF_HUB_OFFLINE": "0", "PYTHONPATH": str(REPO / "src")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("section", ["measure", "serving"])
+def test_the_settings_classes_declare_each_default_once_and_the_schema_bounds_each_key(section):
+    import dataclasses
+
+    from inferbench.core.settings import SCHEMA, SETTINGS_SECTIONS, schema
+
+    settings = SETTINGS_SECTIONS[section]
+    fields = {f.name: f for f in dataclasses.fields(settings)}
+    in_file = yaml.safe_load(SCHEMA.read_text())["properties"][section]["properties"]
+    assert set(in_file) == set(fields), "a key of one is not a key of the other"
+    # the file bounds each key; its default and meaning are the class's alone
+    assert all(spec and not {"default", "description"} & set(spec) for spec in in_file.values())
+    read = schema()["properties"][section]["properties"]
+    for name, field in fields.items():
+        assert read[name]["description"] == field.metadata["help"] and field.metadata["help"]
+        assert read[name].get("default", field.default) == field.default
+    # a config that leaves the section out gets the class's defaults, and a bad value is still refused
+    bare = copy.deepcopy(DEFAULT)
+    bare.pop(section, None)
+    filled = validate_config(bare)[section]
+    assert filled and settings.from_dict(filled) == settings()
+    message = invalid(lambda c: c[section].update({next(iter(in_file)): -1}))
+    assert next(iter(in_file)) in message
