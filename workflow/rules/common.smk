@@ -1,5 +1,4 @@
 # Validate the config, build the cell list, and small helpers for the rules' inputs and params.
-import fnmatch
 import functools
 import json
 import re
@@ -19,22 +18,13 @@ from inferbench.core.cells import CellKey
 from inferbench.core import env_vars
 from inferbench.catalog.workloads import DEVICES, PRECISIONS, ordered, workload_info
 from inferbench.data import DATASETS
-from inferbench.engines.registry import engine_info, onnx_path
+from inferbench.engines.registry import engine_info
 from inferbench.engines.tensorrt import PRECISIONS as TENSORRT_PRECISIONS
-from inferbench.engines.tensorrt.plans import current_target, plan_path
 from inferbench.machine.run_lock import clear_stale_locks
 from inferbench.plan.code import cell_code_roots, code_identity
-from inferbench.plan.config import ConfigError, cell_tolerance, validate_config
-from inferbench.plan.grid import (
-    cell_min_iters,
-    cell_scenario_settings,
-    cell_serving,
-    config_cells,
-    no_cells_message,
-    resolved_studies,
-    run_has_cuda,
-    study_cells,
-)
+from inferbench.plan.config import ConfigError, validate_config
+from inferbench.plan.grid import no_cells_message, resolved_studies
+from inferbench.plan.jobs import RunPlan
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT, plot_names
 from inferbench.analysis.leases import lease_spread_problems
 from inferbench.catalog.exporters import EXPORTERS
@@ -61,34 +51,15 @@ if not (workflow.remote_exec or workflow.subprocess_exec):
     for stale in clear_stale_locks(Path.cwd()):
         print(f"inferbench: removed {stale}, left by a run that was killed", file=sys.stderr)
 
-HAS_CUDA = run_has_cuda(config)  # None: no study of this run asks
-CELLS = config_cells(config, HAS_CUDA)
+PLAN = RunPlan.of(config)  # the run's cells, and what each cell's job needs (inferbench.plan.jobs)
+HAS_CUDA = PLAN.has_cuda  # None: no study of this run asks
+CELLS = PLAN.cells
 if not CELLS:
     raise WorkflowError(no_cells_message(config, HAS_CUDA))
-# timed calls per cell: more where one of its studies reports a tail percentile (p99: 100)
-CELL_MIN_ITERS = cell_min_iters(config, HAS_CUDA)
-# server and offline cells: LoadGen's settings, the latency bound of their studies, the batcher's delay
-CELL_SERVING = cell_serving(config, HAS_CUDA)
-# cells of a scenario with settings of its own (llm_load: config `llm_load`, their studies' over it); the
-# config check has refused a cell given different settings by two studies
-CELL_SCENARIO_SETTINGS = cell_scenario_settings(config, HAS_CUDA)
-# cells named (or matched by a glob) in config `profile.cells`; patterns matching no cell here are
-# skipped, since one config serves CPU-only and GPU machines
-PROFILED_CELLS = [c for c in CELLS if any(fnmatch.fnmatchcase(c.cell_id, p) for p in config["profile"]["cells"])]
-# GPU model + TensorRT version naming the engine cache; None where TensorRT or the GPU is missing
-USES_TENSORRT = any(config["engines"][c.engine]["engine"] == "tensorrt" for c in CELLS)
-TRT_TARGET = current_target() if USES_TENSORRT else None
-CELL_WORKLOADS = ordered(cell.workload for cell in CELLS)
-# cells of the studies with `roofline: true`: their shapes' costs and their devices' peaks are measured
-ROOFLINE_CELLS = sorted(
-    set().union(
-        *(
-            study_cells(config["studies"][name], config["engines"], HAS_CUDA)
-            for name in config["run"]
-            if config["studies"][name].get("roofline")
-        )
-    )
-)
+PROFILED_CELLS = PLAN.profiled_cells
+TRT_TARGET = PLAN.trt_target
+CELL_WORKLOADS = PLAN.workloads
+ROOFLINE_CELLS = PLAN.roofline_cells
 # every workload the config names (timm:<name> and hf:<type> included): the wildcard constraints
 NAMED_WORKLOADS = ordered(w for study in config["studies"].values() for w in study["workloads"])
 
@@ -240,110 +211,35 @@ def variant(wildcards):
     return config["engines"][wildcards.engine]
 
 
+def wildcard_cell(wildcards, scenario=PLAIN):
+    """The cell that a job's wildcards name, in the scenario of its rule."""
+    axes = (wildcards.workload, wildcards.engine, wildcards.precision, wildcards.device)
+    return CellKey(*axes, int(wildcards.batch), int(wildcards.seq), int(wildcards.threads), scenario)
+
+
 def cell_inputs(wildcards):
-    """The model description; the checkpoint or ONNX file the engine needs; the parity reference
-    (inference and generation); the processed dataset for engines that read it."""
-    impl = variant(wildcards)["engine"]
-    info = engine_info(impl)
-    artifact = info.artifact
-    inputs = {"meta": f"results/models/{wildcards.workload}.json"}
-    if artifact == "checkpoint":
-        inputs["artifact"] = f"results/models/{wildcards.workload}.pt"
-    elif artifact == "onnx":
-        inputs["artifact"] = onnx_path(impl, wildcards.workload, wildcards.precision, variant(wildcards))
-    elif artifact == "trt_plan" and TRT_TARGET and wildcards.device == "cuda":
-        # without TensorRT there is nothing to build: the cell runs without a plan and records why
-        inputs["artifact"] = str(
-            plan_path(
-                TRT_TARGET,
-                wildcards.engine,
-                wildcards.workload,
-                wildcards.precision,
-                int(wildcards.batch),
-                int(wildcards.seq),
-            )
-        )
-    dataset = workload_info(wildcards.workload).dataset
-    if info.needs_dataset and dataset:
-        inputs["data"] = f"data/processed/{dataset}.parquet"
-    if artifact != "none" and info.mode != "train":
-        inputs["reference"] = f"results/reference/{wildcards.workload}-s{wildcards.seq}.npz"
-    return inputs
+    return PLAN.inputs(wildcard_cell(wildcards))
 
 
 def parity_tolerance(wildcards):
-    return cell_tolerance(config["parity"]["tolerances"], variant(wildcards), wildcards.precision, wildcards.device)
+    return PLAN.tolerance(wildcard_cell(wildcards))
 
 
 def cell_threads(wildcards):
-    """CPU cells use their `threads` axis; a GPU cell's host side (the launching thread, staging,
-    the telemetry sampler) gets 4, which is also what a cluster job of it asks for."""
-    return max(1, int(wildcards.threads)) if wildcards.device == "cpu" else 4
+    return PLAN.threads(wildcard_cell(wildcards))
 
 
 def cell_priority(wildcards):
-    """GPU jobs run one at a time, so one is always running: GPU cells come before CPU cells (1), and
-    cells that compile first of all (2). A GPU cell's preparation (its compile: tens of seconds) then
-    overlaps the CPU cells' preparation. At one priority, CPU cell jobs took every core while they
-    waited for the measuring lock, and the GPU stood idle for two minutes of the H100 default."""
-    if wildcards.device != "cuda":
-        return 0
-    options = variant(wildcards)
-    return 1 + int(engine_info(options["engine"]).compiles_with(options))
+    return PLAN.priority(wildcard_cell(wildcards))
 
 
 def cell_group(wildcards):
-    """CPU cells form the group `cpu_cells`: alone in a cluster job each, unless the submission
-    bundles them (--group-components cpu_cells=N). Local runs ignore groups. GPU cells stay alone."""
-    return "cpu_cells" if wildcards.device == "cpu" else None
-
-
-def wildcard_cell(wildcards, scenario=PLAIN):
-    """The cell that a job's wildcards name, in the scenario of its rule."""
-    return CellKey(
-        wildcards.workload,
-        wildcards.engine,
-        wildcards.precision,
-        wildcards.device,
-        int(wildcards.batch),
-        int(wildcards.seq),
-        int(wildcards.threads),
-        scenario,
-    )
-
-
-def cell_measure(wildcards, scenario=PLAIN):
-    """The measure settings of one cell: config `measure`, with the timed calls its studies need and, for a
-    scenario with settings of its own, its settings as its studies resolve them (only there: the params of
-    every other cell stay as they were)."""
-    key = wildcard_cell(wildcards, scenario)
-    measure = {**config["measure"], "min_iters": CELL_MIN_ITERS.get(key, config["measure"]["min_iters"])}
-    if key in CELL_SCENARIO_SETTINGS:
-        measure["scenario_settings"] = CELL_SCENARIO_SETTINGS[key]
-    return measure
+    return PLAN.group(wildcard_cell(wildcards))
 
 
 def cell_args(wildcards, scenario=PLAIN):
-    """The arguments naming a cell, shared by run-cell and profile-cell. They hold the variant's options
-    and the measure settings, and depend on the wildcards only: Snakemake records such params and
-    re-runs the job when they change (params that depend on `input` are not compared)."""
-    # a list: the shell command quotes each item ({params.cell:q})
-    return [
-        *("--workload", wildcards.workload, "--engine", wildcards.engine, "--precision", wildcards.precision),
-        *("--device", wildcards.device, "--batch", wildcards.batch, "--seq", wildcards.seq),
-        *("--threads", wildcards.threads),
-        *("--engine-options", json.dumps(variant(wildcards), sort_keys=True)),
-        *("--measure", json.dumps(cell_measure(wildcards, scenario), sort_keys=True)),
-        *scenario_args(wildcard_cell(wildcards, scenario)),
-    ]
-
-
-def scenario_args(cell):
-    """A cell's scenario where it is not the plain one; a serving cell's LoadGen settings too."""
-    if cell.scenario == PLAIN:
-        return []
-    settings = ["--serving", json.dumps(CELL_SERVING[cell], sort_keys=True)] if SCENARIOS[cell.scenario].serves else []
-    return ["--scenario", cell.scenario, *settings]
+    """The arguments naming a cell (a list: the shell command quotes each item, {params.cell:q})."""
+    return PLAN.args(wildcard_cell(wildcards, scenario))
 
 
 def cell_files(wildcards, input):

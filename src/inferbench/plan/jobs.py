@@ -1,0 +1,155 @@
+"""What the workflow's rules ask of a run's config, computed once: its cells, and for each cell job its input
+files, its arguments, its threads, priority and group. The Snakefile (workflow/rules/common.smk) turns a
+job's wildcards into a cell key and asks here; the rules stay wiring."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferbench.catalog.scenarios import PLAIN, SCENARIOS
+from inferbench.catalog.workloads import ordered, workload_info
+from inferbench.core.cells import CellKey
+from inferbench.engines.registry import engine_info, onnx_path
+from inferbench.engines.tensorrt.plans import current_target, plan_path
+from inferbench.plan.config import cell_tolerance
+from inferbench.plan.grid import (
+    cell_min_iters,
+    cell_scenario_settings,
+    cell_serving,
+    config_cells,
+    run_has_cuda,
+    study_cells,
+)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated config's cells and what each cell's job needs."""
+
+    config: dict[str, Any] = field(repr=False)
+    #: whether the run's cells go on a GPU (None: no study of this run asks)
+    has_cuda: bool | None
+    cells: list[CellKey]
+    #: timed calls per cell: more where one of its studies reports a tail percentile (p99: 100)
+    min_iters: dict[CellKey, int]
+    #: server and offline cells: LoadGen's settings, the latency bound of their studies, the batcher's delay
+    serving: dict[CellKey, dict[str, Any]]
+    #: cells of a scenario with settings of its own (llm_load: config `llm_load`, their studies' over it)
+    scenario_settings: dict[CellKey, dict[str, Any]]
+    #: GPU model and TensorRT version naming the engine cache; None where TensorRT or the GPU is missing
+    trt_target: str | None
+
+    @classmethod
+    def of(cls, config: dict[str, Any]) -> RunPlan:
+        """The plan of ``config``, validated before (inferbench.plan.config.validate_config)."""
+        has_cuda = run_has_cuda(config)
+        cells = config_cells(config, has_cuda)
+        uses_tensorrt = any(config["engines"][c.engine]["engine"] == "tensorrt" for c in cells)
+        return cls(
+            config,
+            has_cuda,
+            cells,
+            cell_min_iters(config, has_cuda),
+            cell_serving(config, has_cuda),
+            cell_scenario_settings(config, has_cuda),
+            current_target() if uses_tensorrt else None,
+        )
+
+    @property
+    def workloads(self) -> list[str]:
+        return ordered(cell.workload for cell in self.cells)
+
+    @property
+    def profiled_cells(self) -> list[CellKey]:
+        """Cells named (or matched by a glob) in config `profile.cells`; patterns matching no cell here are
+        skipped, since one config serves CPU-only and GPU machines."""
+        patterns = self.config["profile"]["cells"]
+        return [c for c in self.cells if any(fnmatch.fnmatchcase(c.cell_id, p) for p in patterns)]
+
+    @property
+    def roofline_cells(self) -> list[CellKey]:
+        """Cells of the studies with `roofline: true`: their shapes' costs and their devices' peaks are measured."""
+        studies = [self.config["studies"][name] for name in self.config["run"]]
+        found = (study_cells(s, self.config["engines"], self.has_cuda) for s in studies if s.get("roofline"))
+        return sorted(set().union(*found))
+
+    def variant(self, cell: CellKey) -> dict[str, Any]:
+        """The engine variant's options (config `engines.<name>`)."""
+        return self.config["engines"][cell.engine]
+
+    def inputs(self, cell: CellKey) -> dict[str, str]:
+        """The model description; the checkpoint or ONNX file the engine needs; the parity reference
+        (inference and generation); the processed dataset for engines that read it."""
+        impl = self.variant(cell)["engine"]
+        info = engine_info(impl)
+        inputs = {"meta": f"results/models/{cell.workload}.json"}
+        if info.artifact == "checkpoint":
+            inputs["artifact"] = f"results/models/{cell.workload}.pt"
+        elif info.artifact == "onnx":
+            inputs["artifact"] = onnx_path(impl, cell.workload, cell.precision, self.variant(cell))
+        elif info.artifact == "trt_plan" and self.trt_target and cell.device == "cuda":
+            # without TensorRT there is nothing to build: the cell runs without a plan and records why
+            plan = plan_path(self.trt_target, cell.engine, cell.workload, cell.precision, cell.batch_size, cell.seq_len)
+            inputs["artifact"] = str(plan)
+        dataset = workload_info(cell.workload).dataset
+        if info.needs_dataset and dataset:
+            inputs["data"] = f"data/processed/{dataset}.parquet"
+        if info.artifact != "none" and info.mode != "train":
+            inputs["reference"] = f"results/reference/{cell.workload}-s{cell.seq_len}.npz"
+        return inputs
+
+    def tolerance(self, cell: CellKey) -> dict[str, Any]:
+        """The cell's parity tolerance against FP32 eager."""
+        return cell_tolerance(self.config["parity"]["tolerances"], self.variant(cell), cell.precision, cell.device)
+
+    def measure(self, cell: CellKey) -> dict[str, Any]:
+        """The measure settings of one cell: config `measure`, with the timed calls its studies need and, for a
+        scenario with settings of its own, its settings as its studies resolve them (only there: the params
+        of every other cell stay as they were)."""
+        measure = {**self.config["measure"], "min_iters": self.min_iters.get(cell, self.config["measure"]["min_iters"])}
+        if cell in self.scenario_settings:
+            measure["scenario_settings"] = self.scenario_settings[cell]
+        return measure
+
+    def args(self, cell: CellKey) -> list[str]:
+        """The arguments naming a cell, shared by run-cell and profile-cell: its axes, the variant's options,
+        the measure settings and, for a serving cell, LoadGen's settings. They depend on the cell only:
+        Snakemake records such params and re-runs the job when they change."""
+        scenario: list[str] = []
+        if cell.scenario != PLAIN:
+            scenario = ["--scenario", cell.scenario]
+        if cell.scenario != PLAIN and SCENARIOS[cell.scenario].serves:
+            scenario += ["--serving", json.dumps(self.serving[cell], sort_keys=True)]
+        return [
+            *("--workload", cell.workload, "--engine", cell.engine, "--precision", cell.precision),
+            *("--device", cell.device, "--batch", str(cell.batch_size), "--seq", str(cell.seq_len)),
+            *("--threads", str(cell.threads)),
+            *("--engine-options", json.dumps(self.variant(cell), sort_keys=True)),
+            *("--measure", json.dumps(self.measure(cell), sort_keys=True)),
+            *scenario,
+        ]
+
+    @staticmethod
+    def threads(cell: CellKey) -> int:
+        """CPU cells use their `threads` axis; a GPU cell's host side (the launching thread, staging, the
+        telemetry sampler) gets 4, which is also what a cluster job of it asks for."""
+        return max(1, cell.threads) if cell.device == "cpu" else 4
+
+    def priority(self, cell: CellKey) -> int:
+        """GPU jobs run one at a time, so one is always running: GPU cells come before CPU cells (1), and
+        cells that compile first of all (2). A GPU cell's preparation (its compile: tens of seconds) then
+        overlaps the CPU cells' preparation. At one priority, CPU cell jobs took every core while they
+        waited for the measuring lock, and the GPU stood idle."""
+        if cell.device != "cuda":
+            return 0
+        options = self.variant(cell)
+        return 1 + int(engine_info(options["engine"]).compiles_with(options))
+
+    @staticmethod
+    def group(cell: CellKey) -> str | None:
+        """CPU cells form the group `cpu_cells`: alone in a cluster job each, unless the submission bundles
+        them (--group-components cpu_cells=N). Local runs ignore groups. GPU cells stay alone."""
+        return "cpu_cells" if cell.device == "cpu" else None

@@ -1,0 +1,62 @@
+"""What a cell's job is given (inferbench.plan.jobs): its input files, its arguments, its threads, priority
+and group, computed from the config once, in the package; the rules only turn wildcards into a cell."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from inferbench.core.cells import CellKey
+from inferbench.plan.config import validate_config
+from inferbench.plan.jobs import RunPlan
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
+
+
+@pytest.fixture(scope="module")
+def plan() -> RunPlan:
+    config = validate_config(copy.deepcopy(yaml.safe_load((REPO / "config" / "config.yaml").read_text())))
+    config["run"] = ["transformers", "cpu_engines"]
+    config["studies"]["transformers"]["devices"] = ["cpu"]
+    return RunPlan.of(config)
+
+
+def cell(plan: RunPlan, **axes) -> CellKey:
+    found = [c for c in plan.cells if all(getattr(c, k) == v for k, v in axes.items())]
+    assert found, f"no cell with {axes}"
+    return found[0]
+
+
+def test_a_cells_arguments_name_it_and_carry_the_calls_its_studies_need(plan):
+    p99 = cell(plan, workload="bert_base", engine="ort_cpu", batch_size=8, seq_len=32)
+    p50 = cell(plan, workload="mlp_lendingclub", engine="openvino", precision="fp32")
+    args = plan.args(p99)
+    parsed = dict(zip(args[::2], args[1::2], strict=True))
+    assert parsed["--workload"] == "bert_base" and parsed["--batch"] == "8" and parsed["--seq"] == "32"
+    # the transformers study reports a p99 (100 calls); cpu_engines a p50 only (the config's min_iters)
+    assert json.loads(parsed["--measure"])["min_iters"] == 100
+    assert json.loads(dict(zip(plan.args(p50)[::2], plan.args(p50)[1::2], strict=True))["--measure"])["min_iters"] == 5
+    assert json.loads(parsed["--engine-options"]) == plan.config["engines"]["ort_cpu"]
+    assert "--scenario" not in args  # the plain scenario needs no flag
+
+
+def test_a_cells_inputs_are_the_artifact_its_engine_is_prepared_from(plan):
+    onnx = plan.inputs(cell(plan, workload="distilbert", engine="ort_cpu", precision="int8"))
+    eager = plan.inputs(cell(plan, workload="distilbert", engine="torch_eager"))
+    assert onnx["artifact"].startswith("results/onnx/distilbert") and onnx["artifact"].endswith(".onnx")
+    assert onnx["artifact"] != "results/onnx/distilbert.onnx", "int8 reads its own quantised file"
+    assert eager["artifact"] == "results/models/distilbert.pt"
+    assert onnx["reference"] == eager["reference"] == "results/reference/distilbert-s32.npz"
+
+
+def test_cpu_cells_take_their_threads_and_gpu_cells_come_first_those_that_compile_before_all(plan):
+    gpu = CellKey("resnet50", "torch_eager", "fp16", "cuda", 32, 0, 0)
+    compiled = CellKey("resnet50", "torch_compile", "fp16", "cuda", 32, 0, 0)
+    cpu = CellKey("resnet50", "torch_eager", "fp32", "cpu", 1, 0, 2)
+    assert RunPlan.threads(cpu) == 2 and RunPlan.threads(gpu) == 4
+    assert RunPlan.group(cpu) == "cpu_cells" and RunPlan.group(gpu) is None
+    assert plan.priority(compiled) == 2 and plan.priority(gpu) == 1 and plan.priority(cpu) == 0
