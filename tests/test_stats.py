@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from inferbench.core.stats import latency_stats
-from inferbench.scenarios.timing import HostTimer, measure_calls
+from inferbench.scenarios.timing import HostTimer, measure_calls, warm_up
 
 pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
 
@@ -152,3 +152,13 @@ def test_a_steady_host_keeps_every_call_in_the_p50():
     )
     few = np.full(12, 0.5)  # fewer calls than two windows hold: one window, every call
     assert fast_phase(few)[0].all()
+
+
+def test_the_warm_up_runs_once_at_least_and_then_until_its_time_has_passed():
+    rounds: list[int] = []
+    assert warm_up(rounds.append, 0.0) == 1 and rounds == [0]
+    rounds.clear()
+    start = time.perf_counter()
+    ran = warm_up(lambda r: (rounds.append(r), time.sleep(0.01)), 0.05)
+    assert time.perf_counter() - start >= 0.05 and ran == len(rounds) >= 2
+    assert rounds == list(range(ran)), "each round is told its number"

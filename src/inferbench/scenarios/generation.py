@@ -39,6 +39,7 @@ from inferbench.machine.host_partition import measuring
 from inferbench.machine.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
 from inferbench.scenarios.prepare import Measured, PreparedCell
+from inferbench.scenarios.timing import warm_up
 from inferbench.trackers import memory
 from inferbench.trackers.bound import classify
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
@@ -162,12 +163,7 @@ def measure(cell: PreparedCell) -> Measured:
     beat(f"generating (warm-up, then requests of {key.seq_len} prompt + {engine.new_tokens} new tokens)")
     with measuring(cell.lock, key.device, settings.cpu_affinity) as held:
         # warm-up: whole requests until warmup_s has passed (one at least)
-        warm_start = time.perf_counter()
-        warmup = 0
-        while warmup == 0 or time.perf_counter() - warm_start < settings.warmup_s:
-            generate_request(engine, next(batches), stream)
-            warmup += 1
-            beat()
+        warmup = warm_up(lambda _: generate_request(engine, next(batches), stream), settings.warmup_s)
         if gpu:
             memory.reset_gpu_peak()
         with host, telemetry or contextlib.nullcontext():

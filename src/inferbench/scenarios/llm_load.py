@@ -83,6 +83,7 @@ from inferbench.machine.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
 from inferbench.scenarios.generation import GATED_TOKENS
 from inferbench.scenarios.prepare import Measured, PreparedCell
+from inferbench.scenarios.timing import warm_up
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
 from inferbench.trackers.host_telemetry import HostWindow
 
@@ -369,13 +370,12 @@ def measure(cell: PreparedCell) -> Measured:
                 ladder = plan(2 * concurrency, None, settings.seed + LADDER_SEED + concurrency, f"l{concurrency}-")
                 driver.run(ladder, concurrency)
                 warmed += 2 * concurrency
-            warm_start, wave = time.perf_counter(), 0
-            while wave == 0 or time.perf_counter() - warm_start < cell.settings.warmup_s:
+
+            def warm_wave(wave: int) -> None:
                 wave_requests = plan(settings.requests, None, settings.seed + WARMUP_SEED + wave, f"w{wave}-")
                 driver.run(wave_requests, settings.requests)
-                warmed += settings.requests
-                wave += 1
-                beat()
+
+            warmed += warm_up(warm_wave, cell.settings.warmup_s) * settings.requests
             window_start = time.time()
             started = time.perf_counter()
             with host, telemetry or contextlib.nullcontext():

@@ -145,6 +145,18 @@ class Measurement:
         return float(np.median(self.launch_s / np.maximum(self.host_call_s, 1e-12)))
 
 
+def warm_up(call: Callable[[int], Any], warmup_s: float) -> int:
+    """Every scenario's warm-up: ``call(round)`` again until ``warmup_s`` seconds have passed, once at least;
+    returns how many rounds ran. Each round tells the watchdog the process is alive."""
+    start = time.perf_counter()
+    rounds = 0
+    while rounds == 0 or time.perf_counter() - start < warmup_s:
+        call(rounds)
+        rounds += 1
+        beat()
+    return rounds
+
+
 def measure_calls(
     call: Callable[[], Any],
     timer: Timer,
@@ -156,14 +168,14 @@ def measure_calls(
     at least ``min_iters`` calls and ``min_time_s`` seconds of measuring have passed."""
     if min_iters < 1:
         raise ValueError("min_iters must be >= 1")
-    start = time.perf_counter()
-    warmup_iters = 0
-    while warmup_iters == 0 or time.perf_counter() - start < warmup_s:
+
+    def warm_call(_: int) -> None:
         timer.begin()
         call()
         timer.end()
-        warmup_iters += 1
-        beat()
+
+    start = time.perf_counter()
+    warmup_iters = warm_up(warm_call, warmup_s)
     timer.flush()
     warmup_elapsed = time.perf_counter() - start
 
