@@ -4,16 +4,19 @@ job, naming the allowed keys; engines and records carry the effective options, d
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
+import inspect
 import json
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import yaml
 
-from inferbench.engines.registry import ENGINES, option_problems
+from inferbench.engines.registry import ENGINES, load_engine_class, option_problems
 from inferbench.plan.config import ConfigError, validate_config
 from tests.conftest import REPO
 
@@ -105,10 +108,12 @@ def test_typed_options_refuse_what_the_engine_does_not_declare():
     from inferbench.engines.ort.engine import OrtCpu, OrtCuda
 
     ort_cpu = OrtCpu("cpu", "fp32", 1, {"engine": "ort_cpu"})
-    with pytest.raises(AttributeError, match="no option 'io_bindng'"):
+    with pytest.raises(AttributeError, match="io_bindng"):
         ort_cpu.options.io_bindng  # noqa: B018  (a misspelled option is an error, never a silent default)
-    # an option of the family's shared code that this engine does not declare reads as its plain setting
-    assert ort_cpu.options.cuda_graph is False and "cuda_graph" not in ort_cpu.options.as_dict()
+    # so is an option of another engine of the family: nothing supplies a default for it
+    with pytest.raises(AttributeError, match="cuda_graph"):
+        ort_cpu.options.cuda_graph  # noqa: B018
+    assert ort_cpu.cuda_graph is False and "cuda_graph" not in ort_cpu.options.as_dict()
     with pytest.raises(dataclasses.FrozenInstanceError):
         ort_cpu.options.fusions = True
     assert ENGINES["torch_train"].typed_options({"lr": 1}).lr == 1.0  # a float option holds a float
@@ -129,3 +134,48 @@ def test_run_cell_refuses_a_misspelled_option_before_measuring(tmp_path):
     assert result.returncode == 2
     assert "'chanels_last' is not an option of torch_eager; allowed keys: channels_last" in result.stderr
     assert not out.exists()
+
+
+def options_read(engine_class: type) -> set[str]:
+    """The options (``self.options.<name>``) that the code of ``engine_class`` reads: each method as its
+    classes resolve it, the first of the package's classes in its method order that defines it."""
+    read: set[str] = set()
+    resolved: set[str] = set()
+    for klass in engine_class.__mro__:
+        if klass.__module__.split(".")[0] not in ("inferbench", "tests"):
+            continue  # the libraries' classes (ABC, object) read no option
+        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body  # type: ignore[attr-defined]
+        for method in (node for node in body if isinstance(node, ast.FunctionDef) and node.name not in resolved):
+            resolved.add(method.name)
+            read |= {
+                node.attr
+                for node in ast.walk(method)
+                if isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "options"
+                and isinstance(node.value.value, ast.Name)
+                and node.value.value.id == "self"
+            }
+    return read - {"as_dict"}
+
+
+def test_the_walk_finds_the_options_a_class_reads_as_its_methods_resolve():
+    class Base:
+        def a(self):
+            return self.options.base_only
+
+        def b(self):
+            return self.options.shared
+
+    class Child(Base):
+        def a(self):  # replaces Base.a: base_only is never read for Child
+            return self.options.child_only
+
+    assert options_read(Child) == {"child_only", "shared"}
+
+
+@pytest.mark.parametrize("impl", sorted(ENGINES))
+def test_an_engine_reads_only_the_options_it_declares(impl):
+    # no fallback supplies an option an engine lacks: code shared by engines that differ in their options
+    # lives in a class of those that take them (e.g. inferbench.engines.pytorch.eager.TorchInference)
+    assert options_read(load_engine_class(impl)) <= set(ENGINES[impl].options)

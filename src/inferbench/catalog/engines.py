@@ -168,28 +168,12 @@ class EngineOptions:
     """An engine's options, typed: one attribute per option its declaration has (``EngineInfo.options``), each
     the variant's value or the option's declared default. Made from the declaration
     (``EngineInfo.options_type``), so that a default is declared once and an option an engine does not
-    have is an AttributeError, never a silent fallback."""
+    have is an AttributeError, never a silent fallback: code shared by engines with different options
+    lives in a class of the engines that declare them (inferbench.engines.pytorch.eager.TorchInference)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The options by name (what a record says its engine ran with)."""
         return dataclasses.asdict(self)  # type: ignore[call-overload]  (a dataclass made by options_type)
-
-    def __getattr__(self, name: str) -> Any:
-        # only for names the dataclass lacks: code shared by a family reads these on every engine of it
-        if name in UNDECLARED_OPTIONS:
-            return UNDECLARED_OPTIONS[name]
-        raise AttributeError(f"{type(self).__name__} has no option {name!r}")
-
-
-#: what an option shared by several engines reads as on an engine of the same family that does not declare
-#: it: its plain setting (the shared code of a family, e.g. inferbench.engines.pytorch.eager, asks all of them)
-UNDECLARED_OPTIONS: dict[str, Any] = {
-    "channels_last": CHANNELS_LAST.default,
-    "tf32": TF32.default,
-    **{name: option.default for name, option in HOST_INPUT.items()},
-    "cuda_graph": PLAIN_COMPUTATION["cuda_graph"],
-    "prefer_nhwc": PLAIN_COMPUTATION["channels_last"],  # NHWC kernels: channels-last
-}
 
 
 def precision_mode(default: str) -> Option:

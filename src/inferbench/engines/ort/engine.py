@@ -65,6 +65,8 @@ ORT_PRECISION_MODES = {"fp16": "cast", "int8": "dynamic quantization"}
 class OrtEngine(Engine):
     provider: ClassVar[str]
     graph = "onnxruntime"
+    #: whether the session replays a CUDA graph (OrtCuda's option ``cuda_graph``, read when it prepares)
+    cuda_graph: bool = False
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         return super().computation(workload_kind) | {
@@ -166,7 +168,7 @@ class OrtEngine(Engine):
         for _ in range(3 + n_calls):
             session.run(self.output_names, feeds)
         result = ort_top_ops(Path(session.end_profiling()), n_calls, top)
-        if self.options.cuda_graph:
+        if self.cuda_graph:
             result["note"] = "The same graph run without its CUDA-graph capture (no node events during a replay)"
         return result
 

@@ -19,7 +19,7 @@ import torch._inductor.config
 
 from inferbench.engines.pytorch import CUDA_GRAPH_MODES
 from inferbench.engines.pytorch.cudagraph import REPLAY_DESCRIPTION, CapturedGraph
-from inferbench.engines.pytorch.eager import TorchEngine
+from inferbench.engines.pytorch.eager import TorchInference, to_fp8
 from inferbench.models.registry import InputSpec
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def compile_module(target: Any, mode: str, **options: Any) -> Any:
     return torch.compile(target, mode=mode, **options)
 
 
-class TorchCompile(TorchEngine):
+class TorchCompile(TorchInference):
     graph = "inductor"
     captured: CapturedGraph | None = None  # with cuda_graph: true, once compiled
 
@@ -54,11 +54,16 @@ class TorchCompile(TorchEngine):
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         mode = self.options.mode
-        return super().computation(workload_kind) | {
-            # the mode names the graph's compilation; freezing is part of it (the graph's weights become constants)
-            "compile_mode": f"{mode} + freezing" if self.options.freezing else mode,
-            "cuda_graph": self.device == "cuda" and (mode in CUDA_GRAPH_MODES or self.options.cuda_graph),
-        }
+        fp8 = {"precision_mode": f"torchao {self.options.fp8_scaling} scaling, bf16 elsewhere"}
+        return (
+            super().computation(workload_kind)
+            | (fp8 if self.precision == "fp8" else {})
+            | {
+                # the mode names the graph's compilation; freezing is part of it (the graph's weights become constants)
+                "compile_mode": f"{mode} + freezing" if self.options.freezing else mode,
+                "cuda_graph": self.device == "cuda" and (mode in CUDA_GRAPH_MODES or self.options.cuda_graph),
+            }
+        )
 
     @property
     def run_description(self) -> str:  # type: ignore[override]
@@ -73,6 +78,8 @@ class TorchCompile(TorchEngine):
                 f"on {self.device}"
             )
         module = self._load(artifact, inputs)
+        if self.precision == "fp8":  # bf16 weights, their linear layers swapped for torchao's fp8 ones
+            self.fp8_layers = to_fp8(module, self.options.fp8_scaling)
         torch._inductor.config.freezing = self.options.freezing  # read when the first call compiles
         self.module = compile_module(module, self.mode, fullgraph=self.options.fullgraph, dynamic=False)
         staged = self.stage(example)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from inferbench.engines.base import cuda_unavailable_reason
-from inferbench.engines.pytorch.eager import TorchEngine
+from inferbench.engines.pytorch.eager import TorchInference
 from inferbench.models.registry import InputSpec
 
 #: what a call does when it replays a graph of its own
@@ -62,7 +62,7 @@ class CapturedGraph:
         return self.static_output
 
 
-class TorchCudaGraph(TorchEngine):
+class TorchCudaGraph(TorchInference):
     graph = "cuda_graph"
 
     def computation(self, workload_kind: str) -> dict[str, Any]:

@@ -64,7 +64,7 @@ class TorchEngine(Engine):
         # fp8: bf16 weights and activations, fp8 linear layers swapped in by torchao (no autocast form)
         self.precision_mode = "cast" if self.precision == "fp8" else self.options.precision_mode
         self.low_dtype = LOW_PRECISION.get(self.precision)
-        self.channels_last = self.options.channels_last and any(len(i.shape) == 4 for i in inputs)
+        self.channels_last = self._channels_last_option() and any(len(i.shape) == 4 for i in inputs)
         with self.cold_start("load_model"):
             spec, _ = load_checkpoint(artifact, self.device)
         module = spec.module.eval()
@@ -72,8 +72,6 @@ class TorchEngine(Engine):
             module = module.to(memory_format=torch.channels_last)
         if self.low_dtype is not None and self.precision_mode == "cast":
             module = module.to(self.low_dtype)
-        if self.precision == "fp8":
-            self.fp8_layers = _to_fp8(module, self.options.fp8_scaling)
         self.eager_module = module
         return module
 
@@ -94,61 +92,22 @@ class TorchEngine(Engine):
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         fp32 = self.precision == "fp32"
-        if fp32:
-            mode = None
-        elif self.precision == "fp8":  # torch_compile's only
-            mode = f"torchao {self.options.fp8_scaling} scaling, bf16 elsewhere"
-        else:
-            mode = self.options.precision_mode
+        mode = None if fp32 else self.options.precision_mode
         return super().computation(workload_kind) | {
             "precision_mode": mode,
-            "channels_last": self.options.channels_last and workload_kind == "vision",
+            "channels_last": self._channels_last_option() and workload_kind == "vision",
             "tf32": self.options.tf32 if fp32 and self.device == "cuda" else None,
             "host_input": self._host_input(),
         }
 
-    def _host_held(self) -> tuple[bool, bool]:
-        """(pinned, in the model's dtype): how the host holds the inputs (``host_memory``, ``host_dtype``);
-        the model's dtype applies where its weights are cast to fp16/bf16."""
-        pinned = self.options.host_memory == "pinned"
-        cast = self.precision in ("fp16", "bf16") and self.options.precision_mode == "cast"
-        return pinned, cast and self.options.host_dtype == "model"
+    def _channels_last_option(self) -> bool:
+        """The variant's ``channels_last``, where the engine takes it (``TorchImageEngine``); False here."""
+        return False
 
     def _host_input(self) -> str | None:
-        """How the host holds the inputs, where not as drawn (pageable fp32): ``pinned``, ``fp16``,
-        ``pinned fp16``, ``pinned fp16 overlapped``; None for the plain way."""
-        pinned, model_dtype = self._host_held()
-        words = (("pinned", pinned), (self.precision, model_dtype), ("overlapped", self.overlaps_copies))
-        return " ".join(word for word, on in words if on) or None
-
-    @property
-    def overlaps_copies(self) -> bool:
-        return self.options.host_overlap
-
-    def host_batches(self, batches: list[dict[str, np.ndarray]]) -> list[dict[str, Any]]:
-        """The host inputs as this variant's server would hold them (``host_memory``, ``host_dtype``), made
-        once before any timed call: float inputs in the model's dtype where its weights are cast, in
-        page-locked memory (a GPU copies from it directly, without the driver's bounce buffer)."""
-        pinned, model_dtype = self._host_held()
-        if self.overlaps_copies and not (pinned and self.device == "cuda"):
-            raise ValueError(
-                "host_overlap: true overlaps copies to a GPU with its compute, which only page-locked memory "
-                "allows: give the variant host_memory: pinned, and run it on cuda"
-            )
-        if not (pinned or model_dtype):
-            return batches
-        if pinned and self.device != "cuda":
-            raise ValueError("host_memory: pinned is for copies to a GPU: this cell runs on the CPU")
-        held = []
-        for batch in batches:
-            tensors = {}
-            for name, array in batch.items():
-                tensor = torch.from_numpy(array)
-                if tensor.is_floating_point() and model_dtype:
-                    tensor = tensor.to(self.low_dtype)
-                tensors[name] = tensor.pin_memory() if pinned else tensor
-            held.append(tensors)
-        return held
+        """How the host holds the inputs, where not as drawn (pageable fp32): the inference engines' options
+        (``TorchInference``); None here."""
+        return None
 
     def forward(self, staged: dict[str, torch.Tensor], module: Any = None) -> torch.Tensor:
         """One inference call of ``module`` (the engine's own by default) on staged inputs, as every PyTorch
@@ -221,7 +180,7 @@ def fp8_unavailable_reason(device: str) -> str | None:
     return reason
 
 
-def _to_fp8(module: torch.nn.Module, scaling: str) -> int:
+def to_fp8(module: torch.nn.Module, scaling: str) -> int:
     """Swap the linear layers of ``module`` for torchao's float8 (e4m3) ones with dynamic scales of
     activations and weights, per row or per tensor; returns how many layers were swapped."""
     from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, PerTensor, quantize_
@@ -232,7 +191,63 @@ def _to_fp8(module: torch.nn.Module, scaling: str) -> int:
     return linears
 
 
-class TorchEager(TorchEngine):
+class TorchImageEngine(TorchEngine):
+    """The PyTorch engines that also run image models, in channels-last memory format where the variant
+    says so (option ``channels_last``): inference and training, not generation."""
+
+    def _channels_last_option(self) -> bool:
+        return self.options.channels_last
+
+
+class TorchInference(TorchImageEngine):
+    """The PyTorch inference engines: the host holds their inputs as a server would (options
+    ``host_memory``, ``host_dtype``, ``host_overlap``), which training and generation engines do not take."""
+
+    def _host_held(self) -> tuple[bool, bool]:
+        """(pinned, in the model's dtype): how the host holds the inputs (``host_memory``, ``host_dtype``);
+        the model's dtype applies where its weights are cast to fp16/bf16."""
+        pinned = self.options.host_memory == "pinned"
+        cast = self.precision in ("fp16", "bf16") and self.options.precision_mode == "cast"
+        return pinned, cast and self.options.host_dtype == "model"
+
+    def _host_input(self) -> str | None:
+        """How the host holds the inputs, where not as drawn (pageable fp32): ``pinned``, ``fp16``,
+        ``pinned fp16``, ``pinned fp16 overlapped``; None for the plain way."""
+        pinned, model_dtype = self._host_held()
+        words = (("pinned", pinned), (self.precision, model_dtype), ("overlapped", self.overlaps_copies))
+        return " ".join(word for word, on in words if on) or None
+
+    @property
+    def overlaps_copies(self) -> bool:
+        return self.options.host_overlap
+
+    def host_batches(self, batches: list[dict[str, np.ndarray]]) -> list[dict[str, Any]]:
+        """The host inputs as this variant's server would hold them (``host_memory``, ``host_dtype``), made
+        once before any timed call: float inputs in the model's dtype where its weights are cast, in
+        page-locked memory (a GPU copies from it directly, without the driver's bounce buffer)."""
+        pinned, model_dtype = self._host_held()
+        if self.overlaps_copies and not (pinned and self.device == "cuda"):
+            raise ValueError(
+                "host_overlap: true overlaps copies to a GPU with its compute, which only page-locked memory "
+                "allows: give the variant host_memory: pinned, and run it on cuda"
+            )
+        if not (pinned or model_dtype):
+            return batches
+        if pinned and self.device != "cuda":
+            raise ValueError("host_memory: pinned is for copies to a GPU: this cell runs on the CPU")
+        held = []
+        for batch in batches:
+            tensors = {}
+            for name, array in batch.items():
+                tensor = torch.from_numpy(array)
+                if tensor.is_floating_point() and model_dtype:
+                    tensor = tensor.to(self.low_dtype)
+                tensors[name] = tensor.pin_memory() if pinned else tensor
+            held.append(tensors)
+        return held
+
+
+class TorchEager(TorchInference):
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         self.module = self._load(artifact, inputs)
 

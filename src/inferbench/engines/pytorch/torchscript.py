@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from inferbench.engines.pytorch.eager import TorchEngine
+from inferbench.engines.pytorch.eager import TorchInference
 from inferbench.models.registry import InputSpec
 
 
-class TorchScript(TorchEngine):
+class TorchScript(TorchInference):
     graph = "torchscript"
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:

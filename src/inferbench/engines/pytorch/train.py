@@ -23,13 +23,13 @@ import torch
 
 from inferbench.engines.pytorch import CUDA_GRAPH_MODES
 from inferbench.engines.pytorch.compile import compile_module
-from inferbench.engines.pytorch.eager import TorchEngine
+from inferbench.engines.pytorch.eager import TorchImageEngine
 from inferbench.models.registry import InputSpec
 
 log = logging.getLogger(__name__)
 
 
-class TorchTrainStep(TorchEngine):
+class TorchTrainStep(TorchImageEngine):
     run_description = (
         "one training iteration (zero_grad, forward, loss, backward, optimizer step) on a batch already "
         "staged where the engine computes"
