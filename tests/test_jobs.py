@@ -60,3 +60,19 @@ def test_cpu_cells_take_their_threads_and_gpu_cells_come_first_those_that_compil
     assert RunPlan.threads(cpu) == 2 and RunPlan.threads(gpu) == 4
     assert RunPlan.group(cpu) == "cpu_cells" and RunPlan.group(gpu) is None
     assert plan.priority(compiled) == 2 and plan.priority(gpu) == 1 and plan.priority(cpu) == 0
+
+
+def test_a_gpu_cells_parity_gate_follows_its_tf32_setting_and_its_librarys_default_where_it_has_none(plan):
+    tolerances = plan.config["parity"]["tolerances"]
+    strict = dict(plan.config["engines"]["torch_eager"], tf32="strict")
+    plan.config["engines"]["strict_eager"] = strict
+    try:
+        on_gpu = {
+            name: plan.tolerance(CellKey("mlp_heart", name, "fp32", "cuda", 4, 0, 0))
+            for name in ("strict_eager", "torch_eager", "noop")
+        }
+    finally:
+        del plan.config["engines"]["strict_eager"]
+    assert on_gpu["strict_eager"] == tolerances["fp32"] and on_gpu["torch_eager"] == tolerances["tf32"]
+    assert on_gpu["noop"] == tolerances["tf32"], "no tf32 option: the library's default, TF32 on"
+    assert plan.tolerance(CellKey("mlp_heart", "noop", "fp32", "cpu", 4, 0, 2)) == tolerances["fp32"]

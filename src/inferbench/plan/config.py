@@ -207,8 +207,9 @@ def cell_tolerance(
 ) -> dict[str, float]:
     """The parity gate of a cell: its precision's tolerance, or for fp32 with TF32 math on the GPU
     (variant option ``tf32`` other than ``strict``), the ``tf32`` one (TF32 keeps 10 mantissa bits, not 23)."""
-    options = engine_info(variant["engine"]).typed_options(variant)
-    if precision == "fp32" and device == "cuda" and options.tf32 != "strict":
+    # an engine without a tf32 option runs its library's default, TF32 on (TensorRT, ONNX Runtime GenAI)
+    tf32 = engine_info(variant["engine"]).effective_options(variant).get("tf32", "all")
+    if precision == "fp32" and device == "cuda" and tf32 != "strict":
         return tolerances["tf32"]
     return tolerances[precision]
 

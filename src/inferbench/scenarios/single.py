@@ -26,6 +26,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from inferbench.core.stats import latency_stats, with_fast_phase_p50
@@ -94,11 +95,26 @@ def measure(cell: PreparedCell) -> Measured:
     return time_calls(cell, items_per_call=cell.key.batch_size)
 
 
-def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
-    """Time the engine's calls at its boundaries (see the module's docstring); a call processes
-    ``items_per_call`` items (throughput counts them)."""
-    engine, key, settings = cell.engine, cell.key, cell.settings
-    gpu = key.device == "cuda"
+@dataclass(frozen=True)
+class Boundaries:
+    """What a cell times: its own boundary's call, timer and clock (the device where the engine stages its
+    inputs there, else end to end), and the end-to-end call from host arrays to host arrays."""
+
+    own_call: Callable[[], Any]
+    own_timer: Any
+    boundary: str  # device or end_to_end
+    clock: str  # cuda_events or host
+    description: str
+    #: whether run() only queues work (then its launches tell who sets the pace); None on the CPU
+    launches_async: bool | None
+    end_to_end_call: Callable[[], Any]
+    end_to_end_description: str
+    host_clock: HostTimer
+
+
+def boundaries(cell: PreparedCell) -> Boundaries:
+    """The cell's calls at its boundaries (see the module's docstring)."""
+    engine, gpu = cell.engine, cell.key.device == "cuda"
     host_batches = itertools.cycle(cell.batches)
     host_clock = HostTimer(engine.synchronize)
     if gpu and engine.overlaps_copies:
@@ -110,37 +126,37 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
         def end_to_end_call() -> Any:
             return engine.to_numpy(engine.run(engine.stage(next(host_batches))))
 
-    # the cell's own boundary: its calls, their timer, what they time
-    if engine.staged_on_device:
-        staged = itertools.cycle([engine.stage(batch) for batch in cell.batches])
-
-        def device_call() -> Any:
-            return engine.run(next(staged))
-
-        # events bracket the work an engine queues on its stream; one that queues none (no stream: the
-        # no-op engine) is timed on the host clock
-        stream = engine.stream() if gpu else None
-        own_call, boundary = device_call, "device"
-        clock = "cuda_events" if stream is not None else "host"
-        own_timer = CudaEventTimer(stream, engine.synchronize) if stream is not None else host_clock
-        description = DEVICE_BOUNDARY[clock].format(run=engine.run_description)
-        # whether run() only queues work (then its launches tell who sets the pace)
-        launches_async = probe_launches_async(device_call, stream, engine.synchronize) if gpu else None
-    else:
-        own_call, own_timer, boundary, clock = end_to_end_call, host_clock, "end_to_end", "host"
-        description = end_to_end_description
+    if not engine.staged_on_device:
         # a call that returns host arrays has waited for the device by construction: nothing to probe
-        launches_async = False if gpu else None
+        launches = False if gpu else None
+        e2e = (end_to_end_call, end_to_end_description, host_clock)
+        return Boundaries(end_to_end_call, host_clock, "end_to_end", "host", end_to_end_description, launches, *e2e)
+    staged = itertools.cycle([engine.stage(batch) for batch in cell.batches])
 
-    telemetry = GpuTelemetry.for_cuda_device() if gpu else None
-    if gpu:
-        memory.reset_gpu_peak()
-    host = HostWindow()
-    # a device-boundary cell's two boundaries in rounds ordered device, end to end, end to end, device,
-    # ... (ABBA), so that the host's drift (a host-bound cell moves by tens of percent within seconds)
-    # reaches both alike and cancels where it is steady; the GPU's telemetry covers the own boundary's
-    # rounds only
-    rounds = ROUNDS if boundary == "device" else 1
+    def device_call() -> Any:
+        return engine.run(next(staged))
+
+    # events bracket the work an engine queues on its stream; one that queues none (no stream: the no-op
+    # engine) is timed on the host clock
+    stream = engine.stream() if gpu else None
+    clock = "cuda_events" if stream is not None else "host"
+    own_timer = CudaEventTimer(stream, engine.synchronize) if stream is not None else host_clock
+    launches_async = probe_launches_async(device_call, stream, engine.synchronize) if gpu else None
+    description = DEVICE_BOUNDARY[clock].format(run=engine.run_description)
+    e2e = (end_to_end_call, end_to_end_description, host_clock)
+    return Boundaries(device_call, own_timer, "device", clock, description, launches_async, *e2e)
+
+
+def timed_rounds(
+    cell: PreparedCell, calls: Boundaries, telemetry: GpuTelemetry | None, host: HostWindow
+) -> tuple[Measurement, Measurement | None, list[float], dict[str, Any]]:
+    """Both boundaries timed in rounds ordered device, end to end, end to end, device, ... (ABBA), so that
+    the host's drift (a host-bound cell moves by tens of percent within seconds) reaches both alike and
+    cancels where it is steady; the GPU's telemetry covers the own boundary's rounds only. Returns the own
+    boundary's calls, the end-to-end ones (None where the own boundary is end to end), the window and what
+    the loop held while timing."""
+    settings = cell.settings
+    rounds = ROUNDS if calls.boundary == "device" else 1
     per_round_s, per_round_calls = settings.min_time_s / rounds, -(-settings.min_iters_per_process // rounds)
     own_rounds: list[Measurement] = []
     e2e_rounds: list[Measurement] = []
@@ -148,20 +164,31 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
     def own_round() -> None:
         warmup_s = 0.0 if own_rounds else settings.warmup_s  # later rounds: one untimed call each
         with telemetry or contextlib.nullcontext():
-            own_rounds.append(measure_calls(own_call, own_timer, warmup_s, per_round_s, per_round_calls))
+            own_rounds.append(measure_calls(calls.own_call, calls.own_timer, warmup_s, per_round_s, per_round_calls))
 
     def end_to_end_round() -> None:  # the engine is warm: one untimed call warms the staging path
-        e2e_rounds.append(measure_calls(end_to_end_call, host_clock, 0.0, per_round_s, per_round_calls))
+        e2e_rounds.append(measure_calls(calls.end_to_end_call, calls.host_clock, 0.0, per_round_s, per_round_calls))
 
-    in_order = (own_round, end_to_end_round) if boundary == "device" else (own_round,)
-    with measuring(cell.lock, key.device, settings.cpu_affinity) as held, host:
+    in_order = (own_round, end_to_end_round) if calls.boundary == "device" else (own_round,)
+    with measuring(cell.lock, cell.key.device, settings.cpu_affinity) as held, host:
         window_start = time.time()
         for index in range(rounds):
             for timed_round in in_order if index % 2 == 0 else reversed(in_order):
                 timed_round()
         window = [window_start, time.time()]
-    result = Measurement.joined(own_rounds)
-    end_to_end = Measurement.joined(e2e_rounds) if e2e_rounds else None
+    return Measurement.joined(own_rounds), Measurement.joined(e2e_rounds) if e2e_rounds else None, window, held
+
+
+def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
+    """Time the engine's calls at its boundaries (see the module's docstring); a call processes
+    ``items_per_call`` items (throughput counts them)."""
+    gpu = cell.key.device == "cuda"
+    calls = boundaries(cell)
+    telemetry = GpuTelemetry.for_cuda_device() if gpu else None
+    if gpu:
+        memory.reset_gpu_peak()
+    host = HostWindow()
+    result, end_to_end, window, held = timed_rounds(cell, calls, telemetry, host)
 
     # the p50 of the calls the host ran at its fast pace (core.stats.fast_phase), the tail every call's
     stats = with_fast_phase_p50(latency_stats(result.samples_s, items_per_call), result.samples_s)
@@ -169,28 +196,13 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
     e2e_stats = with_fast_phase_p50(latency_stats(e2e_samples, items_per_call), e2e_samples) if end_to_end else stats
     # the telemetry window holds the warm-up calls too: energy is shared among all their items
     gpu_summary = telemetry.summary(items_per_call * (result.warmup_iters + stats["n_iters"])) if telemetry else None
-    bound = None
-    if gpu:
-        busy = gpu_summary["gpu_busy_pct"] if gpu_summary else None
-        bound_class, signal = classify(result.launch_share, busy, bool(launches_async))
-        bound = {
-            "class": bound_class,
-            "signal": signal,
-            "launch_share": result.launch_share,
-            "gpu_busy_pct": busy,
-            "launches_async": launches_async,
-        }
     fields = {
-        "timing": boundary,
-        "timing_description": description,
-        "clock": clock,
+        "timing": calls.boundary,
+        "timing_description": calls.description,
+        "clock": calls.clock,
         "items_per_call": items_per_call,
-        "input_batches": settings.input_batches,
-        "latency_ms": stats["latency_ms"],
-        "latency_ci95_ms": stats["latency_ci95_ms"],
-        "cv": stats["cv"],
-        "throughput_per_s": stats["throughput_per_s"],
-        "n_iters": stats["n_iters"],
+        "input_batches": cell.settings.input_batches,
+        **{k: stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "throughput_per_s", "n_iters")},
         "warmup_iters": result.warmup_iters,
         "measured_s": result.measured_s,
         "measured_windows_unix": [window],
@@ -198,11 +210,24 @@ def time_calls(cell: PreparedCell, items_per_call: int) -> Measured:
         "memory_mb": {"gpu_process_peak_nvml": gpu_summary["process_peak_mb"] if gpu_summary else None},
         "gpu_telemetry": gpu_summary,
         "host_telemetry": {**host.summary, "fast_phase_share": stats["fast_phase_share"]},
-        "bound": bound,
+        "bound": pace(result, gpu_summary, calls.launches_async) if gpu else None,
         "end_to_end": {
-            "description": end_to_end_description,
+            "description": calls.end_to_end_description,
             "clock": "host",
             **{k: e2e_stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
         },
     }
     return Measured(fields, {"device": result.samples_s, "end_to_end": e2e_samples})
+
+
+def pace(result: Measurement, gpu_summary: dict[str, Any] | None, launches_async: bool | None) -> dict[str, Any]:
+    """Who set a GPU cell's pace: the host launching its kernels, or the device (inferbench.trackers.bound)."""
+    busy = gpu_summary["gpu_busy_pct"] if gpu_summary else None
+    bound_class, signal = classify(result.launch_share, busy, bool(launches_async))
+    return {
+        "class": bound_class,
+        "signal": signal,
+        "launch_share": result.launch_share,
+        "gpu_busy_pct": busy,
+        "launches_async": launches_async,
+    }
