@@ -136,56 +136,9 @@ def merge_repeats(
     if not records:
         raise ValueError("no repeats to merge")
     first = records[0]
-    priming = primes(records)
-    per_repeat = [
-        {
-            "status": r.status,
-            "prime": priming and index == 0,
-            "p50_ms": (r.latency_ms or {}).get("p50"),
-            "p50_ci95_ms": _p50_ci(r, "device"),
-            "e2e_p50_ms": ((r.end_to_end or {}).get("latency_ms") or {}).get("p50"),
-            "e2e_p50_ci95_ms": _p50_ci(r, "end_to_end"),
-            "n_iters": r.n_iters,
-            "bound": (r.bound or {}).get("class"),
-            "cold_start_s": cold_start_total_s(r.cold_start_s),
-            "hostname": r.environment.get("hostname"),
-            "pid": r.environment.get("pid"),
-            "gpu_uuid": r.environment.get("gpu_uuid"),
-            # what its timed loop held, and on which cores it ran (several GPUs, each on cores of its own)
-            "measuring_lock": (r.measuring or {}).get("lock"),
-            "cpus": (r.measuring or {}).get("cpus"),
-            # what may explain a spread: the host's steal and busy shares, the GPU's clock
-            "host_steal_pct": (r.host_telemetry or {}).get("steal_pct"),
-            "host_busy_pct": (r.host_telemetry or {}).get("busy_pct"),
-            # the cores other work held while it timed; a contended process is left out where others were not
-            "host_others_cores": (r.host_telemetry or {}).get("others_cores"),
-            "contended": contended(r),
-            "involuntary_switches": (r.host_telemetry or {}).get("involuntary_switches"),
-            # the share of its timed windows the host ran at its fast pace (inferbench.core.stats.fast_phase)
-            "fast_phase_share": (r.host_telemetry or {}).get("fast_phase_share"),
-            # the CPU its own processes used (vLLM's engine core): a host-bound engine's pace
-            "children_cpu_s": (r.host_telemetry or {}).get("children_cpu_s"),
-            "gpu_sm_clock_mean_mhz": ((r.gpu_telemetry or {}).get("sm_clock_mhz") or {}).get("mean"),
-        }
-        for index, r in enumerate(records)
-    ]
-    counted = counted_processes(records)
-    for entry, record in zip(per_repeat, records, strict=True):
-        entry["counted"] = any(record is r for r in counted)
+    summary = repeats_section(records)
+    per_repeat = summary["per_repeat"]
     timed = [r for r in per_repeat if r["counted"]]
-    summary = {
-        "n": len(timed),
-        "primed": priming,
-        # how many timed processes the host's other work contended; all of them: the cell's figures are its
-        "contended": sum(r["contended"] for r in per_repeat if not r["prime"]),
-        "all_contended": all(r["contended"] for r in timed),
-        "per_repeat": per_repeat,
-        "p50_spread_pct": spread_pct([r["p50_ms"] for r in timed]),
-        "e2e_p50_spread_pct": spread_pct([r["e2e_p50_ms"] for r in timed]),
-        "description": "each repeat is a fresh process; spread = (max - min) / median of the counted repeats' p50; "
-        "a prime repeat compiled for the others, a contended one timed while other work held the host's cores "
-        "(counted only where every one was): neither is in a figure",
-    }
     bad = next(((i, r) for i, r in enumerate(records) if r.status != "ok"), None)
     if bad is not None:
         index, record = bad
@@ -211,6 +164,75 @@ def merge_repeats(
     if len(kept) == 1:
         return replace(base, **every), kept_samples[0]
 
+    return pooled_record(base, kept, kept_samples, timed, every)
+
+
+def process_entry(r: CellRecord, prime: bool) -> dict[str, Any]:
+    """What a cell's record keeps of one of its processes: its figures and what may explain a spread."""
+    return {
+        "status": r.status,
+        "prime": prime,
+        "p50_ms": (r.latency_ms or {}).get("p50"),
+        "p50_ci95_ms": _p50_ci(r, "device"),
+        "e2e_p50_ms": ((r.end_to_end or {}).get("latency_ms") or {}).get("p50"),
+        "e2e_p50_ci95_ms": _p50_ci(r, "end_to_end"),
+        "n_iters": r.n_iters,
+        "bound": (r.bound or {}).get("class"),
+        "cold_start_s": cold_start_total_s(r.cold_start_s),
+        "hostname": r.environment.get("hostname"),
+        "pid": r.environment.get("pid"),
+        "gpu_uuid": r.environment.get("gpu_uuid"),
+        # what its timed loop held, and on which cores it ran (several GPUs, each on cores of its own)
+        "measuring_lock": (r.measuring or {}).get("lock"),
+        "cpus": (r.measuring or {}).get("cpus"),
+        # what may explain a spread: the host's steal and busy shares, the GPU's clock
+        "host_steal_pct": (r.host_telemetry or {}).get("steal_pct"),
+        "host_busy_pct": (r.host_telemetry or {}).get("busy_pct"),
+        # the cores other work held while it timed; a contended process is left out where others were not
+        "host_others_cores": (r.host_telemetry or {}).get("others_cores"),
+        "contended": contended(r),
+        "involuntary_switches": (r.host_telemetry or {}).get("involuntary_switches"),
+        # the share of its timed windows the host ran at its fast pace (inferbench.core.stats.fast_phase)
+        "fast_phase_share": (r.host_telemetry or {}).get("fast_phase_share"),
+        # the CPU its own processes used (vLLM's engine core): a host-bound engine's pace
+        "children_cpu_s": (r.host_telemetry or {}).get("children_cpu_s"),
+        "gpu_sm_clock_mean_mhz": ((r.gpu_telemetry or {}).get("sm_clock_mhz") or {}).get("mean"),
+    }
+
+
+def repeats_section(records: list[CellRecord]) -> dict[str, Any]:
+    """The record's ``repeats``: every process listed (``per_repeat``), which of them count, and the spread
+    of the counted ones' p50s."""
+    priming = primes(records)
+    per_repeat = [process_entry(r, priming and index == 0) for index, r in enumerate(records)]
+    counted = counted_processes(records)
+    for entry, record in zip(per_repeat, records, strict=True):
+        entry["counted"] = any(record is r for r in counted)
+    timed = [r for r in per_repeat if r["counted"]]
+    return {
+        "n": len(timed),
+        "primed": priming,
+        # how many timed processes the host's other work contended; all of them: the cell's figures are its
+        "contended": sum(r["contended"] for r in per_repeat if not r["prime"]),
+        "all_contended": all(r["contended"] for r in timed),
+        "per_repeat": per_repeat,
+        "p50_spread_pct": spread_pct([r["p50_ms"] for r in timed]),
+        "e2e_p50_spread_pct": spread_pct([r["e2e_p50_ms"] for r in timed]),
+        "description": "each repeat is a fresh process; spread = (max - min) / median of the counted repeats' p50; "
+        "a prime repeat compiled for the others, a contended one timed while other work held the host's cores "
+        "(counted only where every one was): neither is in a figure",
+    }
+
+
+def pooled_record(
+    base: CellRecord,
+    kept: list[CellRecord],
+    kept_samples: list[dict[str, np.ndarray]],
+    timed: list[dict[str, Any]],
+    every: dict[str, Any],
+) -> tuple[CellRecord, dict[str, np.ndarray]]:
+    """The record of several counted processes (``kept``, their entries ``timed``): the cell's p50 from their
+    p50s, the rest from their calls pooled; a scenario with figures of its own pools them itself."""
     pooled = {b: np.concatenate([s[b] for s in kept_samples]) for b in BOUNDARIES}
     items = base.items_per_call or base.key.batch_size
     stats = pooled_stats(pooled["device"], [s["device"] for s in kept_samples], items)
