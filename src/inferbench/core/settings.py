@@ -180,7 +180,7 @@ class ServingSettings(_Settings):
 
 
 #: the config sections whose defaults and descriptions are these classes' own
-SETTINGS_SECTIONS: dict[str, type[_Settings]] = {"measure": MeasureSettings, "serving": ServingSettings}
+SETTINGS_SECTIONS: dict[str, type[_Settings]] = {cls.SECTION: cls for cls in (MeasureSettings, ServingSettings)}
 
 
 @functools.cache

@@ -37,7 +37,8 @@ class RunPlan:
     min_iters: dict[CellKey, int]
     #: server and offline cells: LoadGen's settings, the latency bound of their studies, the batcher's delay
     serving: dict[CellKey, dict[str, Any]]
-    #: cells of a scenario with settings of its own (llm_load: config `llm_load`, their studies' over it)
+    #: cells of a scenario with settings of its own (llm_load: config `llm_load`, their studies' over it); the
+    #: config check has refused a cell given different settings by two studies
     scenario_settings: dict[CellKey, dict[str, Any]]
     #: GPU model and TensorRT version naming the engine cache; None where TensorRT or the GPU is missing
     trt_target: str | None
@@ -141,8 +142,8 @@ class RunPlan:
     def priority(self, cell: CellKey) -> int:
         """GPU jobs run one at a time, so one is always running: GPU cells come before CPU cells (1), and
         cells that compile first of all (2). A GPU cell's preparation (its compile: tens of seconds) then
-        overlaps the CPU cells' preparation. At one priority, CPU cell jobs took every core while they
-        waited for the measuring lock, and the GPU stood idle."""
+        overlaps the CPU cells' preparation. At one priority, CPU cell jobs waiting for the measuring lock
+        could hold every core while the GPU stands idle."""
         if cell.device != "cuda":
             return 0
         options = self.variant(cell)

@@ -54,16 +54,14 @@ class TorchCompile(TorchInference):
 
     def computation(self, workload_kind: str) -> dict[str, Any]:
         mode = self.options.mode
-        fp8 = {"precision_mode": f"torchao {self.options.fp8_scaling} scaling, bf16 elsewhere"}
-        return (
-            super().computation(workload_kind)
-            | (fp8 if self.precision == "fp8" else {})
-            | {
-                # the mode names the graph's compilation; freezing is part of it (the graph's weights become constants)
-                "compile_mode": f"{mode} + freezing" if self.options.freezing else mode,
-                "cuda_graph": self.device == "cuda" and (mode in CUDA_GRAPH_MODES or self.options.cuda_graph),
-            }
-        )
+        computation = super().computation(workload_kind) | {
+            # the mode names the graph's compilation; freezing is part of it (the graph's weights become constants)
+            "compile_mode": f"{mode} + freezing" if self.options.freezing else mode,
+            "cuda_graph": self.device == "cuda" and (mode in CUDA_GRAPH_MODES or self.options.cuda_graph),
+        }
+        if self.precision == "fp8":
+            computation["precision_mode"] = f"torchao {self.options.fp8_scaling} scaling, bf16 elsewhere"
+        return computation
 
     @property
     def run_description(self) -> str:  # type: ignore[override]
