@@ -146,9 +146,9 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
     assert {c.precision for c in cpu_cells if c.engine == "openvino"} == {"fp32", "int8"}
     assert {c.precision for c in cpu_cells if c.engine == "ort_cpu"} == {"fp32", "int8"}
     gpu_cells = config_cells(cfg, has_cuda=True)
-    # the CPU halves of the studies that span devices, and the CPU engines, stay on a GPU machine
-    assert {c.engine for c in gpu_cells if c.device == "cpu"} == {"ort_cpu", "openvino", "torch_eager", "train_epoch"}
-    assert set(cpu_cells) <= set(gpu_cells)
+    # the CPU halves of the studies that span devices stay on a GPU machine; the CPU runtimes' studies
+    # (OpenVINO, int8, eager on the CPU: skip_with_gpu) are left to CPU machines
+    assert {c.engine for c in gpu_cells if c.device == "cpu"} == {"ort_cpu", "train_epoch"}
     engines = {cfg["engines"][c.engine]["engine"] for c in gpu_cells}
     assert engines == {
         "torch_eager",
@@ -157,7 +157,6 @@ def test_gpu_only_studies_and_variants_vanish_without_a_gpu():
         "ort_cpu",
         "ort_cuda",
         "ort_trt",
-        "openvino",
         "torch_train",
         "torch_train_epoch",
     }  # the seeds' engines; CUDA graphs and native TensorRT are the presets' (peak, repeatability)

@@ -550,6 +550,8 @@ def _cross_reference_problems(config: dict[str, Any]) -> Iterator[str]:
     for study_name, study in studies.items():
         if (problem := _layout_problem(study)) is not None:
             yield f"studies.{study_name}: {problem}"
+        if study.get("requires_gpu") and study.get("skip_with_gpu"):
+            yield f"studies.{study_name}: requires_gpu and skip_with_gpu together leave it no machine: keep one"
         for i, workload in enumerate(study["workloads"]):
             if (problem := workload_problem(workload, look_up=workload in measured)) is not None:
                 yield f"studies.{study_name}.workloads[{i}]: {problem}"

@@ -76,9 +76,9 @@ def study_cells(
     study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cuda: bool | None = None
 ) -> set[CellKey]:
     cells: set[CellKey] = set()
-    if study.get("requires_gpu"):
+    if study.get("requires_gpu") or study.get("skip_with_gpu"):
         has_cuda = cuda_present() if has_cuda is None else has_cuda
-        if not has_cuda:
+        if bool(has_cuda) != bool(study.get("requires_gpu")):
             return cells
     study = {**with_defaults(study), "devices": resolve_devices(study["devices"], has_cuda)}
     axes = itertools.product(study["workloads"], study["engines"], study["precisions"], study["devices"])
@@ -104,7 +104,7 @@ def study_cells(
 def run_has_cuda(config: dict[str, Any]) -> bool | None:
     """Whether a GPU is visible here, asked only when a study of the run depends on it (else None)."""
     studies = [config["studies"][name] for name in config["run"]]
-    if any("auto" in s["devices"] or s.get("requires_gpu") for s in studies):
+    if any("auto" in s["devices"] or s.get("requires_gpu") or s.get("skip_with_gpu") for s in studies):
         return cuda_present()
     return None
 
@@ -198,6 +198,13 @@ def spans_devices(study: dict[str, Any]) -> bool:
     return "cpu" in study["devices"] and bool({"cuda", "auto"} & set(study["devices"]))
 
 
+#: why a ``skip_with_gpu`` study has no cell on a GPU machine, and how to measure it there all the same
+SKIPPED_WITH_GPU = (
+    "a question for CPU machines, left out where a GPU is visible (the study's `skip_with_gpu`: set it false "
+    "to measure it here too)"
+)
+
+
 def left_out(study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cuda: bool) -> list[dict[str, str]]:
     """What a study names that has no cell on this machine, and why (``what``, ``why``): the whole study
     where it needs a GPU and there is none, the GPU side of a study that spans devices, and each engine
@@ -205,6 +212,8 @@ def left_out(study: dict[str, Any], variants: dict[str, dict[str, Any]], has_cud
     study = with_defaults(study)
     if study.get("requires_gpu") and not has_cuda:
         return [{"what": "every cell", "why": "needs a GPU, and none is visible here"}]
+    if study.get("skip_with_gpu") and has_cuda:
+        return [{"what": "every cell", "why": SKIPPED_WITH_GPU}]
     devices = resolve_devices(study["devices"], has_cuda)
     out = []
     no_gpu_side = spans_devices(study) and "cuda" not in devices  # cuda named outright: its cells stay
@@ -272,6 +281,8 @@ def no_cell_reasons(study: dict[str, Any], variants: dict[str, dict[str, Any]], 
     (the whole study at once where it needs a GPU and there is none)."""
     if study.get("requires_gpu") and not has_cuda:
         return ["every cell needs a GPU, and none is visible here"]
+    if study.get("skip_with_gpu") and has_cuda:
+        return [f"every cell: {SKIPPED_WITH_GPU}"]
     study = with_defaults(study)
     devices = resolve_devices(study["devices"], has_cuda)
     reasons = []
