@@ -76,3 +76,20 @@ def test_a_gpu_cells_parity_gate_follows_its_tf32_setting_and_its_librarys_defau
     assert on_gpu["strict_eager"] == tolerances["fp32"] and on_gpu["torch_eager"] == tolerances["tf32"]
     assert on_gpu["noop"] == tolerances["tf32"], "no tf32 option: the library's default, TF32 on"
     assert plan.tolerance(CellKey("mlp_heart", "noop", "fp32", "cpu", 4, 0, 2)) == tolerances["fp32"]
+
+
+def test_cells_that_compile_are_primed_in_a_job_of_their_own(plan):
+    """torch.compile (inference and training) compiles from nothing in a priming job; the eager engines, other
+    scenarios and generation engines (whose compile stays in their cell's first process) have none."""
+    config = copy.deepcopy(plan.config)
+    config["run"] = ["gpu_efficiency", "gpu_training"]
+    gpu = RunPlan(config, True, [], {}, {}, {}, None)
+    compiled = CellKey("resnet50", "torch_compile", "fp16", "cuda", 32, 0, 0)
+    trained = CellKey("resnet50", "train_fast", "bf16", "cuda", 32, 0, 0)
+    assert gpu.primed(compiled) == "results/primed/resnet50/torch_compile-fp16/cuda/b32-s0-t0.json"
+    assert gpu.primed(trained) == "results/primed/resnet50/train_fast-bf16/cuda/b32-s0-t0.json"
+    assert gpu.primed(CellKey("resnet50", "train", "fp32", "cuda", 32, 0, 0)) is None, "no compile: no priming"
+    assert gpu.primed(CellKey("resnet50", "torch_eager", "fp16", "cuda", 32, 0, 0)) is None
+    assert gpu.primed(CellKey("resnet50", "torch_compile", "fp16", "cuda", 32, 0, 0, "server")) is None
+    assert gpu.primed(CellKey("llm_llama", "hf_static", "fp16", "cuda", 1, 128, 0)) is None
+    assert max(gpu.priority(compiled), gpu.priority(trained)) < RunPlan.PRIME_PRIORITY, "priming comes first"

@@ -662,6 +662,57 @@ def test_a_cells_processes_share_its_compiler_cache_empty_at_the_first(tmp_path,
     assert list(out.parent.iterdir()) == [], "the caches go with the processes' folder"
 
 
+def _primed(tmp_path: Path, status: str = "ok") -> Path:
+    """A priming job's record and its caches, as prime-cell leaves them."""
+    from inferbench.launch.processes import primed_caches
+
+    primed = tmp_path / "primed" / "cell.json"
+    primed.parent.mkdir()
+    record = _bound_record("device", status=status)
+    record.latency_ms, record.n_iters, record.cold_start_s = None, None, {"prepare": 6.0, "compile": 5.0}
+    record.save(primed)
+    (primed_caches(primed) / "torchinductor_cache_dir").mkdir(parents=True)
+    (primed_caches(primed) / "torchinductor_cache_dir" / "kernel").touch()
+    return primed
+
+
+def test_a_cell_primed_in_a_job_of_its_own_is_measured_from_its_caches(tmp_path):
+    """The priming job compiled from nothing: its record is the cell's first (prime) process and gives the
+    cold start; every measuring process loads its caches and is timed."""
+    from inferbench.launch.processes import run_in_fresh_processes
+
+    def one_process(path: Path, index: int) -> CellRecord:
+        cache = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+        (tmp_path / f"seen{index}").write_text(",".join(sorted(p.name for p in cache.iterdir())))
+        save_samples(path, {"device": np.full(10, 0.005), "end_to_end": np.full(10, 0.006)})
+        record = _bound_record("device")
+        record.cold_start_s = {"prepare": 1.0}
+        record.save(path)
+        return record
+
+    record, samples = run_in_fresh_processes(one_process, tmp_path / "cells" / "cell.json", 2, primed=_primed(tmp_path))
+    entries = record.repeats["per_repeat"]
+    assert [(e["prime"], e["counted"]) for e in entries] == [(True, False), (False, True), (False, True)]
+    assert record.repeats["primed"] and record.repeats["n"] == 2
+    assert record.cold_start_s == {"prepare": 6.0, "compile": 5.0}, "the cold start is the compile from nothing"
+    assert [(tmp_path / f"seen{i}").read_text() for i in (1, 2)] == ["kernel", "kernel"], "the prime's caches"
+    assert samples["device"].size == 20
+
+
+def test_a_priming_job_that_failed_leaves_the_priming_to_the_cells_first_process(tmp_path):
+    from inferbench.launch.processes import run_in_fresh_processes
+
+    def one_process(path: Path, index: int) -> CellRecord:
+        save_samples(path, {"device": np.full(10, 0.005), "end_to_end": np.full(10, 0.006)})
+        record = _bound_record("device")
+        record.save(path)
+        return record
+
+    primed = _primed(tmp_path, status="failed")
+    record, _ = run_in_fresh_processes(one_process, tmp_path / "cells" / "cell.json", 2, primed=primed)
+    assert record.status == "ok" and not record.repeats["primed"] and record.repeats["n"] == 2
+
+
 def test_processes_are_spawned_when_a_library_initialised_cuda_in_the_parent(tmp_path, monkeypatch, lock, caplog):
     """A child forked after CUDA is initialised cannot use the GPU: the cell's processes are spawned."""
     import torch

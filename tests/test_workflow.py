@@ -285,3 +285,25 @@ def test_real_source_uses_a_placed_file_or_downloads(tmp_path, placed):
     assert jobs["download_lendingclub"] == (0 if placed else 1)
     assert "synthetic_lendingclub" not in jobs
     assert jobs["prepare_data"] == 1 and jobs["train_mlp"] == 1 and jobs["benchmark_cell"] == 3 * 2
+
+
+def test_a_compiling_cell_is_primed_in_a_job_of_its_own(tmp_path, monkeypatch):
+    """torch.compile compiles from nothing in a priming job: the cell's processes load its caches, are all
+    timed, and the record's cold start is the priming job's compile."""
+    monkeypatch.setenv("INFERBENCH_LOCK_FILE", str(tmp_path / "inferbench-test.lock"))
+    config = copy.deepcopy(TINY)
+    config["studies"]["tiny"].update(workloads=["mlp_heart"], engines=["compiled"], devices=["cpu"], batch_sizes=[1])
+    config["engines"] = {"compiled": {"engine": "torch_compile", "mode": "default"}}
+    jobs = snakemake(tmp_path, config, dryrun=False)
+    assert jobs["prime_cell"] == 1 and jobs["benchmark_cell"] == 1
+    cell = "mlp_heart/compiled-fp32/cpu/b1-s0-t1.json"
+    primed = CellRecord.load(tmp_path / "results" / "primed" / cell)
+    record = CellRecord.load(tmp_path / "results" / "cells" / cell)
+    assert primed.status == record.status == "ok" and primed.latency_ms is None, "the priming job times nothing"
+    assert primed.cold_start_s["compile"] > 0 and record.cold_start_s["compile"] == primed.cold_start_s["compile"]
+    processes = record.repeats["per_repeat"]
+    assert processes[0]["prime"] and not processes[0]["counted"] and not any(p["prime"] for p in processes[1:])
+    assert record.repeats["primed"] and record.repeats["n"] >= 2  # a contended or parted process adds one
+    # the measuring processes loaded what the priming job compiled: none compiled anew for as long
+    assert all(p["cold_start_s"] < primed.cold_start_s["compile"] for p in processes[1:])
+    assert not snakemake(tmp_path, config, dryrun=True), "nothing left to do"

@@ -14,7 +14,7 @@ for scenario in SCENARIOS:
         name:
             cell_rule(scenario)
         input:
-            unpack(cell_inputs),
+            unpack(lambda wc, scenario=scenario: measured_cell_inputs(wc, scenario)),
         output:
             **cell_outputs(f"results/cells/{cell_stem}", scenario),
         params:
@@ -23,6 +23,7 @@ for scenario in SCENARIOS:
             # edits of any module the cell's job runs re-run the cell (Snakemake does not track imported code)
             code=lambda wc, scenario=scenario: cell_code(wc, scenario),
             reference=lambda wc, input: ["--reference", input.reference] if "reference" in input.keys() else [],
+            primed=lambda wc, input: ["--primed", input.primed] if "primed" in input.keys() else [],
             tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
             invalidates=published_outputs,
         threads: cell_threads
@@ -38,9 +39,36 @@ for scenario in SCENARIOS:
         log:
             f"logs/{cell_rule(scenario)}/{cell_stem}.log",
         shell:
-            "python -m inferbench run-cell {params.cell:q} {params.files:q} {params.reference:q}"
+            "python -m inferbench run-cell {params.cell:q} {params.files:q} {params.reference:q} {params.primed:q}"
             " --tolerance {params.tolerance:q} --code {params.code:q} --invalidates {params.invalidates:q}"
             " --out {output.record:q} > {log:q} 2>&1"
+
+
+# A cell whose engine compiles (torch.compile) is compiled from nothing here first, into caches beside the
+# record that its job's measuring processes load (inferbench.launch.cell_job.prime_cell). No GPU slot: on
+# one GPU it compiles beside the GPU cells' queue, never beside a timed loop (the machine lock). A cluster
+# job of it asks for a GPU through `gres` (gpu:1), which the local scheduler does not count.
+rule prime_cell:
+    input:
+        unpack(prime_inputs),
+    output:
+        record="results/primed/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.json",
+        caches=directory("results/primed/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.caches"),
+    params:
+        cell=cell_args,
+        files=cell_files,
+        code=prime_code,
+    threads: 4
+    priority: RunPlan.PRIME_PRIORITY
+    resources:
+        gres=lambda wc: "gpu:1" if wc.device == "cuda" else "",
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/prime_cell/{workload}/{engine}-{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
+    shell:
+        "python -m inferbench prime-cell {params.cell:q} {params.files:q} --code {params.code:q}"
+        " --out {output.record:q} > {log:q} 2>&1"
 
 
 # Cells named in config `profile.cells`: a trace and the top operators, in a job of their own so that

@@ -93,6 +93,12 @@ def cell_code(wildcards, scenario=PLAIN):
     return job_code(*cell_code_roots(variant(wildcards)["engine"], scenario))
 
 
+def prime_code(wildcards):
+    """A priming job's code identity: the dispatcher's, the prime-cell verb's and the engine's code."""
+    impl = variant(wildcards)["engine"]
+    return job_code(DISPATCHER, VERBS["prime-cell"].target, engine_info(impl).module)
+
+
 def profile_code(wildcards):
     """A profile's code identity: the dispatcher's (it sets up the measuring), the profile-cell verb's and
     the engine's code."""
@@ -219,6 +225,18 @@ def wildcard_cell(wildcards, scenario=PLAIN):
 
 def cell_inputs(wildcards):
     return PLAN.inputs(wildcard_cell(wildcards))
+
+
+def prime_inputs(wildcards):
+    """A priming job's inputs: what the cell is prepared from, without the parity reference (it checks none)."""
+    return {name: path for name, path in cell_inputs(wildcards).items() if name != "reference"}
+
+
+def measured_cell_inputs(wildcards, scenario=PLAIN):
+    """A cell job's inputs: what the cell is prepared from and, for a compiling cell, its priming job's record."""
+    cell = wildcard_cell(wildcards, scenario)
+    primed = PLAN.primed(cell)
+    return PLAN.inputs(cell) | ({"primed": primed} if primed else {})
 
 
 def parity_tolerance(wildcards):

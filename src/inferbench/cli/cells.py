@@ -34,6 +34,11 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         help="files that publish the cells' numbers (the summary, the report): removed before measuring, so that "
         "a job that fails or is cancelled leaves none of the cell's earlier numbers standing",
     )
+    p.add_argument(
+        "--primed",
+        type=Path,
+        help="the record of the cell's priming job (prime-cell): its compile caches, beside it, are the cell's",
+    )
     p.add_argument("--out", type=Path, required=True)
 
 
@@ -61,7 +66,7 @@ def run_cell(args: argparse.Namespace) -> None:
         if path.is_file():
             path.unlink()
             log.info("removed %s: it publishes this cell's earlier numbers; the run makes it again", path)
-    record = measure_cell(request, args.out, args.lock, imports_started, args.code)
+    record = measure_cell(request, args.out, args.lock, imports_started, args.code, args.primed)
     p50 = (record.latency_ms or {}).get("p50")
     processes = (record.repeats or {}).get("n", 1)
     spread = (record.repeats or {}).get("p50_spread_pct")
@@ -72,6 +77,31 @@ def run_cell(args: argparse.Namespace) -> None:
         + f", {processes} process{'es' if processes > 1 else ''}"
         + (f" (spread {spread:.1f}%)" if spread is not None else "")
         + (f", {bound}-bound" if bound else "")
+    )
+
+
+def _prime_arguments(p: argparse.ArgumentParser) -> None:
+    add_cell_arguments(p)
+    p.add_argument("--code", help="the code identity of this job (as run-cell's), recorded")
+    p.add_argument("--out", type=Path, required=True, help="the priming record; the compile caches go beside it")
+
+
+@arguments(_prime_arguments)
+def prime_cell(args: argparse.Namespace) -> None:
+    check_artifact(args)
+    from inferbench.core.cells import CellKey
+    from inferbench.core.settings import MeasureSettings
+    from inferbench.launch.cell_job import prime_cell
+    from inferbench.scenarios.prepare import CellInputs, CellRequest
+
+    key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
+    inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
+    request = CellRequest(key, args.engine_options, inputs, MeasureSettings.from_dict(args.measure))
+    record = prime_cell(request, args.out, args.lock, args.code)
+    compiled = record.cold_start_s.get("compile")
+    log.info(
+        f"{key.cell_id}: primed, {record.status}"
+        + (f", compiled in {compiled:.1f} s" if compiled is not None else f" ({record.reason or 'no compile step'})")
     )
 
 

@@ -1,11 +1,18 @@
 """A cell's job as the workflow runs it (verb ``run-cell``): the libraries its engine needs imported
 here, once and timed, then the cell measured in fresh processes (inferbench.launch.processes), each
-running inferbench.scenarios.run.run_cell, merged into one record."""
+running inferbench.scenarios.run.run_cell, merged into one record.
+
+A cell that compiles is primed first, in a job of its own (verb ``prime-cell``, ``prime_cell``): one
+fresh process compiles it from nothing into the caches its measuring processes then load, and times
+nothing. That job needs no GPU slot of its own, so on one GPU it runs beside other cells' jobs rather
+than in their queue; it holds the machine lock shared, as all preparation does, so no timed loop runs
+while it compiles."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import multiprocessing
 import os
 import time
 from pathlib import Path
@@ -17,8 +24,16 @@ from inferbench.core.environment import package_source_hash
 from inferbench.core.fsutil import read_json
 from inferbench.core.storage import loadgen_dir, save_cell
 from inferbench.engines.registry import engine_info
-from inferbench.launch.processes import end_on_sigterm, import_libraries, run_in_fresh_processes
+from inferbench.launch.processes import (
+    end_on_sigterm,
+    import_libraries,
+    primed_caches,
+    run_in_fresh_processes,
+    run_one_process,
+    start_method,
+)
 from inferbench.launch.warm import PRELOADED, preloaded_import_s
+from inferbench.machine.host_partition import gpus_not_measuring
 from inferbench.machine.lock import MachineLock
 from inferbench.scenarios.prepare import CellInputs, CellRequest, seeded_batches
 from inferbench.scenarios.run import failed_record, run_cell
@@ -34,6 +49,7 @@ def measure_cell(
     lock: MachineLock,
     imports_started: float | None = None,
     job_code: str | None = None,
+    primed: Path | None = None,
 ) -> CellRecord:
     """The cell as the workflow measures it: the libraries its engine needs imported here, once and
     timed (``cold_start_s.import``: from ``imports_started``, a ``time.perf_counter()`` the verb took as
@@ -42,26 +58,11 @@ def measure_cell(
     found host-bound), merged into one record at ``out``, which names the code that made it (``job_code``:
     the job's code identity, as the workflow computed it; and the package source's hash). ``lock`` is
     held shared except while a process runs (each takes its own). A server or offline cell runs in one
-    fresh process (its LoadGen runs are many seconds each); LoadGen's logs go to ``loadgen_dir(out)``."""
+    fresh process (its LoadGen runs are many seconds each); LoadGen's logs go to ``loadgen_dir(out)``.
+    ``primed``: the record of the cell's priming job (``prime_cell``), where it has one."""
     end_on_sigterm()  # a cancelled job leaves no process, scratch folder or lock behind
     key, inputs, settings = request.key, request.inputs, request.settings
-    info = engine_info(request.variant["engine"])
-    if key.device == "cpu":
-        # a CPU cell's processes see no GPU: nothing they import initialises CUDA in this process (which
-        # would make them spawned, importing everything again), and no library picks the GPU up
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    modules = [*info.libraries, *(["torch"] if key.device == "cuda" else []), info.module]
-    try:
-        import_s: float | None = import_libraries(modules, lambda: _import_model_code(key, info.artifact, inputs))
-        if imports_started is not None:
-            import_s = time.perf_counter() - imports_started
-        # forked from the warm-start server: the libraries were imported there, once, and timed
-        preloaded = preloaded_import_s(modules)
-        if preloaded is not None and import_s is not None:
-            import_s += preloaded
-    except Exception:  # a missing library: the processes record the cell `unavailable` and why
-        import_s = None
-    import_libraries(HARNESS_LIBRARIES)
+    import_s = _import_engine_libraries(request, imports_started)
 
     # drawn here, once: the processes fork from this one and share them (spawned ones draw their own)
     with contextlib.suppress(Exception):  # a broken model meta is the processes' to record
@@ -83,6 +84,7 @@ def measure_cell(
         # calls timed one at a time (inference or training steps), where a p50 is a call's: a request under
         # load or a generated sequence has figures of its own to part by
         parted=(settings.unstable_spread_pct, settings.max_repeats) if key.scenario == "single" else None,
+        primed=primed,
     )
     if import_s is not None:
         record.cold_start_s = {"import": import_s, **record.cold_start_s}
@@ -94,6 +96,68 @@ def measure_cell(
     if logs is not None:
         keep_loadgen_dir(logs, record)
     return record
+
+
+def prime_cell(request: CellRequest, out: Path, lock: MachineLock, job_code: str | None = None) -> CellRecord:
+    """A compiling cell's first process, in a job of its own: the libraries imported here, then one fresh
+    process that prepares the engine (its compile from nothing, into ``primed_caches(out)``) and times
+    nothing; its record at ``out`` says how long that took, or why it failed. Where the run gives each
+    GPU cores of its own, no GPU times its calls meanwhile either (``gpus_not_measuring``): the compile
+    runs the model on a GPU."""
+    end_on_sigterm()
+    _import_engine_libraries(request)
+    one_process = functools.partial(_prime_in_own_process, request, lock.path)
+    context = multiprocessing.get_context(start_method())
+    record, _ = run_one_process(
+        context,
+        one_process,
+        out,
+        0,
+        primed_caches(out),
+        lock,
+        request.settings.stall_timeout_s,
+        functools.partial(failed_record, request),
+    )
+    record.code = {"job": job_code, "package": package_source_hash()}
+    save_cell(out, record, {})
+    return record
+
+
+def _import_engine_libraries(request: CellRequest, imports_started: float | None = None) -> float | None:
+    """Import what the cell's engine needs, once, before its processes fork; the seconds that took
+    (``cold_start_s.import``: from ``imports_started`` where given), or None where a library is missing (the
+    processes record the cell ``unavailable`` and why)."""
+    key, inputs = request.key, request.inputs
+    info = engine_info(request.variant["engine"])
+    if key.device == "cpu":
+        # a CPU cell's processes see no GPU: nothing they import initialises CUDA in this process (which
+        # would make them spawned, importing everything again), and no library picks the GPU up
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    modules = [*info.libraries, *(["torch"] if key.device == "cuda" else []), info.module]
+    try:
+        import_s: float | None = import_libraries(modules, lambda: _import_model_code(key, info.artifact, inputs))
+        if imports_started is not None:
+            import_s = time.perf_counter() - imports_started
+        # forked from the warm-start server: the libraries were imported there, once, and timed
+        preloaded = preloaded_import_s(modules)
+        if preloaded is not None and import_s is not None:
+            import_s += preloaded
+    except Exception:  # a missing library: the processes record the cell `unavailable` and why
+        import_s = None
+    import_libraries(HARNESS_LIBRARIES)
+    return import_s
+
+
+def _prime_in_own_process(request: CellRequest, lock_path: Path, path: Path, index: int) -> CellRecord:
+    """The priming process: ``run_cell`` timing nothing, under a machine lock of its own held shared and,
+    after it (the order every GPU cell takes them in), the GPUs' measuring locks."""
+    own_lock = MachineLock(lock_path)
+    own_lock.shared()
+    try:
+        with gpus_not_measuring(own_lock):
+            return run_cell(request, path, own_lock, timed=False)
+    finally:
+        own_lock.close()
 
 
 def keep_loadgen_dir(logs: Path, record: CellRecord) -> None:

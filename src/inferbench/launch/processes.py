@@ -23,7 +23,9 @@ processes are spawned instead (each imports the libraries again, outside its tim
 log says so.
 
 A first process that compiled into those caches (``PRIMING_STEPS``) is not timed like the later ones,
-which load what it made: it primes the cell, and ``repeats`` more are measured. Its cold start is the
+which load what it made: it primes the cell, and ``repeats`` more are measured. A torch.compile cell's
+first process runs in a priming job of its own (inferbench.launch.cell_job.prime_cell), whose record and
+caches its job starts from (``primed``). Its cold start is the
 record's; its calls enter no figure. A cell's p50 is the geometric mean of its timed processes' p50s in its
 fast mode (inferbench.core.stats.fast_mode: a process that met the host slow throughout is listed, not
 averaged in), so that a process that happened to time more calls does not weigh more; the p50 of their
@@ -352,6 +354,11 @@ def processes_wanted(
 COMPILER_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
+def primed_caches(primed: Path) -> Path:
+    """The compiler caches a priming job filled, beside its record: ``<record stem>.caches/``."""
+    return primed.with_suffix(".caches")
+
+
 def use_cell_compiler_caches(directory: Path) -> None:
     """Point this process's compiler caches at the cell's folders under ``directory`` (empty for its first
     process): what the first process compiled, the later ones load."""
@@ -406,6 +413,7 @@ def run_in_fresh_processes(
     stall_timeout_s: float = math.inf,
     failed: Callable[[str], CellRecord] | None = None,
     parted: tuple[float, int] | None = None,
+    primed: Path | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     """Call ``measure_one(record_path, index)`` in forked children, one after another (``index``: 0 for
     the first), until the cell has the processes it needs (``processes_wanted``, with ``parted``), and merge
@@ -417,7 +425,9 @@ def run_in_fresh_processes(
     between children and while merging: no work of this process overlaps another cell's timed loop.
     A child whose heartbeat stops for ``stall_timeout_s`` is ended (inferbench.machine.watchdog); a child
     ended so, or one that died without a record (a segfault, the OOM killer), gets ``failed(why)`` as its
-    record (without ``failed``: a UserError)."""
+    record (without ``failed``: a UserError). ``primed``: the record of the cell's priming process, run in a
+    job of its own (``prime_in_fresh_process``): where it compiled, it is the cell's first process and its
+    caches (``primed_caches``) are the cell's; otherwise the cell's first process primes it here."""
     method = start_method()
     context = multiprocessing.get_context(method)
     records: list[CellRecord] = []
@@ -427,43 +437,72 @@ def run_in_fresh_processes(
     # the next cell that runs here)
     with scratch_folder(out.parent, "repeats-") as tmp:
         caches = Path(tmp) / "caches"
+        if primed is not None:
+            records, samples, caches = _primed_start(primed, caches)
         while len(records) < processes_wanted(records, repeats, host_bound_repeats, parted):
             index = len(records)
             rep_out = Path(tmp) / f"repeat{index}.json"
             log.info("process %d: fresh (%s after the imports)", index + 1, "forked" if method == "fork" else "spawned")
-            heartbeat = Heartbeat(context)
-            child = context.Process(
-                target=_child,
-                args=(measure_one, rep_out, index, os.getpid(), caches, heartbeat),
-                name=f"repeat{index + 1}",
+            record, process_samples = run_one_process(
+                context, measure_one, rep_out, index, caches, lock, stall_timeout_s, failed
             )
-            if lock is not None:
-                lock.release()
-            child.start()
-            try:
-                why_stalled = watchdog.wait_or_end_stalled(child, heartbeat, stall_timeout_s)
-            finally:  # a cancelled job (SIGTERM: end_on_sigterm) ends its process's group before its scratch goes
-                if child.exitcode is None:
-                    kill_group(child.pid)
-                    child.kill()
-                    child.join()
-            if lock is not None:
-                lock.shared()
-            if why_stalled is None and not rep_out.exists():  # run_cell writes one whatever happens: a crash
-                why_stalled = (
-                    f"crashed: exited with {_exit_status(child.exitcode)} and wrote no record (see this job's log)"
-                )
-            if why_stalled is not None:
-                log.error("process %d: %s", index + 1, why_stalled)
-                if failed is None:
-                    raise UserError(f"process {index + 1} of the cell {why_stalled}")
-                # the cell's record says what happened, and the run goes on to its summary
-                save_cell(rep_out, failed(why_stalled), {})
-            records.append(CellRecord.load(rep_out))
-            samples.append(load_samples(rep_out))
+            records.append(record)
+            samples.append(process_samples)
             if index == 0 and primes(records) and records[0].status == "ok":
                 log.info("process 1 compiled for the others: it primes the cell, its calls count in no figure")
     return merge_repeats(records, samples)
+
+
+def _primed_start(primed: Path, caches: Path) -> tuple[list[CellRecord], list[dict[str, np.ndarray]], Path]:
+    """The processes a cell starts with, and its compiler caches: the priming process's record and caches
+    where it compiled, else none and ``caches`` (the cell's first process primes it)."""
+    record = CellRecord.load(primed)
+    if record.status == "ok" and primes([record]):
+        log.info("process 1 compiled for the others in a job of its own (%s): its caches are the cell's", primed)
+        return [record], [{}], primed_caches(primed)
+    log.warning("the priming job did not compile (%s: %s): the cell's first process primes it", record.status,
+                record.reason or "no compile step")  # fmt: skip
+    return [], [], caches
+
+
+def run_one_process(
+    context: Any,
+    measure_one: Callable[[Path, int], CellRecord],
+    out: Path,
+    index: int,
+    caches: Path,
+    lock: MachineLock | None,
+    stall_timeout_s: float,
+    failed: Callable[[str], CellRecord] | None,
+) -> tuple[CellRecord, dict[str, np.ndarray]]:
+    """``measure_one(out, index)`` in one fresh child of ``context`` (fork or spawn) using the compiler caches
+    in ``caches``, watched for a stall and ended with its process group; its record and samples
+    (``failed(why)`` where it wrote none). ``lock``, held shared, is released while the child runs."""
+    heartbeat = Heartbeat(context)
+    child = context.Process(
+        target=_child, args=(measure_one, out, index, os.getpid(), caches, heartbeat), name=f"repeat{index + 1}"
+    )
+    if lock is not None:
+        lock.release()
+    child.start()
+    try:
+        why_stalled = watchdog.wait_or_end_stalled(child, heartbeat, stall_timeout_s)
+    finally:  # a cancelled job (SIGTERM: end_on_sigterm) ends its process's group before its scratch goes
+        if child.exitcode is None:
+            kill_group(child.pid)
+            child.kill()
+            child.join()
+    if lock is not None:
+        lock.shared()
+    if why_stalled is None and not out.exists():  # run_cell writes one whatever happens: a crash
+        why_stalled = f"crashed: exited with {_exit_status(child.exitcode)} and wrote no record (see this job's log)"
+    if why_stalled is not None:
+        log.error("process %d: %s", index + 1, why_stalled)
+        if failed is None:
+            raise UserError(f"process {index + 1} of the cell {why_stalled}")
+        # the cell's record says what happened, and the run goes on to its summary
+        save_cell(out, failed(why_stalled), {})
+    return CellRecord.load(out), load_samples(out)
 
 
 def _exit_status(exitcode: int | None) -> str:

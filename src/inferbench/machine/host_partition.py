@@ -182,7 +182,7 @@ def measuring(
     move = set(cpus) == set(partition.shared)
     at_once = GPUS_MEASURE_AT_ONCE.read()
     held = f"gpu {gpu}" if at_once else "gpus"
-    fd = open_lock_file(lock.path.parent / f"inferbench-measure-{held.replace(' ', '-')}.lock")
+    fd = open_lock_file(_measuring_lock_path(lock, held))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         if move:
@@ -195,6 +195,32 @@ def measuring(
                 pin_process(cpus)
     finally:
         os.close(fd)  # closing drops the lock
+
+
+def _measuring_lock_path(lock: MachineLock, held: str) -> Path:
+    """The file of a GPU measuring lock (``gpus``: one GPU at a time; ``gpu <device>``: that GPU's own)."""
+    return lock.path.parent / f"inferbench-measure-{held.replace(' ', '-')}.lock"
+
+
+@contextmanager
+def gpus_not_measuring(lock: MachineLock) -> Iterator[None]:
+    """No GPU times its calls during the block. Where the run is not partitioned, the machine lock held
+    shared already keeps every timed loop out; where it is, a GPU cell times under a measuring lock and the
+    machine lock shared, so this holds every measuring lock shared too: for work that runs kernels on a GPU
+    it has not claimed (a priming job's compile)."""
+    partition = current_partition()
+    if partition is None:
+        yield
+        return
+    names = ["gpus", *(f"gpu {device}" for device in partition.slots)]
+    fds = [open_lock_file(_measuring_lock_path(lock, name)) for name in names]
+    try:
+        for fd in fds:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)  # closing drops the lock
 
 
 @contextmanager

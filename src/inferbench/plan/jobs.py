@@ -24,6 +24,10 @@ from inferbench.plan.grid import (
     study_cells,
 )
 
+#: the engine modes whose compiling cells are primed in a job of their own: a generation engine's compile (the
+#: decode step's, vLLM's) stays in its cell's first process
+PRIMED_MODES = ("inference", "train")
+
 
 @dataclass(frozen=True)
 class RunPlan:
@@ -102,6 +106,20 @@ class RunPlan:
             inputs["reference"] = f"results/reference/{cell.workload}-s{cell.seq_len}.npz"
         return inputs
 
+    def primed(self, cell: CellKey) -> str | None:
+        """The record of the cell's priming job, where it has one: a cell timed call by call whose engine
+        compiles (torch.compile: inference or training) is compiled from nothing in a job of its own
+        (inferbench.launch.cell_job.prime_cell), whose caches its measuring processes load."""
+        options = self.variant(cell)
+        info = engine_info(options["engine"])
+        if cell.scenario != PLAIN or info.mode not in PRIMED_MODES or not info.compiles_with(options):
+            return None
+        return f"results/primed/{cell.cell_id}.json"
+
+    @property
+    def primed_cells(self) -> list[CellKey]:
+        return [cell for cell in self.cells if self.primed(cell) is not None]
+
     def tolerance(self, cell: CellKey) -> dict[str, Any]:
         """The cell's parity tolerance against FP32 eager."""
         return cell_tolerance(self.config["parity"]["tolerances"], self.variant(cell), cell.precision, cell.device)
@@ -148,6 +166,10 @@ class RunPlan:
             return 0
         options = self.variant(cell)
         return 1 + int(engine_info(options["engine"]).compiles_with(options))
+
+    #: priming jobs come first of all: they hold no GPU slot, and their compiles (up to a minute or more) then
+    #: overlap the run's other preparation, before the measurements that must wait for them begin
+    PRIME_PRIORITY = 3
 
     @staticmethod
     def group(cell: CellKey) -> str | None:

@@ -38,12 +38,15 @@ def run_cell(
     serving_logs: Path | None = None,
     cell_path: Path | None = None,
     first_process: bool = True,
+    timed: bool = True,
 ) -> CellRecord:
     """Measure one cell in this process and write its record at ``out`` (whatever happens). A server
     or offline cell needs ``request.serving`` and the folder for LoadGen's logs, ``serving_logs``.
     ``cell_path``: the cell's own record, where ``out`` is this process's record in a scratch folder.
     ``first_process``: False in a cell's later processes, which leave out what the first one found for
-    all of them (the attention kernel: a profiled call; the merged record keeps the first's)."""
+    all of them (the attention kernel: a profiled call; the merged record keeps the first's).
+    ``timed``: False for a priming process (inferbench.launch.cell_job.prime_cell): the engine prepared
+    (compiled into the caches the measuring processes load) and described, no parity check, no timed call."""
     key = request.key
     info = engine_info(request.variant["engine"])
     base = _record_base(request)
@@ -51,9 +54,10 @@ def run_cell(
     # a caller that measures a cell in its own process (a test, a user) gets its CPUs back after
     before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
-        pinning = pin_cpus(request.settings.cpu_affinity, key.threads, key.device)
+        # a priming process times nothing: its compile keeps every core the job has
+        pinning = pin_cpus(request.settings.cpu_affinity, key.threads, key.device) if timed else None
         shared = out.parent if cell_path is not None and cell_path != out else None
-        record, samples = _measure(request, info, lock, base, serving_logs, first_process, pinning, shared)
+        record, samples = _measure(request, info, lock, base, serving_logs, first_process, pinning, shared, timed)
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed", base)
     finally:
@@ -111,6 +115,7 @@ def _measure(
     first_process: bool,
     pinning: str | None,
     shared: Path | None = None,
+    timed: bool = True,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
     key = request.key
     beat("checking whether the cell can run here")
@@ -119,6 +124,8 @@ def _measure(
         return CellRecord(**base, status="unavailable", reason=reason, environment=_fingerprint(info, False)), {}
     beat("preparing the engine (load, build or compile, first call)")
     engine, specs, batches, cold = prepare_engine(request)
+    if not timed:
+        return _primed_record(request, info, engine, batches, cold, base), {}
     beat("checking parity against FP32 eager")
     parity, problems = check_parity(engine, request) if info.mode != "train" else (None, [])
     cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs, first_process, shared)
@@ -159,6 +166,27 @@ def _measure(
         environment=environment,
     )
     return record, measured.samples
+
+
+def _primed_record(
+    request: CellRequest, info: EngineInfo, engine: Any, batches: Any, cold: dict[str, float], base: dict[str, Any]
+) -> CellRecord:
+    """A priming process's record: its cold start (the compile from nothing), the engine's description with
+    the attention kernel (found here, where no timed call follows the profiler's hooks), memory, environment."""
+    beat("finding the attention kernel")
+    attention = engine.attention_kernel(engine.stage(batches[0]))
+    cuda = request.key.device == "cuda"
+    return CellRecord(
+        **base,
+        status="ok",
+        cold_start_s=cold,
+        memory_mb={
+            "host_peak_rss": memory.host_peak_rss_mb(),
+            "gpu_peak_allocated": memory.gpu_peak_allocated_mb() if cuda else None,
+        },
+        engine=engine.describe() | {"attention": attention},
+        environment=_fingerprint(info, include_gpu=cuda),
+    )
 
 
 def _scenario_function(scenario: str, mode: str) -> Any:
