@@ -205,3 +205,21 @@ def test_the_ground_floor_loads_nothing_of_the_package_when_imported():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert len(catalog) >= 6 and done.stdout.strip() == ""
+
+
+#: the most lines (its docstring included) a function of the timed loops' packages may take: a reader follows
+#: one on a screen
+LONGEST_FUNCTION = 60
+
+
+def test_the_timed_loops_are_functions_a_reader_can_follow():
+    """No function in scenarios/ or launch/ is longer than LONGEST_FUNCTION lines."""
+    long = []
+    for package in ("scenarios", "launch"):
+        for path in sorted((SOURCE / "inferbench" / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > LONGEST_FUNCTION:
+                        long.append(f"{path.relative_to(SOURCE)}:{node.lineno} {node.name}: {lines} lines")
+    assert not long, "split these into steps a reader can follow:\n" + "\n".join(long)

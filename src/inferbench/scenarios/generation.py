@@ -28,6 +28,8 @@ import contextlib
 import itertools
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -149,120 +151,170 @@ def decode_roofline(read_bytes: int, copy_bytes_per_s: float, tpot_p50_ms: float
 
 
 def measure(cell: PreparedCell) -> Measured:
-    engine, key, settings = cell.engine, cell.key, cell.settings
+    """The cell's requests timed one after another (``_timed_requests``), what is measured beside them under
+    the same lock (``_beside_the_requests``), and the record's fields made of both."""
+    engine, key = cell.engine, cell.key
     gpu = key.device == "cuda"
     stream = engine.stream() if gpu else None
     batches = itertools.cycle(cell.batches)
     telemetry = GpuTelemetry.for_cuda_device() if gpu else None
-    ttft: list[float] = []
-    tpot: list[float] = []
-    latencies: list[float] = []
-    host_step: list[float] = []
     host = HostWindow()
     # the phase the watchdog names if a request stalls (the cell's key says scenario "single", as its paths do)
     beat(f"generating (warm-up, then requests of {key.seq_len} prompt + {engine.new_tokens} new tokens)")
-    with measuring(cell.lock, key.device, settings.cpu_affinity) as held:
-        # warm-up: whole requests until warmup_s has passed (one at least)
-        warmup = warm_up(lambda _: generate_request(engine, next(batches), stream), settings.warmup_s)
-        if gpu:
-            memory.reset_gpu_peak()
-        with host, telemetry or contextlib.nullcontext():
-            window_start = time.time()
-            started = time.perf_counter()
-            enough_s, enough_requests = settings.min_time_s, settings.min_iters_per_process
-            if gpu:
-                enough_s, enough_requests = max(enough_s, GPU_MIN_TIME_S), max(enough_requests, GPU_MIN_REQUESTS)
-            while len(latencies) < enough_requests or time.perf_counter() - started < enough_s:
-                first, steps, latency, request, host_steps = generate_request(engine, next(batches), stream)
-                ttft.append(first)
-                tpot.extend(steps)
-                host_step.extend(host_steps)
-                latencies.append(latency)
-                beat()
-            measured_s = time.perf_counter() - started
-            window = [window_start, time.time()]
-        # after the timed window: the profiler's own cost stays out of the cell's numbers
-        tpot_p50_ms = float(np.median(tpot)) * 1e3 if tpot else None
-        # an engine that traces in an engine of its own (vLLM: 40-80 s to start one) does so in the first process
-        traced_here = cell.first_process or not hasattr(engine, "traced_decode_steps")
-        profiled = gpu and tpot_p50_ms and traced_here
-        # the CPU the engine's own processes (vLLM's engine core) used per scheduler iteration of the timed
-        # requests: a prefill and a decode step per further token each
-        children_cpu_s = host.summary.get("children_cpu_s")
-        iterations = len(latencies) * engine.new_tokens
-        core_cpu_ms = children_cpu_s * 1e3 / iterations if children_cpu_s is not None and iterations else None
-        split = _or_reason(step_split, engine, next(batches), tpot_p50_ms, host_step, core_cpu_ms) if profiled else None
-        plain = _or_reason(plain_requests, engine, next(batches))
-        # the copy that sets the decode floor: under the lock too, it would disturb a cell measuring beside it
-        bandwidth = copy_bandwidth(key.device)
-    # the first tokens against FP32 eager's, greedy from the reference prompts (the parity gate of tokens)
+    with measuring(cell.lock, key.device, cell.settings.cpu_affinity) as held:
+        timed = _timed_requests(cell, batches, stream, telemetry, host)
+        beside = _beside_the_requests(cell, batches, timed, host)
+    items = key.batch_size * engine.new_tokens  # tokens a request generates
+    # the GPU's telemetry over the timed requests
+    gpu_summary = telemetry.summary(items * len(timed.latencies)) if telemetry else None
+    generation, invalid = _generation_section(cell, timed, beside)
+    samples = np.asarray(timed.latencies)
+    fields = _record_fields(cell, timed, samples, items, {"measuring": held, "host_telemetry": host.summary},
+                            gpu_summary, generation)  # fmt: skip
+    return Measured(fields, {"device": samples, "end_to_end": samples}, invalid)
+
+
+@dataclass
+class TimedRequests:
+    """What one process's timed requests measured: each request's TTFT, decode steps and latency (seconds)."""
+
+    ttft: list[float] = field(default_factory=list)
+    tpot: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    #: the host's time to issue each decode step (a GPU step syncs nowhere)
+    host_step: list[float] = field(default_factory=list)
+    warmup: int = 0
+    measured_s: float = 0.0
+    window: list[float] = field(default_factory=list)
+    #: the last request, whose KV cache the record sizes
+    request: Any = None
+
+
+def _timed_requests(
+    cell: PreparedCell, batches: Iterator[Any], stream: Any, telemetry: GpuTelemetry | None, host: HostWindow
+) -> TimedRequests:
+    """Whole requests as warm-up until ``warmup_s`` has passed (one at least), then timed ones until the
+    process has ``min_iters_per_process`` of them and ``min_time_s`` has passed (a GPU cell's at least
+    ``GPU_MIN_REQUESTS`` and ``GPU_MIN_TIME_S``)."""
+    engine, settings, gpu = cell.engine, cell.settings, cell.key.device == "cuda"
+    timed = TimedRequests()
+    timed.warmup = warm_up(lambda _: generate_request(engine, next(batches), stream), settings.warmup_s)
+    if gpu:
+        memory.reset_gpu_peak()
+    enough_s, enough_requests = settings.min_time_s, settings.min_iters_per_process
+    if gpu:
+        enough_s, enough_requests = max(enough_s, GPU_MIN_TIME_S), max(enough_requests, GPU_MIN_REQUESTS)
+    with host, telemetry or contextlib.nullcontext():
+        window_start = time.time()
+        started = time.perf_counter()
+        while len(timed.latencies) < enough_requests or time.perf_counter() - started < enough_s:
+            first, steps, latency, timed.request, host_steps = generate_request(engine, next(batches), stream)
+            timed.ttft.append(first)
+            timed.tpot.extend(steps)
+            timed.host_step.extend(host_steps)
+            timed.latencies.append(latency)
+            beat()
+        timed.measured_s = time.perf_counter() - started
+        timed.window = [window_start, time.time()]
+    return timed
+
+
+def _beside_the_requests(
+    cell: PreparedCell, batches: Iterator[Any], timed: TimedRequests, host: HostWindow
+) -> dict[str, Any]:
+    """After the timed window, still under the measuring lock: where a decode step's time goes (a profiled
+    request: its cost stays out of the cell's numbers), requests without the stepped loop, and the copy
+    bandwidth that sets the decode floor (it would disturb a cell measuring beside it)."""
+    engine, gpu = cell.engine, cell.key.device == "cuda"
+    tpot_p50_ms = float(np.median(timed.tpot)) * 1e3 if timed.tpot else None
+    # an engine that traces in an engine of its own (vLLM: 40-80 s to start one) does so in the first process
+    traced_here = cell.first_process or not hasattr(engine, "traced_decode_steps")
+    profiled = gpu and tpot_p50_ms and traced_here
+    # the CPU the engine's own processes (vLLM's engine core) used per scheduler iteration of the timed
+    # requests: a prefill and a decode step per further token each
+    children_cpu_s = host.summary.get("children_cpu_s")
+    iterations = len(timed.latencies) * engine.new_tokens
+    core_cpu_ms = children_cpu_s * 1e3 / iterations if children_cpu_s is not None and iterations else None
+    return {
+        "step_split": _or_reason(step_split, engine, next(batches), tpot_p50_ms, timed.host_step, core_cpu_ms)
+        if profiled
+        else None,
+        "plain_requests": _or_reason(plain_requests, engine, next(batches)),
+        "copy_bytes_per_s": copy_bandwidth(cell.key.device),
+    }
+
+
+def _generation_section(
+    cell: PreparedCell, timed: TimedRequests, beside: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The record's ``generation``: TTFT and TPOT statistics, sizes, the decode roofline, the tokens' parity
+    against FP32 eager (greedy, from the reference prompts); and why the cell is invalid, if its tokens differ."""
+    engine, key = cell.engine, cell.key
     reference = load_reference_tokens(cell.inputs.reference, key.batch_size) if cell.inputs.reference else None
     gated = GATED_TOKENS.get(key.precision, 1)
     tokens_parity = token_parity(engine, *reference, gated) if reference is not None else None
-    cache_bytes, weight_bytes, read_bytes = (
-        engine.cache_bytes(request),
-        engine.weight_bytes(),
-        engine.decode_read_bytes(),
-    )
-    samples = np.asarray(latencies)
-    items = key.batch_size * engine.new_tokens  # tokens a request generates
-    stats = latency_stats(samples, items)
-    generation = generation_stats(np.asarray(ttft), np.asarray(tpot), key.batch_size)
-    # the GPU's telemetry over the timed requests; who set the pace from NVML's busy share (a decode step
-    # syncs nowhere, but its launches are many small ones: no single call's launch share to read)
-    gpu_summary = telemetry.summary(items * len(latencies)) if telemetry else None
-    bound = None
-    if gpu:
-        busy = gpu_summary["gpu_busy_pct"] if gpu_summary else None
-        bound_class, signal = classify(None, busy, False)
-        bound = {"class": bound_class, "signal": signal, "launch_share": None, "gpu_busy_pct": busy}
+    read_bytes, bandwidth = engine.decode_read_bytes(), beside["copy_bytes_per_s"]
+    generation = generation_stats(np.asarray(timed.ttft), np.asarray(timed.tpot), key.batch_size)
     generation |= {
         "new_tokens": engine.new_tokens,
         "prompt_tokens": key.seq_len,
-        "kv_cache_mb": cache_bytes / 2**20,
-        "weights_mb": weight_bytes / 2**20,
+        "kv_cache_mb": engine.cache_bytes(timed.request) / 2**20,
+        "weights_mb": engine.weight_bytes() / 2**20,
         "decode_read_mb": read_bytes / 2**20,
         "copy_bytes_per_s": bandwidth,
         **decode_roofline(read_bytes, bandwidth, generation["tpot_ms"]["p50"]),
         "token_parity": tokens_parity,
-        "step_split": split,
-        "plain_requests": plain,
+        "step_split": beside["step_split"],
+        "plain_requests": beside["plain_requests"],
         # every sample, so that a cell's processes pool them (inferbench.launch.processes)
-        "samples_ms": {"ttft": [round(s * 1e3, 4) for s in ttft], "tpot": [round(s * 1e3, 4) for s in tpot]},
-    }
+        "samples_ms": {name: [round(s * 1e3, 4) for s in values] for name, values in
+                       (("ttft", timed.ttft), ("tpot", timed.tpot))},
+    }  # fmt: skip
     invalid = None
     if tokens_parity is not None and not tokens_parity["equal"]:
         invalid = (
             f"generated tokens differ from FP32 eager's at token {tokens_parity['first_difference']} "
             f"(of the first {tokens_parity['compared']})"
         )
-    fields = {
+    return generation, invalid
+
+
+def _record_fields(
+    cell: PreparedCell,
+    timed: TimedRequests,
+    samples: np.ndarray,
+    items: int,
+    held: dict[str, Any],
+    gpu_summary: dict[str, Any] | None,
+    generation: dict[str, Any],
+) -> dict[str, Any]:
+    """The record's fields: request latency statistics at the end-to-end boundary, the window and what held
+    it (``held``: the measuring lock and the host's telemetry), and who set the pace from NVML's busy share
+    (a decode step syncs nowhere, but its launches are many small ones: no single call's launch share)."""
+    stats = latency_stats(samples, items)
+    bound = None
+    if cell.key.device == "cuda":
+        busy = gpu_summary["gpu_busy_pct"] if gpu_summary else None
+        bound_class, signal = classify(None, busy, False)
+        bound = {"class": bound_class, "signal": signal, "launch_share": None, "gpu_busy_pct": busy}
+    figures = ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")
+    return {
         "timing": "end_to_end",
         "timing_description": BOUNDARY,
         "clock": "host",
         "items_per_call": items,
-        "input_batches": settings.input_batches,
-        "latency_ms": stats["latency_ms"],
-        "latency_ci95_ms": stats["latency_ci95_ms"],
-        "cv": stats["cv"],
-        "throughput_per_s": stats["throughput_per_s"],
-        "n_iters": stats["n_iters"],
-        "warmup_iters": warmup,
-        "measured_s": measured_s,
-        "measured_windows_unix": [window],
-        "measuring": held,
-        "host_telemetry": host.summary,
+        "input_batches": cell.settings.input_batches,
+        **{name: stats[name] for name in figures},
+        "warmup_iters": timed.warmup,
+        "measured_s": timed.measured_s,
+        "measured_windows_unix": [timed.window],
+        **held,
         "gpu_telemetry": gpu_summary,
         "bound": bound,
         "memory_mb": {"gpu_process_peak_nvml": gpu_summary["process_peak_mb"] if gpu_summary else None},
         "generation": generation,
-        "end_to_end": {
-            "description": BOUNDARY,
-            "clock": "host",
-            **{k: stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters", "throughput_per_s")},
-        },
+        "end_to_end": {"description": BOUNDARY, "clock": "host", **{name: stats[name] for name in figures}},
     }
-    return Measured(fields, {"device": samples, "end_to_end": samples}, invalid)
 
 
 def _or_reason(figure: Any, *args: Any) -> dict | None:

@@ -334,136 +334,173 @@ SEARCH_SEED = 30_000
 def measure(cell: PreparedCell) -> Measured:
     """The cell's capacity, then its sweep of loads, under the exclusive machine lock; the served tokens held
     to FP32 eager's where the engine hands them over."""
-    key, engine = cell.key, cell.engine
-    settings = load_settings(cell)
-    objective = settings.objective
-    driver = Driver(engine, device=key.device, precision=key.precision)
-    new_tokens = int(engine.new_tokens)
-    vocab = _vocab(cell)
-
-    def plan(count: int, rate: float | None, seed: int, prefix: str) -> list[PlannedRequest]:
-        return settings.plan(
-            count,
-            rate=rate,
-            seed=seed,
-            prompt_tokens=key.seq_len,
-            output_tokens=new_tokens,
-            vocab=vocab,
-            prefix=prefix,
-        )
-
-    gpu = key.device == "cuda"
-    telemetry = GpuTelemetry.for_cuda_device() if gpu else None
-    given = offered_by_first(cell)
+    key = cell.key
+    runs = LoadRuns(cell)
     host = HostWindow()
-    running = key.batch_size  # the engine's largest running batch
-    with driver.current():
-        beat(f"llm_load: warm-up, capacity, then {len(settings.loads)} loads of {settings.requests} requests")
+    with runs.driver.current():
+        beat(f"llm_load: warm-up, capacity, then {len(runs.settings.loads)} loads of {runs.settings.requests} requests")
         with measuring(cell.lock, key.device, cell.settings.cpu_affinity) as held, _collector_frozen():
-            # warm-up: two waves at each concurrency of 1, 2, 4, ... up to the batch size, then runs like the
-            # capacity's (its request count, other prompts) until warmup_s has passed (one at least): every batch
-            # composition the timed runs meet is made once before them. With the capacity's runs alone, the first
-            # load at a rate met new ones (fewer running, a prefill beside them) and its TTFT measured them, not
-            # the load (docs/generation.md, "A process's sweep", has the figures)
-            warmed = 0
-            for concurrency in concurrency_ladder(running):
-                ladder = plan(2 * concurrency, None, settings.seed + LADDER_SEED + concurrency, f"l{concurrency}-")
-                driver.run(ladder, concurrency)
-                warmed += 2 * concurrency
-
-            def warm_wave(wave: int) -> None:
-                wave_requests = plan(settings.requests, None, settings.seed + WARMUP_SEED + wave, f"w{wave}-")
-                driver.run(wave_requests, settings.requests)
-
-            warmed += warm_up(warm_wave, cell.settings.warmup_s) * settings.requests
+            warmed = runs.warm_up()
             window_start = time.time()
             started = time.perf_counter()
-            with host, telemetry or contextlib.nullcontext():
-                traces, run_start = driver.run(plan(settings.requests, None, settings.seed, "c-"), settings.requests)
-                capacity = traces_figures(traces, run_start, objective) | {"queued": settings.requests}
-                # every process offers the same rates: shares of the first process's capacity
-                nominal_capacity = given["capacity_per_s"] if given is not None else capacity["request_per_s"]
-                beat()
-
-                def at_rate(rate: float, seed: int, prefix: str) -> dict[str, Any]:
-                    """One load at ``rate``: a ramp, its steady window, as long again; judged over the window,
-                    the GPU's energy counter read at the window's edges."""
-                    window = (settings.ramp_s, settings.ramp_s + settings.window_s(rate))
-                    energy = WindowEnergy(telemetry)
-                    requests = plan(settings.planned_count(rate), rate, seed, prefix)
-                    traces, run_start = driver.run(requests, None, energy.marks(window))
-                    step = window_figures(traces, run_start, window, objective)
-                    step["energy"] = energy_figures(energy.joules(window[1] - window[0]), step)
-                    beat()
-                    return step | load_verdict(step, settings.requests, settings.served_tolerance)
-
-                sweep = []
-                for index, load in enumerate(settings.loads):
-                    seed, prefix = settings.seed + 1 + index, f"s{index}-"
-                    if settings.by_concurrency:  # a fixed concurrency: every request counts
-                        traces, run_start = driver.run(plan(settings.requests, None, seed, prefix), int(load))
-                        step = traces_figures(traces, run_start, objective)
-                        step |= load_verdict(step, settings.requests, settings.served_tolerance)
-                        sweep.append({"load": load, "offered_per_s": None, "concurrency": int(load), **step})
-                        beat()
-                        continue
-                    rate = float(load) * nominal_capacity
-                    sweep.append(
-                        {"load": load, "offered_per_s": rate, "concurrency": None, **at_rate(rate, seed, prefix)}
-                    )
-
-                def search_step(rate: float, number: int) -> dict[str, Any]:
-                    return at_rate(rate, settings.seed + SEARCH_SEED + number, f"q{number}-")
-
-                search = (
-                    replayed(given["search_rates"], sweep, search_step)
-                    if given is not None
-                    else bisected(settings, sweep, search_step)
-                )
-            measured_s = time.perf_counter() - started
-            window = [window_start, time.time()]
-        parity = _served_parity(cell, driver, new_tokens)
-    if given is None and cell.shared is not None and not settings.by_concurrency:
+            with host, runs.telemetry or contextlib.nullcontext():
+                capacity = runs.capacity()
+                sweep = runs.sweep()
+                search = runs.search(sweep)
+            timed = {"warmup_iters": warmed, "measured_s": time.perf_counter() - started,
+                     "measured_windows_unix": [[window_start, time.time()]], "measuring": held}  # fmt: skip
+        parity = _served_parity(cell, runs.driver, runs.new_tokens)
+    if runs.given is None and cell.shared is not None and not runs.settings.by_concurrency:
         searched_rates = [step["offered_per_s"] for step in search["steps"]] if search else []
-        write_json(cell.shared / RATES_FILE, {"capacity_per_s": nominal_capacity, "search_rates": searched_rates})
-    serving = sweep_record(settings, capacity, sweep, driver.mode, key.batch_size, key.seq_len, new_tokens)
-    serving["token_parity"], serving["search"] = parity, search
-    serving["offered_from"] = {
-        "capacity_per_s": None if settings.by_concurrency else nominal_capacity,
-        "process": "first" if given is not None or cell.shared is not None else "own",
-    }
-    serving["energy_unavailable"] = energy_unavailable(key.device, telemetry)
-    if serving["result"] is not None:  # the host during the timed runs, as a LoadGen result has it
-        serving["result"]["host"] = host.summary
-    # the cell's latency: every request of the load that answers it (the lightest where none met the
-    # objective), e2e, so that its processes' spread is recorded as every cell's is
+        write_json(cell.shared / RATES_FILE, {"capacity_per_s": runs.nominal_capacity, "search_rates": searched_rates})
+    serving = runs.serving_section(capacity, sweep, search, parity, host)
+    return _measured(runs, serving, capacity, sweep, search, timed | {"host_telemetry": host.summary})
+
+
+class LoadRuns:
+    """The runs one process of an llm_load cell makes, each a list of planned requests driven through the
+    engine (``Driver``): the warm-up, the capacity run, the sweep of loads and the search of the highest rate
+    meeting the objective. Every process offers the same rates: shares of the first process's capacity."""
+
+    def __init__(self, cell: PreparedCell) -> None:
+        self.cell, self.key = cell, cell.key
+        self.settings = load_settings(cell)
+        self.driver = Driver(cell.engine, device=cell.key.device, precision=cell.key.precision)
+        self.new_tokens = int(cell.engine.new_tokens)
+        self.vocab = _vocab(cell)
+        self.telemetry = GpuTelemetry.for_cuda_device() if cell.key.device == "cuda" else None
+        self.given = offered_by_first(cell)
+        self.nominal_capacity: float | None = None
+
+    def plan(self, count: int, rate: float | None, seed: int, prefix: str) -> list[PlannedRequest]:
+        return self.settings.plan(count, rate=rate, seed=seed, prompt_tokens=self.key.seq_len,
+                                  output_tokens=self.new_tokens, vocab=self.vocab, prefix=prefix)  # fmt: skip
+
+    def warm_up(self) -> int:
+        """Two waves at each concurrency of 1, 2, 4, ... up to the batch size, then runs like the capacity's (its
+        request count, other prompts) until warmup_s has passed (one at least): every batch composition the
+        timed runs meet is made once before them. With the capacity's runs alone, the first load at a rate met
+        new ones (fewer running, a prefill beside them) and its TTFT measured them, not the load
+        (docs/generation.md, "A process's sweep", has the figures). The requests it sent."""
+        settings, warmed = self.settings, 0
+        for concurrency in concurrency_ladder(self.key.batch_size):  # the engine's largest running batch
+            ladder = self.plan(2 * concurrency, None, settings.seed + LADDER_SEED + concurrency, f"l{concurrency}-")
+            self.driver.run(ladder, concurrency)
+            warmed += 2 * concurrency
+
+        def warm_wave(wave: int) -> None:
+            wave_requests = self.plan(settings.requests, None, settings.seed + WARMUP_SEED + wave, f"w{wave}-")
+            self.driver.run(wave_requests, settings.requests)
+
+        return warmed + warm_up(warm_wave, self.cell.settings.warmup_s) * settings.requests
+
+    def capacity(self) -> dict[str, Any]:
+        """Every request queued at once: the capacity whose shares the sweep offers (the first process's)."""
+        settings = self.settings
+        traces, run_start = self.driver.run(self.plan(settings.requests, None, settings.seed, "c-"), settings.requests)
+        capacity = traces_figures(traces, run_start, settings.objective) | {"queued": settings.requests}
+        self.nominal_capacity = self.given["capacity_per_s"] if self.given is not None else capacity["request_per_s"]
+        beat()
+        return capacity
+
+    def at_rate(self, rate: float, seed: int, prefix: str) -> dict[str, Any]:
+        """One load at ``rate``: a ramp, its steady window, as long again; judged over the window, the GPU's
+        energy counter read at the window's edges."""
+        settings = self.settings
+        window = (settings.ramp_s, settings.ramp_s + settings.window_s(rate))
+        energy = WindowEnergy(self.telemetry)
+        requests = self.plan(settings.planned_count(rate), rate, seed, prefix)
+        traces, run_start = self.driver.run(requests, None, energy.marks(window))
+        step = window_figures(traces, run_start, window, settings.objective)
+        step["energy"] = energy_figures(energy.joules(window[1] - window[0]), step)
+        beat()
+        return step | load_verdict(step, settings.requests, settings.served_tolerance)
+
+    def sweep(self) -> list[dict[str, Any]]:
+        """Each load of the sweep: a share of the capacity as a rate, or a fixed concurrency (every request
+        counts)."""
+        settings, sweep = self.settings, []
+        for index, load in enumerate(settings.loads):
+            seed, prefix = settings.seed + 1 + index, f"s{index}-"
+            if settings.by_concurrency:
+                traces, run_start = self.driver.run(self.plan(settings.requests, None, seed, prefix), int(load))
+                step = traces_figures(traces, run_start, settings.objective)
+                step |= load_verdict(step, settings.requests, settings.served_tolerance)
+                sweep.append({"load": load, "offered_per_s": None, "concurrency": int(load), **step})
+                beat()
+                continue
+            if self.nominal_capacity is None:
+                raise RuntimeError("the capacity run comes before the sweep: its rates are shares of the capacity")
+            rate = float(load) * self.nominal_capacity
+            sweep.append({"load": load, "offered_per_s": rate, "concurrency": None, **self.at_rate(rate, seed, prefix)})
+        return sweep
+
+    def search(self, sweep: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The highest rate meeting the objective: bisected here, or the first process's rates replayed."""
+
+        def search_step(rate: float, number: int) -> dict[str, Any]:
+            return self.at_rate(rate, self.settings.seed + SEARCH_SEED + number, f"q{number}-")
+
+        if self.given is not None:
+            return replayed(self.given["search_rates"], sweep, search_step)
+        return bisected(self.settings, sweep, search_step)
+
+    def serving_section(
+        self,
+        capacity: dict[str, Any],
+        sweep: list[dict[str, Any]],
+        search: dict[str, Any] | None,
+        parity: dict[str, Any] | None,
+        host: HostWindow,
+    ) -> dict[str, Any]:
+        """The record's ``serving``: the sweep's record, the served tokens' parity, the search, where the offered
+        rates came from, and the host during the timed runs (as a LoadGen result has it)."""
+        key, settings = self.key, self.settings
+        serving = sweep_record(
+            settings, capacity, sweep, self.driver.mode, key.batch_size, key.seq_len, self.new_tokens
+        )
+        serving["token_parity"], serving["search"] = parity, search
+        serving["offered_from"] = {
+            "capacity_per_s": None if settings.by_concurrency else self.nominal_capacity,
+            "process": "first" if self.given is not None or self.cell.shared is not None else "own",
+        }
+        serving["energy_unavailable"] = energy_unavailable(key.device, self.telemetry)
+        if serving["result"] is not None:
+            serving["result"]["host"] = host.summary
+        return serving
+
+
+def _measured(
+    runs: LoadRuns,
+    serving: dict[str, Any],
+    capacity: dict[str, Any],
+    sweep: list[dict[str, Any]],
+    search: dict[str, Any] | None,
+    timed: dict[str, Any],
+) -> Measured:
+    """The record's fields. The cell's latency: every request of the load that answers it (the lightest where
+    none met the objective), e2e, so that its processes' spread is recorded as every cell's is."""
     shown = sweep[serving["answer"]["index"] if serving["answer"]["index"] is not None else 0]
     samples = np.asarray(shown["samples_ms"]["e2e"]) / 1e3
     stats = latency_stats(samples, 1)
     searched = search["steps"] if search else []
     tokens = sum(step.get("run_output_tokens", step["output_tokens"]) for step in [*sweep, *searched])
     tokens += capacity["output_tokens"]
+    figures = {k: stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters")}
     fields = {
         "timing": SCENARIO,
-        "timing_description": timing_description(settings, serving["answer"]["index"] is not None),
+        "timing_description": timing_description(runs.settings, serving["answer"]["index"] is not None),
         "clock": "host",
         "items_per_call": 1,
-        "latency_ms": stats["latency_ms"],
-        "latency_ci95_ms": stats["latency_ci95_ms"],
-        "cv": stats["cv"],
+        **figures,
         "throughput_per_s": shown["request_per_s"],
-        "n_iters": stats["n_iters"],
-        "warmup_iters": warmed,
-        "measured_s": measured_s,
-        "measured_windows_unix": [window],
-        "measuring": held,
-        "host_telemetry": host.summary,
-        "gpu_telemetry": telemetry.summary(tokens) if telemetry else None,
+        **timed,
+        "gpu_telemetry": runs.telemetry.summary(tokens) if runs.telemetry else None,
         "serving": serving,
         "end_to_end": {
             "description": "each request from its scheduled arrival (or its send) to its last token, host clock",
             "clock": "host",
-            **{k: stats[k] for k in ("latency_ms", "latency_ci95_ms", "cv", "n_iters")},
+            **figures,
             "throughput_per_s": shown["request_per_s"],
         },
     }
@@ -588,15 +625,6 @@ def sweep_record(
     """What the record keeps under ``serving`` for a sweep: the settings, the capacity, every load, the answer
     (and, in ``result``, the answering load as the summary's serving columns read it)."""
     index, failing = sweep_answer(sweep)
-    answer = sweep[index] if index is not None else None
-    missed = sweep[failing] if failing is not None else None
-
-    def rate(step: dict[str, Any] | None) -> float | None:
-        """A load's request rate: the offered one, or at a fixed concurrency the one served."""
-        if step is None:
-            return None
-        return step["offered_per_s"] if step["offered_per_s"] is not None else step["request_per_s"]
-
     return {
         "scenario": SCENARIO,
         "driven": mode,
@@ -612,21 +640,39 @@ def sweep_record(
         "capacity": capacity,
         "capacity_qps": capacity["request_per_s"],
         "sweep": sweep,
+        **_answer_fields(
+            sweep[index] if index is not None else None, index, sweep[failing] if failing is not None else None, failing
+        ),
+    }
+
+
+def _load_rate(step: dict[str, Any] | None) -> float | None:
+    """A load's request rate: the offered one, or at a fixed concurrency the one served."""
+    if step is None:
+        return None
+    return step["offered_per_s"] if step["offered_per_s"] is not None else step["request_per_s"]
+
+
+def _answer_fields(
+    answer: dict[str, Any] | None, index: int | None, missed: dict[str, Any] | None, failing: int | None
+) -> dict[str, Any]:
+    """The sweep's answer (the highest load meeting the objective, and the lowest missing it), and what the
+    summary's serving columns read of it (inferbench.core.cells): its rate, throughput and e2e."""
+    return {
         "answer": {
             "index": index,
             "load": answer["load"] if answer else None,
-            "rate_per_s": rate(answer),
+            "rate_per_s": _load_rate(answer),
             "request_per_s": answer["request_per_s"] if answer else None,
             "goodput_per_s": answer["goodput_per_s"] if answer else None,
             "failing_index": failing,
-            "failing_rate_per_s": rate(missed),
+            "failing_rate_per_s": _load_rate(missed),
         },
-        # what the summary's serving columns read (inferbench.core.cells): the answer's rate, throughput and e2e
-        "qps_at_bound": rate(answer),
-        "lowest_invalid_qps": rate(missed),
+        "qps_at_bound": _load_rate(answer),
+        "lowest_invalid_qps": _load_rate(missed),
         "latency_bound_ms": None,
         "result": {
-            "target_qps": rate(answer),
+            "target_qps": _load_rate(answer),
             "completed_qps": answer["request_per_s"],
             "latency_ms": {k: answer["e2e_ms"][k] for k in ("p50", "p90", "p99")},
             "valid": True,

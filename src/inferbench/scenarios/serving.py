@@ -523,18 +523,7 @@ def measure_serving(
     (the no-op engine's, through the same kind of path), ``harness``: the same path at the answer's target."""
     if log_dir.exists():
         shutil.rmtree(log_dir)  # one cell's logs: a re-run replaces them
-
-    def batcher_of(
-        serve: BatchPath | Callable[[np.ndarray], None],
-    ) -> Callable[[Callable[[list[int]], None]], DynamicBatcher]:
-        def batcher(complete: Callable[[list[int]], None]) -> DynamicBatcher:
-            delay_s = settings.max_queue_delay_ms / 1e3
-            return DynamicBatcher(serve, max_batch, delay_s, complete, rungs, settings.batcher_wait)
-
-        return batcher
-
-    batcher = batcher_of(run_batch)
-
+    runs = LoadGenRuns(scenario, max_batch, sample_count, settings, log_dir, rungs, harness_batch)
     # back to back, one batch at a time: an overlapped path may serve more (the offline run is sized above it)
     capacity = capacity_qps(run_batch, max_batch, sample_count)
     out: dict[str, Any] = {
@@ -548,87 +537,131 @@ def measure_serving(
         "settings": asdict(settings),
         "logs": log_dir.name,
     }
-
-    def harness(target: float) -> dict[str, Any] | None:
-        """The no-op engine through the same path at ``target``: what the harness alone costs a query."""
-        if harness_batch is None:
-            return None
-        alone, _ = run_loadgen(scenario, batcher_of(harness_batch), sample_count, settings, log_dir / "harness", target)
-        kept = ("target_qps", "completed_qps", "valid", "query_count", "latency_ms", "host")
-        return {key: alone[key] for key in kept} | {"logs": f"{log_dir.name}/harness"}
-
     if scenario == "offline":
         # LoadGen sizes an offline run from the expected QPS: a run that ends before its minimum duration
         # is invalid, so it is asked for more than the capacity (the batcher may beat single calls)
         expected = OFFLINE_OVERSIZE * capacity
-        result, batches = run_loadgen("offline", batcher, sample_count, settings, log_dir / "offline", expected)
-        return out | {"result": result, "batches": batches, "search": None, "harness": harness(expected)}
-
+        result, batches = runs.run("offline", run_batch, expected, "offline")
+        return out | {"result": result, "batches": batches, "search": None, "harness": runs.harness(expected)}
     # no query can be faster than one batch: a bound below it needs no LoadGen run to be out of reach
     batch_ms = max_batch / capacity * 1e3
     if settings.target_qps is None and batch_ms > settings.latency_bound_ms:
         bound = settings.latency_bound_ms
         why = f"one batch of {max_batch} takes {batch_ms:.3g} ms end to end, above the {bound:g} ms bound"
         return out | {"result": None, "batches": None, "search": [], "qps_at_bound": None, "unreachable": why}
-    # a fixed target, or a search on a log scale (the QPS within a bound can be far below the capacity):
-    # from half the capacity down by BRACKET_STEP until a run is valid, then geometric bisection between
-    # the highest valid and the lowest invalid target, until the two are within BRACKET_RESOLUTION; it
-    # stops where a run could not issue its minimum query count within the longest duration, and below
-    # min_load_share of the capacity where a run would last over LIGHT_RUN_S: a bound missed at so light
-    # a load is a tail of the engine's or the host's, not queueing, and each run there lasts minutes
-    # (2,000 queries at 15 QPS: 135 s). Short runs go on below it: a cell held by the Python harness (a
-    # CPU MLP serves a fraction of its engine's back-to-back rate) is not at light load there.
-    slowest = settings.min_query_count / settings.max_duration_s
-    lightest = min(settings.min_load_share * capacity, settings.min_query_count / LIGHT_RUN_S)
-    low: float | None = None
-    high: float | None = None
-    search: list[dict[str, Any]] = []
-    best: tuple[dict[str, Any], dict[str, Any]] | None = None
-    last: tuple[dict[str, Any], dict[str, Any]] | None = None
-    for step in range(1 if settings.target_qps is not None else settings.search_runs):
-        if low is not None and high is not None and high / low <= BRACKET_RESOLUTION:
-            break
-        target = settings.target_qps if settings.target_qps is not None else next_target(capacity, low, high)
-        if settings.target_qps is None and target < max(slowest, lightest):
-            out["stopped"] = (
+    searched = runs.server_search(run_batch, capacity)
+    result, batches = searched.pop("answer")
+    return (
+        out
+        | searched
+        | {
+            "result": result,
+            "batches": batches,
+            "harness": runs.harness(result["target_qps"]) if result else None,
+            "queueing": queueing_limit(batches, max_batch, settings.latency_bound_ms, out["overlapped"]),
+        }
+    )
+
+
+@dataclass
+class LoadGenRuns:
+    """The LoadGen runs of one serving cell, each through a dynamic batcher of the serving path given, with its
+    logs in a folder of the cell's ``log_dir``."""
+
+    scenario: str
+    max_batch: int
+    sample_count: int
+    settings: ServingSettings
+    log_dir: Path
+    rungs: Sequence[int] | None
+    harness_batch: BatchPath | Callable[[np.ndarray], None] | None
+
+    def run(
+        self, scenario: str, serve: BatchPath | Callable[[np.ndarray], None], target: float, logs: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One LoadGen run of ``scenario`` at ``target`` QPS through ``serve``, batched dynamically."""
+        settings = self.settings
+
+        def batcher(complete: Callable[[list[int]], None]) -> DynamicBatcher:
+            delay_s = settings.max_queue_delay_ms / 1e3
+            return DynamicBatcher(serve, self.max_batch, delay_s, complete, self.rungs, settings.batcher_wait)
+
+        return run_loadgen(scenario, batcher, self.sample_count, settings, self.log_dir / logs, target)
+
+    def harness(self, target: float) -> dict[str, Any] | None:
+        """The no-op engine through the same path at ``target``: what the harness alone costs a query."""
+        if self.harness_batch is None:
+            return None
+        alone, _ = self.run(self.scenario, self.harness_batch, target, "harness")
+        kept = ("target_qps", "completed_qps", "valid", "query_count", "latency_ms", "host")
+        return {key: alone[key] for key in kept} | {"logs": f"{self.log_dir.name}/harness"}
+
+    def server_search(self, serve: BatchPath | Callable[[np.ndarray], None], capacity: float) -> dict[str, Any]:
+        """A fixed target, or a search on a log scale (the QPS within a bound can be far below the capacity):
+        from half the capacity down by BRACKET_STEP until a run is valid, then geometric bisection between the
+        highest valid and the lowest invalid target, until the two are within BRACKET_RESOLUTION. Every run
+        (``search``), the bracket (``qps_at_bound``, ``lowest_invalid_qps``), why it stopped early where it did
+        (``stopped``), and the run that answers (``answer``: result and batches, or Nones)."""
+        settings, fixed = self.settings, self.settings.target_qps
+        low: float | None = None
+        high: float | None = None
+        search: list[dict[str, Any]] = []
+        best: tuple[dict[str, Any], dict[str, Any]] | None = None
+        last: tuple[dict[str, Any], dict[str, Any]] | None = None
+        stopped = None
+        for step in range(1 if fixed is not None else settings.search_runs):
+            if low is not None and high is not None and high / low <= BRACKET_RESOLUTION:
+                break
+            target = fixed if fixed is not None else next_target(capacity, low, high)
+            if fixed is None and (stopped := self.too_light(target, capacity)) is not None:
+                break
+            last = self.run("server", serve, target, f"server-{step}")
+            search.append(self.search_entry(target, *last, f"{self.log_dir.name}/server-{step}"))
+            if last[0]["valid"]:
+                low, best = target, last
+            else:
+                high = target
+        answer = best or last or (None, None)
+        found = {"search": search, "qps_at_bound": low, "lowest_invalid_qps": high, "answer": answer}
+        return found | ({"stopped": stopped} if stopped is not None else {})
+
+    def too_light(self, target: float, capacity: float) -> str | None:
+        """Why the search goes no lower than ``target``, or None: below it a run could not issue its minimum
+        query count within the longest duration, or it lies below min_load_share of the capacity where a run
+        would last over LIGHT_RUN_S. A bound missed at so light a load is a tail of the engine's or the host's,
+        not queueing, and each run there lasts minutes (2,000 queries at 15 QPS: 135 s). Short runs go on below
+        it: a cell held by the Python harness (a CPU MLP serves a fraction of its engine's back-to-back rate) is
+        not at light load there."""
+        settings = self.settings
+        slowest = settings.min_query_count / settings.max_duration_s
+        lightest = min(settings.min_load_share * capacity, settings.min_query_count / LIGHT_RUN_S)
+        if target >= max(slowest, lightest):
+            return None
+        if slowest >= lightest:
+            return (
                 f"below {slowest:.3g} QPS a run cannot issue {settings.min_query_count} queries within "
                 f"{settings.max_duration_s:g} s"
-                if slowest >= lightest
-                else f"the search goes no lower than {settings.min_load_share:g} of the capacity in runs over "
-                f"{LIGHT_RUN_S:g} s ({lightest:.3g} QPS): a bound missed at so light a load is not queueing"
             )
-            break
-        result, batches = run_loadgen("server", batcher, sample_count, settings, log_dir / f"server-{step}", target)
-        last = (result, batches)
-        search.append(
-            {
-                "target_qps": target,
-                "completed_qps": result["completed_qps"],
-                "p99_ms": result["latency_ms"].get("p99"),
-                "batcher_p99_ms": (batches.get("query_ms") or {}).get("p99"),
-                "valid": result["valid"],
-                "why_invalid": None if result["valid"] else why_invalid(result),
-                "mean_batch": batches["mean_size"],
-                "slowest": batches.get("slowest"),
-                "host": result.get("host"),
-                "logs": f"{log_dir.name}/server-{step}",
-            }
+        return (
+            f"the search goes no lower than {settings.min_load_share:g} of the capacity in runs over "
+            f"{LIGHT_RUN_S:g} s ({lightest:.3g} QPS): a bound missed at so light a load is not queueing"
         )
-        if result["valid"]:
-            low, best = target, (result, batches)
-        else:
-            high = target
-    result, batches = best or last or (None, None)
-    return out | {
-        "result": result,
-        "batches": batches,
-        "search": search,
-        "qps_at_bound": low,
-        # the bracket the answer rests on: the true QPS within the bound lies between the two
-        "lowest_invalid_qps": high,
-        "harness": harness(result["target_qps"]) if result else None,
-        "queueing": queueing_limit(batches, max_batch, settings.latency_bound_ms, out["overlapped"]),
-    }
+
+    @staticmethod
+    def search_entry(target: float, result: dict[str, Any], batches: dict[str, Any], logs: str) -> dict[str, Any]:
+        """What the record keeps of one server run of the search."""
+        return {
+            "target_qps": target,
+            "completed_qps": result["completed_qps"],
+            "p99_ms": result["latency_ms"].get("p99"),
+            "batcher_p99_ms": (batches.get("query_ms") or {}).get("p99"),
+            "valid": result["valid"],
+            "why_invalid": None if result["valid"] else why_invalid(result),
+            "mean_batch": batches["mean_size"],
+            "slowest": batches.get("slowest"),
+            "host": result.get("host"),
+            "logs": logs,
+        }
 
 
 def queueing_limit(
