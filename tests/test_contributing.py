@@ -26,7 +26,15 @@ ENGINE_FAMILY = {
     "src/inferbench/engines/echo/__init__.py": '''
         """Echo: sums each row of its input, a stand-in for a real runtime."""
 
-        from inferbench.catalog.engines import EngineInfo, Option
+        from dataclasses import dataclass
+
+        from inferbench.catalog.engines import EngineInfo, EngineOptions, option
+
+
+        @dataclass(frozen=True)
+        class EchoOptions(EngineOptions):
+            scale: float = option(1.0, "what each sum is multiplied by")
+
 
         ENGINES = {
             "echo": EngineInfo(
@@ -35,7 +43,7 @@ ENGINE_FAMILY = {
                 ("fp32",),
                 "none",
                 "sums each input row",
-                options={"scale": Option(float, 1.0, "what each sum is multiplied by")},
+                options_type=EchoOptions,
             )
         }
     ''',

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -111,23 +112,62 @@ class Option:
         return None
 
 
-#: options shared by several families
+def option(
+    default: Any,
+    help: str,
+    choices: tuple[Any, ...] | None = None,
+    *,
+    minimum: float | None = None,
+    exclusive: bool = False,
+    maximum: float | None = None,
+    engine_folder: bool = False,
+    requires: str | None = None,
+) -> Any:
+    """A field of an engine's options class (``EngineOptions``): its default, what it does and the values it
+    takes (``Option``'s rules); its type is the field's annotation."""
+    rules = {"choices": choices, "minimum": minimum, "exclusive": exclusive, "maximum": maximum,
+             "engine_folder": engine_folder, "requires": requires}  # fmt: skip
+    return field(default=default, metadata={"help": help, **rules})
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """An engine's options, typed: a frozen dataclass written in its family's ``__init__.py``, one field per
+    option (``option``: default, help, allowed values), so that a default is declared once, a type checker
+    and a reader see every option, and an option an engine does not have is an error. Options shared by
+    engines are classes of their own that an engine's options class derives from; code shared by engines with
+    different options lives in a class of the engines that declare them
+    (inferbench.engines.pytorch.eager.TorchInference)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options by name (what a record says its engine ran with)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def declared(cls) -> dict[str, Option]:
+        """Each option as its rules (``Option``), by name: what the config check and the docs read."""
+        types = typing.get_type_hints(cls)
+        rules = ("choices", "minimum", "exclusive", "maximum", "engine_folder", "requires")
+        return {
+            f.name: Option(types[f.name], f.default, f.metadata["help"], **{k: f.metadata[k] for k in rules})
+            for f in dataclasses.fields(cls)
+        }
+
+
 #: TF32 tensor-core math for fp32 on a GPU, by what it covers: none (``strict``: fp32 means fp32), cuDNN's
 #: convolutions only (``conv``: PyTorch's default), or convolutions and matmuls (``all``: ONNX Runtime's and
 #: TensorRT's default; timm's benchmark.py sets it for PyTorch). Listed plainest first.
 TF32_SETTINGS = ("strict", "conv", "all")
-TF32 = Option(
-    str,
-    "conv",
-    "TF32 math for fp32 on a GPU: strict (none), conv (cuDNN convolutions: PyTorch's default) or all "
-    "(convolutions and matmuls)",
-    TF32_SETTINGS,
-)
-#: ONNX Runtime's CUDA provider has one switch for both (use_tf32, on by default)
-TF32_ORT = Option(
-    str, "all", "TF32 math for fp32: strict (none) or all (convolutions and matmuls: the CUDA provider's default)",
-    ("strict", "all"),
-)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Tf32Options(EngineOptions):
+    tf32: str = option(
+        "conv",
+        "TF32 math for fp32 on a GPU: strict (none), conv (cuDNN convolutions: PyTorch's default) or all "
+        "(convolutions and matmuls)",
+        TF32_SETTINGS,
+    )
 
 
 def tf32_setting(value: Any) -> Any:
@@ -137,47 +177,38 @@ def tf32_setting(value: Any) -> Any:
     return {"true": "all", "false": "strict"}.get(spelled, value)
 
 
-CHANNELS_LAST = Option(bool, False, "channels-last memory format for image models")
-#: how the host holds an end-to-end call's inputs, as a server's would (GPU engines that copy them in)
-HOST_INPUT = {
-    "host_memory": Option(
-        str,
+@dataclass(frozen=True)
+class ChannelsLastOptions(EngineOptions):
+    channels_last: bool = option(False, "channels-last memory format for image models")
+
+
+@dataclass(frozen=True)
+class HostInputOptions(EngineOptions):
+    """How the host holds an end-to-end call's inputs, as a server's would (GPU engines that copy them in)."""
+
+    host_memory: str = option(
         "pageable",
         "where the host's input arrays live: pageable memory, or page-locked (pinned) memory that the GPU "
         "copies from directly and asynchronously, as a server stages its batches",
         ("pageable", "pinned"),
-    ),
-    "host_dtype": Option(
-        str,
+    )
+    host_dtype: str = option(
         "fp32",
         "the dtype of the host's float inputs: fp32, or the model's (fp16/bf16 where the weights are cast), "
         "halving the bytes copied in, as a server that receives or decodes into that dtype",
         ("fp32", "model"),
-    ),
-    "host_overlap": Option(
-        bool,
+    )
+    host_overlap: bool = option(
         False,
         "end to end, the next batch's copy in on a CUDA stream of its own while this batch computes, as a "
         "server's pipelined loop does (needs host_memory: pinned, on a GPU): the end-to-end figure is then the "
         "time per call of that loop, not one request's latency",
-    ),
-}
+    )
 
 
-class EngineOptions:
-    """An engine's options, typed: one attribute per option its declaration has (``EngineInfo.options``), each
-    the variant's value or the option's declared default. Made from the declaration
-    (``EngineInfo.options_type``), so that a default is declared once and an option an engine does not
-    have is an AttributeError, never a silent fallback: code shared by engines with different options
-    lives in a class of the engines that declare them (inferbench.engines.pytorch.eager.TorchInference)."""
-
-    def as_dict(self) -> dict[str, Any]:
-        """The options by name (what a record says its engine ran with)."""
-        return dataclasses.asdict(self)  # type: ignore[call-overload]  (a dataclass made by options_type)
-
-
-def precision_mode(default: str) -> Option:
-    return Option(str, default, "fp16/bf16 by autocast, or by casting weights and inputs", ("autocast", "cast"))
+def precision_mode(default: str) -> Any:
+    """The ``precision_mode`` option with ``default``: how fp16/bf16 are reached."""
+    return option(default, "fp16/bf16 by autocast, or by casting weights and inputs", ("autocast", "cast"))
 
 
 @dataclass(frozen=True)
@@ -202,8 +233,8 @@ class EngineInfo:
     harness: bool = False
     #: libraries its cells import, imported (and timed) once before the cell's fresh processes start
     libraries: tuple[str, ...] = ("torch",)
-    #: the options a variant of it may set (config `engines.<variant>`), with their defaults
-    options: dict[str, Option] = field(default_factory=dict)
+    #: the options a variant of it may set (config `engines.<variant>`): a dataclass written in its family
+    options_type: type[EngineOptions] = EngineOptions
     #: it compiles while preparing (tens of seconds): True, or the boolean option that turns it on
     compiles: bool | str = False
     #: generation engines that export the decoder for a fixed longest sequence: what the export calls it.
@@ -224,20 +255,14 @@ class EngineInfo:
             else self.compiles
         )
 
+    @cached_property
+    def options(self) -> dict[str, Option]:
+        """The options a variant may set, by name, each with its type, default, help and rules."""
+        return self.options_type.declared()
+
     def effective_options(self, variant: dict[str, Any]) -> dict[str, Any]:
         """The variant's options with the defaults filled in (what a record says it ran with)."""
         return {key: variant.get(key, option.default) for key, option in self.options.items()}
-
-    @cached_property
-    def options_type(self) -> type[EngineOptions]:
-        """The frozen dataclass of the engine's options: a field per declared option, its type and default
-        the option's (named after the engine's class: ``TorchCompileOptions``)."""
-        fields = [
-            (name, option.type, field(default=option.default, metadata={"help": option.help}))
-            for name, option in self.options.items()
-        ]
-        name = f"{self.target.rpartition(':')[2]}Options"
-        return dataclasses.make_dataclass(name, fields, bases=(EngineOptions,), frozen=True)
 
     def typed_options(self, variant: dict[str, Any]) -> EngineOptions:
         """The variant's options, typed (``options_type``), defaults filled in."""

@@ -6,26 +6,58 @@ the first token out), then ``step`` once per further token. The code is in this 
 imported only when a cell runs.
 """
 
-from inferbench.catalog.engines import TF32, EngineInfo, Option, precision_mode
+from dataclasses import dataclass
+
+from inferbench.catalog.engines import EngineInfo, EngineOptions, Tf32Options, option, precision_mode
 from inferbench.engines.pytorch import COMPILE_MODES
 
 #: the most tokens a request may generate: a request of a billion held the machine lock for the watchdog's
 #: whole timeout; a decoder's positions (prompt + new_tokens) bound it further (inferbench.plan.config)
 MAX_NEW_TOKENS = 4096
 
-#: what every generation engine takes: how many tokens a request generates (the output length)
-_GENERATION = {
-    "new_tokens": Option(
-        int,
+
+@dataclass(frozen=True)
+class GenerationOptions(EngineOptions):
+    """What every generation engine takes: how many tokens a request generates (the output length)."""
+
+    new_tokens: int = option(
         32,
         "tokens each request generates after its prompt (greedy, no stop at EOS)",
         minimum=2,
         maximum=MAX_NEW_TOKENS,
-    ),
+    )
+
+
+@dataclass(frozen=True)
+class HfGenerateOptions(GenerationOptions, Tf32Options):
     # fp16/bf16 weights, as LLMs are served
-    "precision_mode": precision_mode("cast"),
-    "tf32": TF32,
-}
+    precision_mode: str = precision_mode("cast")
+
+
+@dataclass(frozen=True)
+class HfGenerateStaticOptions(HfGenerateOptions):
+    mode: str = option("reduce-overhead", "torch.compile mode of the decode step", COMPILE_MODES)
+
+
+@dataclass(frozen=True)
+class OrtGenAIOptions(GenerationOptions):
+    model_dir: str = option("results/engines/ort_genai", "where the builder's exports are kept", engine_folder=True)
+
+
+@dataclass(frozen=True)
+class VllmOptions(GenerationOptions):
+    gpu_memory_utilization: float = option(
+        0.5,
+        "the share of the GPU's memory vLLM takes for weights and its KV-cache pool",
+        minimum=0,
+        exclusive=True,
+        maximum=1,
+    )
+    enforce_eager: bool = option(False, "no CUDA graphs: every decode step launched kernel by kernel")
+    model_dir: str = option(
+        "results/engines/vllm", "where the checkpoint is saved for vLLM to load", engine_folder=True
+    )
+
 
 ENGINES = {
     "hf_generate": EngineInfo(
@@ -37,7 +69,7 @@ ENGINES = {
         mode="generate",
         workload_kinds=("decoder",),
         libraries=("torch", "transformers"),
-        options=dict(_GENERATION),
+        options_type=HfGenerateOptions,
     ),
     "hf_generate_static": EngineInfo(
         "inferbench.engines.generation.transformers:HfGenerateStatic",
@@ -49,10 +81,7 @@ ENGINES = {
         mode="generate",
         workload_kinds=("decoder",),
         libraries=("torch", "transformers"),
-        options={
-            **_GENERATION,
-            "mode": Option(str, "reduce-overhead", "torch.compile mode of the decode step", COMPILE_MODES),
-        },
+        options_type=HfGenerateStaticOptions,
         compiles=True,
     ),
     "ort_genai": EngineInfo(
@@ -65,12 +94,7 @@ ENGINES = {
         workload_kinds=("decoder",),
         libraries=("onnxruntime_genai", "torch", "transformers"),
         exported_context="ONNX Runtime GenAI's context_length",
-        options={
-            "new_tokens": _GENERATION["new_tokens"],
-            "model_dir": Option(
-                str, "results/engines/ort_genai", "where the builder's exports are kept", engine_folder=True
-            ),
-        },
+        options_type=OrtGenAIOptions,
     ),
     "vllm": EngineInfo(
         "inferbench.engines.generation.vllm_engine:Vllm",
@@ -83,20 +107,6 @@ ENGINES = {
         workload_kinds=("decoder",),
         # not vllm itself: its engine core must be told to stay in-process before vLLM is imported
         libraries=("torch", "transformers"),
-        options={
-            "new_tokens": _GENERATION["new_tokens"],
-            "gpu_memory_utilization": Option(
-                float,
-                0.5,
-                "the share of the GPU's memory vLLM takes for weights and its KV-cache pool",
-                minimum=0,
-                exclusive=True,
-                maximum=1,
-            ),
-            "enforce_eager": Option(bool, False, "no CUDA graphs: every decode step launched kernel by kernel"),
-            "model_dir": Option(
-                str, "results/engines/vllm", "where the checkpoint is saved for vLLM to load", engine_folder=True
-            ),
-        },
+        options_type=VllmOptions,
     ),
 }

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from inferbench.engines.base import Engine
+from inferbench.engines.generation import GenerationOptions
 from inferbench.engines.generation.transformers import decode_read_bytes, kv_bytes_per_position, weight_bytes
 from inferbench.machine.scratch import scratch_folder
 from inferbench.models.registry import load_checkpoint
@@ -21,6 +22,8 @@ from inferbench.models.registry import load_checkpoint
 class ExportedDecoder(Engine):
     """A generation engine whose runtime holds the weights at ``element_size`` bytes each: ``load_decoder``
     reads the checkpoint and counts the bytes a step reads and a position of KV cache takes."""
+
+    options: GenerationOptions
 
     def load_decoder(self, artifact: Path | None, element_size: int) -> Any:
         """The checkpoint's decoder (a transformers causal LM, on the host), its byte counts kept."""

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from inferbench.catalog.engines import engine_files_dir
+from inferbench.engines.generation import OrtGenAIOptions
 from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_digest, made_once
 from inferbench.models.registry import InputSpec
 
@@ -34,6 +35,8 @@ class GenAIRequest:
 
 
 class OrtGenAI(ExportedDecoder):
+    options: OrtGenAIOptions
+
     graph = "onnx"
     run_description = "the prefill through ONNX Runtime GenAI: the prompt appended, the last position's logits"
 

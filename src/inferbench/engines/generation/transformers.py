@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from inferbench.engines.generation import HfGenerateOptions, HfGenerateStaticOptions
 from inferbench.engines.pytorch.compile import compile_module
 from inferbench.engines.pytorch.eager import TorchEngine
 from inferbench.models.registry import InputSpec
@@ -41,6 +42,8 @@ class Request:
 
 
 class HfGenerate(TorchEngine):
+    options: HfGenerateOptions
+
     graph = "eager"
     run_description = "the prefill: the whole prompt through the model, the last position's logits"
 
@@ -289,6 +292,8 @@ class HfGenerateStatic(HfGenerate):
     the decode step compiled, as transformers documents for fast generation: positions come from
     ``cache_position``, no attention mask (prompts are unpadded); with ``mode: reduce-overhead`` on a GPU
     the step is a replayed CUDA graph, whose output is cloned before the next replay overwrites it."""
+
+    options: HfGenerateStaticOptions
 
     graph = "compiled"
 

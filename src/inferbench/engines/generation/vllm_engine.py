@@ -42,6 +42,7 @@ import numpy as np
 
 from inferbench.catalog.engines import engine_files_dir
 from inferbench.engines.base import cuda_unavailable_reason
+from inferbench.engines.generation import VllmOptions
 from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_digest, made_once
 from inferbench.machine.scratch import scratch_folder
 from inferbench.models.registry import InputSpec
@@ -195,6 +196,8 @@ class StepDriver:
 
 
 class Vllm(ExportedDecoder):
+    options: VllmOptions
+
     graph = "vllm"
     run_description = (
         "the prefill through vLLM: the prompt's token ids in, the first token's log-probabilities over the "

@@ -4,7 +4,27 @@ ONNX Runtime.
 The code that runs it is in ``inferbench.engines.openvino.engine``, imported only when a cell runs.
 """
 
-from inferbench.catalog.engines import EngineInfo, Option
+from dataclasses import dataclass
+
+from inferbench.catalog.engines import EngineInfo, EngineOptions, option
+
+
+@dataclass(frozen=True)
+class OpenVinoOptions(EngineOptions):
+    num_streams: int = option(
+        1,
+        "CPU streams: inference requests the plugin can run at once, the cell's threads shared among "
+        "them (1: all threads on one call, the lowest latency of a call)",
+        minimum=1,
+        # 2**40 streams reached the plugin and failed at job time; no CPU runs more calls at once
+        maximum=1024,
+    )
+    static_shapes: bool = option(
+        True,
+        "compile for the cell's batch and sequence length (the symbolic dimensions of the export "
+        "fixed); false: one compiled model for any shape",
+    )
+
 
 ENGINES = {
     "openvino": EngineInfo(
@@ -17,22 +37,6 @@ ENGINES = {
         "dynamic quantization",
         {"int8": "int8"},
         libraries=("openvino",),
-        options={
-            "num_streams": Option(
-                int,
-                1,
-                "CPU streams: inference requests the plugin can run at once, the cell's threads shared among "
-                "them (1: all threads on one call, the lowest latency of a call)",
-                minimum=1,
-                # 2**40 streams reached the plugin and failed at job time; no CPU runs more calls at once
-                maximum=1024,
-            ),
-            "static_shapes": Option(
-                bool,
-                True,
-                "compile for the cell's batch and sequence length (the symbolic dimensions of the export "
-                "fixed); false: one compiled model for any shape",
-            ),
-        },
+        options_type=OpenVinoOptions,
     ),
 }

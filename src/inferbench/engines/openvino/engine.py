@@ -18,6 +18,7 @@ import numpy as np
 
 from inferbench.core.errors import CorruptArtifact
 from inferbench.engines.base import Engine
+from inferbench.engines.openvino import OpenVinoOptions
 from inferbench.models.onnx_costs import onnx_build_costs
 from inferbench.models.registry import InputSpec
 
@@ -46,6 +47,8 @@ def cpu_capabilities() -> list[str]:
 
 
 class OpenVinoCpu(Engine):
+    options: OpenVinoOptions
+
     graph = "openvino"
     run_description = "one synchronous infer request on host arrays, where the CPU plugin computes"
 

@@ -17,6 +17,7 @@ import numpy as np
 from inferbench.catalog.engines import engine_files_dir
 from inferbench.core.errors import CorruptArtifact
 from inferbench.engines.base import Engine, cuda_unavailable_reason
+from inferbench.engines.ort import OrtCpuOptions, OrtCudaOptions, OrtTensorRTOptions
 from inferbench.engines.tensorrt.plans import tensorrt_unavailable_reason
 from inferbench.models.onnx_costs import onnx_build_costs
 from inferbench.models.registry import InputSpec
@@ -63,6 +64,8 @@ ORT_PRECISION_MODES = {"fp16": "cast", "int8": "dynamic quantization"}
 
 
 class OrtEngine(Engine):
+    options: OrtCpuOptions
+
     provider: ClassVar[str]
     graph = "onnxruntime"
     #: whether the session replays a CUDA graph (OrtCuda's option ``cuda_graph``, read when it prepares)
@@ -200,6 +203,8 @@ class OrtCuda(OrtEngine):
     come out on every call. With ``cuda_graph`` the session is captured once in a CUDA graph and
     replayed. The session computes on a CUDA stream of ours (the provider's ``user_compute_stream``),
     so GPU events recorded on it bracket a call's device work, as for the PyTorch engines."""
+
+    options: OrtCudaOptions
 
     provider = "CUDAExecutionProvider"
 
@@ -363,6 +368,8 @@ def _numpy_dtype(tensor: Any) -> np.dtype:
 
 
 class OrtTensorRT(OrtCuda):
+    options: OrtTensorRTOptions
+
     provider = "TensorrtExecutionProvider"
 
     @property

@@ -4,13 +4,15 @@ The code that runs them is in this package's modules (eager, torchscript, compil
 imported only when a cell runs.
 """
 
+from dataclasses import dataclass
+
 from inferbench.catalog.engines import (
     ALL_PRECISIONS,
-    CHANNELS_LAST,
-    HOST_INPUT,
-    TF32,
+    ChannelsLastOptions,
     EngineInfo,
-    Option,
+    HostInputOptions,
+    Tf32Options,
+    option,
     precision_mode,
 )
 
@@ -18,14 +20,67 @@ from inferbench.catalog.engines import (
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: torch.compile modes that record and replay CUDA graphs (on CUDA)
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
-_TORCH = {"channels_last": CHANNELS_LAST, "tf32": TF32}
-_TRAIN = {
-    **_TORCH,
-    "precision_mode": precision_mode("autocast"),
-    "compile": Option(bool, False, "torch.compile the model before training"),
-    "mode": Option(str, "default", "torch.compile mode, with `compile: true`", COMPILE_MODES),
-    "lr": Option(float, 0.01, "SGD learning rate (momentum 0.9)", minimum=0, exclusive=True),
-}
+
+
+@dataclass(frozen=True)
+class TorchOptions(ChannelsLastOptions, Tf32Options):
+    """Every PyTorch engine's: channels-last and TF32."""
+
+
+@dataclass(frozen=True)
+class TorchInferenceOptions(TorchOptions, HostInputOptions):
+    """The inference engines': how fp16/bf16 are reached, and how the host holds the inputs."""
+
+    precision_mode: str = precision_mode("autocast")
+
+
+@dataclass(frozen=True)
+class TorchScriptOptions(TorchInferenceOptions):
+    # weights in fp16/bf16: autocast does not survive freezing
+    precision_mode: str = precision_mode("cast")
+    optimize: bool = option(True, "run optimize_for_inference after freezing")
+
+
+@dataclass(frozen=True)
+class TorchCompileOptions(TorchInferenceOptions):
+    mode: str = option("default", "torch.compile mode", COMPILE_MODES)
+    fullgraph: bool = option(False, "fail rather than fall back to eager at a graph break")
+    freezing: bool = option(
+        False,
+        "Inductor's freezing: weights become constants of the graph, so that BatchNorm folds into the "
+        "convolution before it and constant subgraphs are computed once (inference only)",
+    )
+    cuda_graph: bool = option(
+        False,
+        "capture the compiled model in one CUDA graph of the engine's own and replay it (cuda, static "
+        "shapes; modes without Inductor's graphs): no per-call checks of Inductor's CUDA graph trees",
+    )
+    fp8_scaling: str = option(
+        "rowwise",
+        "fp8: torchao's dynamic scaling of activations and weights, one scale per row or per tensor",
+        ("rowwise", "tensorwise"),
+    )
+
+
+@dataclass(frozen=True)
+class TorchCudaGraphOptions(TorchInferenceOptions):
+    precision_mode: str = precision_mode("cast")
+
+
+@dataclass(frozen=True)
+class TrainOptions(TorchOptions):
+    precision_mode: str = precision_mode("autocast")
+    compile: bool = option(False, "torch.compile the model before training")
+    mode: str = option("default", "torch.compile mode, with `compile: true`", COMPILE_MODES)
+    lr: float = option(0.01, "SGD learning rate (momentum 0.9)", minimum=0, exclusive=True)
+
+
+@dataclass(frozen=True)
+class TrainEpochOptions(TrainOptions):
+    workers: int = option(0, "DataLoader worker processes", minimum=0)
+    pin_memory: bool = option(False, "pinned host memory for the batches (cuda)")
+    non_blocking: bool = option(False, "asynchronous host-to-device copies (cuda)")
+
 
 ENGINES = {
     "torch_eager": EngineInfo(
@@ -34,7 +89,7 @@ ENGINES = {
         ALL_PRECISIONS,
         "checkpoint",
         "PyTorch eager; fp16/bf16 through autocast (or cast weights)",
-        options={**_TORCH, **HOST_INPUT, "precision_mode": precision_mode("autocast")},
+        options_type=TorchInferenceOptions,
     ),
     "torchscript": EngineInfo(
         "inferbench.engines.pytorch.torchscript:TorchScript",
@@ -42,13 +97,7 @@ ENGINES = {
         ALL_PRECISIONS,
         "checkpoint",
         "TorchScript: trace, freeze, optimize_for_inference; fp16/bf16 weights",
-        options={
-            **_TORCH,
-            **HOST_INPUT,
-            # weights in fp16/bf16: autocast does not survive freezing
-            "precision_mode": precision_mode("cast"),
-            "optimize": Option(bool, True, "run optimize_for_inference after freezing"),
-        },
+        options_type=TorchScriptOptions,
     ),
     "torch_compile": EngineInfo(
         "inferbench.engines.pytorch.compile:TorchCompile",
@@ -56,31 +105,7 @@ ENGINES = {
         (*ALL_PRECISIONS, "fp8"),
         "checkpoint",
         "torch.compile (Inductor), mode configurable; compile time recorded",
-        options={
-            **_TORCH,
-            **HOST_INPUT,
-            "precision_mode": precision_mode("autocast"),
-            "mode": Option(str, "default", "torch.compile mode", COMPILE_MODES),
-            "fullgraph": Option(bool, False, "fail rather than fall back to eager at a graph break"),
-            "freezing": Option(
-                bool,
-                False,
-                "Inductor's freezing: weights become constants of the graph, so that BatchNorm folds into the "
-                "convolution before it and constant subgraphs are computed once (inference only)",
-            ),
-            "cuda_graph": Option(
-                bool,
-                False,
-                "capture the compiled model in one CUDA graph of the engine's own and replay it (cuda, static "
-                "shapes; modes without Inductor's graphs): no per-call checks of Inductor's CUDA graph trees",
-            ),
-            "fp8_scaling": Option(
-                str,
-                "rowwise",
-                "fp8: torchao's dynamic scaling of activations and weights, one scale per row or per tensor",
-                ("rowwise", "tensorwise"),
-            ),
-        },
+        options_type=TorchCompileOptions,
         compiles=True,
     ),
     "torch_cudagraph": EngineInfo(
@@ -89,7 +114,7 @@ ENGINES = {
         ALL_PRECISIONS,
         "checkpoint",
         "the eager kernels captured once in a CUDA graph and replayed (static shapes)",
-        options={**_TORCH, **HOST_INPUT, "precision_mode": precision_mode("cast")},
+        options_type=TorchCudaGraphOptions,
     ),
     "torch_train": EngineInfo(
         "inferbench.engines.pytorch.train:TorchTrainStep",
@@ -99,7 +124,7 @@ ENGINES = {
         "training iterations: forward, loss, backward, SGD step on a staged batch; AMP, channels-last, "
         "torch.compile as options",
         mode="train",
-        options=_TRAIN,
+        options_type=TrainOptions,
         compiles="compile",
     ),
     "torch_train_epoch": EngineInfo(
@@ -112,11 +137,6 @@ ENGINES = {
         mode="train",
         workload_kinds=("tabular",),
         needs_dataset=True,
-        options={
-            **_TRAIN,
-            "workers": Option(int, 0, "DataLoader worker processes", minimum=0),
-            "pin_memory": Option(bool, False, "pinned host memory for the batches (cuda)"),
-            "non_blocking": Option(bool, False, "asynchronous host-to-device copies (cuda)"),
-        },
+        options_type=TrainEpochOptions,
     ),
 }

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch._inductor.config
 
-from inferbench.engines.pytorch import CUDA_GRAPH_MODES
+from inferbench.engines.pytorch import CUDA_GRAPH_MODES, TorchCompileOptions
 from inferbench.engines.pytorch.cudagraph import REPLAY_DESCRIPTION, CapturedGraph
 from inferbench.engines.pytorch.eager import TorchInference, to_fp8
 from inferbench.models.registry import InputSpec
@@ -41,6 +41,8 @@ def compile_module(target: Any, mode: str, **options: Any) -> Any:
 
 
 class TorchCompile(TorchInference):
+    options: TorchCompileOptions
+
     graph = "inductor"
     captured: CapturedGraph | None = None  # with cuda_graph: true, once compiled
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from inferbench.engines.base import cuda_unavailable_reason
+from inferbench.engines.pytorch import TorchCudaGraphOptions
 from inferbench.engines.pytorch.eager import TorchInference
 from inferbench.models.registry import InputSpec
 
@@ -63,6 +64,8 @@ class CapturedGraph:
 
 
 class TorchCudaGraph(TorchInference):
+    options: TorchCudaGraphOptions
+
     graph = "cuda_graph"
 
     def computation(self, workload_kind: str) -> dict[str, Any]:

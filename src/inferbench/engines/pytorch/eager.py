@@ -20,7 +20,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from inferbench.catalog.engines import Tf32Options
 from inferbench.engines.base import Engine, cuda_unavailable_reason
+from inferbench.engines.pytorch import TorchInferenceOptions, TorchOptions
 from inferbench.models.registry import InputSpec, load_checkpoint
 
 #: the dtype of weights and activations at each low precision (fp8: what is not an fp8 linear layer)
@@ -39,6 +41,8 @@ def tf32_switches(precision: str, setting: str) -> tuple[bool, bool]:
 
 class TorchEngine(Engine):
     """Shared by the PyTorch engines: load the checkpoint, place and cast the model, stage tensors."""
+
+    options: Tf32Options
 
     graph: ClassVar[str] = "eager"
 
@@ -195,6 +199,8 @@ class TorchImageEngine(TorchEngine):
     """The PyTorch engines that also run image models, in channels-last memory format where the variant
     says so (option ``channels_last``): inference and training, not generation."""
 
+    options: TorchOptions
+
     def _channels_last_option(self) -> bool:
         return self.options.channels_last
 
@@ -202,6 +208,8 @@ class TorchImageEngine(TorchEngine):
 class TorchInference(TorchImageEngine):
     """The PyTorch inference engines: the host holds their inputs as a server would (options
     ``host_memory``, ``host_dtype``, ``host_overlap``), which training and generation engines do not take."""
+
+    options: TorchInferenceOptions
 
     def _host_held(self) -> tuple[bool, bool]:
         """(pinned, in the model's dtype): how the host holds the inputs (``host_memory``, ``host_dtype``);
@@ -248,6 +256,8 @@ class TorchInference(TorchImageEngine):
 
 
 class TorchEager(TorchInference):
+    options: TorchInferenceOptions
+
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         self.module = self._load(artifact, inputs)
 

@@ -8,11 +8,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from inferbench.engines.pytorch import TorchScriptOptions
 from inferbench.engines.pytorch.eager import TorchInference
 from inferbench.models.registry import InputSpec
 
 
 class TorchScript(TorchInference):
+    options: TorchScriptOptions
+
     graph = "torchscript"
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:

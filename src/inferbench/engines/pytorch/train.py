@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from inferbench.engines.pytorch import CUDA_GRAPH_MODES
+from inferbench.engines.pytorch import CUDA_GRAPH_MODES, TrainEpochOptions, TrainOptions
 from inferbench.engines.pytorch.compile import compile_module
 from inferbench.engines.pytorch.eager import TorchImageEngine
 from inferbench.models.registry import InputSpec
@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 
 class TorchTrainStep(TorchImageEngine):
+    options: TrainOptions
+
     run_description = (
         "one training iteration (zero_grad, forward, loss, backward, optimizer step) on a batch already "
         "staged where the engine computes"
@@ -109,6 +111,8 @@ class TorchTrainStep(TorchImageEngine):
 class TorchTrainEpoch(TorchTrainStep):
     """One call = one epoch over every row of the processed dataset, shuffled, in DataLoader batches of
     the cell's batch size; the data comes from host memory on every call."""
+
+    options: TrainEpochOptions
 
     run_description = (
         "one epoch over the dataset's rows from host memory: DataLoader (workers, pinning), host-to-device "

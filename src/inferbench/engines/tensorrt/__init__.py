@@ -6,10 +6,19 @@ build in ``build``, the engine that runs a plan in ``engine``; ``tensorrt`` itse
 inside the functions that need it, so everything else works and is tested where it is missing.
 """
 
-from inferbench.catalog.engines import EngineInfo, Option
+from dataclasses import dataclass
+
+from inferbench.catalog.engines import EngineInfo, EngineOptions, option
 
 #: the precisions a plan is built for
 PRECISIONS = ("fp32", "fp16", "int8")
+
+
+@dataclass(frozen=True)
+class TensorRTOptions(EngineOptions):
+    workspace_gib: float = option(8.0, "builder workspace limit, GiB", minimum=0, exclusive=True)
+    calibration_batches: int = option(16, "int8: batches that calibrate the engine", minimum=1)
+
 
 ENGINES = {
     "tensorrt": EngineInfo(
@@ -19,9 +28,6 @@ ENGINES = {
         "trt_plan",
         "native TensorRT engine (static shape profile, cached per GPU and TensorRT version), device buffers",
         libraries=("torch", "tensorrt"),
-        options={
-            "workspace_gib": Option(float, 8.0, "builder workspace limit, GiB", minimum=0, exclusive=True),
-            "calibration_batches": Option(int, 16, "int8: batches that calibrate the engine", minimum=1),
-        },
+        options_type=TensorRTOptions,
     ),
 }

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from inferbench.engines.base import Engine
+from inferbench.engines.tensorrt import TensorRTOptions
 from inferbench.engines.tensorrt.build import trt_logger
 from inferbench.engines.tensorrt.plans import build_report_path, native_unavailable_reason
 from inferbench.models.registry import InputSpec
@@ -17,6 +18,8 @@ from inferbench.models.registry import InputSpec
 class TensorRTEngine(Engine):
     """Runs a serialized plan with ``execute_async_v3`` on PyTorch's current stream; inputs and
     outputs are device tensors bound by address."""
+
+    options: TensorRTOptions
 
     graph = "tensorrt"
 
