@@ -94,12 +94,9 @@ class Option:
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not a valid setting of this option, or None."""
-        # bool is a subclass of int: a bool is right only for a bool option (`workers: true` is not an
-        # int); a float option also takes an int
-        accepted = (int, float) if self.type is float else self.type
         if self.choices is not None and value not in self.choices:  # YAML reads `off` as false: name the choices
             return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
-        if isinstance(value, bool) != (self.type is bool) or not isinstance(value, accepted):
+        if not self.takes(value):
             return f"{value!r} is not a {self.type.__name__}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"{value!r} is not a finite number"
@@ -110,6 +107,12 @@ class Option:
         if self.maximum is not None and value > self.maximum:
             return f"{value!r} must be <= {self.maximum}"
         return None
+
+    def takes(self, value: Any) -> bool:
+        """Whether ``value`` is of the option's type. bool is a subclass of int: a bool is right only for a bool
+        option (`workers: true` is not an int); a float option also takes an int."""
+        accepted = (int, float) if self.type is float else self.type
+        return isinstance(value, bool) == (self.type is bool) and isinstance(value, accepted)
 
 
 def option(

@@ -17,6 +17,13 @@ from inferbench.engines.registry import engine_info
 from inferbench.models.registry import InputSpec
 
 
+def artifact_path(artifact: Path | None) -> Path:
+    """The file an engine is prepared from, which the workflow always gives an engine that needs one."""
+    if artifact is None:
+        raise ValueError("this engine is prepared from a file (a checkpoint or an ONNX export), and none was given")
+    return artifact
+
+
 class Engine(ABC):
     """One way of executing a model. It knows nothing of timing: a scenario (inferbench.scenarios)
     decides how its calls are timed.

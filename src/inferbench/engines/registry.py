@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inferbench.catalog.engines import VARIANT_KEYS, EngineInfo
 from inferbench.catalog.targets import load_target
+
+if TYPE_CHECKING:  # the registry stays light: the engine base class is imported only by a type checker
+    from inferbench.engines.base import Engine
 
 
 def _discover() -> tuple[dict[str, EngineInfo], dict[str, str]]:
@@ -100,6 +103,7 @@ def option_problems(impl: str, variant: dict[str, Any]) -> list[str]:
     return problems
 
 
-def load_engine_class(impl: str) -> type:
+def load_engine_class(impl: str) -> type[Engine]:
     """The class that runs ``impl`` (an inferbench.engines.base.Engine), its module imported now."""
-    return load_target(engine_info(impl).target)
+    engine_class: type[Engine] = load_target(engine_info(impl).target)
+    return engine_class

@@ -153,7 +153,8 @@ def decode_roofline(read_bytes: int, copy_bytes_per_s: float, tpot_p50_ms: float
 def measure(cell: PreparedCell) -> Measured:
     """The cell's requests timed one after another (``_timed_requests``), what is measured beside them under
     the same lock (``_beside_the_requests``), and the record's fields made of both."""
-    engine, key = cell.engine, cell.key
+    engine: Any = cell.engine  # a generation engine (inferbench.engines.generation): new_tokens, start, step
+    key = cell.key
     gpu = key.device == "cuda"
     stream = engine.stream() if gpu else None
     batches = itertools.cycle(cell.batches)
@@ -196,7 +197,8 @@ def _timed_requests(
     """Whole requests as warm-up until ``warmup_s`` has passed (one at least), then timed ones until the
     process has ``min_iters_per_process`` of them and ``min_time_s`` has passed (a GPU cell's at least
     ``GPU_MIN_REQUESTS`` and ``GPU_MIN_TIME_S``)."""
-    engine, settings, gpu = cell.engine, cell.settings, cell.key.device == "cuda"
+    engine: Any = cell.engine
+    settings, gpu = cell.settings, cell.key.device == "cuda"
     timed = TimedRequests()
     timed.warmup = warm_up(lambda _: generate_request(engine, next(batches), stream), settings.warmup_s)
     if gpu:
@@ -225,7 +227,8 @@ def _beside_the_requests(
     """After the timed window, still under the measuring lock: where a decode step's time goes (a profiled
     request: its cost stays out of the cell's numbers), requests without the stepped loop, and the copy
     bandwidth that sets the decode floor (it would disturb a cell measuring beside it)."""
-    engine, gpu = cell.engine, cell.key.device == "cuda"
+    engine: Any = cell.engine
+    gpu = cell.key.device == "cuda"
     tpot_p50_ms = float(np.median(timed.tpot)) * 1e3 if timed.tpot else None
     # an engine that traces in an engine of its own (vLLM: 40-80 s to start one) does so in the first process
     traced_here = cell.first_process or not hasattr(engine, "traced_decode_steps")
@@ -249,7 +252,8 @@ def _generation_section(
 ) -> tuple[dict[str, Any], str | None]:
     """The record's ``generation``: TTFT and TPOT statistics, sizes, the decode roofline, the tokens' parity
     against FP32 eager (greedy, from the reference prompts); and why the cell is invalid, if its tokens differ."""
-    engine, key = cell.engine, cell.key
+    engine: Any = cell.engine
+    key = cell.key
     reference = load_reference_tokens(cell.inputs.reference, key.batch_size) if cell.inputs.reference else None
     gated = GATED_TOKENS.get(key.precision, 1)
     tokens_parity = token_parity(engine, *reference, gated) if reference is not None else None

@@ -365,8 +365,9 @@ class LoadRuns:
     def __init__(self, cell: PreparedCell) -> None:
         self.cell, self.key = cell, cell.key
         self.settings = load_settings(cell)
-        self.driver = Driver(cell.engine, device=cell.key.device, precision=cell.key.precision)
-        self.new_tokens = int(cell.engine.new_tokens)
+        engine: Any = cell.engine  # a generation engine (inferbench.engines.generation)
+        self.driver = Driver(engine, device=cell.key.device, precision=cell.key.precision)
+        self.new_tokens = int(engine.new_tokens)
         self.vocab = _vocab(cell)
         self.telemetry = GpuTelemetry.for_cuda_device() if cell.key.device == "cuda" else None
         self.given = offered_by_first(cell)

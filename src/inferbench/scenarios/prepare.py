@@ -278,7 +278,7 @@ def check_parity(engine: Engine, request: CellRequest) -> tuple[dict[str, Any] |
 def heldout_auc(engine: Engine, request: CellRequest, name: str) -> float | None:
     """The held-out AUC of a trained model as this engine runs it (its precision, its graph), from the rows
     training held out, fed as the model's one input ``name`` (None for a model that was not trained)."""
-    heldout = load_heldout(request.inputs.reference)
+    heldout = load_heldout(request.inputs.reference) if request.inputs.reference is not None else None
     if heldout is None or engine.run_gives_log_probabilities:
         return None
     rows, labels = heldout

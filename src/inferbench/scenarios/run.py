@@ -18,7 +18,7 @@ from inferbench.catalog.engines import EngineInfo
 from inferbench.catalog.scenarios import scenario_info
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import workload_info
-from inferbench.core.cells import CellRecord
+from inferbench.core.cells import CellRecord, Status
 from inferbench.core.environment import engine_libraries, fingerprint
 from inferbench.core.errors import failure_reason, is_oom
 from inferbench.core.storage import save_cell
@@ -92,7 +92,7 @@ def _fingerprint(info: EngineInfo, include_gpu: bool) -> dict[str, Any]:
 
 
 def failed_record(
-    request: CellRequest, reason: str, status: str = "failed", base: dict[str, Any] | None = None
+    request: CellRequest, reason: str, status: Status = "failed", base: dict[str, Any] | None = None
 ) -> CellRecord:
     """The record of a cell that broke (or was ended: inferbench.machine.watchdog) before its measurement;
     ``base``: ``_record_base(request)``, where already made."""
@@ -129,8 +129,8 @@ def _measure(
     beat("checking parity against FP32 eager")
     parity, problems = check_parity(engine, request) if info.mode != "train" else (None, [])
     cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs, first_process, shared)
-    timed = {"train": "training steps", "generate": "requests"}.get(info.mode, f"the {key.scenario} scenario's calls")
-    beat(f"measuring (warm-up, then {timed})")
+    calls = {"train": "training steps", "generate": "requests"}.get(info.mode, f"the {key.scenario} scenario's calls")
+    beat(f"measuring (warm-up, then {calls})")
     measured: Measured = _scenario_function(key.scenario, info.mode)(cell)
     attention = None
     if first_process:

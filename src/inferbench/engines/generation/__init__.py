@@ -8,8 +8,8 @@ imported only when a cell runs.
 
 from dataclasses import dataclass
 
-from inferbench.catalog.engines import EngineInfo, EngineOptions, Tf32Options, option, precision_mode
-from inferbench.engines.pytorch import COMPILE_MODES
+from inferbench.catalog.engines import EngineInfo, EngineOptions, option, precision_mode
+from inferbench.engines.pytorch import COMPILE_MODES, TorchEngineOptions
 
 #: the most tokens a request may generate: a request of a billion held the machine lock for the watchdog's
 #: whole timeout; a decoder's positions (prompt + new_tokens) bound it further (inferbench.plan.config)
@@ -29,7 +29,7 @@ class GenerationOptions(EngineOptions):
 
 
 @dataclass(frozen=True)
-class HfGenerateOptions(GenerationOptions, Tf32Options):
+class HfGenerateOptions(GenerationOptions, TorchEngineOptions):
     # fp16/bf16 weights, as LLMs are served
     precision_mode: str = precision_mode("cast")
 

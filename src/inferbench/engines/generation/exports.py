@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.engines.base import Engine
+from inferbench.engines.base import Engine, artifact_path
 from inferbench.engines.generation import GenerationOptions
 from inferbench.engines.generation.transformers import decode_read_bytes, kv_bytes_per_position, weight_bytes
 from inferbench.machine.scratch import scratch_folder
@@ -29,8 +29,8 @@ class ExportedDecoder(Engine):
         """The checkpoint's decoder (a transformers causal LM, on the host), its byte counts kept."""
         self.new_tokens = int(self.options.new_tokens)
         with self.cold_start("load_model"):
-            spec, _ = load_checkpoint(artifact, "cpu")
-        lm = spec.module.model
+            spec, _ = load_checkpoint(artifact_path(artifact), "cpu")
+        lm: Any = spec.module.model  # the wrapper's transformers causal LM
         self._weights, self._read = weight_bytes(lm, element_size), decode_read_bytes(lm, element_size)
         self._kv_bytes_per_position = kv_bytes_per_position(lm.config, element_size)
         return lm

@@ -17,7 +17,7 @@ import inspect
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -49,7 +49,7 @@ class HfGenerate(TorchEngine):
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
         self.module = self._load(artifact, inputs)  # the prompt -> last-position logits wrapper (parity)
-        self.lm = self.module.model
+        self.lm: Any = self.module.model  # the wrapper's transformers causal LM
         self.new_tokens = int(self.options.new_tokens)
         # under load: the most requests running at once (the cell's batch) and its prompt length
         self.serve_shape = tuple(example["input_ids"].shape)
@@ -176,7 +176,7 @@ class ServingBatcher:
     #: max_num_batched_tokens of 2,048 where its chunked prefill is on)
     MAX_BATCH_TOKENS = 2048
 
-    def __init__(self, lm: torch.nn.Module, running: int, longest: int, autocast: Any, graphs: bool = False) -> None:
+    def __init__(self, lm: Any, running: int, longest: int, autocast: Any, graphs: bool = False) -> None:
         from transformers import ContinuousBatchingConfig, GenerationConfig
 
         self.attention = lm.config._attn_implementation  # the model's own, put back by close()
@@ -240,7 +240,7 @@ class ServingBatcher:
             self.lm.set_attn_implementation(self.attention)
 
 
-def _across_versions(config_class: type, lm: torch.nn.Module, page_size: int) -> dict[str, Any]:
+def _across_versions(config_class: type, lm: Any, page_size: int) -> dict[str, Any]:
     """The continuous-batching settings whose names changed after transformers 5.17 (the GPU machine's): the
     page's size (``block_size`` then), and SDPA kept. 5.17 has no ``auto_switch_to_flash``; it keeps an
     attention implementation already paged, as its own warning advises."""
@@ -258,7 +258,7 @@ def weight_bytes(lm: torch.nn.Module, element_size: int | None = None) -> int:
     return sum(p.numel() * (element_size or p.element_size()) for p in lm.parameters())
 
 
-def decode_read_bytes(lm: torch.nn.Module, element_size: int | None = None) -> int:
+def decode_read_bytes(lm: Any, element_size: int | None = None) -> int:
     """The weights' bytes a decode step reads: all of them but the input embedding table, of which a step
     reads one row per token (unless it is tied to the output layer, which reads it whole)."""
     total = weight_bytes(lm, element_size)
@@ -360,5 +360,5 @@ class HfGenerateStatic(HfGenerate):
         with torch.inference_mode(), self._autocast():
             token = self.decode(request.tokens[-1], request.position)
         request.tokens.append(token.clone())  # the graph's output buffer is overwritten by the next replay
-        request.position.add_(1)  # queued after the replay, which copied it into its own input
+        cast(torch.Tensor, request.position).add_(1)  # queued after the replay, which copied it into its input
         return request

@@ -178,7 +178,7 @@ class StepDriver:
 
     def until(self, request: VllmRequest, tokens: int) -> list[Any]:
         """Step until every row has ``tokens`` tokens; returns the outputs seen."""
-        outputs = []
+        outputs: list[Any] = []
         for _ in range(MAX_STEPS_PER_TOKEN):
             if request.made() >= tokens:
                 return outputs

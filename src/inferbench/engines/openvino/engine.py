@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from inferbench.core.errors import CorruptArtifact
-from inferbench.engines.base import Engine
+from inferbench.engines.base import Engine, artifact_path
 from inferbench.engines.openvino import OpenVinoOptions
 from inferbench.models.onnx_costs import onnx_build_costs
 from inferbench.models.registry import InputSpec
@@ -101,7 +101,7 @@ class OpenVinoCpu(Engine):
             self.model.reshape({self.model.input(name): ov.PartialShape(list(a.shape)) for name, a in example.items()})
         with self.cold_start("compile_model"):  # each process compiles alike: no priming (launch.processes)
             self.compiled = self._compile()
-        self.cold_start_s |= onnx_build_costs(artifact)
+        self.cold_start_s |= onnx_build_costs(artifact_path(artifact))
         self.request = self.compiled.create_infer_request()
         self.input_names = [port.get_any_name() for port in self.compiled.inputs]
         self.version = ov.get_version()

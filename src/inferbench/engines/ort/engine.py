@@ -16,7 +16,7 @@ import numpy as np
 
 from inferbench.catalog.engines import engine_files_dir
 from inferbench.core.errors import CorruptArtifact
-from inferbench.engines.base import Engine, cuda_unavailable_reason
+from inferbench.engines.base import Engine, artifact_path, cuda_unavailable_reason
 from inferbench.engines.ort import OrtCpuOptions, OrtCudaOptions, OrtTensorRTOptions
 from inferbench.engines.tensorrt.plans import tensorrt_unavailable_reason
 from inferbench.models.onnx_costs import onnx_build_costs
@@ -125,8 +125,8 @@ class OrtEngine(Engine):
         self.artifact = artifact
         with self.cold_start("session"):
             self.session = self._session()
-        self.cold_start_s |= onnx_build_costs(artifact)
-        self.operator_types = _operator_types(artifact)
+        self.cold_start_s |= onnx_build_costs(artifact_path(artifact))
+        self.operator_types = _operator_types(artifact_path(artifact))
         in_use = self.session.get_providers()
         if in_use[0] != self.provider:  # never fall back silently
             raise RuntimeError(f"asked for {self.provider}, ONNX Runtime uses {in_use}")
@@ -296,8 +296,9 @@ class OrtCuda(OrtEngine):
         for name, tensor in self.graph_inputs.items():
             self.graph_binding.bind_input(name, "cuda", 0, _numpy_dtype(tensor), tuple(tensor.shape), tensor.data_ptr())
         self.graph_outputs = {}
+        fixed = self.fixed_dims or {}
         for output in self.session.get_outputs():
-            shape = tuple(self.fixed_dims.get(d, d) if isinstance(d, str) else d for d in output.shape)
+            shape: tuple[Any, ...] = tuple(fixed.get(d, d) if isinstance(d, str) else d for d in output.shape)
             if not all(isinstance(d, int) for d in shape):
                 raise RuntimeError(
                     f"cuda_graph needs static output shapes; {output.name} has {output.shape} with the "

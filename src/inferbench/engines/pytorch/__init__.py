@@ -23,15 +23,20 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 @dataclass(frozen=True)
-class TorchOptions(ChannelsLastOptions, Tf32Options):
-    """Every PyTorch engine's: channels-last and TF32."""
+class TorchEngineOptions(Tf32Options):
+    """Every PyTorch engine's: TF32, and how fp16/bf16 are reached."""
+
+    precision_mode: str = precision_mode("autocast")
+
+
+@dataclass(frozen=True)
+class TorchOptions(TorchEngineOptions, ChannelsLastOptions):
+    """The image-capable engines': channels-last too."""
 
 
 @dataclass(frozen=True)
 class TorchInferenceOptions(TorchOptions, HostInputOptions):
-    """The inference engines': how fp16/bf16 are reached, and how the host holds the inputs."""
-
-    precision_mode: str = precision_mode("autocast")
+    """The inference engines': how the host holds the inputs too."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,6 @@ class TorchCudaGraphOptions(TorchInferenceOptions):
 
 @dataclass(frozen=True)
 class TrainOptions(TorchOptions):
-    precision_mode: str = precision_mode("autocast")
     compile: bool = option(False, "torch.compile the model before training")
     mode: str = option("default", "torch.compile mode, with `compile: true`", COMPILE_MODES)
     lr: float = option(0.01, "SGD learning rate (momentum 0.9)", minimum=0, exclusive=True)

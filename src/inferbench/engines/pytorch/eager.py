@@ -20,9 +20,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from inferbench.catalog.engines import Tf32Options
-from inferbench.engines.base import Engine, cuda_unavailable_reason
-from inferbench.engines.pytorch import TorchInferenceOptions, TorchOptions
+from inferbench.engines.base import Engine, artifact_path, cuda_unavailable_reason
+from inferbench.engines.pytorch import TorchEngineOptions, TorchInferenceOptions, TorchOptions
 from inferbench.models.registry import InputSpec, load_checkpoint
 
 #: the dtype of weights and activations at each low precision (fp8: what is not an fp8 linear layer)
@@ -42,7 +41,11 @@ def tf32_switches(precision: str, setting: str) -> tuple[bool, bool]:
 class TorchEngine(Engine):
     """Shared by the PyTorch engines: load the checkpoint, place and cast the model, stage tensors."""
 
-    options: Tf32Options
+    options: TorchEngineOptions
+    #: what a call runs (set by prepare): the engine's module, compiled, scripted or captured
+    module: Any
+    #: fp8 cells (TorchCompile): the linear layers torchao swapped
+    fp8_layers: Any
 
     graph: ClassVar[str] = "eager"
 
@@ -70,7 +73,7 @@ class TorchEngine(Engine):
         self.low_dtype = LOW_PRECISION.get(self.precision)
         self.channels_last = self._channels_last_option() and any(len(i.shape) == 4 for i in inputs)
         with self.cold_start("load_model"):
-            spec, _ = load_checkpoint(artifact, self.device)
+            spec, _ = load_checkpoint(artifact_path(artifact), self.device)
         module = spec.module.eval()
         if self.channels_last:
             module = module.to(memory_format=torch.channels_last)

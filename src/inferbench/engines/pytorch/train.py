@@ -82,7 +82,8 @@ class TorchTrainStep(TorchImageEngine):
         if self.compiled:
             log.info("compiled in %.1f s", self.cold_start_s["compile"])
 
-    def stage(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+    # a training step stages its inputs with their targets
+    def stage(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:  # type: ignore[override]
         tensors = super().stage(batch)
         rows = next(iter(batch.values())).shape[0]
         with torch.no_grad(), self._autocast():
@@ -148,10 +149,11 @@ class TorchTrainEpoch(TorchTrainStep):
         )
         self.rows = len(features)
 
-    def stage(self, batch: dict[str, np.ndarray]) -> None:
-        return None  # the epoch reads the dataset itself
+    # an epoch stages nothing: it reads the dataset itself
+    def stage(self, batch: dict[str, np.ndarray]) -> None:  # type: ignore[override]
+        return None
 
-    def run(self, staged: None) -> torch.Tensor:
+    def run(self, staged: None) -> torch.Tensor:  # type: ignore[override]
         loss = torch.zeros(())
         for features, labels in self.loader:
             inputs = {self.input_name: features.to(self.device, non_blocking=self.non_blocking)}
