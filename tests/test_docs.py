@@ -27,6 +27,7 @@ PAGES = [
 NOT_RUN = {
     "python -m pip install": "an install",
     "python -m pytest": "the test suite itself",
+    "python -m mypy": "the type check, which tests/test_types.py runs",
     "mlflow ui": "a server that runs until stopped",
     "snakemake --workflow-profile profiles/slurm": "needs a SLURM cluster (tests/test_slurm.py runs one)",
 }
