@@ -1,0 +1,155 @@
+"""A null OpenAI-compatible server on loopback: it streams canned tokens at once, with no model behind them,
+so that a client's time to first token and its inter-token gaps against it are the client's and the event
+loop's own floor (what an endpoint cell records beside its figures, as the serving harness's floor is for
+LoadGen). It speaks just enough HTTP/1.1 for ``/health`` and a streamed ``/v1/completions``.
+
+For tests it can misbehave on purpose: never become healthy, stop a stream early, break it mid-way, or
+report a token count other than the one it streamed.
+
+    python -m inferbench.scenarios.endpoint.null_server --port 8011
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Misbehaviour:
+    """What the null server does wrong, for tests of the client (all off: a correct server)."""
+
+    #: /health answers 503 for ever
+    unhealthy: bool = False
+    #: the stream ends normally (finish_reason "stop", usage) after this many tokens
+    stop_after: int | None = None
+    #: the connection is closed without an end after this many tokens
+    break_after: int | None = None
+    #: the usage reports this many completion tokens instead of those streamed
+    usage_tokens: int | None = None
+
+
+class NullServer:
+    """The null server on ``127.0.0.1:port`` (0: a free port, ``port`` after ``start``), its event loop in a
+    thread of its own; ``with NullServer() as server:`` starts and stops it."""
+
+    def __init__(self, port: int = 0, misbehaviour: Misbehaviour = Misbehaviour()) -> None:
+        self.port = port
+        self.misbehaviour = misbehaviour
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="null-server", daemon=True)
+        self._server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> NullServer:
+        self._thread.start()
+        started = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, "127.0.0.1", self.port), self._loop
+        )
+        self._server = started.result(timeout=10)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            asyncio.run_coroutine_threadsafe(self._server.wait_closed(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> NullServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:  # keep-alive: one request after another on the connection
+                head = await reader.readuntil(b"\r\n\r\n")
+                request_line, *header_lines = head.decode().split("\r\n")
+                method, path, _ = request_line.split(" ", 2)
+                headers = dict(line.split(": ", 1) for line in header_lines if ": " in line)
+                length = int(headers.get("Content-Length", headers.get("content-length", "0")))
+                body = json.loads(await reader.readexactly(length)) if length else {}
+                if path == "/health":
+                    healthy = not self.misbehaviour.unhealthy
+                    await _reply(writer, 200 if healthy else 503, {"status": "ok" if healthy else "unhealthy"})
+                elif method == "POST" and path == "/v1/completions" and body.get("stream"):
+                    if not await self._stream(writer, body):
+                        return
+                else:
+                    await _reply(writer, 404, {"error": f"{method} {path}: the null server serves /health and a "
+                                                        "streamed /v1/completions"})  # fmt: skip
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def _stream(self, writer: asyncio.StreamWriter, body: dict) -> bool:
+        """Stream ``max_tokens`` canned tokens, each its own event and write; False where the connection was
+        broken on purpose."""
+        asked = int(body.get("max_tokens", 16))
+        wrong = self.misbehaviour
+        made = min(asked, wrong.stop_after) if wrong.stop_after is not None else asked
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        created = int(time.time())
+        for index in range(made):
+            if wrong.break_after is not None and index == wrong.break_after:
+                writer.transport.abort()
+                return False
+            choice = {"index": 0, "text": f" w{index % 100}", "token_ids": [index % 100]}
+            await _event(writer, {"id": "null", "object": "text_completion", "created": created, "choices": [choice]})
+        finish = "length" if made == asked else "stop"
+        completion = wrong.usage_tokens if wrong.usage_tokens is not None else made
+        prompt = _prompt_tokens(body.get("prompt"))
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        last = {"index": 0, "text": "", "finish_reason": finish}
+        await _event(writer, {"id": "null", "object": "text_completion", "choices": [last], "usage": usage})
+        writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+
+def _prompt_tokens(prompt: object) -> int:
+    """The prompt's tokens: its ids, or its words (the tokenizer the project saves maps a word to a token)."""
+    if isinstance(prompt, list):
+        return len(prompt)
+    return len(str(prompt or "").split())
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+async def _event(writer: asyncio.StreamWriter, event: dict) -> None:
+    writer.write(_chunk(f"data: {json.dumps(event)}\n\n".encode()))
+    await writer.drain()
+
+
+async def _reply(writer: asyncio.StreamWriter, status: int, payload: dict) -> None:
+    body = json.dumps(payload).encode()
+    reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}[status]
+    writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                 .encode() + body)  # fmt: skip
+    await writer.drain()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8011)
+    args = parser.parse_args()
+    with NullServer(args.port) as server:
+        print(f"null server on {server.url}", flush=True)
+        threading.Event().wait()  # until the process is ended
+
+
+if __name__ == "__main__":
+    main()
