@@ -43,6 +43,7 @@ class NullServer:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="null-server", daemon=True)
         self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
 
     @property
     def url(self) -> str:
@@ -58,11 +59,19 @@ class NullServer:
         return self
 
     def stop(self) -> None:
+        """Close the server and its open connections in its own loop (asyncio objects belong to their loop's
+        thread), then end the loop."""
         if self._server is not None:
-            self._server.close()
-            asyncio.run_coroutine_threadsafe(self._server.wait_closed(), self._loop).result(timeout=10)
+            asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+
+    async def _close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._open):
+            writer.transport.abort()
+        await self._server.wait_closed()
 
     def __enter__(self) -> NullServer:
         return self.start()
@@ -71,6 +80,7 @@ class NullServer:
         self.stop()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open.add(writer)
         try:
             while True:  # keep-alive: one request after another on the connection
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -91,6 +101,7 @@ class NullServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self._open.discard(writer)
             writer.close()
 
     async def _stream(self, writer: asyncio.StreamWriter, body: dict) -> bool:
