@@ -23,7 +23,7 @@ def engine_variant(text: str) -> dict[str, Any]:
 
 
 def add_cell_arguments(p: argparse.ArgumentParser) -> None:
-    """What names a cell and what it is prepared from: shared by run-cell and profile-cell."""
+    """What names a cell and what it is prepared from: shared by run-cell, prime-cell and profile-cell."""
     p.add_argument("--workload", required=True)
     p.add_argument("--engine", required=True, help="the engine variant's name (config key under `engines`)")
     p.add_argument("--engine-options", type=engine_variant, required=True, help="the variant's config, JSON (checked)")
@@ -36,6 +36,19 @@ def add_cell_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--artifact", type=Path)
     p.add_argument("--measure", type=json_value, default={}, help="config `measure`, JSON (defaults: the schema's)")
     p.add_argument("--data", type=Path, help="the workload's processed dataset (engines that train on it)")
+
+
+def plain_request(args: argparse.Namespace, **measure: Any) -> Any:
+    """The plain-scenario cell that ``add_cell_arguments`` named, with no parity reference (prime-cell and
+    profile-cell check none): an inferbench.scenarios.prepare.CellRequest, its measure settings ``--measure``
+    with ``measure`` over them."""
+    from inferbench.core.cells import CellKey
+    from inferbench.core.settings import MeasureSettings
+    from inferbench.scenarios.prepare import CellInputs, CellRequest
+
+    key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
+    inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
+    return CellRequest(key, args.engine_options, inputs, MeasureSettings.from_dict({**args.measure, **measure}))
 
 
 #: the kinds of file an engine is prepared from (inferbench.catalog.engines.EngineInfo.artifact): name, suffixes

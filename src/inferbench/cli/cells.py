@@ -11,7 +11,7 @@ from pathlib import Path
 
 from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.cli.args import arguments, json_value
-from inferbench.cli.cell_args import add_cell_arguments, check_artifact
+from inferbench.cli.cell_args import add_cell_arguments, check_artifact, plain_request
 from inferbench.core.errors import UserError
 
 log = logging.getLogger("inferbench")
@@ -89,14 +89,10 @@ def _prime_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_prime_arguments)
 def prime_cell(args: argparse.Namespace) -> None:
     check_artifact(args)
-    from inferbench.core.cells import CellKey
-    from inferbench.core.settings import MeasureSettings
     from inferbench.launch.cell_job import prime_cell
-    from inferbench.scenarios.prepare import CellInputs, CellRequest
 
-    key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
-    inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
-    request = CellRequest(key, args.engine_options, inputs, MeasureSettings.from_dict(args.measure))
+    request = plain_request(args)
+    key = request.key
     record = prime_cell(request, args.out, args.lock, args.code)
     compiled = record.cold_start_s.get("compile")
     log.info(
@@ -115,14 +111,10 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_profile_arguments)
 def profile_cell(args: argparse.Namespace) -> None:
     check_artifact(args)
-    from inferbench.core.cells import CellKey
-    from inferbench.core.settings import MeasureSettings
-    from inferbench.scenarios.prepare import CellInputs, CellRequest
     from inferbench.scenarios.profile import profile_cell
 
-    key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
-    inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
-    request = CellRequest(key, args.engine_options, inputs, MeasureSettings.from_dict({**args.measure, "repeats": 1}))
+    request = plain_request(args, repeats=1)
+    key = request.key
     result = profile_cell(request, args.out, args.lock, args.calls, args.top)
     ops = ", ".join(f"{op['name']} {op['share']:.0%}" for op in result.get("top_ops", [])[:3] if op["share"])
     log.info(f"{key.cell_id}: profile {result['status']}" + (f"; top: {ops}" if ops else f" ({result.get('reason')})"))

@@ -116,10 +116,6 @@ class RunPlan:
             return None
         return f"results/primed/{cell.cell_id}.json"
 
-    @property
-    def primed_cells(self) -> list[CellKey]:
-        return [cell for cell in self.cells if self.primed(cell) is not None]
-
     def tolerance(self, cell: CellKey) -> dict[str, Any]:
         """The cell's parity tolerance against FP32 eager."""
         return cell_tolerance(self.config["parity"]["tolerances"], self.variant(cell), cell.precision, cell.device)

@@ -230,7 +230,8 @@ def _beside_the_requests(
     engine: Any = cell.engine
     gpu = cell.key.device == "cuda"
     tpot_p50_ms = float(np.median(timed.tpot)) * 1e3 if timed.tpot else None
-    # an engine that traces in an engine of its own (vLLM: 40-80 s to start one) does so in the first process
+    # an engine that traces in an engine of its own (vLLM's takes tens of seconds to start: docs/gpu-machines.md)
+    # does so in the first process
     traced_here = cell.first_process or not hasattr(engine, "traced_decode_steps")
     profiled = gpu and tpot_p50_ms and traced_here
     # the CPU the engine's own processes (vLLM's engine core) used per scheduler iteration of the timed
