@@ -1,35 +1,56 @@
-"""The streaming client of an OpenAI-compatible server (inferbench.scenarios.endpoint), against the null server
-on loopback: a correct stream is timed token by token, and every way a server can go wrong is a clear reason."""
+"""The client side of an OpenAI-compatible server (inferbench.engines.endpoint), against the null server on
+loopback: a correct stream yields its tokens event by event, every way a server can go wrong is a clear
+reason, and a server the run starts ends with it."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
-from inferbench.scenarios.endpoint.health import wait_healthy
-from inferbench.scenarios.endpoint.null_server import Misbehaviour, NullServer
-from inferbench.scenarios.endpoint.stream import EndpointError, stream_completion
+from inferbench.engines.endpoint.client import Completion, EndpointError, completion_tokens
+from inferbench.engines.endpoint.null_server import Misbehaviour, NullServer
+from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url, wait_healthy
 
 pytestmark = pytest.mark.fast
 
 
-def _complete(server: NullServer, asked: int = 16):
-    return stream_completion(f"{server.url}/v1/completions", {"prompt": [1, 2, 3], "max_tokens": asked}, asked)
+def _complete(url: str, asked: int = 16, prompt: object = (1, 2, 3)) -> tuple[Completion, list[int]]:
+    """One streamed completion: what the client saw, and what it yielded after each event."""
+    import aiohttp
+
+    done = Completion(asked)
+
+    async def read() -> list[int]:
+        async with aiohttp.ClientSession() as session:
+            body = {"prompt": list(prompt) if isinstance(prompt, tuple) else prompt, "max_tokens": asked}
+            return [made async for made in completion_tokens(session, url, body, done)]
+
+    return done, asyncio.run(read())
 
 
-def test_a_stream_is_timed_as_its_tokens_arrive():
+def test_a_stream_yields_the_tokens_made_after_each_event():
     with NullServer() as server:
         assert wait_healthy(server.url, timeout_s=10) >= 0
-        done = _complete(server)
-    assert done.problem() is None
+        done, yielded = _complete(f"{server.url}/v1/completions")
+    assert done.problem() is None and yielded == list(range(1, 17)), "one event per token, each yielded"
     assert done.tokens == done.usage_tokens == 16 and done.prompt_tokens == 3 and done.finish_reason == "length"
-    assert len(done.event_s) == 16 and len(done.itl_s) == 15, "one event per token, one gap between each two"
-    assert 0 < done.ttft_s <= done.event_s[-1] <= done.total_s
-    assert all(gap >= 0 for gap in done.itl_s) and done.tpot_s == pytest.approx(sum(done.itl_s) / 15)
-    assert done.token_ids == list(range(16))
+    assert done.ids() == list(range(16))
+
+
+def test_the_word_vocabulary_maps_a_text_reply_back_to_its_ids():
+    done = Completion(3)
+    for word in ("w7", " w12", " w0"):
+        done.add({"choices": [{"text": word}]})
+    assert done.tokens == 3 and done.ids() == [7, 12, 0]
+    done.add({"choices": [{"text": " hello"}]})  # a word outside the vocabulary: no ids to give
+    assert done.ids() is None
 
 
 @pytest.mark.parametrize(
@@ -37,13 +58,13 @@ def test_a_stream_is_timed_as_its_tokens_arrive():
     [
         (Misbehaviour(stop_after=5), "the stream stopped after 5 of 16 tokens (finish_reason stop)"),
         (Misbehaviour(break_after=3), "the stream broke after 3 of 16 tokens"),
-        (Misbehaviour(usage_tokens=20), "the server reported 20 completion tokens; 16 were asked and 16 streamed"),
+        (Misbehaviour(usage_tokens=20), "the server reported 20 completion tokens, for 16 asked and 16 streamed"),
     ],
 )
 def test_a_stream_that_is_not_the_one_asked_for_says_why(misbehaviour, reason):
-    with NullServer(misbehaviour=misbehaviour) as server:
-        done = _complete(server)
-    assert done.problem() is not None and done.problem().startswith(reason), done.problem()
+    with NullServer(misbehaviour=misbehaviour) as server, pytest.raises(EndpointError) as error:
+        _complete(f"{server.url}/v1/completions")
+    assert reason in str(error.value)
 
 
 def test_a_server_that_never_becomes_healthy_is_named_with_its_last_answer():
@@ -52,23 +73,90 @@ def test_a_server_that_never_becomes_healthy_is_named_with_its_last_answer():
     assert "did not answer /health with 200 within 0.5 s (last: 503 Service Unavailable)" in str(error.value)
 
 
-def test_a_server_process_that_exits_before_it_is_healthy_is_named_with_its_code():
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
-    with pytest.raises(EndpointError, match="exited with code 3 before /health answered 200"):
-        wait_healthy(f"http://127.0.0.1:{port}", timeout_s=30, process=server, poll_s=0.05)
-
-
-def test_a_refused_request_is_an_error_that_names_the_server():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with pytest.raises(EndpointError, match=rf"127.0.0.1:{port}/v1/completions: ConnectionRefusedError"):
-        stream_completion(f"http://127.0.0.1:{port}/v1/completions", {"prompt": "w1", "max_tokens": 2}, 2)
-
-
-def test_a_request_the_server_refuses_gives_its_answer():
+def test_a_refused_connection_and_a_refused_request_name_the_server_and_its_answer():
+    url = f"{loopback_url(free_port())}/v1/completions"  # nothing listens there
+    with pytest.raises(EndpointError, match=r"127.0.0.1:\d+/v1/completions: ClientConnectorError"):
+        _complete(url, 2, "w1")
     with NullServer() as server, pytest.raises(EndpointError, match="answered 404 Not Found"):
-        stream_completion(f"{server.url}/v1/chat", {"prompt": "w1", "max_tokens": 2}, 2)
+        _complete(f"{server.url}/v1/chat", 2, "w1")
+
+
+def test_a_started_server_that_exits_before_it_is_healthy_is_named_with_its_code_and_its_log(tmp_path):
+    command = [sys.executable, "-c", "print('no model here', flush=True); raise SystemExit(3)"]
+    server = ServerProcess(command, loopback_url(free_port()), tmp_path / "server.log")
+    with pytest.raises(EndpointError) as error:
+        server.wait_healthy(30)
+    assert "exited with code 3 before /health answered 200" in str(error.value)
+    assert "The server's log ends: no model here" in str(error.value)
+    assert server.exited() == "exited with code 3"
+
+
+def test_a_started_server_is_stopped_with_its_own_children(tmp_path):
+    # a server whose child ignores SIGTERM (as an engine core busy in a kernel may): both end
+    child = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('child', flush=True); "
+        "time.sleep(600)"
+    )
+    parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(600)"
+    server = ServerProcess([sys.executable, "-c", parent], loopback_url(free_port()), tmp_path / "server.log")
+    deadline = time.monotonic() + 30
+    while "child" not in server.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    group = server.process.pid
+    assert len(_running_in_group(group)) == 2
+    server.stop()
+    assert server.exited() is not None
+    deadline = time.monotonic() + 10
+    while _running_in_group(group) and time.monotonic() < deadline:  # SIGKILL is delivered, not waited for
+        time.sleep(0.05)
+    assert _running_in_group(group) == []
+
+
+def test_a_started_server_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """The parent killed outright (SIGKILL: no clean-up of its own runs): the kernel ends its server."""
+    log = tmp_path / "server.log"
+    script = (
+        "import sys, time; from pathlib import Path; from inferbench.engines.endpoint.server import ServerProcess; "
+        "s = ServerProcess([sys.executable, '-c', 'import time; time.sleep(600)'], 'http://127.0.0.1:1', "
+        f"Path({str(log)!r})); "
+        "print(s.process.pid, flush=True); time.sleep(600)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    server_pid = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while _alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(server_pid)
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (state, parent, group, ...), None once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped by its new parent, counts as ended)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def _running_in_group(group: int) -> list[int]:
+    """The processes of process group ``group`` that have not ended."""
+    running = []
+    for entry in os.listdir("/proc"):
+        fields = _stat(entry) if entry.isdigit() else None
+        if fields is not None and fields[0] != "Z" and int(fields[2]) == group:
+            running.append(int(entry))
+    return running
+
+
+def test_free_ports_are_free():
+    port = free_port()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))

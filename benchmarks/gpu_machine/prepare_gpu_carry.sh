@@ -3,7 +3,8 @@
 # (no network; each call carries the working tree plus at most 64 MiB together), in one command:
 #   .devw/, .ortgpu/, .gpuwheels/   ../shared/gpu/build-wheelhouse.sh (snakemake, onnxsim, LoadGen,
 #                                   onnxruntime-gpu in pieces, kaggle & co.)
-#   .gpuwheels/ + onnxruntime-genai-cuda   (17 MB: the ort_genai engine on CUDA)
+#   .gpuwheels/ + onnxruntime-genai-cuda   (17 MB: the ort_genai engine on CUDA), transformers serve's and
+#                                          aiohttp's wheels (the endpoint engines)
 #   .ovwheel/                              openvino and openvino-telemetry (59 MB)
 # and then packs every wheel once into one tar split into as few pieces as the call limit allows
 # (64 MiB less the working tree that travels with every call): .carry/00, .carry/01, ...
@@ -30,6 +31,10 @@ bash ../shared/gpu/build-wheelhouse.sh
 plat=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 python3 -m pip download -q --no-deps "${plat[@]}" -d .gpuwheels onnxruntime-genai-cuda
+# transformers' `serving` extra (the transformers_serve engine) and aiohttp (the endpoint engines' client), with
+# what they need; accelerate alone: it declares torch, which the machine has (pip would fetch another)
+python3 -m pip download -q "${plat[@]}" -d .gpuwheels openai pydantic uvicorn fastapi starlette rich aiohttp
+python3 -m pip download -q --no-deps "${plat[@]}" -d .gpuwheels accelerate
 rm -rf .ovwheel && mkdir -p .ovwheel
 python3 -m pip download -q --no-deps "${plat[@]}" -d .ovwheel openvino openvino-telemetry
 

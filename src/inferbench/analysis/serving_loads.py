@@ -1,5 +1,6 @@
 """Every load of every LLM serving cell (``llm_load``) as one table, ``loads.csv`` beside ``summary.csv``: one row
-per cell and load (its capacity run, each load of its sweep, each load of its search), with what was offered,
+per cell and load (its capacity run, each load of its sweep, each load of its search, and for a server's endpoint
+the client's floor: the capacity's requests against the null server), with what was offered,
 arrived and served, the steady window, the TTFT / TPOT / ITL / e2e percentiles, goodput, energy, the verdict and
 the constraints that failed. The report's per-load tables, ``inferbench compare`` and the MLflow export read it;
 ``aggregate`` writes it from the records (their ``serving``)."""
@@ -20,7 +21,8 @@ from inferbench.core.fsutil import atomic_path, refuse_non_regular
 LOADS_CSV = "loads.csv"
 #: the cell's key, as summary.csv names it, then ``cell_id``
 KEY = ("cell_id", "workload", "engine", "precision", "device", "batch_size", "seq_len", "threads")
-#: per load: which run of the cell (``capacity``, ``sweep``, ``search``), its place in that run, and what it was
+#: per load: which run of the cell (``capacity``, ``sweep``, ``search``, ``client_floor``), its place in that run,
+#: and what it was
 LOAD = ("phase", "position", "load", "concurrency", "offered_per_s", "arrived_per_s", "request_per_s",
         "output_tokens_per_s", "window_s", "requests", "served_requests", "mean_in_flight", "goodput_per_s",
         "good_share")  # fmt: skip
@@ -46,13 +48,14 @@ def load_rows(record: CellRecord) -> list[dict[str, Any]]:
     runs = [("capacity", 0, serving["capacity"])]
     runs += [("sweep", i, step) for i, step in enumerate(serving["sweep"])]
     runs += [("search", i, step) for i, step in enumerate(steps)]
+    runs += [("client_floor", 0, serving["client_floor"])] if serving.get("client_floor") else []
     return [cell | _load_row(phase, position, step, serving) for phase, position, step in runs]
 
 
 def _load_row(phase: str, position: int, step: dict[str, Any], serving: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"phase": phase, "position": position, **{name: step.get(name) for name in LOAD[2:]}}
     row["load"] = step.get("load") if phase == "sweep" else None
-    judged = phase != "capacity"  # the capacity run is no load at a rate: neither verdict nor objective
+    judged = phase in ("sweep", "search")  # the capacity run and the floor are no loads at a rate: no verdict
     for figure in ("ttft", "tpot", "itl", "e2e"):
         for level in ("p50", "p90", "p99"):
             row[f"{figure}_{level}_ms"] = (step.get(f"{figure}_ms") or {}).get(level)

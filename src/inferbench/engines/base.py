@@ -43,6 +43,9 @@ class Engine(ABC):
     #: whether ``run`` returns log-probabilities (the logits up to a constant per row, as a serving engine
     #: hands them out) rather than logits: the parity check then compares both centred
     run_gives_log_probabilities: ClassVar[bool] = False
+    #: whether ``run`` returns the next tokens, not scores (a server's endpoint): no logits to compare; the
+    #: generation scenarios compare the tokens it generates with FP32 eager's instead
+    run_gives_tokens: ClassVar[bool] = False
     #: what one ``run()`` does, in words (the record's boundary descriptions quote it)
     run_description: str = "one forward pass on the staged inputs; the output stays where it was computed"
 
@@ -123,6 +126,10 @@ class Engine(ABC):
     @abstractmethod
     def run(self, staged: Any) -> Any:
         """Compute once on staged inputs. May return before the device has finished."""
+
+    def close(self) -> None:  # noqa: B027  (most engines start nothing outside their process)
+        """Stop what ``prepare`` started outside this process (a server and its children): called once the
+        cell's process is done with the engine, whether it measured or failed."""
 
     def synchronize(self) -> None:  # noqa: B027  (a no-op is right for engines that compute synchronously)
         """Block until all work issued by ``run`` has finished."""

@@ -86,6 +86,8 @@ def load_label(
     offered) or ``0.5× capacity``; from a record's step or a loads.csv row alike."""
     if phase == "capacity":
         return "capacity"
+    if phase == "client_floor":
+        return "client floor"
     if phase == "search":
         return f"search {int(position) + 1}"
     if concurrency is not None and not pd.isna(concurrency) and (offered_per_s is None or pd.isna(offered_per_s)):
@@ -172,6 +174,12 @@ def answer_line(record: CellRecord) -> str:
         f"all queued, {serving['max_running']} running)."
     )
     processes = f"{_capitalised(_processes_text(serving, record.repeats))}."
+    floor = serving.get("client_floor")
+    if floor:  # a server's endpoint: what the client alone takes, against the null server
+        cap += (
+            f" Client floor (the capacity's requests against the null server): TTFT p50 "
+            f"{fmt_ms(floor['ttft_ms']['p50'])}, ITL p50 {fmt_ms(floor['itl_ms']['p50'])}."
+        )
     if answer["index"] is None:
         first = sweep[0]
         lightest = first["offered_per_s"] if first["offered_per_s"] is not None else first["request_per_s"]

@@ -265,19 +265,22 @@ class Driver:
 
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
-        """The driver's event loop current (a library that asks for the running loop's gets it), closed after;
-        then the engine's ``serve_close``, where it has one."""
+        """The driver's event loop current (a library that asks for the running loop's gets it); after, the
+        engine's ``serve_close``, where it has one (the loop still open: what the engine opened on it closes
+        there), then the loop closed."""
         if self.loop is not None:
             asyncio.set_event_loop(self.loop)
         try:
             yield
         finally:
-            if self.loop is not None:
-                asyncio.set_event_loop(None)
-                self.loop.close()
             close = getattr(self.engine, "serve_close", None)
-            if close is not None:
-                close()
+            try:
+                if close is not None:
+                    close()
+            finally:
+                if self.loop is not None:
+                    asyncio.set_event_loop(None)
+                    self.loop.close()
 
 
 # -- one cell --
@@ -347,13 +350,14 @@ def measure(cell: PreparedCell) -> Measured:
                 capacity = runs.capacity()
                 sweep = runs.sweep()
                 search = runs.search(sweep)
+                floor = runs.client_floor()
             timed = {"warmup_iters": warmed, "measured_s": time.perf_counter() - started,
                      "measured_windows_unix": [[window_start, time.time()]], "measuring": held}  # fmt: skip
         parity = _served_parity(cell, runs.driver, runs.new_tokens)
     if runs.given is None and cell.shared is not None and not runs.settings.by_concurrency:
         searched_rates = [step["offered_per_s"] for step in search["steps"]] if search else []
         write_json(cell.shared / RATES_FILE, {"capacity_per_s": runs.nominal_capacity, "search_rates": searched_rates})
-    serving = runs.serving_section(capacity, sweep, search, parity, host)
+    serving = runs.serving_section(capacity, sweep, search, parity, host) | {"client_floor": floor}
     return _measured(runs, serving, capacity, sweep, search, timed | {"host_telemetry": host.summary})
 
 
@@ -445,6 +449,19 @@ class LoadRuns:
         if self.given is not None:
             return replayed(self.given["search_rates"], sweep, search_step)
         return bisected(self.settings, sweep, search_step)
+
+    def client_floor(self) -> dict[str, Any] | None:
+        """The capacity's requests again, all queued at once, through the same client against the null server
+        (where the engine has ``client_floor``: a server's endpoint): canned tokens at once, so that its TTFT and
+        ITL are what the client and its event loop take with no model behind them. None for other engines."""
+        floor = getattr(self.driver.engine, "client_floor", None)
+        if floor is None:
+            return None
+        settings = self.settings
+        requests = self.plan(settings.requests, None, settings.seed, "f-")
+        with floor() as server:
+            traces, run_start = self.driver.run(requests, settings.requests)
+        return traces_figures(traces, run_start, settings.objective) | {"queued": settings.requests, "server": server}
 
     def serving_section(
         self,
@@ -713,6 +730,8 @@ def _served_parity(cell: PreparedCell, driver: Driver, new_tokens: int) -> dict[
         return None
     if not callable(getattr(driver.engine, "serve_tokens", None)):
         return {"equal": True, "checked": False, "why": "the engine hands over no tokens (no serve_tokens)"}
+    if unchecked := getattr(driver.engine, "tokens_unchecked", None):
+        return {"equal": True, "checked": False, "why": unchecked}
     inputs, reference = loaded
     count = min(new_tokens, reference.shape[1])
     requests = [
@@ -772,6 +791,10 @@ def merged_serving(records: Sequence[Any]) -> dict[str, Any]:
         capacities = [o["capacity_per_s"] if o else None for o in offered]
         merged["offered_from"] = {**offered[0], "same_rates": len(set(capacities)) == 1}
     merged["energy_unavailable"] = first.get("energy_unavailable")
+    floors = [s.get("client_floor") for s in sweeps]
+    merged["client_floor"] = None
+    if all(floors):
+        merged["client_floor"] = pooled_run(floors, objective) | {"server": floors[0]["server"]}
     parities = [s.get("token_parity") for s in sweeps]
     merged["token_parity"] = next((p for p in parities if p is not None and not p["equal"]), parities[0])
     hosts = [((s.get("result") or {}).get("host")) for s in sweeps]

@@ -8,6 +8,7 @@ user can call ``run_cell`` directly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -124,31 +125,49 @@ def _measure(
         return CellRecord(**base, status="unavailable", reason=reason, environment=_fingerprint(info, False)), {}
     beat("preparing the engine (load, build or compile, first call)")
     engine, specs, batches, cold = prepare_engine(request)
-    if not timed:
-        return _primed_record(request, info, engine, batches, cold, base), {}
-    beat("checking parity against FP32 eager")
-    parity, problems = check_parity(engine, request) if info.mode != "train" else (None, [])
-    cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs, first_process, shared)
-    calls = {"train": "training steps", "generate": "requests"}.get(info.mode, f"the {key.scenario} scenario's calls")
-    beat(f"measuring (warm-up, then {calls})")
-    measured: Measured = _scenario_function(key.scenario, info.mode)(cell)
-    attention = None
-    if first_process:
-        beat("finding the attention kernel")
-        # after the timed calls: finding the attention kernel runs a profiler, whose hooks stay in the
-        # process and slowed later calls (a CUDA graph's replay among them)
-        attention = engine.attention_kernel(engine.stage(batches[0]))
+    with contextlib.closing(engine):  # what it started outside this process (a server) ends with the cell
+        if not timed:
+            return _primed_record(request, info, engine, batches, cold, base), {}
+        beat("checking parity against FP32 eager")
+        parity, problems = check_parity(engine, request) if info.mode != "train" else (None, [])
+        cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs, first_process, shared)
+        calls = {"train": "training steps", "generate": "requests"}.get(info.mode, f"{key.scenario} scenario calls")
+        beat(f"measuring (warm-up, then {calls})")
+        measured: Measured = _scenario_function(key.scenario, info.mode)(cell)
+        attention = None
+        if first_process:
+            beat("finding the attention kernel")
+            # after the timed calls: finding the attention kernel runs a profiler, whose hooks stay in the
+            # process and slowed later calls (a CUDA graph's replay among them)
+            attention = engine.attention_kernel(engine.stage(batches[0]))
+        described = engine.describe() | {"attention": attention}
+    invalid = f"output differs from FP32 eager: {'; '.join(problems)}" if problems else measured.invalid
+    record = _measured_record(info, measured, base, pinning, parity, cold, described, invalid)
+    return record, measured.samples
 
+
+def _measured_record(
+    info: EngineInfo,
+    measured: Measured,
+    base: dict[str, Any],
+    pinning: str | None,
+    parity: dict[str, Any] | None,
+    cold: dict[str, float],
+    described: dict[str, Any],
+    invalid: str | None,
+) -> CellRecord:
+    """A measuring process's record: the scenario's fields, what pinned its timed loop, parity, cold start,
+    memory, the engine as it described itself, and the environment with the cores the timed calls ran on."""
+    cuda = base["key"].device == "cuda"
     fields = dict(measured.fields)
     if fields.get("measuring") is not None:  # what pinned the timed loop, or why nothing did
         fields["measuring"] = {**fields["measuring"], "pinning": fields["measuring"].get("pinning", pinning)}
     scenario_memory, scenario_environment = fields.pop("memory_mb", {}), fields.pop("environment", {})
-    invalid = f"output differs from FP32 eager: {'; '.join(problems)}" if problems else measured.invalid
-    environment = _fingerprint(info, include_gpu=key.device == "cuda") | scenario_environment
+    environment = _fingerprint(info, include_gpu=cuda) | scenario_environment
     measured_on = (fields.get("measuring") or {}).get("cpus")
     if measured_on:  # the cores the timed calls ran on (a GPU's slot), not those the set-up ran on
         environment |= {"affinity": measured_on, "affinity_cpus": len(measured_on)}
-    record = CellRecord(
+    return CellRecord(
         **base,
         **fields,
         status="invalid" if invalid else "ok",
@@ -159,13 +178,12 @@ def _measure(
             "host_peak_rss": memory.host_peak_rss_mb(),
             # a forked process's RSS at its start: the libraries it shares with its parent
             "host_rss_at_start": memory.host_rss_at_start_mb(),
-            "gpu_peak_allocated": memory.gpu_peak_allocated_mb() if key.device == "cuda" else None,
+            "gpu_peak_allocated": memory.gpu_peak_allocated_mb() if cuda else None,
             **scenario_memory,
         },
-        engine=engine.describe() | {"attention": attention},
+        engine=described,
         environment=environment,
     )
-    return record, measured.samples
 
 
 def _primed_record(

@@ -3,20 +3,28 @@ so that a client's time to first token and its inter-token gaps against it are t
 loop's own floor (what an endpoint cell records beside its figures, as the serving harness's floor is for
 LoadGen). It speaks just enough HTTP/1.1 for ``/health`` and a streamed ``/v1/completions``.
 
-For tests it can misbehave on purpose: never become healthy, stop a stream early, break it mid-way, or
-report a token count other than the one it streamed.
+For tests it can misbehave on purpose: never become healthy, stop a stream early, break it mid-way, report a
+token count other than the one it streamed, or exit in the middle of a request (as a server that dies), set by
+``Misbehaviour`` or, for a server the run starts, by the environment (``MISBEHAVE_ENV``, as JSON).
 
-    python -m inferbench.scenarios.endpoint.null_server --port 8011
+    python -m inferbench.engines.endpoint.null_server --port 8011
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import itertools
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass
+
+#: the environment variable a null server started as a process reads its misbehaviour from (JSON of
+#: ``Misbehaviour``'s fields), for tests of a server the run starts
+MISBEHAVE_ENV = "INFERBENCH_NULL_SERVER_MISBEHAVE"
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,15 @@ class Misbehaviour:
     break_after: int | None = None
     #: the usage reports this many completion tokens instead of those streamed
     usage_tokens: int | None = None
+    #: the whole process exits (code 1) after the first token of its request number this (from 1)
+    exit_in_request: int | None = None
+
+    @classmethod
+    def from_environment(cls) -> Misbehaviour:
+        return cls(**json.loads(os.environ.get(MISBEHAVE_ENV) or "{}"))
+
+    def to_environment(self) -> dict[str, str]:
+        return {MISBEHAVE_ENV: json.dumps(dataclasses.asdict(self))}
 
 
 class NullServer:
@@ -44,6 +61,7 @@ class NullServer:
         self._thread = threading.Thread(target=self._loop.run_forever, name="null-server", daemon=True)
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._requests = itertools.count(1)
 
     @property
     def url(self) -> str:
@@ -110,12 +128,15 @@ class NullServer:
         asked = int(body.get("max_tokens", 16))
         wrong = self.misbehaviour
         made = min(asked, wrong.stop_after) if wrong.stop_after is not None else asked
+        number = next(self._requests)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         created = int(time.time())
         for index in range(made):
             if wrong.break_after is not None and index == wrong.break_after:
                 writer.transport.abort()
                 return False
+            if wrong.exit_in_request == number and index == 1:
+                os._exit(1)  # a server that dies: no reply, no clean-up
             choice = {"index": 0, "text": f" w{index % 100}", "token_ids": [index % 100]}
             await _event(writer, {"id": "null", "object": "text_completion", "created": created, "choices": [choice]})
         finish = "length" if made == asked else "stop"
@@ -157,7 +178,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8011)
     args = parser.parse_args()
-    with NullServer(args.port) as server:
+    with NullServer(args.port, Misbehaviour.from_environment()) as server:
         print(f"null server on {server.url}", flush=True)
         threading.Event().wait()  # until the process is ended
 

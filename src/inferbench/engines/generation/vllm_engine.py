@@ -71,6 +71,27 @@ def compile_cache_dir(checkpoint_dir: Path) -> Path:
     return Path(checkpoint_dir).parent / "vllm-cache"
 
 
+def engine_arguments(
+    config: Any, batch: int, prompt: int, new_tokens: int, options: VllmOptions, precision: str
+) -> dict[str, Any]:
+    """vLLM's engine arguments for a cell of ``batch`` rows of ``prompt`` tokens making ``new_tokens`` each, from
+    the model's ``config`` (transformers'): in-process (``LLM(**args)``) and behind ``vllm serve`` alike."""
+    # room for the longest request under load too (inferbench.core.arrivals: lengths within a range ratio below 1
+    # of the prompt and new tokens), within the model's positions
+    positions = getattr(config, "max_position_embeddings", None) or 2 * (prompt + new_tokens)
+    max_model_len = min(2 * (prompt + new_tokens), positions)
+    return {
+        "dtype": VLLM_DTYPE[precision][0],
+        "seed": 0,
+        "max_model_len": max_model_len,
+        "max_num_seqs": batch,
+        "max_num_batched_tokens": max(batch * max_model_len, 2048),  # a batch's prefill in one step
+        "gpu_memory_utilization": float(options.gpu_memory_utilization),
+        "enforce_eager": bool(options.enforce_eager),
+        "enable_prefix_caching": False,
+    }
+
+
 def decode_iteration(rows: int) -> re.Pattern[str]:
     """The annotation of an iteration of vLLM's worker that decodes ``rows`` requests and prefills none
     (``execute_context_<requests>(<tokens>)_generation_<requests>(<tokens>)``, vLLM 0.24's gpu_worker)."""
@@ -225,7 +246,7 @@ class Vllm(ExportedDecoder):
         return None
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
-        dtype, size = VLLM_DTYPE[self.precision]
+        size = VLLM_DTYPE[self.precision][1]
         lm = self.load_decoder(artifact, size)
         self.vocab_size = int(lm.config.vocab_size)
         with self.cold_start("export"):
@@ -242,20 +263,7 @@ class Vllm(ExportedDecoder):
             from vllm import LLM, SamplingParams
 
         batch, prompt = example["input_ids"].shape
-        # room for the longest request under load too (inferbench.core.arrivals: lengths within a range ratio
-        # below 1 of the prompt and new tokens), within the model's positions
-        positions = getattr(lm.config, "max_position_embeddings", None) or 2 * (prompt + self.new_tokens)
-        max_model_len = min(2 * (prompt + self.new_tokens), positions)
-        self.engine_args = {
-            "dtype": dtype,
-            "seed": 0,
-            "max_model_len": max_model_len,
-            "max_num_seqs": batch,
-            "max_num_batched_tokens": max(batch * max_model_len, 2048),  # a batch's prefill in one step
-            "gpu_memory_utilization": float(self.options.gpu_memory_utilization),
-            "enforce_eager": bool(self.options.enforce_eager),
-            "enable_prefix_caching": False,
-        }
+        self.engine_args = engine_arguments(lm.config, batch, prompt, self.new_tokens, self.options, self.precision)
         # the engine core started fresh, as a user's is: vLLM forks it from the caller where CUDA is not yet
         # initialized, and a fork of this process would carry the harness into it (the libraries the warm
         # start loaded, the FP32 model above)

@@ -1,0 +1,125 @@
+"""Endpoint cells through the runner (inferbench.engines.endpoint): a tiny Llama behind `transformers serve`,
+started by the cell's process and stopped at its end, served under load with its tokens held to FP32 eager's
+and the client's floor beside; and every way a started server can fail (never healthy, dying mid-run, a stream
+that stops early, a count that differs) a clear reason in the record, with no process left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from inferbench.core.cells import CellKey, CellRecord
+from inferbench.core.settings import MeasureSettings
+from inferbench.engines.endpoint.null_server import Misbehaviour
+from inferbench.models import create_model
+from inferbench.models.parity import make_reference
+from inferbench.models.registry import save_checkpoint
+from inferbench.scenarios.prepare import CellInputs, CellRequest
+from tests.conftest import run_as_job
+
+pytestmark = pytest.mark.slow
+
+TINY_LLAMA = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 512}  # fmt: skip
+LOAD = {"requests": 16, "load_shares": [0.5, 1.0], "prompt_range": 0.5, "output_range": 0.5, "steady_s": 1.0,
+        "ramp_s": 0.2, "served_tolerance": 0.5, "search_steps": 0,
+        "objective": {"ttft_ms": 10_000, "tpot_ms": 1_000, "percentile": "p90"}}  # fmt: skip
+FAST = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=3, repeats=1)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    root = tmp_path_factory.mktemp("llama")
+    spec = create_model("llm:llama", **TINY_LLAMA)
+    save_checkpoint(spec, root / "m.pt", seed=0)
+    (root / "m.json").write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
+    make_reference(root / "m.pt", spec.inputs, 16, 2, root / "ref.npz")
+    return root
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """The cell's working directory (its engine files under results/engines/), checked for processes left."""
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    assert _left_in(tmp_path) == [], "a process the cell started is still running"
+
+
+def _left_in(folder: Path) -> list[str]:
+    """The command lines of processes, other than this one, running in ``folder`` (a server inherits its cwd)."""
+    left = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if Path(f"/proc/{entry}/cwd").resolve() != folder.resolve():
+                continue
+            if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue  # ended, not yet reaped
+            left.append(Path(f"/proc/{entry}/cmdline").read_text().replace("\0", " "))
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return left
+
+
+def _run(workdir: Path, llama: Path, engine: str, scenario: str = "single", reference: bool = True,
+         settings: MeasureSettings = FAST, **options: object) -> CellRecord:  # fmt: skip
+    key = CellKey("llm:llama", engine, "fp32", "cpu", 2, 16, 1, scenario)
+    inputs = CellInputs(llama / "m.json", llama / "m.pt", llama / "ref.npz" if reference else None)
+    request = CellRequest(key, {"engine": engine, "new_tokens": 8, **options}, inputs, settings, {"max_rel_l2": 0.05})
+    return run_as_job(request, workdir / key.relpath)
+
+
+def test_a_tiny_llama_behind_transformers_serve_serves_a_sweep_with_fp32_eager_s_tokens_and_the_client_floor(
+    llama, workdir
+):
+    settings = MeasureSettings(warmup_s=0, repeats=1, scenario_settings=LOAD)
+    record = _run(workdir, llama, "transformers_serve", "llm_load", settings=settings)
+    assert record.status == "ok", record.reason
+    serving = record.serving
+    assert serving["driven"] == "stream" and serving["max_running"] == 2
+    # the reference prompts sent as words, the words streamed back mapped to ids: FP32 eager's greedy tokens
+    assert serving["token_parity"]["equal"] and serving["token_parity"]["checked"]
+    assert all(step["short_requests"] == 0 and step["itl_ms"]["p50"] > 0 for step in serving["sweep"])
+    floor = serving["client_floor"]
+    assert floor["requests"] == LOAD["requests"] and "null server" in floor["server"]
+    assert floor["ttft_ms"]["p50"] < serving["capacity"]["ttft_ms"]["p50"], "the client alone is faster than a model"
+    assert record.cold_start_s["server_start"] > 0 and record.engine["url"].startswith("http://127.0.0.1:")
+    assert "--continuous-batching" in record.engine["server_command"]
+
+
+def test_the_generation_scenario_sends_one_stream_per_row_and_times_each_token(llama, workdir):
+    record = _run(workdir, llama, "transformers_serve")
+    assert record.status == "ok", record.reason
+    gen = record.generation
+    assert gen["token_parity"] == {"equal": True, "compared": 8, "agreeing": 8, "first_difference": None}
+    assert gen["decode_steps"] == gen["requests"] * 7 and record.parity is None  # tokens, not logits
+
+
+@pytest.mark.parametrize(
+    ("misbehaviour", "reason"),
+    [
+        (Misbehaviour(unhealthy=True), "did not answer /health with 200 within 2 s (last: 503 Service Unavailable)"),
+        (Misbehaviour(exit_in_request=4), "the server exited with code 1, its log ends"),
+        (Misbehaviour(stop_after=3), "the stream stopped after 3 of 8 tokens (finish_reason stop)"),
+        (Misbehaviour(usage_tokens=5), "the server reported 5 completion tokens, for 1 asked and 1 streamed"),
+    ],
+)
+def test_a_started_server_that_fails_fails_its_cell_with_the_reason_and_leaves_no_process(
+    llama, workdir, monkeypatch, misbehaviour, reason
+):
+    monkeypatch.setenv(*next(iter(misbehaviour.to_environment().items())))
+    record = _run(workdir, llama, "null_endpoint", reference=False, start_timeout_s=2)
+    assert record.status == "failed" and reason in record.reason, record.reason
+
+
+def test_a_url_off_this_machine_is_refused_unless_the_variant_allows_it(llama, workdir):
+    record = _run(workdir, llama, "endpoint", reference=False, url="http://203.0.113.7:8000")
+    assert record.status == "failed" and "is not on this machine" in record.reason
+    assert "allow_remote: true" in record.reason
+    record = _run(workdir, llama, "endpoint", reference=False)
+    assert record.status == "failed" and "needs `url`" in record.reason
