@@ -133,6 +133,10 @@ class EndpointEngine(ExportedDecoder):
         self._loop = asyncio.new_event_loop()  # the generation scenario's requests run on it
         self._sessions: dict[asyncio.AbstractEventLoop, Any] = {}
         self._served: dict[str, list[int] | None] = {}
+        # at most the cell's batch of requests in flight, the others waiting here in arrival order, as the
+        # in-process engines queue them (transformers serve has no limit of its own on requests running)
+        self._running = int(example["input_ids"].shape[0])
+        self._slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         self._numbers = itertools.count()
 
     def _body(self, prompt: list[int], max_tokens: int) -> dict[str, Any]:
@@ -160,11 +164,13 @@ class EndpointEngine(ExportedDecoder):
     async def serve_stream(self, request_id: str, prompt: list[int], max_tokens: int) -> AsyncIterator[int]:
         """One streamed request: the tokens made so far after each event (inferbench.scenarios.llm_load)."""
         done = Completion(max_tokens)
+        slots = self._slots.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(self._running))
         try:
-            async for made in completion_tokens(
-                self._session(), f"{self.url}/v1/completions", self._body(prompt, max_tokens), done
-            ):
-                yield made
+            async with slots:  # a request waits for a slot in arrival order: asyncio's semaphore is fair
+                async for made in completion_tokens(
+                    self._session(), f"{self.url}/v1/completions", self._body(prompt, max_tokens), done
+                ):
+                    yield made
         except EndpointError as error:
             raise EndpointError(f"request {request_id}: {error}{self._server_note()}") from None
         self._served[request_id] = done.ids()
