@@ -75,6 +75,16 @@ class MeasureSettings(_Settings):
         "fresh processes in all for a GPU cell whose first processes find it host-bound (its time follows the "
         "launching CPU thread)",
     )
+    gpu_min_requests: int = setting(
+        10,
+        "a GPU generation cell's process times at least this many requests, whatever min_iters asks: each "
+        "gives one TTFT, and a GPU request takes well under a second",
+    )
+    gpu_min_requests_s: float = setting(
+        5.0,
+        "and at least this many seconds of requests: vLLM's pace at batch 1 moves between two modes within a "
+        "second, so ten requests can meet one mode (docs/generation.md)",
+    )
     unstable_spread_pct: float = setting(
         25,
         "a cell whose processes' p50s lie further apart than this share of their median ((max - min) / "

@@ -84,14 +84,6 @@ class StepClock:
 #: long request is no stall. A beat is a store to shared memory (under a microsecond): every 8 steps it is
 #: lost in the steps' own time
 BEAT_EVERY_TOKENS = 8
-#: requests a GPU cell's process times at least, whatever ``measure.min_iters`` asks: each gives one TTFT,
-#: and a GPU request takes well under a second, so a short window times too few for a process's request
-#: p50 (docs/generation.md). The CPU's stay as configured: their requests take seconds
-GPU_MIN_REQUESTS = 10
-#: seconds of requests a GPU cell's process times at least: vLLM's pace at batch 1 moves between two modes
-#: within a second (experiments/vllm_host_pace), so ten requests can meet one mode; seconds of them span
-#: both (docs/generation.md has the figures)
-GPU_MIN_TIME_S = 5.0
 
 
 def generate_request(
@@ -196,7 +188,7 @@ def _timed_requests(
 ) -> TimedRequests:
     """Whole requests as warm-up until ``warmup_s`` has passed (one at least), then timed ones until the
     process has ``min_iters_per_process`` of them and ``min_time_s`` has passed (a GPU cell's at least
-    ``GPU_MIN_REQUESTS`` and ``GPU_MIN_TIME_S``)."""
+    ``measure.gpu_min_requests`` and ``gpu_min_requests_s``)."""
     engine: Any = cell.engine
     settings, gpu = cell.settings, cell.key.device == "cuda"
     timed = TimedRequests()
@@ -205,7 +197,8 @@ def _timed_requests(
         memory.reset_gpu_peak()
     enough_s, enough_requests = settings.min_time_s, settings.min_iters_per_process
     if gpu:
-        enough_s, enough_requests = max(enough_s, GPU_MIN_TIME_S), max(enough_requests, GPU_MIN_REQUESTS)
+        enough_s = max(enough_s, settings.gpu_min_requests_s)
+        enough_requests = max(enough_requests, settings.gpu_min_requests)
     with host, telemetry or contextlib.nullcontext():
         window_start = time.time()
         started = time.perf_counter()
