@@ -214,8 +214,25 @@ def test_load_settings_refuse_shares_that_measure_nothing_and_size_each_load_by_
     with pytest.raises(ValueError, match="load_shares is"):
         LoadSettings.from_dict({"load_shares": [1e-9, 1.0]})
     settings = LoadSettings.from_dict({"requests": 200, "steady_s": 30, "ramp_s": 5})
-    assert settings.window_s(100.0) == 30 and settings.window_s(2.0) == 100, "long enough for 200 arrivals"
+    # long enough for 200 arrivals but for one chance in a thousand: 200 + 3 x sqrt(200) expected
+    assert settings.window_s(100.0) == 30 and settings.window_s(2.0) == pytest.approx((200 + 3 * 200**0.5) / 2)
     assert settings.planned_count(100.0) == 4001, "a ramp, the window and as long again after it"
+    # burstier arrivals count with more variance: a longer window
+    bursty = LoadSettings.from_dict({"requests": 200, "steady_s": 30, "arrivals": "gamma", "burstiness": 0.5})
+    assert bursty.window_s(2.0) == pytest.approx((200 + 3 * 400**0.5) / 2)
+
+
+def test_a_window_sized_by_the_margin_holds_its_requests_in_nearly_every_seeded_plan():
+    """Sized for 40 arrivals on average, half the windows held fewer; with the margin, almost none do."""
+    settings = LoadSettings.from_dict({"requests": 40, "steady_s": 0.1, "ramp_s": 1.0})
+    rate, short = 10.0, 0
+    for seed in range(300):
+        window = (settings.ramp_s, settings.ramp_s + settings.window_s(rate))
+        planned = settings.plan(settings.planned_count(rate), rate=rate, seed=seed, prompt_tokens=8, output_tokens=4,
+                                vocab=100, prefix="t-")  # fmt: skip
+        arrived = sum(window[0] <= r.arrival_s < window[1] for r in planned)
+        short += arrived < settings.requests
+    assert short <= 3, f"{short} of 300 seeded windows held fewer than 40 arrivals"
 
 
 def test_the_search_bisects_between_the_heaviest_load_met_and_the_lightest_missed():

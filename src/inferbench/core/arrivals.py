@@ -36,6 +36,10 @@ class PlannedRequest:
     max_tokens: int
 
 
+#: standard deviations of the arrival count a steady window's expected arrivals exceed ``requests`` by
+WINDOW_MARGIN_SD = 3.0
+
+
 def arrival_offsets(count: int, rate: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
     """When each of ``count`` requests is sent, in seconds from the first (which is sent at 0): gamma gaps of
     shape ``burstiness`` and mean ``1 / rate``."""
@@ -163,8 +167,12 @@ class LoadSettings:
 
     def window_s(self, rate: float) -> float:
         """How long a load at ``rate`` requests/s is judged: its steady window, at least ``steady_s`` and long
-        enough for ``requests`` arrivals."""
-        return max(self.steady_s, self.requests / rate)
+        enough that ``requests`` arrivals land in it but for about one chance in a thousand. A window sized
+        for ``requests`` arrivals on average held fewer in half the loads (INVALID for chance alone): its
+        expected arrivals are ``requests`` plus ``WINDOW_MARGIN_SD`` standard deviations of their count (a
+        renewal process with gamma gaps of shape k counts with variance mean / k; Poisson: k = 1)."""
+        sd = math.sqrt(self.requests / self.burstiness)
+        return max(self.steady_s, (self.requests + WINDOW_MARGIN_SD * sd) / rate)
 
     def planned_count(self, rate: float) -> int:
         """The requests a load at ``rate`` sends: a ramp, its steady window and as long again as the ramp
