@@ -160,3 +160,19 @@ def test_free_ports_are_free():
     port = free_port()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))
+
+
+def test_the_config_check_wants_a_server_url_on_this_machine_unless_the_variant_allows_a_remote_one():
+    from inferbench.engines.registry import option_problems
+
+    assert option_problems("endpoint", {"engine": "endpoint"}) == [
+        "url: required (the running server's base URL, such as http://127.0.0.1:8000)"
+    ]
+    assert "is not a server's URL" in option_problems("endpoint", {"engine": "endpoint", "url": "127.0.0.1:80"})[0]
+    remote = {"engine": "endpoint", "url": "http://203.0.113.7:8000"}
+    assert option_problems("endpoint", remote) == [
+        "url: http://203.0.113.7:8000 is not on this machine, and a remote server's figures include the network: "
+        "set allow_remote: true to measure it anyway"
+    ]
+    assert option_problems("endpoint", {**remote, "allow_remote": True}) == []
+    assert option_problems("endpoint", {"engine": "endpoint", "url": "http://localhost:8000"}) == []

@@ -122,4 +122,4 @@ def test_a_url_off_this_machine_is_refused_unless_the_variant_allows_it(llama, w
     assert record.status == "failed" and "is not on this machine" in record.reason
     assert "allow_remote: true" in record.reason
     record = _run(workdir, llama, "endpoint", reference=False)
-    assert record.status == "failed" and "needs `url`" in record.reason
+    assert record.status == "failed" and "is not a server's URL: give one such as http" in record.reason

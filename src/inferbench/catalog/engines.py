@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+import urllib.parse
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -91,6 +92,9 @@ class Option:
     engine_folder: bool = False
     #: booleans: another boolean option of the same engine that must be true when this one is
     requires: str | None = None
+    #: strings: a server's http(s) URL, required, on this machine unless the boolean option named here is true
+    #: (a remote server's figures include the network)
+    url_remote_by: str | None = None
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not a valid setting of this option, or None."""
@@ -101,6 +105,8 @@ class Option:
         if isinstance(value, float) and not math.isfinite(value):
             return f"{value!r} is not a finite number"
         if self.engine_folder and (problem := engine_files_problem(value)) is not None:
+            return problem
+        if self.url_remote_by is not None and (problem := url_problem(value)) is not None:
             return problem
         if self.minimum is not None and (value < self.minimum or (self.exclusive and value == self.minimum)):
             return f"{value!r} must be {'>' if self.exclusive else '>='} {self.minimum}"
@@ -115,6 +121,22 @@ class Option:
         return isinstance(value, bool) == (self.type is bool) and isinstance(value, accepted)
 
 
+#: the host names of this machine a server's URL may have without its engine's remote option
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def url_problem(value: str) -> str | None:
+    """Why ``value`` is not a server's http(s) URL, or None."""
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{value!r} is not a server's URL: give one such as http://127.0.0.1:8000"
+    return None
+
+
+def is_loopback(url: str) -> bool:
+    return urllib.parse.urlsplit(url).hostname in LOOPBACK_HOSTS
+
+
 def option(
     default: Any,
     help: str,
@@ -125,11 +147,12 @@ def option(
     maximum: float | None = None,
     engine_folder: bool = False,
     requires: str | None = None,
+    url_remote_by: str | None = None,
 ) -> Any:
     """A field of an engine's options class (``EngineOptions``): its default, what it does and the values it
     takes (``Option``'s rules); its type is the field's annotation."""
     rules = {"choices": choices, "minimum": minimum, "exclusive": exclusive, "maximum": maximum,
-             "engine_folder": engine_folder, "requires": requires}  # fmt: skip
+             "engine_folder": engine_folder, "requires": requires, "url_remote_by": url_remote_by}  # fmt: skip
     return field(default=default, metadata={"help": help, **rules})
 
 
@@ -150,7 +173,7 @@ class EngineOptions:
     def declared(cls) -> dict[str, Option]:
         """Each option as its rules (``Option``), by name: what the config check and the docs read."""
         types = typing.get_type_hints(cls)
-        rules = ("choices", "minimum", "exclusive", "maximum", "engine_folder", "requires")
+        rules = ("choices", "minimum", "exclusive", "maximum", "engine_folder", "requires", "url_remote_by")
         return {
             f.name: Option(types[f.name], f.default, f.metadata["help"], **{k: f.metadata[k] for k in rules})
             for f in dataclasses.fields(cls)

@@ -15,7 +15,7 @@ import importlib
 import pkgutil
 from typing import TYPE_CHECKING, Any
 
-from inferbench.catalog.engines import VARIANT_KEYS, EngineInfo
+from inferbench.catalog.engines import VARIANT_KEYS, EngineInfo, is_loopback, url_problem
 from inferbench.catalog.targets import load_target
 
 if TYPE_CHECKING:  # the registry stays light: the engine base class is imported only by a type checker
@@ -100,7 +100,22 @@ def option_problems(impl: str, variant: dict[str, Any]) -> list[str]:
     for key, option in declared.items():
         if option.requires and effective[key] is True and effective.get(option.requires) is not True:
             problems.append(f"{key}: true needs {option.requires}: true ({option.help})")
+        if option.url_remote_by is not None:
+            problems += _url_problems(key, option.help, effective, option.url_remote_by)
     return problems
+
+
+def _url_problems(key: str, help: str, effective: dict[str, Any], remote_by: str) -> list[str]:
+    """A server's URL: required, and on this machine unless the variant's ``remote_by`` option is true."""
+    url = effective[key]
+    if not url:
+        return [f"{key}: required ({help})"]
+    if url_problem(url) is None and not is_loopback(url) and effective.get(remote_by) is not True:
+        return [
+            f"{key}: {url} is not on this machine, and a remote server's figures include the network: set "
+            f"{remote_by}: true to measure it anyway"
+        ]
+    return []
 
 
 def load_engine_class(impl: str) -> type[Engine]:

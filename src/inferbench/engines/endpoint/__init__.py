@@ -45,7 +45,7 @@ class VllmServeOptions(EndpointOptions, VllmOptions):
 
 @dataclass(frozen=True)
 class UrlOptions(EndpointOptions):
-    url: str = option("", "the running server's base URL, e.g. http://127.0.0.1:8000 (required)")
+    url: str = option("", "the running server's base URL, such as http://127.0.0.1:8000", url_remote_by="allow_remote")
     model: str = option("", "the model name to send with each request (the server's /v1/models lists it)")
     prompt_format: str = option(
         "token_ids", "how prompts are sent: token ids, or words of the project's word vocabulary",

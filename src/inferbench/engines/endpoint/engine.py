@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from inferbench.catalog.engines import engine_files_dir
+from inferbench.catalog.engines import engine_files_dir, is_loopback, url_problem
 from inferbench.engines.base import cuda_unavailable_reason
 from inferbench.engines.endpoint import EndpointOptions, TransformersServeOptions, UrlOptions, VllmServeOptions
 from inferbench.engines.endpoint.client import Completion, EndpointError, completion_tokens
@@ -52,8 +52,6 @@ TRANSFORMERS_CLI = "import sys; from transformers.cli.transformers import main; 
 SERVER_EXIT_S = 2.0
 #: seconds the null server may take to answer /health (it imports nothing heavy)
 NULL_START_S = 60.0
-#: the hosts a URL may name without ``allow_remote``
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def word_tokenizer(vocab_size: int) -> Any:
@@ -457,13 +455,11 @@ class Endpoint(EndpointEngine):
         return extra | ({"return_token_ids": True} if self.prompt_format == "token_ids" else {})
 
     def serve(self, artifact: Path | None, lm: Any, example: dict[str, np.ndarray]) -> None:
-        import urllib.parse
-
         url = str(self.options.url).rstrip("/")
-        host = urllib.parse.urlsplit(url).hostname
-        if not url or host is None:
-            raise ValueError("the endpoint engine needs `url` (e.g. http://127.0.0.1:8000): set it in its variant")
-        if host not in LOOPBACK and not self.options.allow_remote:
+        # the config check refuses these first (catalog.engines.url_problem); a cell run by hand meets them here
+        if (problem := url_problem(url)) is not None:
+            raise ValueError(f"the endpoint engine's url: {problem}")
+        if not is_loopback(url) and not self.options.allow_remote:
             raise ValueError(
                 f"{url} is not on this machine: a remote server's figures include the network; set "
                 "`allow_remote: true` in the variant to measure it anyway"
