@@ -98,6 +98,8 @@ def test_the_generation_scenario_sends_one_stream_per_row_and_times_each_token(l
     gen = record.generation
     assert gen["token_parity"] == {"equal": True, "compared": 8, "agreeing": 8, "first_difference": None}
     assert gen["decode_steps"] == gen["requests"] * 7 and record.parity is None  # tokens, not logits
+    floor = gen["client_floor"]  # the same requests against the null server: the client alone
+    assert floor["requests"] == 10 and 0 < floor["tpot_p50_ms"] < gen["tpot_ms"]["p50"]
 
 
 @pytest.mark.parametrize(

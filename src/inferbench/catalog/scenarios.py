@@ -98,6 +98,7 @@ TRAINING = ScenarioInfo(
 GENERATION = ScenarioInfo(
     "inferbench.scenarios.generation:measure",
     "requests answered one after another: time to first token, time per output token, request latency",
+    merge="inferbench.scenarios.generation:merged_fields",
 )
 
 

@@ -241,7 +241,6 @@ def pooled_record(
     e2e = pooled_stats(pooled["end_to_end"], [s["end_to_end"] for s in kept_samples], items)
     latency = _with_cell_p50(stats["latency_ms"], [r["p50_ms"] for r in timed])
     e2e_latency = _with_cell_p50(e2e["latency_ms"], [r["e2e_p50_ms"] for r in timed])
-    generation = _merged_generation(kept) if base.generation else None
     e2e_latencies = {"latency_ms": e2e_latency, **{k: e2e[k] for k in ("latency_ci95_ms", "cv", "n_iters")}}
     merged = replace(
         base,
@@ -255,9 +254,9 @@ def pooled_record(
         measured_s=sum(r.measured_s or 0.0 for r in kept),
         end_to_end={**(base.end_to_end or {}), **e2e_latencies, "throughput_per_s": e2e["throughput_per_s"]},
         bound=merged_bound(kept),
-        generation=generation,
     )
-    # a scenario whose records hold figures of their own (llm_load's sweep) pools them itself
+    # a scenario whose records hold figures of their own (generation's TTFT and TPOT, llm_load's sweep) pools
+    # them itself
     own = scenario_info(base.key.scenario, base.mode).merge
     if own is not None:
         fields = load_target(own)(kept)
@@ -283,42 +282,6 @@ def _with_cell_p50(latency: dict[str, float | None], p50s: Sequence[float | None
     """Pooled percentiles with the p50 made the cell's from its processes' (``cell_p50``), the pooled one kept
     beside."""
     return {**latency, "p50": cell_p50(p50s, latency["p50"]), "p50_pooled": latency["p50"]}
-
-
-def _merged_generation(records: Sequence[CellRecord]) -> dict[str, Any]:
-    """A generation cell's figures from every process's TTFT and TPOT samples pooled; its decode roofline
-    against the pooled TPOT (the bandwidth: the best any process measured)."""
-    from inferbench.scenarios.generation import (
-        decode_roofline,
-        generation_stats,
-        merged_plain_requests,
-        merged_step_split,
-    )
-
-    first = records[0].generation or {}
-    pooled = {
-        name: np.concatenate([np.asarray((r.generation or {})["samples_ms"][name]) for r in records]) / 1e3
-        for name in ("ttft", "tpot")
-    }
-    stats = generation_stats(pooled["ttft"], pooled["tpot"], records[0].key.batch_size)
-    bandwidth = max((r.generation or {}).get("copy_bytes_per_s") or 0.0 for r in records)
-    roofline = decode_roofline(round(first["decode_read_mb"] * 2**20), bandwidth, stats["tpot_ms"]["p50"])
-    parity = [(r.generation or {}).get("token_parity") for r in records]
-    return {
-        **first,
-        **stats,
-        **roofline,
-        "copy_bytes_per_s": bandwidth,
-        "kv_cache_mb": max((r.generation or {}).get("kv_cache_mb") or 0.0 for r in records),
-        "token_parity": next((p for p in parity if p is not None and not p["equal"]), parity[0]),
-        "samples_ms": {name: [round(v * 1e3, 4) for v in values] for name, values in pooled.items()},
-        # each process's own TPOT p50: how far a decode step moves between processes (the report's intervals)
-        "tpot_p50_by_process_ms": [((r.generation or {}).get("tpot_ms") or {}).get("p50") for r in records],
-        "step_split": merged_step_split(
-            [(r.generation or {}).get("step_split") for r in records], stats["tpot_ms"]["p50"]
-        ),
-        "plain_requests": merged_plain_requests([(r.generation or {}).get("plain_requests") for r in records]),
-    }
 
 
 def processes_wanted(

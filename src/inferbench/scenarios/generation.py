@@ -28,7 +28,7 @@ import contextlib
 import itertools
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,6 +237,7 @@ def _beside_the_requests(
         if profiled
         else None,
         "plain_requests": _or_reason(plain_requests, engine, next(batches)),
+        "client_floor": _or_reason(client_floor, engine, next(batches)),
         "copy_bytes_per_s": copy_bandwidth(cell.key.device),
     }
 
@@ -266,6 +267,7 @@ def _generation_section(
         "token_parity": tokens_parity,
         "step_split": beside["step_split"],
         "plain_requests": beside["plain_requests"],
+        "client_floor": beside["client_floor"],
         # every sample, so that a cell's processes pool them (inferbench.launch.processes)
         "samples_ms": {name: [round(s * 1e3, 4) for s in values] for name, values in
                        (("ttft", timed.ttft), ("tpot", timed.tpot))},
@@ -450,6 +452,29 @@ def plain_requests(engine: Any, batch: dict[str, np.ndarray]) -> dict | None:
     }
 
 
+#: requests sent to the null server for the client's floor (``client_floor``)
+FLOOR_REQUESTS = 10
+
+
+def client_floor(engine: Any, batch: dict[str, np.ndarray]) -> dict | None:
+    """For an engine that drives a server (``engine.client_floor``: the same client pointed at the null server,
+    which streams canned tokens at once): ``FLOOR_REQUESTS`` requests of the cell's shape timed as the cell's
+    are, after one untimed. Their TTFT and TPOT are what the client and its event loop take alone. None for
+    other engines."""
+    if not hasattr(engine, "client_floor"):
+        return None
+    with engine.client_floor() as server:
+        generate_request(engine, batch, None)
+        requests = [generate_request(engine, batch, None) for _ in range(FLOOR_REQUESTS)]
+    return {
+        "server": server,
+        "requests": FLOOR_REQUESTS,
+        "ttft_p50_ms": float(np.median([r[0] for r in requests])) * 1e3,
+        "tpot_p50_ms": float(np.median([step for r in requests for step in r[1]])) * 1e3,
+        "latency_p50_ms": float(np.median([r[2] for r in requests])) * 1e3,
+    }
+
+
 def merged_plain_requests(comparisons: list[dict | None]) -> dict | None:
     """Each process's ``plain_requests`` as the cell's: the median of each p50 and of their ratio, each
     process's ratio beside it."""
@@ -488,3 +513,49 @@ def token_parity(
     first = int(differs[0]) if differs.size else None
     agreeing = available if first is None else first
     return {"equal": agreeing >= compared, "compared": compared, "agreeing": agreeing, "first_difference": first}
+
+
+# -- a cell's processes --
+
+
+def merged_fields(records: Sequence[Any]) -> dict[str, Any]:
+    """The record fields of a generation cell that its processes' pooled request latencies do not make
+    (ScenarioInfo.merge): its ``generation``, from every process's TTFT and TPOT samples pooled; its decode
+    roofline against the pooled TPOT (the bandwidth: the best any process measured)."""
+    sections = [record.generation or {} for record in records]
+    first = sections[0]
+    pooled = {name: np.concatenate([np.asarray(g["samples_ms"][name]) for g in sections]) / 1e3
+              for name in ("ttft", "tpot")}  # fmt: skip
+    stats = generation_stats(pooled["ttft"], pooled["tpot"], records[0].key.batch_size)
+    bandwidth = max(g.get("copy_bytes_per_s") or 0.0 for g in sections)
+    roofline = decode_roofline(round(first["decode_read_mb"] * 2**20), bandwidth, stats["tpot_ms"]["p50"])
+    parity = [g.get("token_parity") for g in sections]
+    generation = {
+        **first,
+        **stats,
+        **roofline,
+        "copy_bytes_per_s": bandwidth,
+        "kv_cache_mb": max(g.get("kv_cache_mb") or 0.0 for g in sections),
+        "token_parity": next((p for p in parity if p is not None and not p["equal"]), parity[0]),
+        "samples_ms": {name: [round(v * 1e3, 4) for v in values] for name, values in pooled.items()},
+        # each process's own TPOT p50: how far a decode step moves between processes (the report's intervals)
+        "tpot_p50_by_process_ms": [(g.get("tpot_ms") or {}).get("p50") for g in sections],
+        "step_split": merged_step_split([g.get("step_split") for g in sections], stats["tpot_ms"]["p50"]),
+        "plain_requests": merged_plain_requests([g.get("plain_requests") for g in sections]),
+        "client_floor": merged_client_floor([g.get("client_floor") for g in sections]),
+    }
+    return {"generation": generation}
+
+
+def merged_client_floor(floors: list[dict | None]) -> dict | None:
+    """Each process's ``client_floor`` as the cell's: the median of each figure, each process's TTFT beside."""
+    known = [f for f in floors if f and "ttft_p50_ms" in f]
+    if not known:
+        return next((f for f in floors if f), None)  # none, or why none could be had
+    figures = ("ttft_p50_ms", "tpot_p50_ms", "latency_p50_ms")
+    return {
+        **known[0],
+        "requests": sum(f["requests"] for f in known),
+        **{name: float(np.median([f[name] for f in known])) for name in figures},
+        "ttft_p50_by_process_ms": [f["ttft_p50_ms"] for f in known],
+    }
