@@ -5,6 +5,7 @@ reason, and a server the run starts ends with it."""
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import socket
@@ -176,3 +177,44 @@ def test_the_config_check_wants_a_server_url_on_this_machine_unless_the_variant_
     ]
     assert option_problems("endpoint", {**remote, "allow_remote": True}) == []
     assert option_problems("endpoint", {"engine": "endpoint", "url": "http://localhost:8000"}) == []
+
+
+def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_and_is_set_beside_it(tmp_path):
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("vllm_bench_serve", REPO / "benchmarks/tools/vllm_bench_serve.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    settings = {"requests": 200, "steady_s": 10, "ramp_s": 2, "prompt_range": 0.25, "output_range": 0.25, "seed": 3}
+    load = {"load": 0.5, "offered_per_s": 20.0, "valid": True, "request_per_s": 19.0,
+            "ttft_ms": {"p50": 30.0}, "tpot_ms": {"p50": 8.0}, "itl_ms": {"p50": 7.5}}  # fmt: skip
+    command = (
+        "python -m vllm.entrypoints.cli.main serve results/engines/vllm_serve/abc-fp16 --host 127.0.0.1 --port 41000 "
+        "--max-num-seqs 32"
+    )
+    engine = {"impl": "vllm_serve", "vllm": "0.24.0", "model": "results/engines/vllm_serve/abc-fp16",
+              "server_command": command}  # fmt: skip
+    serving = {"settings": settings, "objective": {"ttft_ms": 450, "tpot_ms": 40, "percentile": "p99"},
+               "prompt_tokens": 128, "output_tokens": 32, "sweep": [load],
+               "client_floor": {"ttft_ms": {"p50": 2.0}, "itl_ms": {"p50": 0.01}}}  # fmt: skip
+    cell = {"cell_id": "llm:llama/vllm_serve-fp16/cuda/b32-s128-t0-llm_load", "batch_size": 32}
+    record = {"cell": cell, "engine": engine, "serving": serving}
+    served = tool.server_command(record, 5555)  # the cell's own command, on another port
+    assert served[served.index("--port") + 1] == "5555" and served[-2:] == ["--max-num-seqs", "32"]
+    bench_command = tool.bench_command(record, load, "http://127.0.0.1:5555", tmp_path / "b.json")
+    flags = ("--request-rate", "--max-concurrency", "--seed", "--random-input-len", "--random-output-len",
+             "--random-range-ratio", "--num-prompts", "--tokenizer")  # fmt: skip
+    value = {flag: bench_command[bench_command.index(flag) + 1] for flag in flags}
+    assert value == {"--request-rate": "20.0", "--max-concurrency": "32", "--seed": "3", "--random-input-len": "128",
+                     "--random-output-len": "32", "--random-range-ratio": "0.25",
+                     # the cell's plan at 20/s: two ramps of 2 s and a window for 200 arrivals and 3 SD
+                     "--num-prompts": str(math.ceil(20.0 * (2 * 2 + (200 + 3 * 200**0.5) / 20)) + 1),
+                     "--tokenizer": "results/engines/vllm_serve/abc-fp16"}  # fmt: skip
+    assert "--ignore-eos" in bench_command
+    bench = {"request_throughput": 20.0, "median_ttft_ms": 25.0, "median_tpot_ms": 8.0, "median_itl_ms": 7.5}
+    row = tool.side_by_side(record, load, bench)
+    assert row["cell_over_bench"] == {"request_per_s": 0.95, "ttft": 1.2, "tpot": 1.0, "itl": 1.0}
+    assert row["client_floor_ms"] == {"ttft": 2.0, "itl": 0.01}
+    assert "| 0.5 | 20 | 19 / 20 (0.950×) | 30 / 25 (1.200×)" in tool.markdown([row])
