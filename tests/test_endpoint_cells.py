@@ -115,7 +115,8 @@ def test_a_started_server_that_fails_fails_its_cell_with_the_reason_and_leaves_n
     llama, workdir, monkeypatch, misbehaviour, reason
 ):
     monkeypatch.setenv(*next(iter(misbehaviour.to_environment().items())))
-    record = _run(workdir, llama, "null_endpoint", reference=False, start_timeout_s=2)
+    # 2 s for the server that never becomes healthy; a minute for the others to start on a busy machine
+    record = _run(workdir, llama, "null_endpoint", reference=False, start_timeout_s=2 if misbehaviour.unhealthy else 60)
     assert record.status == "failed" and reason in record.reason, record.reason
 
 
