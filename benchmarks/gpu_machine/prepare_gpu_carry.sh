@@ -83,8 +83,11 @@ echo "the working call may carry the last piece of .carry itself (install_on_gpu
 # vLLM (the vllm engine's cells, vllm bench latency) as a piece set of its own, carried only where wanted:
 # the 24 wheels ../shared/gpu/vllm-bundle.sh puts in .vllmw (213 MB), installed beside the machine's packages
 # with uvloop, which vLLM's offline throughput benchmark imports (benchmarks/tools/vllm_bench_throughput.py)
+# and what `vllm serve` imports beyond the Python API (the vllm_serve engine; the rest of its front end, fastapi
+# and openai among them, is in the bundle or the main carry)
 if [ "${1:-}" != --resplit ] && [ -d .vllmw ]; then
-  python3 -m pip download -q --no-deps "${plat[@]}" -d .vllmw uvloop
+  python3 -m pip download -q --no-deps "${plat[@]}" -d .vllmw uvloop prometheus_client \
+    prometheus-fastapi-instrumentator model-hosting-container-standards watchfiles
 fi
 if [ -d .vllmw ] && ls .vllmw/*.whl > /dev/null 2>&1; then
   tar -cf "$bundle/vllm.tar" -C .vllmw $(cd .vllmw && ls *.whl)
