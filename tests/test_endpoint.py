@@ -179,11 +179,14 @@ def test_the_config_check_wants_a_server_url_on_this_machine_unless_the_variant_
     assert option_problems("endpoint", {"engine": "endpoint", "url": "http://localhost:8000"}) == []
 
 
-def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_and_is_set_beside_it(tmp_path):
+def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_and_is_set_beside_it(
+    tmp_path, monkeypatch
+):
     import importlib.util
 
     from tests.conftest import REPO
 
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks/tools"))
     spec = importlib.util.spec_from_file_location("vllm_bench_serve", REPO / "benchmarks/tools/vllm_bench_serve.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
@@ -218,3 +221,12 @@ def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_an
     assert row["cell_over_bench"] == {"request_per_s": 0.95, "ttft": 1.2, "tpot": 1.0, "itl": 1.0}
     assert row["client_floor_ms"] == {"ttft": 2.0, "itl": 0.01}
     assert "| 0.5 | 20 | 19 / 20 (0.950×) | 30 / 25 (1.200×)" in tool.markdown([row])
+    # each tool reads its own engine's records: a vllm_serve cell's record names vLLM too
+    import json
+
+    in_process = {**record, "engine": {"impl": "vllm", "vllm": "0.24.0"}}
+    for name, kept in (("served.json", record), ("in_process.json", in_process)):
+        under_load = {**kept, "status": "ok", "serving": {**serving, "scenario": "llm_load"}}
+        (tmp_path / name).write_text(json.dumps(under_load))
+    assert [r["engine"]["impl"] for r in tool.vllm_cells(tmp_path, llm_load=True, impl="vllm_serve")] == ["vllm_serve"]
+    assert [r["engine"]["impl"] for r in tool.vllm_cells(tmp_path, llm_load=True)] == ["vllm"]

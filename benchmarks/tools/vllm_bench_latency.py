@@ -47,9 +47,10 @@ RUN_LATENCY = (
 )
 
 
-def vllm_cells(cells_dir: Path, llm_load: bool = False) -> list[dict[str, Any]]:
-    """The records of the vLLM cells that measured (status ok): the generation cells, or (``llm_load``) the
-    cells served under load."""
+def vllm_cells(cells_dir: Path, llm_load: bool = False, impl: str = "vllm") -> list[dict[str, Any]]:
+    """The records of the vLLM cells of engine ``impl`` that measured (status ok): the in-process engine's by
+    default (``vllm_serve``: behind vllm serve); the generation cells, or (``llm_load``) the cells served under
+    load. A record from before engines named themselves counts as the in-process engine's."""
     records = []
     for path in sorted(cells_dir.glob("**/*.json")):
         try:
@@ -57,6 +58,8 @@ def vllm_cells(cells_dir: Path, llm_load: bool = False) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue
         if not (isinstance(record, dict) and record.get("status") == "ok" and "vllm" in (record.get("engine") or {})):
+            continue
+        if record["engine"].get("impl", "vllm") != impl:
             continue
         if ((record.get("serving") or {}).get("scenario") == "llm_load") == llm_load:
             records.append(record)

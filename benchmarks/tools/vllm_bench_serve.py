@@ -27,6 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from vllm_bench_latency import vllm_cells
+
 from inferbench.core.arrivals import LoadSettings
 from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url
 
@@ -34,20 +36,6 @@ from inferbench.engines.endpoint.server import ServerProcess, free_port, loopbac
 START_S = 900.0
 #: figures compared, as `vllm bench serve` names their medians, and as the cell's load names them
 FIGURES = {"ttft": "median_ttft_ms", "tpot": "median_tpot_ms", "itl": "median_itl_ms"}
-
-
-def served_cells(cells_dir: Path) -> list[dict[str, Any]]:
-    """The records of the `vllm_serve` cells of llm_load that measured (status ok)."""
-    records = []
-    for path in sorted(cells_dir.glob("**/*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        engine = (record.get("engine") or {}) if isinstance(record, dict) else {}
-        if record.get("status") == "ok" and engine.get("impl") == "vllm_serve" and record.get("serving"):
-            records.append(record)
-    return records
 
 
 def server_command(record: dict[str, Any], port: int) -> list[str]:
@@ -144,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("vllm_bench_serve.json"))
     parser.add_argument("--md", type=Path, default=None)
     args = parser.parse_args(argv)
-    records = served_cells(args.cells)
+    records = vllm_cells(args.cells, llm_load=True, impl="vllm_serve")
     if not records:
         print(f"no vllm_serve cell of llm_load measured ok under {args.cells}", file=sys.stderr)
         return 2
