@@ -167,10 +167,10 @@ class LoadSettings:
 
     def window_s(self, rate: float) -> float:
         """How long a load at ``rate`` requests/s is judged: its steady window, at least ``steady_s`` and long
-        enough that ``requests`` arrivals land in it but for about one chance in a thousand. A window sized
-        for ``requests`` arrivals on average held fewer in half the loads (INVALID for chance alone): its
-        expected arrivals are ``requests`` plus ``WINDOW_MARGIN_SD`` standard deviations of their count (a
-        renewal process with gamma gaps of shape k counts with variance mean / k; Poisson: k = 1)."""
+        enough that ``requests`` arrivals land in it but for about one chance in a thousand, so that no load is
+        INVALID for chance alone (docs/generation.md, "A process's sweep"): its expected arrivals are
+        ``requests`` plus ``WINDOW_MARGIN_SD`` standard deviations of their count (a renewal process with gamma
+        gaps of shape k counts with variance mean / k; Poisson: k = 1)."""
         sd = math.sqrt(self.requests / self.burstiness)
         return max(self.steady_s, (self.requests + WINDOW_MARGIN_SD * sd) / rate)
 
