@@ -39,8 +39,8 @@ from inferbench.engines.generation.exports import ExportedDecoder, checkpoint_di
 from inferbench.engines.generation.vllm_engine import VLLM_DTYPE, compile_cache_dir, engine_arguments
 from inferbench.models.registry import InputSpec
 
-#: bytes of one weight as each server holds it, by precision
-ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+#: the server's dtype for each of our precisions, and the bytes of one weight (as VLLM_DTYPE for vLLM)
+SERVED_DTYPE = {"fp32": ("float32", 4), "fp16": ("float16", 2), "bf16": ("bfloat16", 2)}
 #: seconds an idle kept-alive connection is kept for the next request: below the 5 s after which uvicorn (transformers
 #: serve, vllm serve) closes one, so that no request is sent on a connection the server is closing (a reset)
 KEEPALIVE_S = 2.0
@@ -123,7 +123,7 @@ class EndpointEngine(ExportedDecoder):
         return cuda_unavailable_reason() if device == "cuda" else None
 
     def prepare(self, artifact: Path | None, inputs: tuple[InputSpec, ...], example: dict[str, np.ndarray]) -> None:
-        lm = self.load_decoder(artifact, ELEMENT_BYTES[self.precision])
+        lm = self.load_decoder(artifact, SERVED_DTYPE[self.precision][1])
         self.vocab_size = int(lm.config.vocab_size)
         self.server: ServerProcess | None = None
         self.url, self.model_name = "", ""
@@ -357,7 +357,7 @@ class TransformersServe(StartedServer):
         return super().unavailable_reason(device, precision)
 
     def server_command(self, folder: Path, port: int, example: dict[str, np.ndarray]) -> list[str]:
-        dtype = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[self.precision]
+        dtype = SERVED_DTYPE[self.precision][0]
         command = [sys.executable, "-c", TRANSFORMERS_CLI, "serve", str(folder), "--device",
                    "cpu" if self.device == "cpu" else "cuda:0", "--dtype", dtype, "--host", "127.0.0.1",
                    "--port", str(port), "--log-level", "warning"]  # fmt: skip
