@@ -83,8 +83,6 @@ class Completion:
     def problem(self) -> str | None:
         """Why this completion is not the one asked for, or None: the stream broke, stopped early, or the
         server's count differs from what it streamed or from what was asked."""
-        if self.broke is None and not self.ended and self.finish_reason is None:
-            self.broke = "the connection closed before the stream's end (no finish_reason, no usage)"
         if self.broke is not None:
             return f"the stream broke after {self.tokens} of {self.asked_tokens} tokens: {self.broke}"
         if self.tokens < self.asked_tokens:
@@ -138,6 +136,8 @@ async def completion_tokens(session: Any, url: str, body: dict[str, Any], done: 
         done.broke = f"{type(error).__name__}: {error}"
     except (aiohttp.ClientError, ConnectionError) as error:
         done.broke = f"{type(error).__name__}: {error}"
+    if done.broke is None and not done.ended and done.finish_reason is None:
+        done.broke = "the connection closed before the stream's end (no finish_reason, no usage)"
     problem = done.problem()
     if problem is not None:
         raise EndpointError(f"{url}: {problem}")
