@@ -24,6 +24,30 @@ def copy_checkout(dest: Path) -> Path:
     return dest
 
 
+#: a Llama small enough for seconds on 2 cores (the `llm:llama` workload's layout)
+TINY_LLAMA = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 512}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with TINY_LLAMA's checkpoint (``m.pt``, random weights), its model meta (``m.json``) and FP32
+    eager's reference outputs and greedy tokens for prompts of 16 tokens (``ref.npz``)."""
+    import json
+    from dataclasses import asdict
+
+    from inferbench.models import create_model
+    from inferbench.models.parity import make_reference
+    from inferbench.models.registry import save_checkpoint
+
+    root = tmp_path_factory.mktemp("llama")
+    spec = create_model("llm:llama", **TINY_LLAMA)
+    save_checkpoint(spec, root / "m.pt", seed=0)
+    (root / "m.json").write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
+    make_reference(root / "m.pt", spec.inputs, 16, 2, root / "ref.npz")
+    return root
+
+
 @pytest.fixture(autouse=True)
 def private_lock(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Tests never wait on (or block) the machine-wide lock of a real run on the same machine."""

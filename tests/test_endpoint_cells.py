@@ -5,9 +5,7 @@ that stops early, a count that differs) a clear reason in the record, with no pr
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -15,30 +13,15 @@ import pytest
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
 from inferbench.engines.endpoint.null_server import Misbehaviour
-from inferbench.models import create_model
-from inferbench.models.parity import make_reference
-from inferbench.models.registry import save_checkpoint
 from inferbench.scenarios.prepare import CellInputs, CellRequest
 from tests.conftest import run_as_job
 
 pytestmark = pytest.mark.slow
 
-TINY_LLAMA = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "vocab_size": 512}  # fmt: skip
 LOAD = {"requests": 16, "load_shares": [0.5, 1.0], "prompt_range": 0.5, "output_range": 0.5, "steady_s": 1.0,
         "ramp_s": 0.2, "served_tolerance": 0.5, "search_steps": 0,
         "objective": {"ttft_ms": 10_000, "tpot_ms": 1_000, "percentile": "p90"}}  # fmt: skip
 FAST = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=3, repeats=1)
-
-
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory):
-    root = tmp_path_factory.mktemp("llama")
-    spec = create_model("llm:llama", **TINY_LLAMA)
-    save_checkpoint(spec, root / "m.pt", seed=0)
-    (root / "m.json").write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
-    make_reference(root / "m.pt", spec.inputs, 16, 2, root / "ref.npz")
-    return root
 
 
 @pytest.fixture

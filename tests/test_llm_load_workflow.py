@@ -5,9 +5,7 @@ serve there; and the `llm` preset's CPU study through the workflow, to its recor
 from __future__ import annotations
 
 import copy
-import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -17,31 +15,16 @@ from snakemake.utils import update_config
 
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
-from inferbench.models import create_model
-from inferbench.models.parity import make_reference
-from inferbench.models.registry import save_checkpoint
 from inferbench.scenarios.prepare import CellInputs, CellRequest
-from tests.conftest import REPO, run_as_job
+from tests.conftest import REPO, TINY_LLAMA, run_as_job
 from tests.test_workflow import snakemake
 
 pytestmark = pytest.mark.slow
 
-TINY_LLAMA = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "vocab_size": 512}  # fmt: skip
 #: small enough for seconds on 2 cores: steady windows of a second or more, 20 requests at least judge a p90
 LOAD = {"requests": 20, "load_shares": [0.5, 1.0, 2.0], "prompt_range": 0.5, "output_range": 0.5, "steady_s": 1.0,
         "ramp_s": 0.2, "served_tolerance": 0.5,
         "objective": {"ttft_ms": 10_000, "tpot_ms": 1_000, "percentile": "p90"}}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory):
-    root = tmp_path_factory.mktemp("llama")
-    spec = create_model("llm:llama", **TINY_LLAMA)
-    save_checkpoint(spec, root / "m.pt", seed=0)
-    (root / "m.json").write_text(json.dumps({"inputs": [asdict(i) for i in spec.inputs]}))
-    make_reference(root / "m.pt", spec.inputs, 16, 2, root / "ref.npz")
-    return root
 
 
 def _run(tmp_path: Path, llama: Path, engine: str, options: dict | None = None) -> CellRecord:
