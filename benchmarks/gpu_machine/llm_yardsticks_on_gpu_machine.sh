@@ -15,10 +15,14 @@
 #   gen_all          llm_gpu narrowed to prompt 128, batch 1: the other three engines (vLLM's cell is there)
 #   serving          llm_serving_gpu, whole (vLLM and hf_static under load), SERVING_REPEATS (3) processes a cell
 #   bench_throughput vLLM's offline throughput benchmark at each vLLM llm_load cell's capacity run
+#   endpoint         llm_endpoint_gpu: vLLM in-process against the same engine behind `vllm serve` (issue 73)
+#   bench_serve      `vllm bench serve` against each vllm_serve cell's server at its VALID loads
+#                    (benchmarks/tools/vllm_bench_serve.py)
+# The last two are not run by default: STAGES='endpoint bench_serve'.
 # STAGES='serving bench_throughput' runs those only (all five take about 28 minutes on an H100 after the
 # carry, at the edge of a lease: split them over two leases where the device time allows).
 set -uo pipefail
-all_stages="gen_vllm bench_latency gen_all serving bench_throughput"
+all_stages="gen_vllm bench_latency gen_all serving bench_throughput"   # STAGES may name endpoint, bench_serve
 run=${YARDSTICKS_RUN:-/tmp/inferbench-yardsticks}   # the run: its tree, stages, outputs
 
 stages() {  # the detached sequence, in the run's tree, with the install's environment
@@ -57,6 +61,10 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
   keep serving
   stage bench_throughput python benchmarks/tools/vllm_bench_throughput.py results/cells --runs 3 \
     --md "$run/out/bench_throughput.md" --out "$run/out/bench_throughput.json"
+  stage endpoint "${workflow[@]}" --config 'run=[llm_endpoint_gpu]'
+  keep endpoint
+  stage bench_serve python benchmarks/tools/vllm_bench_serve.py results/cells \
+    --md "$run/out/bench_serve.md" --out "$run/out/bench_serve.json"
   echo "$(date +%T) done" >> "$run/stages.log"
   touch "$run/done"
 }
