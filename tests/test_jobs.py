@@ -93,3 +93,22 @@ def test_cells_that_compile_are_primed_in_a_job_of_their_own(plan):
     assert gpu.primed(CellKey("resnet50", "torch_compile", "fp16", "cuda", 32, 0, 0, "server")) is None
     assert gpu.primed(CellKey("llm_llama", "hf_static", "fp16", "cuda", 1, 128, 0)) is None
     assert max(gpu.priority(compiled), gpu.priority(trained)) < RunPlan.PRIME_PRIORITY, "priming comes first"
+
+
+def test_an_interleaved_studys_cells_are_grouped_by_all_but_their_engine_variant():
+    """The A/A studies interleave: one job per shape, each member named with its record in that job's folder."""
+    config = validate_config(copy.deepcopy(yaml.safe_load((REPO / "config" / "config.yaml").read_text())))
+    config["run"] = ["aa_cpu_text", "cpu_engines"]
+    plan = RunPlan.of(config)
+    folder = "results/interleaved/distilbert/fp32/cpu/b8-s32-t1"
+    members = plan.interleaved[folder]
+    assert [c.engine for c in members] == sorted(config["studies"]["aa_cpu_text"]["engines"])
+    assert plan.interleaved_folder(members[0]) == folder
+    grouped = {c for cells in plan.interleaved.values() for c in cells}
+    assert grouped < set(plan.cells), "cpu_engines does not interleave: its cells have jobs of their own"
+    assert all(plan.interleaved_folder(c) is None for c in set(plan.cells) - grouped)
+    argv = plan.run_cell_argv(members[0], f"{folder}/{members[0].relpath}")
+    parsed = dict(zip(argv[::2], argv[1::2], strict=True))
+    assert parsed["--engine"] == members[0].engine and parsed["--out"].startswith(folder + "/distilbert/")
+    assert parsed["--reference"] == "results/reference/distilbert-s32.npz" and "--tolerance" in parsed
+    assert set(plan.interleaved_inputs(folder)) >= {parsed["--model-meta"], parsed["--reference"]}

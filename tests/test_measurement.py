@@ -3,6 +3,7 @@ fresh processes, training cells and operator profiles, all on the CPU."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -909,3 +910,26 @@ def test_a_pinned_process_counts_contention_only_on_its_own_cores():
     assert window_summary(None, None, *usage, wall_s=1.0, mine=shared)["contended"], "its own cores held by others"
     with pytest.raises(ValueError, match=r"for CPUs \[7\]"):
         parse_proc_stat(after, frozenset({7}))
+
+
+def test_cells_measured_in_turn_take_one_process_each_until_each_has_what_it_needs(tmp_path):
+    """A1 B1 A2 B2 ...: a cell that wants more processes (host-bound here) goes on alone once the other is done."""
+    from inferbench.launch.processes import CellProcesses, run_in_turn
+
+    order = tmp_path / "order"
+
+    def one_process(name: str, bound: str, path: Path, index: int) -> CellRecord:
+        with order.open("a") as file:
+            file.write(f"{name}{index + 1} ")
+        save_samples(path, {"device": np.full(10, 0.005), "end_to_end": np.full(10, 0.006)})
+        record = _bound_record(bound)
+        record.save(path)
+        return record
+
+    cells = []
+    for name, bound in (("A", "host"), ("B", "device")):
+        (tmp_path / name).mkdir()
+        cells.append(CellProcesses(functools.partial(one_process, name, bound), tmp_path / name, 2, 3))
+    run_in_turn(cells)
+    assert order.read_text().split() == ["A1", "B1", "A2", "B2", "A3"]
+    assert [cell.merged()[0].repeats["n"] for cell in cells] == [3, 2]

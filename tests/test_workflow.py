@@ -307,3 +307,28 @@ def test_a_compiling_cell_is_primed_in_a_job_of_its_own(tmp_path, monkeypatch):
     # the measuring processes loaded what the priming job compiled: none compiled anew for as long
     assert all(p["cold_start_s"] < primed.cold_start_s["compile"] for p in processes[1:])
     assert not snakemake(tmp_path, config, dryrun=True), "nothing left to do"
+
+
+def test_a_study_interleaved_measures_its_cells_in_one_job_one_process_of_each_in_turn(tmp_path, monkeypatch):
+    """`interleave: true`: the cells that differ only in their engine variant are measured by one job whose
+    processes alternate (A1 B1 A2 B2 ...); each cell's own job takes its record from there and holds no GPU."""
+    monkeypatch.setenv("INFERBENCH_LOCK_FILE", str(tmp_path / "inferbench-test.lock"))
+    config = copy.deepcopy(TINY)
+    config["studies"]["tiny"].update(
+        workloads=["mlp_heart"], engines=["first", "second"], devices=["cpu"], batch_sizes=[1], interleave=True
+    )
+    config["engines"] = {"first": {"engine": "ort_cpu"}, "second": {"engine": "ort_cpu"}}
+    jobs = snakemake(tmp_path, config, dryrun=False)
+    assert jobs["interleaved_cells"] == 1 and jobs["benchmark_cell"] == 2
+    records = {
+        e: CellRecord.load(tmp_path / f"results/cells/mlp_heart/{e}-fp32/cpu/b1-s0-t1.json") for e in config["engines"]
+    }
+    assert records["first"].repeats["interleaved_with"] == ["mlp_heart/second-fp32/cpu/b1-s0-t1"]
+    windows = sorted((w[0], e) for e, r in records.items() for w in r.measured_windows_unix)
+    owners = [e for _, e in windows]
+    turns = 2 * min(owners.count(e) for e in records)  # then one goes on alone (contended, or parted: a 3rd)
+    assert owners[:turns] == ["first", "second"] * (turns // 2) and turns >= 4, f"in turn: {owners}"
+    assert not snakemake(tmp_path, config, dryrun=True), "nothing left to do"
+    config["engines"]["second"]["planted_slowdown"] = 0.3
+    jobs = snakemake(tmp_path, config, dryrun=True)
+    assert jobs["interleaved_cells"] == 1, f"a member's change re-runs its job: {jobs}"

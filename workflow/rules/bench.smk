@@ -24,12 +24,16 @@ for scenario in SCENARIOS:
             code=lambda wc, scenario=scenario: cell_code(wc, scenario),
             reference=lambda wc, input: ["--reference", input.reference] if "reference" in input.keys() else [],
             primed=lambda wc, input: ["--primed", input.primed] if "primed" in input.keys() else [],
+            interleaved=lambda wc, input: ["--interleaved", input.interleaved] if "interleaved" in input.keys() else [],
             tolerance=lambda wc: json.dumps(parity_tolerance(wc), sort_keys=True),
             invalidates=published_outputs,
         threads: cell_threads
         priority: cell_priority
         resources:
-            gpu=lambda wc: int(wc.device == "cuda"),
+            # a cell measured in turn with others takes its record from their job: it holds no GPU
+            gpu=lambda wc, scenario=scenario: int(
+                wc.device == "cuda" and PLAN.interleaved_folder(wildcard_cell(wc, scenario)) is None
+            ),
             bench_slot=1,
         # CPU cells can be bundled into fewer cluster jobs: --group-components cpu_cells=N (see README)
         group:
@@ -40,8 +44,35 @@ for scenario in SCENARIOS:
             f"logs/{cell_rule(scenario)}/{cell_stem}.log",
         shell:
             "python -m inferbench run-cell {params.cell:q} {params.files:q} {params.reference:q} {params.primed:q}"
-            " --tolerance {params.tolerance:q} --code {params.code:q} --invalidates {params.invalidates:q}"
+            " {params.interleaved:q} --tolerance {params.tolerance:q} --code {params.code:q} --invalidates {params.invalidates:q}"
             " --out {output.record:q} > {log:q} 2>&1"
+
+
+# The cells of a study with `interleave: true` that differ only in their engine variant, measured in one job, one
+# fresh process of each in turn (inferbench.launch.cell_job.measure_in_turn); each cell's own job then takes its
+# record from this job's folder.
+rule interleaved_cells:
+    input:
+        lambda wc: PLAN.interleaved_inputs(interleaved_folder(wc)),
+    output:
+        directory("results/interleaved/{workload}/{precision}/{device}/b{batch}-s{seq}-t{threads}"),
+    params:
+        # from the wildcards alone: Snakemake records no param made from the output (and would not re-run on it)
+        members=lambda wc: PLAN.interleaved_members(interleaved_folder(wc)),
+        code=interleaved_code,
+        invalidates=published_outputs,
+    threads: lambda wc: PLAN.threads(PLAN.interleaved[interleaved_folder(wc)][0])
+    priority: lambda wc: PLAN.priority(PLAN.interleaved[interleaved_folder(wc)][0])
+    resources:
+        gpu=lambda wc: int(wc.device == "cuda"),
+        bench_slot=1,
+    conda:
+        "../../envs/torch.yaml"
+    log:
+        "logs/interleaved_cells/{workload}/{precision}/{device}/b{batch}-s{seq}-t{threads}.log",
+    shell:
+        "python -m inferbench run-interleaved --device {wildcards.device:q} {params.members:q}"
+        " --code {params.code:q} --invalidates {params.invalidates:q} > {log:q} 2>&1"
 
 
 # A cell whose engine compiles (torch.compile) is compiled from nothing here first, into caches beside the

@@ -233,10 +233,28 @@ def prime_inputs(wildcards):
 
 
 def measured_cell_inputs(wildcards, scenario=PLAIN):
-    """A cell job's inputs: what the cell is prepared from and, for a compiling cell, its priming job's record."""
+    """A cell job's inputs: what the cell is prepared from, for a compiling cell its priming job's record, and for
+    a cell measured in turn with others the folder of the job that measured them (interleaved_cells)."""
     cell = wildcard_cell(wildcards, scenario)
     primed = PLAN.primed(cell)
-    return PLAN.inputs(cell) | ({"primed": primed} if primed else {})
+    interleaved = PLAN.interleaved_folder(cell)
+    return PLAN.inputs(cell) | ({"primed": primed} if primed else {}) | (
+        {"interleaved": interleaved} if interleaved else {}
+    )
+
+
+def interleaved_folder(wildcards):
+    """The folder of a job of cells measured in turn (rule interleaved_cells), from its wildcards."""
+    cell = CellKey(wildcards.workload, "", wildcards.precision, wildcards.device, int(wildcards.batch),
+                   int(wildcards.seq), int(wildcards.threads))  # fmt: skip
+    return PLAN.interleaved_folder_of(cell)
+
+
+def interleaved_code(wildcards):
+    """The code identity of a job of cells measured in turn: the verb's and every member's engine and scenario."""
+    cells = PLAN.interleaved[interleaved_folder(wildcards)]
+    roots = {root for c in cells for root in cell_code_roots(PLAN.variant(c)["engine"], PLAIN)}
+    return job_code(VERBS["run-interleaved"].target, *sorted(roots))
 
 
 def parity_tolerance(wildcards):

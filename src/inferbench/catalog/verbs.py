@@ -57,6 +57,13 @@ VERBS: dict[str, Verb] = {
         Verb("build-trt-engine", "engines", "a native TensorRT plan from the ONNX export", warm=True, gpu="always"),
         # measuring
         Verb("run-cell", "cells", "measure one cell and write its record", warm=True, gpu="device"),
+        Verb(
+            "run-interleaved",
+            "cells",
+            "measure cells that differ only in their engine variant, one process of each in turn",
+            warm=True,
+            gpu="device",
+        ),
         # no GPU slot: on one GPU it compiles beside the cell jobs' queue (inferbench.launch.cell_job)
         Verb("prime-cell", "cells", "compile one cell into the caches its measuring processes load", warm=True),
         Verb("profile-cell", "cells", "profile one cell, outside any timed loop", warm=True, gpu="device"),

@@ -7,7 +7,9 @@ import argparse
 import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.cli.args import arguments, json_value
@@ -39,18 +41,22 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         type=Path,
         help="the record of the cell's priming job (prime-cell): its compile caches, beside it, are the cell's",
     )
+    p.add_argument(
+        "--interleaved",
+        type=Path,
+        help="the folder of a run-interleaved job that measured this cell in turn with others: the record is "
+        "taken from there, nothing is measured",
+    )
     p.add_argument("--out", type=Path, required=True)
 
 
-@arguments(_run_arguments)
-def run_cell(args: argparse.Namespace) -> None:
-    imports_started = time.perf_counter()  # the cell job's own imports load torch: they count too
-    check_artifact(args)
+def _cell_request(args: argparse.Namespace) -> Any:
+    """The inferbench.scenarios.prepare.CellRequest that run-cell's arguments name."""
     from inferbench.core.cells import CellKey
     from inferbench.core.settings import MeasureSettings, ServingSettings
-    from inferbench.launch.cell_job import measure_cell
     from inferbench.scenarios.prepare import CellInputs, CellRequest
 
+    check_artifact(args)
     key = CellKey(
         args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads, args.scenario
     )
@@ -61,12 +67,36 @@ def run_cell(args: argparse.Namespace) -> None:
         serving = ServingSettings.from_dict(args.serving)
     inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
     settings = MeasureSettings.from_dict(args.measure)
-    request = CellRequest(key, args.engine_options, inputs, settings, args.tolerance, serving)
-    for path in args.invalidates:
+    return CellRequest(key, args.engine_options, inputs, settings, args.tolerance, serving)
+
+
+def _remove_published(paths: list[Path]) -> None:
+    for path in paths:
         if path.is_file():
             path.unlink()
             log.info("removed %s: it publishes this cell's earlier numbers; the run makes it again", path)
+
+
+@arguments(_run_arguments)
+def run_cell(args: argparse.Namespace) -> None:
+    imports_started = time.perf_counter()  # the cell job's own imports load torch: they count too
+    request = _cell_request(args)
+    _remove_published(args.invalidates)
+    if args.interleaved is not None:
+        from inferbench.launch.cell_job import take_interleaved
+
+        record = take_interleaved(args.interleaved, request.key, args.out)
+        others = ", ".join((record.repeats or {}).get("interleaved_with", [])) or "no other cell"
+        log.info(f"{request.key.cell_id}: {record.status}, measured in turn with {others}")
+        return
+    from inferbench.launch.cell_job import measure_cell
+
     record = measure_cell(request, args.out, args.lock, imports_started, args.code, args.primed)
+    _log_measured(record)
+
+
+def _log_measured(record: Any) -> None:
+    key = record.key
     p50 = (record.latency_ms or {}).get("p50")
     processes = (record.repeats or {}).get("n", 1)
     spread = (record.repeats or {}).get("p50_spread_pct")
@@ -78,6 +108,42 @@ def run_cell(args: argparse.Namespace) -> None:
         + (f" (spread {spread:.1f}%)" if spread is not None else "")
         + (f", {bound}-bound" if bound else "")
     )
+
+
+def _interleaved_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", required=True, help="the cells' device (all the same): a GPU slot is claimed for cuda")
+    p.add_argument(
+        "--member",
+        type=json_value,
+        action="append",
+        required=True,
+        help="one cell's run-cell arguments, --out included, as a JSON list; two or more",
+    )
+    p.add_argument("--code", help="the code identity of this job (the workflow passes its own), recorded")
+    p.add_argument("--invalidates", type=Path, nargs="*", default=[], help="as run-cell's")
+
+
+@arguments(_interleaved_arguments)
+def run_interleaved(args: argparse.Namespace) -> None:
+    """Cells that differ only in their engine variant measured in one job, one process of each in turn."""
+    imports_started = time.perf_counter()
+    parser = argparse.ArgumentParser(prog="run-interleaved --member")
+    _run_arguments(parser)
+    members = [parser.parse_args([str(a) for a in member]) for member in args.member]
+    requests = [_cell_request(member) for member in members]
+    shapes = {replace(request.key, engine="") for request in requests}
+    plain = all(r.key.scenario == "single" and r.key.device == args.device for r in requests)
+    if len(members) < 2 or len(shapes) > 1 or not plain:
+        raise UserError(
+            "run-interleaved needs two or more cells timed call by call that differ only in their engine variant, "
+            f"on --device {args.device}; got {', '.join(r.key.cell_id for r in requests)}"
+        )
+    _remove_published(args.invalidates)
+    from inferbench.launch.cell_job import measure_in_turn
+
+    cells = [(request, member.out, member.primed) for request, member in zip(requests, members, strict=True)]
+    for record in measure_in_turn(cells, args.lock, imports_started, args.code):
+        _log_measured(record)
 
 
 def _prime_arguments(p: argparse.ArgumentParser) -> None:

@@ -15,26 +15,30 @@ import functools
 import multiprocessing
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from inferbench.catalog.scenarios import scenario_info
 from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.environment import package_source_hash
+from inferbench.core.errors import UserError
 from inferbench.core.fsutil import read_json
-from inferbench.core.storage import loadgen_dir, save_cell
+from inferbench.core.storage import load_samples, loadgen_dir, save_cell
 from inferbench.engines.registry import engine_info
 from inferbench.launch.processes import (
+    CellProcesses,
     end_on_sigterm,
     import_libraries,
     primed_caches,
-    run_in_fresh_processes,
+    run_in_turn,
     run_one_process,
     start_method,
 )
 from inferbench.launch.warm import PRELOADED, preloaded_import_s
 from inferbench.machine.host_partition import gpus_not_measuring
 from inferbench.machine.lock import MachineLock
+from inferbench.machine.scratch import scratch_folder
 from inferbench.scenarios.prepare import CellInputs, CellRequest, seeded_batches
 from inferbench.scenarios.run import failed_record, run_cell
 
@@ -60,42 +64,93 @@ def measure_cell(
     held shared except while a process runs (each takes its own). A server or offline cell runs in one
     fresh process (its LoadGen runs are many seconds each); LoadGen's logs go to ``loadgen_dir(out)``.
     ``primed``: the record of the cell's priming job (``prime_cell``), where it has one."""
-    end_on_sigterm()  # a cancelled job leaves no process, scratch folder or lock behind
-    key, inputs, settings = request.key, request.inputs, request.settings
-    import_s = _import_engine_libraries(request, imports_started)
+    return measure_in_turn([(request, out, primed)], lock, imports_started, job_code)[0]
 
+
+def measure_in_turn(
+    cells: Sequence[tuple[CellRequest, Path, Path | None]],
+    lock: MachineLock,
+    imports_started: float | None = None,
+    job_code: str | None = None,
+) -> list[CellRecord]:
+    """Cells as ``measure_cell`` measures one, each ``(request, out, primed)``, one process of each in turn
+    (inferbench.launch.processes.run_in_turn): a job of cells interleaved (a study's ``interleave``) meets
+    what moves the host over minutes in every cell alike. Their libraries are imported once, before the
+    first process: every record's ``cold_start_s.import`` is that time."""
+    end_on_sigterm()  # a cancelled job leaves no process, scratch folder or lock behind
+    import_s = None
+    for request, _, _ in cells:
+        import_s = _import_engine_libraries(request, imports_started)
+    with contextlib.ExitStack() as scratch:
+        processes = []
+        for request, out, primed in cells:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            # the children's records, and the cell's compiler caches (removed with the folder; a killed job's,
+            # by the next cell that runs here)
+            folder = Path(scratch.enter_context(scratch_folder(out.parent, "repeats-")))
+            processes.append(_cell_processes(request, out, lock.path, folder))
+            processes[-1].start_from(primed)
+        run_in_turn(processes, lock)
+        merged = [cell.merged() for cell in processes]
+    others = [request.key.cell_id for request, _, _ in cells]
+    records = []
+    for (request, out, _), (record, samples) in zip(cells, merged, strict=True):
+        if import_s is not None:
+            record.cold_start_s = {"import": import_s, **record.cold_start_s}
+        record.launcher = "warm" if PRELOADED else "cold"
+        record.code = {"job": job_code, "package": package_source_hash()}
+        if PRELOADED:
+            record.environment["imports_preloaded_s"] = dict(PRELOADED)
+        if len(cells) > 1 and record.repeats is not None:
+            record.repeats["interleaved_with"] = [cell for cell in others if cell != request.key.cell_id]
+        save_cell(out, record, samples)
+        if scenario_info(request.key.scenario).serves:
+            keep_loadgen_dir(loadgen_dir(out), record)
+        records.append(record)
+    return records
+
+
+def interleaved_record(folder: Path, key: CellKey) -> Path:
+    """Where a job of cells measured in turn (``measure_in_turn``) keeps one cell's record: under ``folder``, at
+    the cell's own path (``CellKey.relpath``)."""
+    return folder / key.relpath
+
+
+def take_interleaved(folder: Path, key: CellKey, out: Path) -> CellRecord:
+    """The record a job of cells measured in turn wrote for ``key`` in ``folder``, and its samples, saved at
+    ``out``: the cell's own job measures nothing."""
+    source = interleaved_record(folder, key)
+    if not source.is_file():
+        raise UserError(f"{source} is missing: the job that measures {key.cell_id} in turn with others wrote no "
+                        f"record for it (see its log under logs/interleaved_cells/); re-run the workflow")  # fmt: skip
+    record = CellRecord.load(source)
+    if record.key != key:
+        raise UserError(f"{source} holds {record.key.cell_id}, not {key.cell_id}: remove {folder} and re-run")
+    save_cell(out, record, load_samples(source))
+    return record
+
+
+def _cell_processes(request: CellRequest, out: Path, lock_path: Path, scratch: Path) -> CellProcesses:
+    """The fresh processes that measure one cell: ``settings.repeats`` of them (``host_bound_repeats`` for a GPU
+    cell found host-bound), more while their p50s part (``parted``); one for a server or offline cell."""
+    key, inputs, settings = request.key, request.inputs, request.settings
     # drawn here, once: the processes fork from this one and share them (spawned ones draw their own)
     with contextlib.suppress(Exception):  # a broken model meta is the processes' to record
         seeded_batches(key, inputs, settings)
     serves = scenario_info(key.scenario).serves
     logs = loadgen_dir(out) if serves else None
-    # a module-level function and picklable arguments: the processes may have to be spawned
-    one_process = functools.partial(_measure_in_own_process, request, lock.path, logs, out)
-    host_bound = settings.host_bound_repeats if key.device == "cuda" and not serves else 0
-    repeats = 1 if serves else settings.repeats
-    record, samples = run_in_fresh_processes(
-        one_process,
-        out,
-        repeats,
-        host_bound,
-        lock,
+    return CellProcesses(
+        # a module-level function and picklable arguments: the processes may have to be spawned
+        functools.partial(_measure_in_own_process, request, lock_path, logs, out),
+        scratch,
+        repeats=1 if serves else settings.repeats,
+        host_bound_repeats=settings.host_bound_repeats if key.device == "cuda" and not serves else 0,
         stall_timeout_s=settings.stall_timeout_s,
         failed=functools.partial(failed_record, request),
         # calls timed one at a time (inference or training steps), where a p50 is a call's: a request under
         # load or a generated sequence has figures of its own to part by
         parted=(settings.unstable_spread_pct, settings.max_repeats) if key.scenario == "single" else None,
-        primed=primed,
     )
-    if import_s is not None:
-        record.cold_start_s = {"import": import_s, **record.cold_start_s}
-    record.launcher = "warm" if PRELOADED else "cold"
-    record.code = {"job": job_code, "package": package_source_hash()}
-    if PRELOADED:
-        record.environment["imports_preloaded_s"] = dict(PRELOADED)
-    save_cell(out, record, samples)
-    if logs is not None:
-        keep_loadgen_dir(logs, record)
-    return record
 
 
 def prime_cell(request: CellRequest, out: Path, lock: MachineLock, job_code: str | None = None) -> CellRecord:

@@ -41,7 +41,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -367,6 +367,69 @@ def end_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, end)
 
 
+@dataclass
+class CellProcesses:
+    """One cell's fresh processes: those run so far, and how to run the next one until the cell has what it
+    needs (``processes_wanted``). ``measure_one(record_path, index)`` runs in each child: it must write a record
+    and its samples at the path it is given whatever happens (inferbench.scenarios.run.run_cell does). A child
+    whose heartbeat stops for ``stall_timeout_s`` is ended (inferbench.machine.watchdog); a child ended so, or
+    one that died without a record (a segfault, the OOM killer), gets ``failed(why)`` as its record (without
+    ``failed``: a UserError). The children's records, and the cell's compiler caches, go in ``scratch``."""
+
+    measure_one: Callable[[Path, int], CellRecord]
+    scratch: Path
+    repeats: int
+    host_bound_repeats: int = 0
+    stall_timeout_s: float = math.inf
+    failed: Callable[[str], CellRecord] | None = None
+    parted: tuple[float, int] | None = None
+    records: list[CellRecord] = field(default_factory=list)
+    samples: list[dict[str, np.ndarray]] = field(default_factory=list)
+    caches: Path | None = None
+
+    def start_from(self, primed: Path | None) -> None:
+        """The cell's compiler caches, and where a priming job compiled (``primed``: its record), that job's
+        process as the cell's first (``_primed_start``)."""
+        self.caches = self.scratch / "caches"
+        if primed is not None:
+            self.records, self.samples, self.caches = _primed_start(primed, self.caches)
+
+    @property
+    def done(self) -> bool:
+        wanted = processes_wanted(self.records, self.repeats, self.host_bound_repeats, self.parted)
+        return len(self.records) >= wanted
+
+    def run_next(self, context: Any, lock: MachineLock | None) -> None:
+        """The cell's next fresh process; ``lock`` (held shared) is released while it runs."""
+        if self.caches is None:
+            self.start_from(None)
+        index = len(self.records)
+        method = "forked" if context.get_start_method() == "fork" else "spawned"
+        log.info("process %d: fresh (%s after the imports)", index + 1, method)
+        record, process_samples = run_one_process(
+            context, self.measure_one, self.scratch / f"repeat{index}.json", index, self.caches,  # type: ignore[arg-type]
+            lock, self.stall_timeout_s, self.failed,
+        )  # fmt: skip
+        self.records.append(record)
+        self.samples.append(process_samples)
+        if index == 0 and primes(self.records) and record.status == "ok":
+            log.info("process 1 compiled for the others: it primes the cell, its calls count in no figure")
+
+    def merged(self) -> tuple[CellRecord, dict[str, np.ndarray]]:
+        return merge_repeats(self.records, self.samples)
+
+
+def run_in_turn(cells: Sequence[CellProcesses], lock: MachineLock | None = None) -> None:
+    """Every cell's processes until each has what it needs, one process of each cell in turn (A1 B1 A2 B2 ...):
+    what moves the host over minutes then meets every cell alike. ``lock``, this process's machine lock held
+    shared, is released while a child runs (the child takes its own) and held between children: no work of
+    this process overlaps another cell's timed loop."""
+    context = multiprocessing.get_context(start_method())
+    while pending := [cell for cell in cells if not cell.done]:
+        for cell in pending:
+            cell.run_next(context, lock)
+
+
 def run_in_fresh_processes(
     measure_one: Callable[[Path, int], CellRecord],
     out: Path,
@@ -378,42 +441,18 @@ def run_in_fresh_processes(
     parted: tuple[float, int] | None = None,
     primed: Path | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
-    """Call ``measure_one(record_path, index)`` in forked children, one after another (``index``: 0 for
-    the first), until the cell has the processes it needs (``processes_wanted``, with ``parted``), and merge
-    their records.
-
-    ``measure_one`` runs in the child: it must write a record and its samples at the path it is given
-    whatever happens (inferbench.scenarios.run.run_cell does). ``lock`` (this process's machine lock,
-    held shared) is released while a child runs, since the child takes its own, and held again
-    between children and while merging: no work of this process overlaps another cell's timed loop.
-    A child whose heartbeat stops for ``stall_timeout_s`` is ended (inferbench.machine.watchdog); a child
-    ended so, or one that died without a record (a segfault, the OOM killer), gets ``failed(why)`` as its
-    record (without ``failed``: a UserError). ``primed``: the record of the cell's priming process, run in a
-    job of its own (``prime_in_fresh_process``): where it compiled, it is the cell's first process and its
-    caches (``primed_caches``) are the cell's; otherwise the cell's first process primes it here."""
-    method = start_method()
-    context = multiprocessing.get_context(method)
-    records: list[CellRecord] = []
-    samples: list[dict[str, np.ndarray]] = []
+    """One cell's ``CellProcesses``, one after another in a scratch folder beside ``out``, merged into one
+    record. ``primed``: the record of the cell's priming process, run in a job of its own
+    (inferbench.launch.cell_job.prime_cell): where it compiled, it is the cell's first process and its caches
+    (``primed_caches``) are the cell's; otherwise the cell's first process primes it here."""
     out.parent.mkdir(parents=True, exist_ok=True)
     # the children's records, and the cell's compiler caches (removed with the folder; a killed job's, by
     # the next cell that runs here)
     with scratch_folder(out.parent, "repeats-") as tmp:
-        caches = Path(tmp) / "caches"
-        if primed is not None:
-            records, samples, caches = _primed_start(primed, caches)
-        while len(records) < processes_wanted(records, repeats, host_bound_repeats, parted):
-            index = len(records)
-            rep_out = Path(tmp) / f"repeat{index}.json"
-            log.info("process %d: fresh (%s after the imports)", index + 1, "forked" if method == "fork" else "spawned")
-            record, process_samples = run_one_process(
-                context, measure_one, rep_out, index, caches, lock, stall_timeout_s, failed
-            )
-            records.append(record)
-            samples.append(process_samples)
-            if index == 0 and primes(records) and records[0].status == "ok":
-                log.info("process 1 compiled for the others: it primes the cell, its calls count in no figure")
-    return merge_repeats(records, samples)
+        cell = CellProcesses(measure_one, Path(tmp), repeats, host_bound_repeats, stall_timeout_s, failed, parted)
+        cell.start_from(primed)
+        run_in_turn([cell], lock)
+        return cell.merged()
 
 
 def _primed_start(primed: Path, caches: Path) -> tuple[list[CellRecord], list[dict[str, np.ndarray]], Path]:

@@ -46,6 +46,9 @@ class RunPlan:
     scenario_settings: dict[CellKey, dict[str, Any]]
     #: GPU model and TensorRT version naming the engine cache; None where TensorRT or the GPU is missing
     trt_target: str | None
+    #: the cells of a study with `interleave: true` that differ only in their engine variant, measured by one job
+    #: one process of each in turn (inferbench.launch.cell_job.measure_in_turn): the job's folder, its members
+    interleaved: dict[str, list[CellKey]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: dict[str, Any]) -> RunPlan:
@@ -61,6 +64,7 @@ class RunPlan:
             cell_serving(config, has_cuda),
             cell_scenario_settings(config, has_cuda),
             current_target() if uses_tensorrt else None,
+            interleaved_groups(config, has_cuda),
         )
 
     @property
@@ -147,6 +151,45 @@ class RunPlan:
             *scenario,
         ]
 
+    def interleaved_folder(self, cell: CellKey) -> str | None:
+        """The folder of the job that measures ``cell`` in turn with others, where it has one."""
+        folder = self.interleaved_folder_of(cell)
+        return folder if cell in self.interleaved.get(folder, ()) else None
+
+    @staticmethod
+    def interleaved_folder_of(cell: CellKey) -> str:
+        """The folder of the job of cells measured in turn that would hold ``cell`` (its engine aside)."""
+        return f"results/interleaved/{shape_stem(cell)}"
+
+    def interleaved_members(self, folder: str) -> list[str]:
+        """run-interleaved's ``--member`` arguments: each cell's run-cell arguments, its record in ``folder``."""
+        return [
+            arg
+            for cell in self.interleaved[folder]
+            for arg in ("--member", json.dumps(self.run_cell_argv(cell, f"{folder}/{cell.relpath}")))
+        ]
+
+    def run_cell_argv(self, cell: CellKey, out: str) -> list[str]:
+        """run-cell's arguments for ``cell`` with its record at ``out``: how a job of cells measured in turn
+        names each of them (its rule's inputs are theirs)."""
+        inputs = self.inputs(cell)
+        files = ["--model-meta", inputs["meta"]]
+        for flag, name in (("--artifact", "artifact"), ("--data", "data"), ("--reference", "reference")):
+            files += [flag, inputs[name]] if name in inputs else []
+        primed = self.primed(cell)
+        return [
+            *self.args(cell),
+            *files,
+            *("--tolerance", json.dumps(self.tolerance(cell), sort_keys=True)),
+            *(["--primed", primed] if primed else []),
+            *("--out", out),
+        ]
+
+    def interleaved_inputs(self, folder: str) -> list[str]:
+        """The files a job of cells measured in turn reads: each member's inputs and priming record."""
+        cells = self.interleaved[folder]
+        return ordered(path for c in cells for path in [*self.inputs(c).values(), self.primed(c)] if path)
+
     @staticmethod
     def threads(cell: CellKey) -> int:
         """CPU cells use their `threads` axis; a GPU cell's host side (the launching thread, staging, the
@@ -172,3 +215,23 @@ class RunPlan:
         """CPU cells form the group `cpu_cells`: alone in a cluster job each, unless the submission bundles
         them (--group-components cpu_cells=N). Local runs ignore groups. GPU cells stay alone."""
         return "cpu_cells" if cell.device == "cpu" else None
+
+
+def shape_stem(cell: CellKey) -> str:
+    """A cell's path without its engine variant: what the cells measured in turn share."""
+    return f"{cell.workload}/{cell.precision}/{cell.device}/b{cell.batch_size}-s{cell.seq_len}-t{cell.threads}"
+
+
+def interleaved_groups(config: dict[str, Any], has_cuda: bool | None) -> dict[str, list[CellKey]]:
+    """The run's jobs of cells measured in turn: for every study with `interleave: true`, its cells timed call by
+    call grouped by all but their engine variant (the groups of two studies with a shape in common joined); a
+    group needs two cells. Keyed by the job's folder, ``results/interleaved/<shape_stem>``."""
+    groups: dict[str, set[CellKey]] = {}
+    for name in config["run"]:
+        study = config["studies"][name]
+        if not study.get("interleave"):
+            continue
+        for cell in study_cells(study, config["engines"], has_cuda):
+            if cell.scenario == PLAIN:
+                groups.setdefault(RunPlan.interleaved_folder_of(cell), set()).add(cell)
+    return {folder: sorted(cells) for folder, cells in sorted(groups.items()) if len(cells) > 1}

@@ -200,7 +200,8 @@ def _spread_line(basis: ClaimBasis) -> str:
         + ". Every ratio between cells counts each cell's own spread moderated by its class's (docs/comparing.md); "
         "an exponent's and a generation gain's intervals count their own processes' spread. "
         + (
-            "Identical cells measured apart in this run moved, one standard deviation: " + "; ".join(between) + ". "
+            "A/A twins, one configuration measured under two names, moved apart in this run by, one standard "
+            "deviation: " + "; ".join(between) + ". "
             if between
             else ""
         )
