@@ -34,7 +34,8 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
     began=$(date +%s)
     echo "$(date +%T) $name: started" >> "$run/stages.log"
     "$@" > "$run/out/$name.log" 2>&1
-    echo "$(date +%T) $name: rc=$? after $(( $(date +%s) - began )) s" >> "$run/stages.log"
+    local rc=$?   # before the line below runs `date`, whose status $? would then be
+    echo "$(date +%T) $name: rc=$rc after $(( $(date +%s) - began )) s" >> "$run/stages.log"
   }
   narrow() {  # narrow STUDY KEYS: a config file narrowing one study (a --config value reads 128 as a string)
     printf 'studies:\n  %s: {%s}\n' "$1" "$2" > "$run/narrow-$1.yaml"
@@ -61,7 +62,9 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
   keep serving
   stage bench_throughput python benchmarks/tools/vllm_bench_throughput.py results/cells --runs 3 \
     --md "$run/out/bench_throughput.md" --out "$run/out/bench_throughput.json"
-  stage endpoint "${workflow[@]}" --config 'run=[llm_endpoint_gpu]'
+  # ENDPOINT_ENGINES='vllm_serve': the server's cell alone (the in-process one measured in a lease before)
+  stage endpoint "${workflow[@]}" --configfile \
+    "$(narrow llm_endpoint_gpu "engines: [${ENDPOINT_ENGINES:-vllm, vllm_serve}]")" --config 'run=[llm_endpoint_gpu]'
   keep endpoint
   stage bench_serve python benchmarks/tools/vllm_bench_serve.py results/cells \
     --md "$run/out/bench_serve.md" --out "$run/out/bench_serve.json"

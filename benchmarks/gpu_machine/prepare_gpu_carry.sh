@@ -87,7 +87,7 @@ echo "the working call may carry the last piece of .carry itself (install_on_gpu
 # and openai among them, is in the bundle or the main carry)
 if [ "${1:-}" != --resplit ] && [ -d .vllmw ]; then
   python3 -m pip download -q --no-deps "${plat[@]}" -d .vllmw uvloop prometheus_client \
-    prometheus-fastapi-instrumentator model-hosting-container-standards watchfiles
+    prometheus-fastapi-instrumentator model-hosting-container-standards jmespath watchfiles
 fi
 if [ -d .vllmw ] && ls .vllmw/*.whl > /dev/null 2>&1; then
   tar -cf "$bundle/vllm.tar" -C .vllmw $(cd .vllmw && ls *.whl)
