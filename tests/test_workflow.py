@@ -311,7 +311,7 @@ def test_a_compiling_cell_is_primed_in_a_job_of_its_own(tmp_path, monkeypatch):
 
 def test_a_study_interleaved_measures_its_cells_in_one_job_one_process_of_each_in_turn(tmp_path, monkeypatch):
     """`interleave: true`: the cells that differ only in their engine variant are measured by one job whose
-    processes alternate (A1 B1 A2 B2 ...); each cell's own job takes its record from there and holds no GPU."""
+    processes take turns (A1 B1, B2 A2, ...); each cell's own job takes its record from there."""
     monkeypatch.setenv("INFERBENCH_LOCK_FILE", str(tmp_path / "inferbench-test.lock"))
     config = copy.deepcopy(TINY)
     config["studies"]["tiny"].update(
@@ -327,7 +327,9 @@ def test_a_study_interleaved_measures_its_cells_in_one_job_one_process_of_each_i
     windows = sorted((w[0], e) for e, r in records.items() for w in r.measured_windows_unix)
     owners = [e for _, e in windows]
     turns = 2 * min(owners.count(e) for e in records)  # then one goes on alone (contended, or parted: a 3rd)
-    assert owners[:turns] == ["first", "second"] * (turns // 2) and turns >= 4, f"in turn: {owners}"
+    rounds = [sorted(owners[i : i + 2]) for i in range(0, turns, 2)]  # each round: one process of each
+    assert rounds == [["first", "second"]] * (turns // 2) and turns >= 4, f"in turn: {owners}"
+    assert owners[:4] == ["first", "second", "second", "first"], "every other round reversed"
     assert not snakemake(tmp_path, config, dryrun=True), "nothing left to do"
     config["engines"]["second"]["planted_slowdown"] = 0.3
     jobs = snakemake(tmp_path, config, dryrun=True)

@@ -420,14 +420,17 @@ class CellProcesses:
 
 
 def run_in_turn(cells: Sequence[CellProcesses], lock: MachineLock | None = None) -> None:
-    """Every cell's processes until each has what it needs, one process of each cell in turn (A1 B1 A2 B2 ...):
-    what moves the host over minutes then meets every cell alike. ``lock``, this process's machine lock held
-    shared, is released while a child runs (the child takes its own) and held between children: no work of
-    this process overlaps another cell's timed loop."""
+    """Every cell's processes until each has what it needs, one process of each cell in turn, every other round
+    in reverse (A1 B1, B2 A2, A3 B3 ...): what moves the host over minutes then meets every cell alike, and no
+    cell always follows the same one. ``lock``, this process's machine lock held shared, is released while a
+    child runs (the child takes its own) and held between children: no work of this process overlaps another
+    cell's timed loop."""
     context = multiprocessing.get_context(start_method())
+    reverse = False
     while pending := [cell for cell in cells if not cell.done]:
-        for cell in pending:
+        for cell in reversed(pending) if reverse else pending:
             cell.run_next(context, lock)
+        reverse = not reverse
 
 
 def run_in_fresh_processes(
