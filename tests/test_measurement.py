@@ -914,7 +914,7 @@ def test_a_pinned_process_counts_contention_only_on_its_own_cores():
 
 def test_cells_measured_in_turn_take_one_process_each_until_each_has_what_it_needs(tmp_path):
     """A1 B1, B2 A2, A3 ...: every other round reversed, so that neither cell always follows the other; a cell
-    that wants more processes (host-bound here) goes on alone once the other is done."""
+    of another class that wants more processes (host-bound here) goes on alone once the other is done."""
     from inferbench.launch.processes import CellProcesses, run_in_turn
 
     order = tmp_path / "order"
@@ -934,3 +934,29 @@ def test_cells_measured_in_turn_take_one_process_each_until_each_has_what_it_nee
     run_in_turn(cells)
     assert order.read_text().split() == ["A1", "B1", "B2", "A2", "A3"]
     assert [cell.merged()[0].repeats["n"] for cell in cells] == [3, 2]
+
+
+def test_cells_of_one_class_measured_in_turn_take_as_many_processes(tmp_path):
+    """A cell whose first two processes agree (both in the host's slow mode, say) takes turns with its twin for
+    as long as the twin's processes part and it gets more: both rest on processes of the same rounds."""
+    from inferbench.launch.processes import CellProcesses, run_in_turn
+
+    order = tmp_path / "order"
+    p50s = {"A": [5.0, 5.1, 3.0, 3.0, 3.0], "B": [3.0, 5.0, 3.0, 3.0, 3.0]}  # B parts: 3.0 and 5.0
+
+    def one_process(name: str, path: Path, index: int) -> CellRecord:
+        with order.open("a") as file:
+            file.write(f"{name}{index + 1} ")
+        save_samples(path, {"device": np.full(10, 0.005), "end_to_end": np.full(10, 0.006)})
+        record = _bound_record("device")
+        record.latency_ms = {"p50": p50s[name][index]}
+        record.save(path)
+        return record
+
+    cells = []
+    for name in "AB":
+        (tmp_path / name).mkdir()
+        cells.append(CellProcesses(functools.partial(one_process, name), tmp_path / name, 2, parted=(10.0, 4)))
+    run_in_turn(cells)
+    assert sorted(order.read_text().split()) == ["A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4"]
+    assert [cell.merged()[0].repeats["n"] for cell in cells] == [4, 4]

@@ -76,11 +76,10 @@ def measure_in_turn(
     """Cells as ``measure_cell`` measures one, each ``(request, out, primed)``, one process of each in turn
     (inferbench.launch.processes.run_in_turn): a job of cells interleaved (a study's ``interleave``) meets
     what moves the host over minutes in every cell alike. Their libraries are imported once, before the
-    first process: every record's ``cold_start_s.import`` is that time."""
+    first process: every record's ``cold_start_s.import`` is the time all of them took."""
     end_on_sigterm()  # a cancelled job leaves no process, scratch folder or lock behind
-    import_s = None
-    for request, _, _ in cells:
-        import_s = _import_engine_libraries(request, imports_started)
+    imported = [_import_engine_libraries(request, imports_started) for request, _, _ in cells]
+    job_import_s = max((s for s in imported if s is not None), default=None)
     with contextlib.ExitStack() as scratch:
         processes = []
         for request, out, primed in cells:
@@ -94,9 +93,9 @@ def measure_in_turn(
         merged = [cell.merged() for cell in processes]
     others = [request.key.cell_id for request, _, _ in cells]
     records = []
-    for (request, out, _), (record, samples) in zip(cells, merged, strict=True):
-        if import_s is not None:
-            record.cold_start_s = {"import": import_s, **record.cold_start_s}
+    for (request, out, _), (record, samples), import_s in zip(cells, merged, imported, strict=True):
+        if import_s is not None:  # None: a library of its engine is missing (the record says which)
+            record.cold_start_s = {"import": job_import_s, **record.cold_start_s}
         record.launcher = "warm" if PRELOADED else "cold"
         record.code = {"job": job_code, "package": package_source_hash()}
         if PRELOADED:

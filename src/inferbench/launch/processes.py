@@ -399,6 +399,18 @@ class CellProcesses:
         wanted = processes_wanted(self.records, self.repeats, self.host_bound_repeats, self.parted)
         return len(self.records) >= wanted
 
+    @property
+    def broken(self) -> bool:
+        """Whether a process failed: that ends the cell (its record says which)."""
+        return any(r.status != "ok" for r in self.records)
+
+    @property
+    def class_wanted(self) -> int:
+        """The timed processes its class asks (``repeats``, or ``host_bound_repeats`` once found host-bound),
+        before any more for processes that part."""
+        timed = len(timed_processes(self.records))
+        return processes_wanted(self.records, self.repeats, self.host_bound_repeats) - (len(self.records) - timed)
+
     def run_next(self, context: Any, lock: MachineLock | None) -> None:
         """The cell's next fresh process; ``lock`` (held shared) is released while it runs."""
         if self.caches is None:
@@ -422,15 +434,27 @@ class CellProcesses:
 def run_in_turn(cells: Sequence[CellProcesses], lock: MachineLock | None = None) -> None:
     """Every cell's processes until each has what it needs, one process of each cell in turn, every other round
     in reverse (A1 B1, B2 A2, A3 B3 ...): what moves the host over minutes then meets every cell alike, and no
-    cell always follows the same one. ``lock``, this process's machine lock held shared, is released while a
-    child runs (the child takes its own) and held between children: no work of this process overlaps another
-    cell's timed loop."""
+    cell always follows the same one. A cell goes on while another of its class does (``_takes_a_turn``).
+    ``lock``, this process's machine lock held shared, is released while a child runs (the child takes its own)
+    and held between children: no work of this process overlaps another cell's timed loop."""
     context = multiprocessing.get_context(start_method())
     reverse = False
-    while pending := [cell for cell in cells if not cell.done]:
+    while pending := [cell for cell in cells if _takes_a_turn(cell, cells)]:
         for cell in reversed(pending) if reverse else pending:
             cell.run_next(context, lock)
         reverse = not reverse
+
+
+def _takes_a_turn(cell: CellProcesses, cells: Sequence[CellProcesses]) -> bool:
+    """Whether a cell measured in turn runs another process this round: while it needs one, or while a cell of
+    its class (as many processes asked: ``class_wanted``) still does. So cells compared are sampled alike: one
+    that stopped after two processes agreeing in the host's slow mode is not set against another that went on
+    into its fast mode alone."""
+    if cell.broken:
+        return False
+    if not cell.done:
+        return True
+    return any(o is not cell and not o.broken and not o.done and o.class_wanted == cell.class_wanted for o in cells)
 
 
 def run_in_fresh_processes(
