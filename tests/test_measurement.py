@@ -26,7 +26,7 @@ import pytest
 from inferbench.catalog.engines import EngineInfo
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
-from inferbench.core.storage import samples_path, save_samples
+from inferbench.core.storage import load_samples, samples_path, save_samples
 from inferbench.engines import registry
 from inferbench.engines.base import Engine
 from inferbench.launch import cell_job
@@ -960,3 +960,19 @@ def test_cells_of_one_class_measured_in_turn_take_as_many_processes(tmp_path):
     run_in_turn(cells)
     assert sorted(order.read_text().split()) == ["A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4"]
     assert [cell.merged()[0].repeats["n"] for cell in cells] == [4, 4]
+
+
+def test_a_cell_measured_in_turn_takes_its_own_record_or_says_what_is_missing(tmp_path):
+    from inferbench.core.errors import UserError
+    from inferbench.launch.cell_job import interleaved_record, take_interleaved
+
+    record = _bound_record("device")
+    folder, out = tmp_path / "interleaved", tmp_path / "cells" / record.key.relpath
+    with pytest.raises(UserError, match="wrote no record for it.*logs/interleaved_cells"):
+        take_interleaved(folder, record.key, out)
+    source = interleaved_record(folder, record.key)
+    save_samples(source, {"device": np.full(10, 0.005), "end_to_end": np.full(10, 0.006)})
+    record.save(source)
+    taken = take_interleaved(folder, record.key, out)
+    assert taken.key == record.key and CellRecord.load(out).latency_ms == record.latency_ms
+    assert load_samples(out)["device"].size == 10

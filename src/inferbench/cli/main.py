@@ -63,7 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging()
     gpu = None
-    if verb.gpu == "always" or (verb.gpu == "device" and args.device == "cuda"):
+    # a cell measured in turn with others (run-cell --interleaved) only takes its record: it claims no GPU
+    measures_on_gpu = getattr(args, "device", None) == "cuda" and getattr(args, "interleaved", None) is None
+    if verb.gpu == "always" or (verb.gpu == "device" and measures_on_gpu):
         from inferbench.machine.gpu_slots import claim_for_this_process
 
         gpu = claim_for_this_process()  # before anything imports CUDA; released when this process ends
