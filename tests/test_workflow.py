@@ -330,6 +330,7 @@ def test_a_study_interleaved_measures_its_cells_in_one_job_one_process_of_each_i
     rounds = [sorted(owners[i : i + 2]) for i in range(0, turns, 2)]  # each round: one process of each
     assert rounds == [["first", "second"]] * (turns // 2) and turns >= 4, f"in turn: {owners}"
     assert owners[:4] == ["first", "second", "second", "first"], "every other round reversed"
+    assert "Study `tiny`. Its cells took turns" in (tmp_path / "results/report.md").read_text()
     assert not snakemake(tmp_path, config, dryrun=True), "nothing left to do"
     config["engines"]["second"]["planted_slowdown"] = 0.3
     jobs = snakemake(tmp_path, config, dryrun=True)

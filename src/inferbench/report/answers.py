@@ -517,7 +517,9 @@ def answers_section(
     for name, study in studies.items():
         cells = study_rows(everything, study)
         question = escape_markdown(study.get("question") or study.get("description") or name)
-        out += [f"### {question[:1].upper() + question[1:]}", "", f"Study {inline_code(name)}.", ""]
+        # cells measured in turn (docs/measuring.md): a reader comparing them should know they met the host alike
+        in_turn = ". Its cells took turns, one fresh process of each a round" if study.get("interleave") else ""
+        out += [f"### {question[:1].upper() + question[1:]}", "", f"Study {inline_code(name)}{in_turn}.", ""]
         why = cannot_answer(study, cells)
         if why is not None:
             out += [f"Not answered here: {why}.", ""]
