@@ -201,7 +201,9 @@ def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_an
               "server_command": command}  # fmt: skip
     serving = {"settings": settings, "objective": {"ttft_ms": 450, "tpot_ms": 40, "percentile": "p99"},
                "prompt_tokens": 128, "output_tokens": 32, "sweep": [load],
-               "client_floor": {"ttft_ms": {"p50": 2.0}, "itl_ms": {"p50": 0.01}}}  # fmt: skip
+               # the burst's TTFT is a queue's; the floor at the load's rate is the one beside it
+               "client_floor": {"ttft_ms": {"p50": 90.0}, "itl_ms": {"p50": 0.01}, "sweep": [
+                   {"load": 0.5, "ttft_ms": {"p50": 2.0}, "itl_ms": {"p50": 0.01}}]}}  # fmt: skip
     cell = {"cell_id": "llm:llama/vllm_serve-fp16/cuda/b32-s128-t0-llm_load", "batch_size": 32}
     record = {"cell": cell, "engine": engine, "serving": serving}
     served = tool.server_command(record, 5555)  # the cell's own command, on another port
@@ -219,7 +221,7 @@ def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_an
     bench = {"request_throughput": 20.0, "median_ttft_ms": 25.0, "median_tpot_ms": 8.0, "median_itl_ms": 7.5}
     row = tool.side_by_side(record, load, bench)
     assert row["cell_over_bench"] == {"request_per_s": 0.95, "ttft": 1.2, "tpot": 1.0, "itl": 1.0}
-    assert row["client_floor_ms"] == {"ttft": 2.0, "itl": 0.01}
+    assert row["client_floor_ms"] == {"ttft": 2.0, "itl": 0.01}, "the floor at the same load"
     assert "| 0.5 | 20 | 19 / 20 (0.950×) | 30 / 25 (1.200×)" in tool.markdown([row])
     # each tool reads its own engine's records: a vllm_serve cell's record names vLLM too
     import json

@@ -71,6 +71,10 @@ def test_a_tiny_llama_behind_transformers_serve_serves_a_sweep_with_fp32_eager_s
     floor = serving["client_floor"]
     assert floor["requests"] == LOAD["requests"] and "null server" in floor["server"]
     assert floor["ttft_ms"]["p50"] < serving["capacity"]["ttft_ms"]["p50"], "the client alone is faster than a model"
+    # and each load again at its rate: no model, no queue behind it
+    assert [at["offered_per_s"] for at in floor["sweep"]] == [step["offered_per_s"] for step in serving["sweep"]]
+    pairs = zip(floor["sweep"], serving["sweep"], strict=True)
+    assert all(at["ttft_ms"]["p50"] < step["ttft_ms"]["p50"] for at, step in pairs)
     assert record.cold_start_s["server_start"] > 0 and record.engine["url"].startswith("http://127.0.0.1:")
     assert "--continuous-batching" in record.engine["server_command"]
 

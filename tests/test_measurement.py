@@ -968,7 +968,7 @@ def test_a_cell_measured_in_turn_takes_its_own_record_or_says_what_is_missing(tm
 
     record = _bound_record("device")
     folder, out = tmp_path / "interleaved", tmp_path / "cells" / record.key.relpath
-    with pytest.raises(UserError, match="wrote no record for it.*logs/interleaved_cells"):
+    with pytest.raises(UserError, match=r"wrote no record for it.*logs/interleaved_cells"):
         take_interleaved(folder, record.key, out)
     source = interleaved_record(folder, record.key)
     save_samples(source, {"device": np.full(10, 0.005), "end_to_end": np.full(10, 0.006)})

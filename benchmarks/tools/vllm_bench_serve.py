@@ -8,8 +8,8 @@ tool) and `vllm bench serve` sends that load's requests: the random dataset (pro
 within the cell's range ratio around its prompt and new tokens; the server's tokenizer is the saved word
 vocabulary, so the lengths are exact), the cell's offered rate with Poisson arrivals, at most the cell's batch size
 in flight (``--max-concurrency``, as the cell's client holds them), EOS ignored, greedy. Its request throughput
-and TTFT / TPOT / ITL p50 stand beside the cell's at that load, with the cell's client floor (its requests against
-the null server), which says how much of a difference the client alone can make.
+and TTFT / TPOT / ITL p50 stand beside the cell's at that load, with the cell's client floor at that load (the same
+requests at the same rate against the null server), which says how much of a difference the client alone can make.
 
 Two differences stay by design: the benchmark's prompts are its own random tokens (the cell's: seeded from the
 workload's vocabulary), and it times every request of its run, where the cell judges a steady window after a ramp.
@@ -69,6 +69,8 @@ def side_by_side(record: dict[str, Any], load: dict[str, Any], bench: dict[str, 
     cell = {"request_per_s": load["request_per_s"], **{f: (load.get(f"{f}_ms") or {}).get("p50") for f in FIGURES}}
     theirs = {"request_per_s": bench["request_throughput"], **{f: bench.get(name) for f, name in FIGURES.items()}}
     floor = record["serving"].get("client_floor") or {}
+    # the floor at this load's rate, where the record has it; else the capacity's burst (a queue's TTFT)
+    floor = next((at for at in floor.get("sweep") or [] if at.get("load") == load.get("load")), floor)
     return {
         "cell": record["cell"]["cell_id"],
         "load": load.get("load"),

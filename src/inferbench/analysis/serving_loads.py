@@ -48,13 +48,18 @@ def load_rows(record: CellRecord) -> list[dict[str, Any]]:
     runs = [("capacity", 0, serving["capacity"])]
     runs += [("sweep", i, step) for i, step in enumerate(serving["sweep"])]
     runs += [("search", i, step) for i, step in enumerate(steps)]
-    runs += [("client_floor", 0, serving["client_floor"])] if serving.get("client_floor") else []
+    floor = serving.get("client_floor")
+    if floor:  # its burst (position 0), then each load of the sweep at its rate
+        runs += [
+            ("client_floor", 0, floor),
+            *(("client_floor", i + 1, s) for i, s in enumerate(floor.get("sweep") or [])),
+        ]
     return [cell | _load_row(phase, position, step, serving) for phase, position, step in runs]
 
 
 def _load_row(phase: str, position: int, step: dict[str, Any], serving: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"phase": phase, "position": position, **{name: step.get(name) for name in LOAD[2:]}}
-    row["load"] = step.get("load") if phase == "sweep" else None
+    row["load"] = step.get("load") if phase in ("sweep", "client_floor") else None
     judged = phase in ("sweep", "search")  # the capacity run and the floor are no loads at a rate: no verdict
     for figure in ("ttft", "tpot", "itl", "e2e"):
         for level in ("p50", "p90", "p99"):

@@ -87,7 +87,8 @@ def load_label(
     if phase == "capacity":
         return "capacity"
     if phase == "client_floor":
-        return "client floor"
+        at = load is not None and not pd.isna(load)
+        return f"client floor at {float(load):g}× capacity" if at else "client floor"
     if phase == "search":
         return f"search {int(position) + 1}"
     if concurrency is not None and not pd.isna(concurrency) and (offered_per_s is None or pd.isna(offered_per_s)):
@@ -176,10 +177,7 @@ def answer_line(record: CellRecord) -> str:
     processes = f"{_capitalised(_processes_text(serving, record.repeats))}."
     floor = serving.get("client_floor")
     if floor:  # a server's endpoint: what the client alone takes, against the null server
-        cap += (
-            f" Client floor (the capacity's requests against the null server): TTFT p50 "
-            f"{fmt_ms(floor['ttft_ms']['p50'])}, ITL p50 {fmt_ms(floor['itl_ms']['p50'])}."
-        )
+        cap += " " + floor_text(floor)
     if answer["index"] is None:
         first = sweep[0]
         lightest = first["offered_per_s"] if first["offered_per_s"] is not None else first["request_per_s"]
@@ -215,6 +213,20 @@ def answer_line(record: CellRecord) -> str:
         f"{level} {fmt_ms(step['tpot_ms'][level])}, goodput {_rate(step['goodput_per_s'])} "
         f"({fmt(100 * (step['good_share'] or 0))}% of requests within both). {beyond} "
         f"{_search_text(serving.get('search'))}{cap} {processes}"
+    )
+
+
+def floor_text(floor: dict[str, Any]) -> str:
+    """The client's floor in one sentence: TTFT and ITL at the lightest load, against the null server; and the
+    capacity's requests all queued at once, the rate the client alone serves."""
+    burst = f"the capacity's requests, all queued at once, at {_rate(floor['request_per_s'])}"
+    lightest = (floor.get("sweep") or [None])[0]
+    if lightest is None:  # records from before the floor at each load: the burst's, a queue's TTFT
+        return (f"Client floor against the null server: {burst}, TTFT p50 {fmt_ms(floor['ttft_ms']['p50'])}, "
+                f"ITL p50 {fmt_ms(floor['itl_ms']['p50'])}.")  # fmt: skip
+    return (
+        f"Client floor against the null server: at {_step_label(lightest)} TTFT p50 "
+        f"{fmt_ms(lightest['ttft_ms']['p50'])}, ITL p50 {fmt_ms(lightest['itl_ms']['p50'])}; {burst}."
     )
 
 

@@ -350,7 +350,7 @@ def measure(cell: PreparedCell) -> Measured:
                 capacity = runs.capacity()
                 sweep = runs.sweep()
                 search = runs.search(sweep)
-                floor = runs.client_floor()
+                floor = runs.client_floor(sweep)
             timed = {"warmup_iters": warmed, "measured_s": time.perf_counter() - started,
                      "measured_windows_unix": [[window_start, time.time()]], "measuring": held}  # fmt: skip
         parity = _served_parity(cell, runs.driver, runs.new_tokens)
@@ -450,10 +450,12 @@ class LoadRuns:
             return replayed(self.given["search_rates"], sweep, search_step)
         return bisected(self.settings, sweep, search_step)
 
-    def client_floor(self) -> dict[str, Any] | None:
-        """The capacity's requests again, all queued at once, through the same client against the null server
-        (where the engine has ``client_floor``: a server's endpoint): canned tokens at once, so that its TTFT and
-        ITL are what the client and its event loop take with no model behind them. None for other engines."""
+    def client_floor(self, sweep: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The same client against the null server (where the engine has ``client_floor``: a server's endpoint),
+        which streams canned tokens at once: what the client and its event loop take with no model behind them.
+        None for other engines. The capacity's requests, all queued at once (the client's own capacity), and
+        each load of the sweep again at its rate, with its requests (``sweep``): the floor under that load's
+        TTFT and ITL, which a queue of the burst would hide."""
         floor = getattr(self.driver.engine, "client_floor", None)
         if floor is None:
             return None
@@ -461,7 +463,14 @@ class LoadRuns:
         requests = self.plan(settings.requests, None, settings.seed, "f-")
         with floor() as server:
             traces, run_start = self.driver.run(requests, settings.requests)
-        return traces_figures(traces, run_start, settings.objective) | {"queued": settings.requests, "server": server}
+            at_loads = [
+                {"load": step["load"], "offered_per_s": step["offered_per_s"], "concurrency": None}
+                | self.at_rate(step["offered_per_s"], settings.seed + 1 + index, f"f{index}-")
+                for index, step in enumerate(sweep)
+                if step.get("offered_per_s") is not None
+            ]
+        burst = traces_figures(traces, run_start, settings.objective) | {"queued": settings.requests}
+        return burst | {"server": server, "sweep": at_loads}
 
     def serving_section(
         self,
@@ -791,16 +800,25 @@ def merged_serving(records: Sequence[Any]) -> dict[str, Any]:
         capacities = [o["capacity_per_s"] if o else None for o in offered]
         merged["offered_from"] = {**offered[0], "same_rates": len(set(capacities)) == 1}
     merged["energy_unavailable"] = first.get("energy_unavailable")
-    floors = [s.get("client_floor") for s in sweeps]
-    merged["client_floor"] = None
-    if all(floors):
-        merged["client_floor"] = pooled_run(floors, objective) | {"server": floors[0]["server"]}
+    merged["client_floor"] = merged_floor([s.get("client_floor") for s in sweeps], objective)
     parities = [s.get("token_parity") for s in sweeps]
     merged["token_parity"] = next((p for p in parities if p is not None and not p["equal"]), parities[0])
     hosts = [((s.get("result") or {}).get("host")) for s in sweeps]
     if merged["result"] is not None:
         merged["result"]["host"] = next((h for h in hosts if h), None)
     return merged
+
+
+def merged_floor(floors: Sequence[dict[str, Any] | None], objective: Objective) -> dict[str, Any] | None:
+    """The processes' client floors pooled as their loads are: the burst, and each load at its rate. None where a
+    process has none."""
+    if not floors or not all(floors):
+        return None
+    present = [floor for floor in floors if floor is not None]
+    loads = [floor.get("sweep") or [] for floor in present]
+    count = min(len(at) for at in loads)
+    at_loads = [pooled_run([at[i] for at in loads], objective) for i in range(count)]
+    return pooled_run(present, objective) | {"server": present[0]["server"], "sweep": at_loads}
 
 
 def merged_search(
