@@ -303,7 +303,9 @@ def test_a_compiling_cell_is_primed_in_a_job_of_its_own(tmp_path, monkeypatch):
     assert primed.cold_start_s["compile"] > 0 and record.cold_start_s["compile"] == primed.cold_start_s["compile"]
     processes = record.repeats["per_repeat"]
     assert processes[0]["prime"] and not processes[0]["counted"] and not any(p["prime"] for p in processes[1:])
-    assert record.repeats["primed"] and record.repeats["n"] >= 2  # a contended or parted process adds one
+    # two timed processes at least (a contended or parted one adds one, up to the cap); one at least counted: a
+    # process the host's other work contended is listed, not counted, where another was not (a busy CI machine)
+    assert record.repeats["primed"] and len(processes) - 1 >= 2 and record.repeats["n"] >= 1
     # the measuring processes loaded what the priming job compiled: none compiled anew for as long
     assert all(p["cold_start_s"] < primed.cold_start_s["compile"] for p in processes[1:])
     assert not snakemake(tmp_path, config, dryrun=True), "nothing left to do"
