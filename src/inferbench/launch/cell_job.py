@@ -31,14 +31,13 @@ from inferbench.launch.processes import (
     end_on_sigterm,
     import_libraries,
     primed_caches,
-    run_in_turn,
+    run_cells_in_turn,
     run_one_process,
     start_method,
 )
 from inferbench.launch.warm import PRELOADED, preloaded_import_s
 from inferbench.machine.host_partition import gpus_not_measuring
 from inferbench.machine.lock import MachineLock
-from inferbench.machine.scratch import scratch_folder
 from inferbench.scenarios.prepare import CellInputs, CellRequest, seeded_batches
 from inferbench.scenarios.run import failed_record, run_cell
 
@@ -80,17 +79,10 @@ def measure_in_turn(
     end_on_sigterm()  # a cancelled job leaves no process, scratch folder or lock behind
     imported = [_import_engine_libraries(request, imports_started) for request, _, _ in cells]
     job_import_s = max((s for s in imported if s is not None), default=None)
-    with contextlib.ExitStack() as scratch:
-        processes = []
-        for request, out, primed in cells:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            # the children's records, and the cell's compiler caches (removed with the folder; a killed job's,
-            # by the next cell that runs here)
-            folder = Path(scratch.enter_context(scratch_folder(out.parent, "repeats-")))
-            processes.append(_cell_processes(request, out, lock.path, folder))
-            processes[-1].start_from(primed)
-        run_in_turn(processes, lock)
-        merged = [cell.merged() for cell in processes]
+    makers = [
+        (functools.partial(_cell_processes, request, out, lock.path), out, primed) for request, out, primed in cells
+    ]
+    merged = run_cells_in_turn(makers, lock)
     others = [request.key.cell_id for request, _, _ in cells]
     records = []
     for (request, out, _), (record, samples), import_s in zip(cells, merged, imported, strict=True):
@@ -122,9 +114,7 @@ def take_interleaved(folder: Path, key: CellKey, out: Path) -> CellRecord:
     if not source.is_file():
         raise UserError(f"{source} is missing: the job that measures {key.cell_id} in turn with others wrote no "
                         f"record for it (see its log under logs/interleaved_cells/); re-run the workflow")  # fmt: skip
-    record = CellRecord.load(source)
-    if record.key != key:
-        raise UserError(f"{source} holds {record.key.cell_id}, not {key.cell_id}: remove {folder} and re-run")
+    record = CellRecord.load(source)  # at the cell's own path: a ValueError unless the record is that cell's
     save_cell(out, record, load_samples(source))
     return record
 

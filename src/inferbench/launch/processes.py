@@ -34,6 +34,7 @@ calls pooled is kept beside it (``p50_pooled``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import multiprocessing
@@ -457,6 +458,26 @@ def _takes_a_turn(cell: CellProcesses, cells: Sequence[CellProcesses]) -> bool:
     return any(o is not cell and not o.broken and not o.done and o.class_wanted == cell.class_wanted for o in cells)
 
 
+def run_cells_in_turn(
+    cells: Sequence[tuple[Callable[[Path], CellProcesses], Path, Path | None]], lock: MachineLock | None = None
+) -> list[tuple[CellRecord, dict[str, np.ndarray]]]:
+    """Cells measured in turn (``run_in_turn``), each given as ``(make, out, primed)``: ``make(folder)`` its
+    ``CellProcesses`` with their scratch ``folder`` beside ``out``, and ``primed`` the record of its priming
+    process, run in a job of its own (inferbench.launch.cell_job.prime_cell): where it compiled, it is the cell's
+    first process and its caches (``primed_caches``) are the cell's; otherwise the cell's first process primes
+    it here. Each cell's processes merged into one record, in ``cells``' order."""
+    with contextlib.ExitStack() as scratch:
+        processes = []
+        for make, out, primed in cells:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            # the children's records, and the cell's compiler caches (removed with the folder; a killed job's, by
+            # the next cell that runs here)
+            processes.append(make(Path(scratch.enter_context(scratch_folder(out.parent, "repeats-")))))
+            processes[-1].start_from(primed)
+        run_in_turn(processes, lock)
+        return [cell.merged() for cell in processes]
+
+
 def run_in_fresh_processes(
     measure_one: Callable[[Path, int], CellRecord],
     out: Path,
@@ -468,18 +489,13 @@ def run_in_fresh_processes(
     parted: tuple[float, int] | None = None,
     primed: Path | None = None,
 ) -> tuple[CellRecord, dict[str, np.ndarray]]:
-    """One cell's ``CellProcesses``, one after another in a scratch folder beside ``out``, merged into one
-    record. ``primed``: the record of the cell's priming process, run in a job of its own
-    (inferbench.launch.cell_job.prime_cell): where it compiled, it is the cell's first process and its caches
-    (``primed_caches``) are the cell's; otherwise the cell's first process primes it here."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # the children's records, and the cell's compiler caches (removed with the folder; a killed job's, by
-    # the next cell that runs here)
-    with scratch_folder(out.parent, "repeats-") as tmp:
-        cell = CellProcesses(measure_one, Path(tmp), repeats, host_bound_repeats, stall_timeout_s, failed, parted)
-        cell.start_from(primed)
-        run_in_turn([cell], lock)
-        return cell.merged()
+    """One cell's fresh processes (``CellProcesses``), one after another, merged into one record
+    (``run_cells_in_turn`` of one cell)."""
+
+    def make(folder: Path) -> CellProcesses:
+        return CellProcesses(measure_one, folder, repeats, host_bound_repeats, stall_timeout_s, failed, parted)
+
+    return run_cells_in_turn([(make, out, primed)], lock)[0]
 
 
 def _primed_start(primed: Path, caches: Path) -> tuple[list[CellRecord], list[dict[str, np.ndarray]], Path]:
