@@ -50,10 +50,11 @@ fi
 
 # what travels with every call besides the piece: tracked and untracked-not-ignored files, counted as
 # an archive holds them (a 512-byte header per file, contents padded to 512 bytes: 737 files add
-# ~0.6 MB, which the plain sum missed and a call refused), with 1 MiB to spare for the tree growing
+# ~0.6 MB, which the plain sum missed and a call refused), with 4 MiB to spare for the tree growing
+# between the split and a lease (a session's committed results)
 tree_bytes=$( (git ls-files -z; git ls-files -z -o --exclude-standard) | { xargs -0 stat -c %s 2>/dev/null || true; } |
   awk '{ total += 512 + int(($1 + 511) / 512) * 512 } END { print total + 0 }')   # a file deleted but tracked: skipped
-capacity=$(( 64 * 1024 * 1024 - tree_bytes - 1024 * 1024 ))
+capacity=$(( 64 * 1024 * 1024 - tree_bytes - 4 * 1024 * 1024 ))
 
 # split_pieces TAR SET: TAR in as few pieces as the call limit allows, SET/00, SET/01, ..., the last one with
 # the whole's SHA-256 and the count of pieces; prints the calls that carry them
