@@ -84,8 +84,23 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 HOMES = tuple(home for layer in LAYERS for home in layer)
 
 
+#: the modules of a scenario's folder that are its face in the report (its answer, its plots): they stand on the
+#: report's floor, reached only through the scenario's declaration (inferbench.catalog.scenarios)
+FACE_MODULES = ("answer", "plots")
+
+
 def _package(module: str) -> str:
-    return module.split(".")[1] if module.count(".") else ""
+    """The home ``module`` counts in: its package's, a scenario folder's face the report's."""
+    parts = module.split(".")
+    if len(parts) == 4 and parts[1] == "scenarios" and parts[3] in FACE_MODULES:
+        return "report"
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_a_scenario_folders_face_stands_on_the_reports_floor():
+    assert _package("inferbench.scenarios.llm_load.answer") == "report"
+    assert _package("inferbench.scenarios.llm_load.measure") == "scenarios"
+    assert _package("inferbench.report.plots") == "report" and _package("inferbench") == ""
 
 
 #: calls that import a module named by their first argument: an import the statements do not show

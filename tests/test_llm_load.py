@@ -24,27 +24,21 @@ import pytest
 import yaml
 
 from inferbench.catalog.scenarios import SCENARIOS, drives, scenario_info
-from inferbench.core.arrivals import LoadSettings, PlannedRequest, arrival_offsets, length_bounds, plan_requests
 from inferbench.core.cells import CellKey, CellRecord
-from inferbench.core.request_metrics import (
-    Objective,
-    RequestTrace,
-    energy_figures,
-    load_verdict,
-    pooled_run,
-    run_figures,
-    spread_pct,
-    sweep_answer,
-    traces_figures,
-    window_figures,
-)
 from inferbench.core.settings import MeasureSettings
 from inferbench.machine.lock import MachineLock
 from inferbench.models.registry import InputSpec
 from inferbench.plan.code import cell_code_roots
 from inferbench.plan.config import ConfigError, validate_config
 from inferbench.plan.grid import SettingsConflict, cell_scenario_settings, config_cells, no_cells_message
-from inferbench.scenarios.llm_load import (
+from inferbench.scenarios.llm_load.arrivals import (
+    LoadSettings,
+    PlannedRequest,
+    arrival_offsets,
+    length_bounds,
+    plan_requests,
+)
+from inferbench.scenarios.llm_load.measure import (
     CannotServe,
     WindowEnergy,
     bisected,
@@ -59,6 +53,18 @@ from inferbench.scenarios.llm_load import (
     serving_mode,
     token_agreement,
     unavailable_reason,
+)
+from inferbench.scenarios.llm_load.metrics import (
+    Objective,
+    RequestTrace,
+    energy_figures,
+    load_verdict,
+    pooled_run,
+    run_figures,
+    spread_pct,
+    sweep_answer,
+    traces_figures,
+    window_figures,
 )
 from inferbench.scenarios.prepare import CellRequest, PreparedCell
 from tests.conftest import REPO
@@ -505,7 +511,7 @@ def test_the_stream_driver_at_a_fixed_concurrency_sends_the_next_request_when_on
 
 
 def test_the_warm_up_climbs_to_the_batch_size_by_doubling():
-    from inferbench.scenarios.llm_load import concurrency_ladder
+    from inferbench.scenarios.llm_load.measure import concurrency_ladder
 
     assert concurrency_ladder(1) == [1] and concurrency_ladder(4) == [1, 2, 4]
     assert concurrency_ladder(32) == [1, 2, 4, 8, 16, 32] and concurrency_ladder(6) == [1, 2, 4, 6]
@@ -528,7 +534,7 @@ def test_the_scenario_picks_the_stream_then_the_steps_and_names_an_engine_it_can
     assert unavailable_reason(HfGenerate, "cpu", "fp32") is None
     assert unavailable_reason(HfGenerateStatic, "cuda", "fp16") is None
     assert "CUDA graphs, which need a GPU" in unavailable_reason(HfGenerateStatic, "cpu", "fp32")
-    assert SCENARIOS["llm_load"].unavailable == "inferbench.scenarios.llm_load:unavailable_reason"
+    assert SCENARIOS["llm_load"].unavailable == "inferbench.scenarios.llm_load.measure:unavailable_reason"
 
 
 # -- a cell --
@@ -642,7 +648,7 @@ def test_a_cell_s_processes_are_pooled_load_by_load_with_each_process_s_answer_a
     fields = merged_fields(records)
     answer = fields["serving"]["answer"]["index"]
     assert fields["throughput_per_s"] == fields["serving"]["sweep"][answer]["request_per_s"]
-    assert SCENARIOS["llm_load"].merge == "inferbench.scenarios.llm_load:merged_fields"
+    assert SCENARIOS["llm_load"].merge == "inferbench.scenarios.llm_load.measure:merged_fields"
 
 
 def test_a_cell_s_later_processes_offer_the_first_s_rates_and_their_search_steps_are_pooled(tmp_path):
@@ -707,7 +713,7 @@ def test_llm_load_drives_generation_engines_only_and_is_part_of_their_code_ident
     assert drives("llm_load", "generate") and not drives("llm_load", "inference") and drives("single", "train")
     with pytest.raises(ValueError, match="timed by their own scenario"):
         scenario_info("llm_load", "train")
-    assert "inferbench.scenarios.llm_load" in cell_code_roots("hf_generate", "llm_load")
+    assert "inferbench.scenarios.llm_load.measure" in cell_code_roots("hf_generate", "llm_load")
 
 
 def _config(*also: str) -> dict[str, Any]:
@@ -807,7 +813,7 @@ def _record(engine: str, rate_shares: list[float], met: list[bool], processes: i
                       "tpot_ms": {"p50": 4.0, "p90": 8.0 if ok else 70.0, "p99": None}, "itl_ms": {"p99": None},
                       "e2e_ms": {"p50": 150.0, "p90": 300.0, "p99": None}, "goodput_per_s": 9.0 * share,
                       "good_share": 0.9, "objective_met": ok})  # fmt: skip
-    from inferbench.scenarios.llm_load import sweep_record
+    from inferbench.scenarios.llm_load.measure import sweep_record
 
     settings = LoadSettings.from_dict({"requests": 40, "load_shares": rate_shares, "prompt_range": 0.5,
                                        "objective": objective.as_dict()})  # fmt: skip
@@ -820,7 +826,7 @@ def _record(engine: str, rate_shares: list[float], met: list[bool], processes: i
 
 
 def test_the_answer_states_the_objective_the_rate_that_met_it_and_the_capacity_beside_it():
-    from inferbench.report.llm_load import llm_load_answer
+    from inferbench.scenarios.llm_load.answer import llm_load_answer
 
     records = {r.key.cell_id: r for r in (_record("hf_eager", [0.5, 1.0, 1.5], [True, True, False], processes=2),
                                            _record("vllm", [0.5, 1.0], [False, False]))}  # fmt: skip
@@ -843,7 +849,7 @@ def test_the_answer_states_the_objective_the_rate_that_met_it_and_the_capacity_b
 
 
 def test_the_answer_prints_vllm_s_result_block_with_the_verdict_and_the_searched_rate():
-    from inferbench.report.llm_load import llm_load_answer
+    from inferbench.scenarios.llm_load.answer import llm_load_answer
 
     record = _record("hf_eager", [0.5, 1.0, 1.5], [True, True, False], processes=2)
     serving = record.serving
@@ -870,8 +876,8 @@ def test_the_answer_prints_vllm_s_result_block_with_the_verdict_and_the_searched
 
 def test_the_appendix_lists_every_load_and_the_generation_section_leaves_loaded_cells_out(tmp_path):
     from inferbench.report.generation import one_request_at_a_time
-    from inferbench.report.llm_load import llm_load_section
     from inferbench.report.plots import plot_serving
+    from inferbench.scenarios.llm_load.answer import llm_load_section
 
     record = _record("hf_eager", [0.5, 1.0, 1.5], [True, True, False])
     cells = pd.DataFrame([record.flatten()])

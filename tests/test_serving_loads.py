@@ -8,13 +8,13 @@ import time
 import pandas as pd
 import pytest
 
-from inferbench.analysis.serving_loads import COLUMNS, load_rows, loads_frame, read_loads, write_loads
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.exporters.mlflow import load_metrics
 from inferbench.report.compare import loads_markdown, paired_loads
-from inferbench.report.llm_load import LOAD_COLUMNS, llm_load_section
-from inferbench.scenarios.llm_load import measure
+from inferbench.scenarios.llm_load.answer import LOAD_COLUMNS, llm_load_section
+from inferbench.scenarios.llm_load.loads import COLUMNS, load_rows, loads_frame, read_loads, write_loads
+from inferbench.scenarios.llm_load.measure import measure
 from tests.test_llm_load import SETTINGS, FakeStepEngine, _cell
 
 

@@ -34,8 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from inferbench.core.request_metrics import spread_pct
 from inferbench.engines.generation.vllm_engine import compile_cache_dir
+from inferbench.scenarios.llm_load.metrics import spread_pct
 
 #: the benchmark's own entry point, with its own parser (as `vllm bench latency` calls it)
 RUN_LATENCY = (

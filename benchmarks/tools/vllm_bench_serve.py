@@ -29,8 +29,8 @@ from typing import Any
 
 from vllm_bench_latency import vllm_cells
 
-from inferbench.core.arrivals import LoadSettings
 from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url
+from inferbench.scenarios.llm_load.arrivals import LoadSettings
 
 #: seconds vllm serve may take to become healthy (its start compiles: a minute or more)
 START_S = 900.0

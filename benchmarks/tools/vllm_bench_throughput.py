@@ -9,10 +9,11 @@ requests with the benchmark's own function (``vllm.benchmarks.throughput._run_vl
 per second per run; beside them the cell's capacity (pooled over its processes, and each process's) and
 cell / benchmark.
 
-The requests are the capacity run's own: the same seed, prompt and output lengths (inferbench.core.arrivals),
-given as token ids, where ``vllm bench throughput`` would draw its random dataset through a tokenizer (the
-checkpoints here have none). Both submit every request at once to vLLM's scheduler, which admits the next as
-one finishes. One difference stays by design: the benchmark samples at temperature 1 (the cells pick greedily).
+The requests are the capacity run's own: the same seed, prompt and output lengths
+(inferbench.scenarios.llm_load.arrivals), given as token ids, where ``vllm bench throughput`` would draw its random
+dataset through a tokenizer (the checkpoints here have none). Both submit every request at once to vLLM's
+scheduler, which admits the next as one finishes. One difference stays by design: the benchmark samples at
+temperature 1 (the cells pick greedily).
 A cell's capacity run lasts 1-2 s on an H100; the host's pace at small batches moves on that scale
 (experiments/vllm_host_pace), so each figure comes with its runs' and processes' spread.
 
@@ -30,8 +31,8 @@ from typing import Any
 
 from vllm_bench_latency import engine_flags, in_fresh_process, side_by_side_all, vllm_cells
 
-from inferbench.core.arrivals import LoadSettings
-from inferbench.scenarios.llm_load import WARMUP_SEED
+from inferbench.scenarios.llm_load.arrivals import LoadSettings
+from inferbench.scenarios.llm_load.measure import WARMUP_SEED
 
 #: runs in the fresh process: sys.argv = [-c, requests.json, out.json, runs, engine flags...]
 RUN_THROUGHPUT = """

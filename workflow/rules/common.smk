@@ -24,8 +24,8 @@ from inferbench.machine.run_lock import clear_stale_locks
 from inferbench.plan.code import cell_code_roots, code_identity
 from inferbench.plan.config import ConfigError, validate_config
 from inferbench.plan.grid import no_cells_message, resolved_studies
-from inferbench.plan.jobs import RunPlan
-from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT, plot_names
+from inferbench.plan.jobs import RunPlan, input_args
+from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.analysis.leases import lease_spread_problems
 from inferbench.catalog.exporters import EXPORTERS
 from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix
@@ -135,38 +135,11 @@ def heldout_rows(workload):
     return [f"results/models/{workload}.heldout.npz"] if workload_info(workload).trained else []
 
 
-def cell_record(cell):
-    return f"results/cells/{cell.relpath}"
-
-
-def workload_records(workload):
-    return [cell_record(c) for c in CELLS if c.workload == workload and c.scenario == "single"]
-
-
-#: the scenarios whose cells a workload's serving plot draws: LoadGen's server search, or a decoder's llm_load sweep
-SERVING_PLOTTED = ("server", "llm_load")
-
-
-def serving_records(workload):
-    return [cell_record(c) for c in CELLS if c.workload == workload and c.scenario in SERVING_PLOTTED]
-
-
-def records_read_by_report():
-    """The records the report reads beside the summary: the llm_load cells' sweeps (no summary column holds them)."""
-    return [cell_record(c) for c in CELLS if c.scenario == "llm_load"]
+cell_record = PLAN.record
 
 
 def profile_record(cell):
     return f"results/profiles/{cell.cell_id}/top_ops.json"
-
-
-def plot_files():
-    """Plots of the workloads with cells timed one call at a time (serving cells have their own tables)."""
-    plotted = ordered(c.workload for c in CELLS if c.scenario == "single")
-    served = ordered(c.workload for c in CELLS if c.scenario in SERVING_PLOTTED)
-    return [f"results/plots/{w}/{name}" for w in plotted for name in plot_names(w)] + [
-        f"results/plots/{w}/{SERVING_PLOT}" for w in served
-    ]
 
 
 def roofline_inputs(wildcards=None):
@@ -210,7 +183,7 @@ def final_outputs():
     roofline = ["results/roofline.csv"] if ROOFLINE_CELLS else []
     exported = [f"results/{name}/export.json" for name in config["exporters"]]
     summaries = ["results/summary.csv", "results/summary.parquet", "results/loads.csv"]
-    return [*summaries, "results/report.md", *plot_files(), *roofline, *exported]
+    return [*summaries, "results/report.md", *PLAN.plot_files(), *roofline, *exported]
 
 
 def variant(wildcards):
@@ -219,8 +192,7 @@ def variant(wildcards):
 
 def wildcard_cell(wildcards, scenario=PLAIN):
     """The cell that a job's wildcards name, in the scenario of its rule."""
-    axes = (wildcards.workload, wildcards.engine, wildcards.precision, wildcards.device)
-    return CellKey(*axes, int(wildcards.batch), int(wildcards.seq), int(wildcards.threads), scenario)
+    return CellKey.of_fields(dict(wildcards.items()), scenario)
 
 
 def cell_inputs(wildcards):
@@ -245,9 +217,7 @@ def measured_cell_inputs(wildcards, scenario=PLAIN):
 
 def interleaved_folder(wildcards):
     """The folder of a job of cells measured in turn (rule interleaved_cells), from its wildcards."""
-    cell = CellKey(wildcards.workload, "", wildcards.precision, wildcards.device, int(wildcards.batch),
-                   int(wildcards.seq), int(wildcards.threads))  # fmt: skip
-    return PLAN.interleaved_folder_of(cell)
+    return PLAN.interleaved_folder_of(wildcard_cell(wildcards))
 
 
 def interleaved_code(wildcards):
@@ -279,12 +249,8 @@ def cell_args(wildcards, scenario=PLAIN):
 
 
 def cell_files(wildcards, input):
-    """The files a cell is prepared from (tracked as inputs)."""
-    args = ["--model-meta", input.meta]
-    for flag, name in (("--artifact", "artifact"), ("--data", "data")):
-        if name in input.keys():
-            args += [flag, input[name]]
-    return args
+    """The files a cell is prepared from (tracked as inputs), the parity reference aside."""
+    return input_args(dict(input.items()))
 
 
 def tensorrt_calibration_data(wildcards):

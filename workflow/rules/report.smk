@@ -16,7 +16,7 @@ rule aggregate:
     output:
         csv=report("results/summary.csv", caption="../report/summary.rst", category="Summary"),
         parquet="results/summary.parquet",
-        loads="results/loads.csv",  # every load of every LLM serving cell (inferbench.analysis.serving_loads)
+        loads="results/loads.csv",  # every load of every LLM serving cell (inferbench.scenarios.llm_load.loads)
     params:
         code=verb_code("aggregate"),
     conda:
@@ -30,7 +30,7 @@ rule aggregate:
 
 rule plot_batch_sweep:
     input:
-        lambda wc: workload_records(wc.workload),
+        lambda wc: PLAN.timed_records(wc.workload),
     output:
         latency=report(
             "results/plots/{workload}/latency_per_item.png",
@@ -58,7 +58,7 @@ rule plot_batch_sweep:
 
 rule plot_seq_sweep:
     input:
-        lambda wc: workload_records(wc.workload),
+        lambda wc: PLAN.timed_records(wc.workload),
     output:
         report(
             "results/plots/{workload}/latency_vs_seq.png",
@@ -83,7 +83,7 @@ rule plot_seq_sweep:
 # The generation plot of a decoder workload: time per output token and to the first against the batch.
 rule plot_generation:
     input:
-        lambda wc: workload_records(wc.workload),
+        lambda wc: PLAN.timed_records(wc.workload),
     output:
         report(
             f"results/plots/{{workload}}/{GENERATION_PLOT}",
@@ -109,7 +109,7 @@ rule plot_generation:
 # decoder with llm_load cells: TTFT and TPOT percentiles against the request rate over every load of their sweep.
 rule plot_serving:
     input:
-        lambda wc: serving_records(wc.workload),
+        lambda wc: PLAN.plotted_records(wc.workload, SERVING_PLOT),
     output:
         report(
             f"results/plots/{{workload}}/{SERVING_PLOT}",
@@ -150,14 +150,14 @@ rule report:
     input:
         summary="results/summary.csv",
         loads="results/loads.csv",  # read beside the summary: the per-load tables of LLM serving cells
-        plots=plot_files(),
+        plots=PLAN.plot_files(),
         models=[f"results/models/{w}.json" for w in CELL_WORKLOADS],
         datasets=[f"data/processed/{d}.stats.json" for d in used_datasets()],
         profiles=[profile_record(c) for c in PROFILED_CELLS],
         roofline=["results/roofline.csv"] if ROOFLINE_CELLS else [],
         leases=[config["report"]["lease_spread"]] if config["report"]["lease_spread"] else [],
-        # read beside the summary (results/cells/): the llm_load cells' sweeps
-        records=records_read_by_report(),
+        # read beside the summary (results/cells/): what no summary column holds (an LLM serving cell's sweep)
+        records=PLAN.report_records(),
     output:
         report="results/report.md",
         details="results/report_details.md",  # written beside the report (inferbench.report.markdown)
@@ -188,7 +188,7 @@ for exporter in EXPORTERS.values():
             summary="results/summary.csv",
             loads="results/loads.csv",  # read beside the summary
             records=[cell_record(c) for c in CELLS],
-            plots=plot_files(),
+            plots=PLAN.plot_files(),
         output:
             f"results/{exporter.name}/export.json",
         params:

@@ -82,7 +82,7 @@ LAYOUTS: dict[str, Layout] = {
         (SERVING_PLOT,),
     ),
     "llm_load": Layout(
-        "inferbench.report.llm_load:llm_load_answer",
+        "inferbench.scenarios.llm_load.answer:llm_load_answer",
         ("p50", "p99"),  # each load's own, over its requests (inferbench.scenarios.llm_load)
         (SERVING_PLOT,),  # for a decoder: TTFT and TPOT percentiles against the request rate
         records=True,

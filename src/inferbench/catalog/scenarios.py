@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferbench.catalog.layouts import SERVING_PLOT
 from inferbench.catalog.targets import target_module
 
 #: where a serving cell's job keeps LoadGen's logs, beside its record: ``<cell>.loadgen/<run>/``
@@ -36,12 +37,24 @@ class ScenarioInfo:
     #: the layout (inferbench.catalog.layouts) of the studies that list it, where it needs one of its own:
     #: then such a study lists only scenarios of that layout
     layout: str | None = None
+    #: the plots of a workload its cells are drawn in, beside those of the workload's kind that cells timed call
+    #: by call are drawn in: (file name (inferbench.catalog.layouts), ``"module:function"`` that draws it:
+    #: ``function(records, workload, out, variants) -> Path``); the workflow makes a plot's inputs from it
+    plots: tuple[tuple[str, str], ...] = ()
+    #: ``"module:function"``: ``function(rows, report_dir) -> list[str]``, the report appendix's section of its
+    #: cells (their summary rows; their records and tables beside the report), heading included, where it writes
+    #: one of its own; and ``"module:NAME"``, the paragraph the appendix's "What was measured" says of them
+    details: str | None = None
+    method: str | None = None
     #: the modes of the engines it drives (EngineInfo.mode): the plain scenario drives every mode (through
     #: TRAINING and GENERATION for train and generate engines), the others inference engines unless they say
     modes: tuple[str, ...] = ("inference",)
     #: the config section holding its settings, where it has some (a study may override them under the same
     #: key): the workflow resolves them per cell and passes them in the measure settings (``scenario_settings``)
     settings: str | None = None
+    #: ``"module:Class"``: the type of those settings, resolved for a cell: ``Class.from_dict(values)`` (a ValueError
+    #: says what it refuses) and ``.problems()``, what the config check refuses besides
+    settings_type: str | None = None
     #: ``"module:function"``: ``function(records) -> dict``, record fields of a cell (e.g. ``serving``) from its
     #: processes' records, where pooling their per-call samples does not make them (the cell runner replaces
     #: them in the merged record once every process is done)
@@ -55,7 +68,7 @@ class ScenarioInfo:
         return target_module(self.target)
 
 
-def _loadgen(description: str) -> ScenarioInfo:
+def _loadgen(description: str, plots: tuple[tuple[str, str], ...] = ()) -> ScenarioInfo:
     """A scenario of MLPerf LoadGen's, served through the dynamic batcher (inferbench.scenarios.serving)."""
     return ScenarioInfo(
         "inferbench.scenarios.serving:measure",
@@ -63,6 +76,7 @@ def _loadgen(description: str) -> ScenarioInfo:
         serves=True,
         outputs=(("loadgen", f"{LOADGEN_LOGS}/"),),
         layout="serving",
+        plots=plots,
     )
 
 
@@ -73,18 +87,23 @@ SCENARIOS: dict[str, ScenarioInfo] = {
         "calls timed one at a time: latency and throughput at two boundaries (device, end to end)",
     ),
     "server": _loadgen(
-        "MLPerf LoadGen's server scenario: Poisson arrivals; the highest QPS whose p99 stays within the bound"
+        "MLPerf LoadGen's server scenario: Poisson arrivals; the highest QPS whose p99 stays within the bound",
+        plots=((SERVING_PLOT, "inferbench.report.plots:plot_server"),),  # p99 against QPS, every run of the search
     ),
     "offline": _loadgen("MLPerf LoadGen's offline scenario: every query at once; samples per second"),
     "llm_load": ScenarioInfo(
-        "inferbench.scenarios.llm_load:measure",
+        "inferbench.scenarios.llm_load.measure:measure",
         "a decoder under load: requests arriving at a rate (or a fixed concurrency) while earlier ones decode, "
         "batched continuously; TTFT, TPOT, ITL, e2e and goodput per load, the highest rate meeting the objective",
         layout="llm_load",
+        plots=((SERVING_PLOT, "inferbench.scenarios.llm_load.plots:plot_llm_load"),),  # TTFT, TPOT against the rate
         modes=("generate",),
         settings="llm_load",
-        merge="inferbench.scenarios.llm_load:merged_fields",
-        unavailable="inferbench.scenarios.llm_load:unavailable_reason",
+        settings_type="inferbench.scenarios.llm_load.arrivals:LoadSettings",
+        merge="inferbench.scenarios.llm_load.measure:merged_fields",
+        details="inferbench.scenarios.llm_load.answer:details_section",
+        method="inferbench.scenarios.llm_load.answer:LLM_LOAD_MEASURED",
+        unavailable="inferbench.scenarios.llm_load.measure:unavailable_reason",
     ),
 }
 #: how cells of training engines (EngineInfo.mode "train") are measured

@@ -42,11 +42,12 @@ def plain_request(args: argparse.Namespace, **measure: Any) -> Any:
     """The plain-scenario cell that ``add_cell_arguments`` named, with no parity reference (prime-cell and
     profile-cell check none): an inferbench.scenarios.prepare.CellRequest, its measure settings ``--measure``
     with ``measure`` over them."""
+    from inferbench.catalog.scenarios import PLAIN
     from inferbench.core.cells import CellKey
     from inferbench.core.settings import MeasureSettings
     from inferbench.scenarios.prepare import CellInputs, CellRequest
 
-    key = CellKey(args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads)
+    key = CellKey.of_fields(vars(args), PLAIN)
     inputs = CellInputs(args.model_meta, args.artifact, None, args.data)
     return CellRequest(key, args.engine_options, inputs, MeasureSettings.from_dict({**args.measure, **measure}))
 

@@ -57,9 +57,7 @@ def _cell_request(args: argparse.Namespace) -> Any:
     from inferbench.scenarios.prepare import CellInputs, CellRequest
 
     check_artifact(args)
-    key = CellKey(
-        args.workload, args.engine, args.precision, args.device, args.batch, args.seq, args.threads, args.scenario
-    )
+    key = CellKey.of_fields(vars(args))
     serving = None
     if SCENARIOS[args.scenario].serves:
         if args.serving is None:

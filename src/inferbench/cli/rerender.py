@@ -182,13 +182,14 @@ def render_summary(
 
 def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dict[str, Any]]) -> Path:
     """Summary, plots and report of a run's records, under ``run_dir``/results; return the report's path."""
-    from inferbench.analysis.serving_loads import LOADS_CSV, write_loads
     from inferbench.analysis.summary import load_records, records_frame, write_summary
     from inferbench.catalog.layouts import SERVING_PLOT
+    from inferbench.catalog.scenarios import SCENARIOS
     from inferbench.catalog.workloads import ordered
     from inferbench.core.fsutil import refuse_linked_folders
     from inferbench.report.markdown import write_report
     from inferbench.report.plots import plot_every_workload, plot_serving
+    from inferbench.scenarios.llm_load.loads import LOADS_CSV, write_loads
 
     results = run_dir / "results"
     refuse_linked_folders(run_dir, results / "plots")
@@ -197,7 +198,8 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     summary = write_summary(records, results / "summary.csv", results / "summary.parquet", records_frame(loaded))
     plots = plot_every_workload(summary, results / "plots", list(config["engines"]))
     write_loads(loaded, results / LOADS_CSV)
-    for workload in ordered(r.key.workload for r in loaded if r.key.scenario == "server"):
+    drawn = {name for name, info in SCENARIOS.items() if SERVING_PLOT in dict(info.plots)}
+    for workload in ordered(r.key.workload for r in loaded if r.key.scenario in drawn):
         plots.append(
             plot_serving(loaded, workload, results / "plots" / workload / SERVING_PLOT, list(config["engines"]))
         )

@@ -20,9 +20,9 @@ def _aggregate_arguments(p: argparse.ArgumentParser) -> None:
 
 @arguments(_aggregate_arguments)
 def aggregate(args: argparse.Namespace) -> None:
-    from inferbench.analysis.serving_loads import write_loads
     from inferbench.analysis.summary import load_records, records_frame, write_summary
     from inferbench.analysis.summary_checks import checked_summary
+    from inferbench.scenarios.llm_load.loads import write_loads
 
     records = load_records(args.records)  # read once: the summary and the loads are both made from them
     # a record edited by hand (a negative or missing p50, a batch of 1.5) is named before any summary is written

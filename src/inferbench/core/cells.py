@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import statistics
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +78,23 @@ class CellKey:
     @property
     def cell_id(self) -> str:
         return self.relpath.removesuffix(".json")
+
+    @classmethod
+    def of_fields(cls, named: Mapping[str, Any], scenario: str | None = None) -> CellKey:
+        """The cell that ``named`` names by the axes' short names (``workload``, ``engine``, ``precision``,
+        ``device``, ``batch``, ``seq``, ``threads``; numbers as text or int): a workflow job's wildcards, the
+        CLI's arguments. Its scenario: ``scenario``, else ``named``'s, else the plain one. A job of cells
+        measured in turn names no engine: its key's engine is empty."""
+        return cls(
+            str(named["workload"]),
+            str(named.get("engine", "")),
+            str(named["precision"]),
+            str(named["device"]),
+            int(named["batch"]),
+            int(named["seq"]),
+            int(named["threads"]),
+            scenario or named.get("scenario") or PLAIN,
+        )
 
     @classmethod
     def from_path(cls, path: str | Path) -> CellKey:
@@ -299,7 +317,7 @@ class CellRecord:
                 zip(("e2e_latency_p50_ci95_low_ms", "e2e_latency_p50_ci95_high_ms"), self._e2e_p50_ci(), strict=True)
             ),
             # the one throughput (items per call / p50 at the boundary), as every page and plot shows it; a
-            # scenario with a rate of its own (llm_load's served requests/s) keeps that
+            # scenario with a rate of its own (a decoder's served requests/s under load) keeps that
             "e2e_throughput_per_s": self._rate(e2e_lat.get("p50"), items, e2e_mean_rate),
             "e2e_throughput_mean_per_s": e2e_mean_rate,
             "e2e_n_iters": (self.end_to_end or {}).get("n_iters"),

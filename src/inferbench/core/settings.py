@@ -110,7 +110,7 @@ class MeasureSettings(_Settings):
     scenario_settings: dict[str, Any] | None = setting(
         None,
         "set by the workflow, never in a config: the settings of a cell whose scenario has a config section "
-        "of its own (llm_load: the top-level `llm_load` with its studies' `llm_load` over it), resolved for "
+        "of its own (the top-level section with its studies' section of that name over it), resolved for "
         "that cell and passed to its job with the measure settings",
         workflow_only=True,
     )

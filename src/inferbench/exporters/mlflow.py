@@ -61,11 +61,11 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from inferbench.analysis.serving_loads import LOADS_CSV, read_loads
 from inferbench.analysis.summary import KEY_COLUMNS, UNREADABLE, read_summary_csv
 from inferbench.catalog.engines import COMPUTATION_KEYS, VARIANT_KEYS
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError, error_text
+from inferbench.scenarios.llm_load.loads import LOADS_CSV, read_loads
 
 DEFAULT_EXPERIMENT = "inferbench"
 #: the tag that identifies the record a run was exported from, and the cell's id

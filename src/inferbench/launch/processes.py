@@ -256,12 +256,12 @@ def pooled_record(
         end_to_end={**(base.end_to_end or {}), **e2e_latencies, "throughput_per_s": e2e["throughput_per_s"]},
         bound=merged_bound(kept),
     )
-    # a scenario whose records hold figures of their own (generation's TTFT and TPOT, llm_load's sweep) pools
+    # a scenario whose records hold figures of their own (generation's TTFT and TPOT, a sweep under load) pools
     # them itself
     own = scenario_info(base.key.scenario, base.mode).merge
     if own is not None:
         fields = load_target(own)(kept)
-        if "end_to_end" in fields:  # its own end-to-end figures (llm_load's served rate) beside the pooled ones
+        if "end_to_end" in fields:  # its own end-to-end figures (a served rate) beside the pooled ones
             fields["end_to_end"] = {**fields["end_to_end"], **e2e_latencies}
         merged = replace(merged, **fields)
     return merged, pooled

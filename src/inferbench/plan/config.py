@@ -18,9 +18,8 @@ import yaml
 from inferbench.catalog.exporters import EXPORTERS
 from inferbench.catalog.layouts import LAYOUTS
 from inferbench.catalog.scenarios import SCENARIOS
+from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of, workload_info
-from inferbench.core.arrivals import MIN_OUTPUT_TOKENS, LoadSettings, length_bounds
-from inferbench.core.percentiles import MIN_SAMPLES
 from inferbench.core.settings import schema as config_schema
 from inferbench.data import DATASETS
 from inferbench.engines.registry import ENGINES, engine_info, option_problems
@@ -33,6 +32,7 @@ from inferbench.plan.sizing import (
     positions_key,
     size_problems,
 )
+from inferbench.scenarios.llm_load.arrivals import MIN_OUTPUT_TOKENS, length_bounds
 
 
 def axis_values() -> dict[str, list[str]]:
@@ -407,27 +407,29 @@ def _model_problems(config: dict[str, Any]) -> Iterator[str]:
 
 
 def _ranges(config: dict[str, Any], study: dict[str, Any]) -> tuple[float, float]:
-    """How far a study's llm_load cells spread prompt and output lengths (0, 0 without such cells)."""
-    sections = {SCENARIOS[name].settings for name in study["scenarios"]} - {None}
-    if "llm_load" not in sections:
-        return 0.0, 0.0
-    settings = study_scenario_settings(config, study, "llm_load")
+    """How far the study's scenarios spread prompt and output lengths around a cell's (a decoder under load:
+    their settings' ``prompt_range`` and ``output_range``; 0, 0 where none does)."""
 
     def valid(value: Any) -> float:  # one out of [0, 1) is refused by the settings check, named there
         return float(value) if isinstance(value, int | float) and 0 <= value < 1 else 0.0
 
-    return valid(settings.get("prompt_range", 0.0)), valid(settings.get("output_range", 0.0))
+    sections = sorted({SCENARIOS[name].settings for name in study["scenarios"]} - {None})
+    spreads = [study_scenario_settings(config, study, section) for section in sections]
+    return (
+        max((valid(settings.get("prompt_range", 0.0)) for settings in spreads), default=0.0),
+        max((valid(settings.get("output_range", 0.0)) for settings in spreads), default=0.0),
+    )
 
 
 def _scenario_settings_problems(config: dict[str, Any]) -> Iterator[str]:
-    """The settings of scenarios with a config section of their own (llm_load): a study's override checked as
+    """The settings of scenarios with a config section of their own: a study's override checked as
     the section itself is (the schema, on the merged settings), what the scenario refuses (e.g. burstiness
     with Poisson arrivals), requests too few for the objective's percentile, a study key no scenario of the
     study reads, a cell given different settings by two studies, and the key the workflow sets itself."""
     if config["measure"].get("scenario_settings") is not None:
         yield (
             "measure.scenario_settings: the workflow sets it for each cell of a scenario with settings of its own; "
-            "leave it out and set the scenario's section (`llm_load`, or a study's `llm_load`) instead"
+            "leave it out and set the scenario's section (or a study's section of that name) instead"
         )
     sections = sorted({info.settings for info in SCENARIOS.values() if info.settings})
     for section in sections:
@@ -456,17 +458,11 @@ def _scenario_settings_problems(config: dict[str, Any]) -> Iterator[str]:
                     yield f"{where}{'' if inner == '(top level)' else '.' + inner}{text[len(inner) :]}"
                 continue
             try:
-                settings = LoadSettings.from_dict(merged)
+                settings = load_target(SCENARIOS[listed[0]].settings_type).from_dict(merged)
             except ValueError as error:
                 yield f"studies.{name}: {error}"
                 continue
-            needed = MIN_SAMPLES[settings.objective.percentile]
-            if settings.requests < needed:
-                yield (
-                    f"{where}.requests: {settings.requests} requests per load are too few for the objective's "
-                    f"{settings.objective.percentile}, which needs {needed}; send at least {needed}, or judge the "
-                    "objective at a lower percentile (objective.percentile)"
-                )
+            yield from (f"{where}.{problem}" for problem in settings.problems())
     for has_cuda in (False, True):  # a cell is in the run with a GPU or without one
         try:
             cell_scenario_settings(config, has_cuda)

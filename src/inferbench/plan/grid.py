@@ -94,7 +94,7 @@ def study_cells(
             continue
         seq_lens, threads = _axes(study, workload, device)
         # each scenario drives the engine modes it declares: training engines are timed one step or epoch at a
-        # time (no queries to serve), generation engines one request at a time or under load (llm_load)
+        # time (no queries to serve), generation engines one request at a time or under load
         scenarios = [s for s in study["scenarios"] if drives(s, info.mode)]
         for batch, seq, n_threads, scenario in itertools.product(study["batch_sizes"], seq_lens, threads, scenarios):
             cells.add(CellKey(workload, variant, precision, device, batch, seq, n_threads, scenario))
@@ -156,8 +156,8 @@ class SettingsConflict(ValueError):
 
 
 def deep_merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``override`` over it, mappings merged key by key (a study's ``llm_load.objective`` may set
-    one bound and keep the other)."""
+    """``base`` with ``override`` over it, mappings merged key by key (a study's section may set one bound of
+    an objective and keep the other)."""
     out = dict(base)
     for key, value in override.items():
         out[key] = deep_merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferbench.catalog.layouts import LAYOUTS, plot_names
 from inferbench.catalog.scenarios import PLAIN, SCENARIOS
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.cells import CellKey
@@ -24,6 +26,9 @@ from inferbench.plan.grid import (
     study_cells,
 )
 
+#: where the workflow keeps the cells' records and the plots
+CELLS_DIR = "results/cells"
+PLOTS_DIR = "results/plots"
 #: the engine modes whose compiling cells are primed in a job of their own: a generation engine's compile (the
 #: decode step's, vLLM's) stays in its cell's first process
 PRIMED_MODES = ("inference", "train")
@@ -41,7 +46,7 @@ class RunPlan:
     min_iters: dict[CellKey, int]
     #: server and offline cells: LoadGen's settings, the latency bound of their studies, the batcher's delay
     serving: dict[CellKey, dict[str, Any]]
-    #: cells of a scenario with settings of its own (llm_load: config `llm_load`, their studies' over it); the
+    #: cells of a scenario with settings of its own (its config section, their studies' over it); the
     #: config check has refused a cell given different settings by two studies
     scenario_settings: dict[CellKey, dict[str, Any]]
     #: GPU model and TensorRT version naming the engine cache; None where TensorRT or the GPU is missing
@@ -84,6 +89,36 @@ class RunPlan:
         studies = [self.config["studies"][name] for name in self.config["run"]]
         found = (study_cells(s, self.config["engines"], self.has_cuda) for s in studies if s.get("roofline"))
         return sorted(set().union(*found))
+
+    @staticmethod
+    def record(cell: CellKey) -> str:
+        """Where the workflow keeps ``cell``'s record."""
+        return f"{CELLS_DIR}/{cell.relpath}"
+
+    def timed_records(self, workload: str) -> list[str]:
+        """The records of ``workload``'s cells timed call by call: its plots of its kind's are drawn from them."""
+        return [self.record(c) for c in self.cells if c.workload == workload and c.scenario == PLAIN]
+
+    def plotted_records(self, workload: str, plot: str) -> list[str]:
+        """The records ``plot`` of ``workload`` is drawn from: its cells of the scenarios drawn in it."""
+        drawn_by = {name for name, info in SCENARIOS.items() if plot in dict(info.plots)}
+        return [self.record(c) for c in self.cells if c.workload == workload and c.scenario in drawn_by]
+
+    def report_records(self) -> list[str]:
+        """The records the report reads beside the summary: those of cells whose study's layout needs what no
+        summary column holds (an LLM serving cell's sweep)."""
+        reads = {name for name, info in SCENARIOS.items() if info.layout and LAYOUTS[info.layout].records}
+        return [self.record(c) for c in self.cells if c.scenario in reads]
+
+    def plot_files(self) -> list[str]:
+        """Every plot of the run: the plots of each workload's kind where it has cells timed call by call, and
+        the plots its other scenarios' cells are drawn in."""
+        timed = ordered(c.workload for c in self.cells if c.scenario == PLAIN)
+        plots = [f"{PLOTS_DIR}/{w}/{name}" for w in timed for name in plot_names(w)]
+        for w in ordered(c.workload for c in self.cells):
+            drawn = {plot for c in self.cells if c.workload == w for plot, _ in SCENARIOS[c.scenario].plots}
+            plots += [f"{PLOTS_DIR}/{w}/{plot}" for plot in sorted(drawn)]
+        return plots
 
     def variant(self, cell: CellKey) -> dict[str, Any]:
         """The engine variant's options (config `engines.<name>`)."""
@@ -172,14 +207,10 @@ class RunPlan:
     def run_cell_argv(self, cell: CellKey, out: str) -> list[str]:
         """run-cell's arguments for ``cell`` with its record at ``out``: how a job of cells measured in turn
         names each of them (its rule's inputs are theirs)."""
-        inputs = self.inputs(cell)
-        files = ["--model-meta", inputs["meta"]]
-        for flag, name in (("--artifact", "artifact"), ("--data", "data"), ("--reference", "reference")):
-            files += [flag, inputs[name]] if name in inputs else []
         primed = self.primed(cell)
         return [
             *self.args(cell),
-            *files,
+            *input_args(self.inputs(cell), with_reference=True),
             *("--tolerance", json.dumps(self.tolerance(cell), sort_keys=True)),
             *(["--primed", primed] if primed else []),
             *("--out", out),
@@ -215,6 +246,17 @@ class RunPlan:
         """CPU cells form the group `cpu_cells`: alone in a cluster job each, unless the submission bundles
         them (--group-components cpu_cells=N). Local runs ignore groups. GPU cells stay alone."""
         return "cpu_cells" if cell.device == "cpu" else None
+
+
+#: the flag that names each file a cell is prepared from (``RunPlan.inputs``) to run-cell, prime-cell and profile-cell
+INPUT_FLAGS = {"meta": "--model-meta", "artifact": "--artifact", "data": "--data", "reference": "--reference"}
+
+
+def input_args(inputs: Mapping[str, str], with_reference: bool = False) -> list[str]:
+    """The arguments naming the files in ``inputs`` (a cell job's inputs, by name), the parity reference only
+    ``with_reference``."""
+    names = [name for name in INPUT_FLAGS if name != "reference" or with_reference]
+    return [arg for name in names if name in inputs for arg in (INPUT_FLAGS[name], inputs[name])]
 
 
 def shape_stem(cell: CellKey) -> str:

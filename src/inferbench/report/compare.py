@@ -24,9 +24,9 @@ from inferbench.analysis.compare_runs import (
     compare_serving,
 )
 from inferbench.analysis.leases import LeaseSpread
-from inferbench.analysis.serving_loads import LOADS_CSV, read_loads
 from inferbench.analysis.summary import KEY_COLUMNS, measured
 from inferbench.report.tables import intervals, markdown_table
+from inferbench.scenarios.llm_load.loads import LOADS_CSV, read_loads
 
 CELL_COLUMNS = [
     ("workload", "workload"),

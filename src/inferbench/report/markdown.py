@@ -17,19 +17,19 @@ from inferbench.analysis import decisions
 from inferbench.analysis.comparison import BOUNDARY_LABELS, inverted_boundaries, rate_at
 from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.leases import LeaseSpread
-from inferbench.analysis.serving_loads import LOADS_CSV, read_loads
 from inferbench.analysis.summary import split_scenarios, with_scenario
 from inferbench.analysis.summary_checks import REMAKE_FROM_RECORDS, checked_summary, read_summary
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
+from inferbench.catalog.scenarios import SCENARIOS
+from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.report.answers import answers_section, not_measured_section, summary_line
 from inferbench.report.generation import generation_section
-from inferbench.report.llm_load import LLM_LOAD_MEASURED, llm_load_rows, llm_load_section
 from inferbench.report.provenance import git_states, libraries_text, package_text, provenance_section
 from inferbench.report.roofline import roofline_section
 from inferbench.report.serving import serving_section
-from inferbench.report.studies import TRAINING_COLUMNS, records_beside, training_speedups
+from inferbench.report.studies import TRAINING_COLUMNS, training_speedups
 from inferbench.report.tables import distinct, fmt, markdown_table, recipe
 from inferbench.report.text import escape_markdown, inline_code, prose_with_code
 
@@ -336,14 +336,15 @@ def build_details(
             "workload", sort=False
         ):
             out += [f"### {escape_markdown(workload)}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
-    # a decoder's requests one at a time, and under load (llm_load: every load of each sweep, from the records)
-    loaded = llm_load_rows(frames.generation)
-    one_at_a_time = frames.generation.drop(loaded.index)
+    # a decoder's requests one at a time; then the scenarios with a section of their own (a decoder under load:
+    # every load of each sweep, from the records and tables beside the summary)
+    own = own_sections()
+    one_at_a_time = frames.generation[~frames.generation["scenario"].isin(own)]
     if not one_at_a_time.empty:
         out += ["## Generation", "", *generation_section(one_at_a_time, {})]
-    if not loaded.empty:
-        loads = read_loads(report_dir / LOADS_CSV)  # beside the summary, as its records are
-        out += ["## LLM serving under load", "", *llm_load_section(loaded, records_beside(loaded, report_dir), loads)]
+    for name, section in own.items():
+        if (everything["scenario"] == name).any():
+            out += load_target(section)(everything[everything["scenario"] == name], report_dir)
     if not frames.serving.empty:
         out += ["## Serving", "", *serving_section(frames.serving, {})]
     out += payback_section(inference_and_training, basis)
@@ -360,6 +361,11 @@ def build_details(
                 out.append(f"| {escape_markdown(_cell_key(row))} | {prose_with_code(reason)} |")
             out.append("")
     return "\n".join(out)
+
+
+def own_sections() -> dict[str, str]:
+    """The scenarios whose cells the appendix shows in a section of their own: name -> what writes it."""
+    return {name: info.details for name, info in SCENARIOS.items() if info.details}
 
 
 TRAINING_MEASURED = (
@@ -393,11 +399,11 @@ def method_section(measured: pd.DataFrame, frames: Any) -> list[str]:
         ]
     if not frames.serving.empty:
         what += [SERVING_MEASURED]
-    loaded = llm_load_rows(frames.generation)
-    if len(loaded) < len(frames.generation):
+    own = frames.generation["scenario"].isin(own_sections())
+    if not own.all():
         what += [GENERATION_MEASURED]
-    if not loaded.empty:
-        what += [LLM_LOAD_MEASURED]
+    present = set(frames.generation["scenario"][own])
+    what += [load_target(info.method) for name, info in SCENARIOS.items() if name in present and info.method]
     return [*(["## What was measured", ""] if what else []), *(line for text in what for line in (text, ""))]
 
 

@@ -1,9 +1,12 @@
 """Axes of the report's plots: log axes ticked at 1, 2 and 5 of each decade with plain numbers (never a lone
-power of ten, never 1e+03), and the bars that stand in for a curve where a sweep measured one x value."""
+power of ten, never 1e+03), and the bars that stand in for a curve where a sweep measured one x value; the
+colours, lines and markers every plot shares, and how a plot is saved."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import matplotlib
 
@@ -11,7 +14,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
+from inferbench.core.fsutil import atomic_path
 from inferbench.report.tables import fmt
+
+_PALETTE = plt.get_cmap("tab20").colors
+#: the line of each device and the marker of each batch size, in every plot
+DEVICE_STYLES = {"cpu": "-", "cuda": "--"}
+BATCH_MARKERS = ["o", "s", "^", "D", "v", "P"]
 
 #: major ticks of a log axis: 1, 2 and 5 of each decade; every step where that leaves fewer than 3 in view
 ONE_TWO_FIVE = (1.0, 2.0, 5.0)
@@ -63,3 +72,24 @@ def bars(ax: plt.Axes, labels: Sequence[str], values: Sequence[float], colours: 
     ax.yaxis.set_major_formatter(FuncFormatter(plain))
     ax.margins(y=0.12)  # room above the tallest bar for its value
     ax.grid(True, axis="y", alpha=0.3)
+
+
+def engine_colour(engine: str, variants: Sequence[str] = ()) -> tuple[float, float, float]:
+    """One colour per engine variant, the same in every plot of a run: the variants in the order the
+    config declares them (``variants``, config `engines`) take the palette in turn; a variant not
+    declared there gets one from a stable hash of its name (never from which engines a plot shows)."""
+    if engine in variants:
+        return _PALETTE[list(variants).index(engine) % len(_PALETTE)]
+    return _PALETTE[zlib.crc32(engine.encode()) % len(_PALETTE)]
+
+
+def empty_axes(ax: plt.Axes, text: str) -> None:
+    """Axes with nothing to draw, saying why."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+
+
+def save_figure(fig: plt.Figure, path: Path) -> None:
+    """``fig`` as a PNG at ``path``, written whole or not at all, then closed."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)

@@ -10,7 +10,6 @@ every run.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,27 +22,23 @@ import pandas as pd
 from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, items_per_call, p50_at, rate_at
 from inferbench.analysis.decisions import cpu_gpu_crossovers
 from inferbench.analysis.summary import measured, split_scenarios
-from inferbench.catalog.layouts import GENERATION_PLOT
-from inferbench.catalog.scenarios import PLAIN
+from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
+from inferbench.catalog.scenarios import PLAIN, SCENARIOS
+from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.cells import CellRecord
-from inferbench.core.fsutil import atomic_path
 from inferbench.report.answers import time_unit
-from inferbench.report.plot_axes import bars, log_axis
+from inferbench.report.plot_axes import (
+    BATCH_MARKERS,
+    DEVICE_STYLES,
+    bars,
+    empty_axes,
+    engine_colour,
+    log_axis,
+    save_figure,
+)
 
-_PALETTE = plt.get_cmap("tab20").colors
-_STYLES = {"cpu": "-", "cuda": "--"}
 _MARKERS = {"fp32": "o", "fp16": "s", "bf16": "^", "int8": "D"}
-_BATCH_MARKERS = ["o", "s", "^", "D", "v", "P"]
-
-
-def engine_colour(engine: str, variants: Sequence[str] = ()) -> tuple[float, float, float]:
-    """One colour per engine variant, the same in every plot of a run: the variants in the order the
-    config declares them (``variants``, config `engines`) take the palette in turn; a variant not
-    declared there gets one from a stable hash of its name (never from which engines a plot shows)."""
-    if engine in variants:
-        return _PALETTE[list(variants).index(engine) % len(_PALETTE)]
-    return _PALETTE[zlib.crc32(engine.encode()) % len(_PALETTE)]
 
 
 def _series(frame: pd.DataFrame, variants: Sequence[str] = ()) -> list[tuple[str, dict, pd.DataFrame]]:
@@ -54,27 +49,17 @@ def _series(frame: pd.DataFrame, variants: Sequence[str] = ()) -> list[tuple[str
         label = f"{engine} {precision} {device}" + (f" {threads}t" if threads else "")
         style = {
             "color": engine_colour(engine, variants),
-            "linestyle": _STYLES.get(device, ":"),
+            "linestyle": DEVICE_STYLES.get(device, ":"),
             "marker": _MARKERS.get(precision, "x"),
         }
         out.append((label, style, group))
     return out
 
 
-def _save(fig: plt.Figure, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-
 def _log_axes(ax: plt.Axes, xs: list[float]) -> None:
     """Log-log axes labelled with plain numbers: the measured x values, and 1-2-5 steps of y."""
     log_axis(ax, "x", xs)
     log_axis(ax, "y")
-
-
-def _empty(ax: plt.Axes, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
 
 
 SWEEPS = {"batch": ["latency_per_item.png", "throughput.png"], "seq": ["latency_vs_seq.png"]}
@@ -168,7 +153,7 @@ def workload_figures(
             ax.set_title(f"{workload}: {title} vs batch size{seq_note}{trained}")
         ax.set_xlabel(_X_NAMES[x])
         if sub.empty:
-            _empty(ax, "no ok cells")
+            empty_axes(ax, "no ok cells")
         else:
             draw_sweep(ax, sub, x, column, variants)
         if ax.lines:
@@ -187,7 +172,7 @@ def plot_workload(
     ``variants``: the config's engine variants in order (their colours)."""
     written = []
     for name, fig in workload_figures(summary, workload, kind, variants).items():
-        _save(fig, Path(out_dir) / name)
+        save_figure(fig, Path(out_dir) / name)
         written.append(Path(out_dir) / name)
     return written
 
@@ -211,12 +196,12 @@ def plot_generation(summary: pd.DataFrame, workload: str, out: str | Path, varia
     user waits for) on the left, time to first token (p50, the prefill) on the right; colour: the engine
     variant, as in every plot; marker and line: the prompt length."""
     frame = split_scenarios(summary).generation
-    # one request at a time: a cell under load (llm_load) has its own plot (plot_llm_load)
+    # one request at a time: a cell under load is drawn by its own scenario's plot
     frame = frame[(frame["workload"] == workload) & (frame["status"] == "ok") & (frame["scenario"] == PLAIN)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     prompts = sorted(frame["seq_len"].unique()) if not frame.empty else []
     prompt_style = {
-        n: (_BATCH_MARKERS[i % len(_BATCH_MARKERS)], ["--", "-", ":", "-."][i % 4]) for i, n in enumerate(prompts)
+        n: (BATCH_MARKERS[i % len(BATCH_MARKERS)], ["--", "-", ":", "-."][i % 4]) for i, n in enumerate(prompts)
     }
     for ax, column, what in (
         (axes[0], "gen_tpot_p50_ms", "time per output token, p50 (ms)"),
@@ -234,13 +219,13 @@ def plot_generation(summary: pd.DataFrame, workload: str, out: str | Path, varia
             _log_axes(ax, list(rows["batch_size"]))
             ax.grid(True, which="both", alpha=0.3)
         else:
-            _empty(ax, "no ok generation cells")
+            empty_axes(ax, "no ok generation cells")
         ax.set(xlabel="batch size (sequences decoded together)", ylabel=what)
     if axes[0].lines:
         axes[0].legend(fontsize=7)
     fig.suptitle(f"{workload}: generation against the batch size")
     out = Path(out)
-    _save(fig, out)
+    save_figure(fig, out)
     return out
 
 
@@ -258,22 +243,25 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
     return written
 
 
-#: the serving plot of a workload with server cells (report.serving shows it)
-
-
 def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
+    """The serving plot of ``workload``, drawn by the first scenario among its cells' that declares one (a
+    decoder's cells under load draw their own), else LoadGen's server search (``plot_server``)."""
+    scenarios = {r.key.scenario for r in records if r.key.workload == workload}
+    drawers = [draw for name in scenarios for plot, draw in SCENARIOS[name].plots if plot == SERVING_PLOT]
+    draw = load_target(drawers[0]) if drawers else plot_server
+    return draw(records, workload, out, variants)
+
+
+def plot_server(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
     """p99 latency against the QPS LoadGen completed, for every run of every server cell's search of
     ``workload`` (filled: valid runs, hollow: not valid), one line per engine and largest batch, the
-    cells' latency bounds as horizontal lines: where each configuration crosses its bound. A decoder's
-    serving plot is its llm_load cells' (``plot_llm_load``)."""
-    if any(r.key.workload == workload and r.key.scenario == LLM_LOAD for r in records):
-        return plot_llm_load(records, workload, out, variants)
+    cells' latency bounds as horizontal lines: where each configuration crosses its bound."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     bounds = set()
     cells = [r for r in records if r.key.workload == workload and r.key.scenario == "server" and r.serving]
     # colour: the engine variant, as in every plot; marker: the largest batch
     batch_marker = {
-        b: _BATCH_MARKERS[i % len(_BATCH_MARKERS)] for i, b in enumerate(sorted({r.key.batch_size for r in cells}))
+        b: BATCH_MARKERS[i % len(BATCH_MARKERS)] for i, b in enumerate(sorted({r.key.batch_size for r in cells}))
     }
     for record in sorted(cells, key=lambda r: (r.key.engine, r.key.precision, r.key.device, r.key.batch_size)):
         runs = sorted(
@@ -286,7 +274,7 @@ def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, 
         label = f"{key.engine} {key.precision} {key.device}, max batch {key.batch_size}"
         qps, p99 = [s["completed_qps"] for s in runs], [s["p99_ms"] for s in runs]
         marker = batch_marker[key.batch_size]
-        ax.plot(qps, p99, color=colour, linestyle=_STYLES.get(key.device, ":"), alpha=0.6)
+        ax.plot(qps, p99, color=colour, linestyle=DEVICE_STYLES.get(key.device, ":"), alpha=0.6)
         for s in runs:
             face = colour if s["valid"] else "none"
             ax.plot(s["completed_qps"], s["p99_ms"], marker=marker, color=colour, mfc=face, linestyle="none")
@@ -303,63 +291,5 @@ def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, 
     if ax.lines:
         ax.legend(fontsize=7, loc="best")
     out = Path(out)
-    _save(fig, out)
-    return out
-
-
-#: the scenario of a decoder's cells under load (inferbench.scenarios.llm_load)
-LLM_LOAD = "llm_load"
-
-
-def plot_llm_load(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
-    """A decoder's llm_load cells: the objective's percentile of TTFT (left) and of TPOT (right) against the
-    request rate of every load of each cell's sweep (offered; served at a fixed concurrency), filled where the
-    load met the objective, hollow where not; each cell's bounds as horizontal lines and its capacity as a
-    vertical one. Colour: the engine variant, as in every plot; marker: the cell's largest running batch."""
-    cells = [r for r in records if r.key.workload == workload and r.key.scenario == LLM_LOAD and r.serving]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    batch_marker = {
-        b: _BATCH_MARKERS[i % len(_BATCH_MARKERS)] for i, b in enumerate(sorted({r.key.batch_size for r in cells}))
-    }
-    levels = sorted({r.serving["objective"]["percentile"] for r in cells})
-    for record in sorted(cells, key=lambda r: (r.key.engine, r.key.precision, r.key.device, r.key.batch_size)):
-        serving, key = record.serving, record.key
-        level = serving["objective"]["percentile"]
-        colour, marker = engine_colour(key.engine, variants), batch_marker[key.batch_size]
-        rates = [
-            s["offered_per_s"] if s.get("offered_per_s") is not None else s["request_per_s"] for s in serving["sweep"]
-        ]
-        label = f"{key.engine} {key.precision} {key.device}, up to {key.batch_size} running, prompt {key.seq_len}"
-        for ax, figure, bound in ((axes[0], "ttft", "ttft_ms"), (axes[1], "tpot", "tpot_ms")):
-            values = [s[f"{figure}_ms"][level] for s in serving["sweep"]]
-            met = [s.get("met", s.get("objective_met")) for s in serving["sweep"]]  # a VALID load within the objective
-            points = [(x, y, m) for x, y, m in zip(rates, values, met, strict=True) if y is not None]
-            if not points:
-                continue
-            line = _STYLES.get(key.device, ":")
-            ax.plot([p[0] for p in points], [p[1] for p in points], color=colour, linestyle=line, alpha=0.6)
-            for x, y, met in points:
-                ax.plot(x, y, marker=marker, color=colour, mfc=colour if met else "none", linestyle="none")
-            ax.axhline(serving["objective"][bound], color=colour, linewidth=0.8, linestyle=":")
-            ax.axvline(serving["capacity"]["request_per_s"], color=colour, linewidth=0.8, linestyle="-.", alpha=0.5)
-        axes[0].plot([], [], color=colour, marker=marker, label=label)
-    level_text = "/".join(levels) or "p99"
-    for ax, what in (
-        (axes[0], f"time to first token, {level_text} (ms)"),
-        (axes[1], f"time per output token, {level_text} (ms)"),
-    ):
-        if ax.lines:
-            log_axis(ax, "x")
-            log_axis(ax, "y")
-            ax.grid(True, which="both", alpha=0.3)
-        else:
-            _empty(ax, "no llm_load cell with a sweep")
-        ax.set(xlabel="request rate (requests/s; dash-dot: capacity)", ylabel=what)
-    if axes[0].lines:
-        axes[0].legend(fontsize=7, loc="best")
-    fig.suptitle(
-        f"{workload}: TTFT and TPOT against the request rate (hollow: the objective missed; dotted: its bound)"
-    )
-    out = Path(out)
-    _save(fig, out)
+    save_figure(fig, out)
     return out

@@ -74,7 +74,7 @@ class PreparedCell:
     #: kernel trace where it builds a second engine for it)
     first_process: bool = True
     #: a folder the cell's processes share (their scratch folder), where the first leaves what the later ones
-    #: follow (an llm_load cell's rates); None where the process measures the cell alone
+    #: follow (the rates of a decoder's cell under load); None where the process measures the cell alone
     shared: Path | None = None
 
     @property
@@ -114,7 +114,7 @@ def unavailable(request: CellRequest) -> str | None:
         return f"engine {variant['engine']!r} cannot be imported here: {error}"
     if scenario_info(key.scenario).serves and (reason := loadgen_unavailable_reason()):
         return reason
-    # a scenario that drives engines its own way says which it cannot drive here (llm_load: no serving path)
+    # a scenario that drives engines its own way says which it cannot drive here (under load: no serving path)
     own = scenario_info(key.scenario, engine_info(variant["engine"]).mode).unavailable
     if own is not None and (reason := load_target(own)(engine_cls, key.device, key.precision)):
         return reason

@@ -76,8 +76,8 @@ def engine_arguments(
 ) -> dict[str, Any]:
     """vLLM's engine arguments for a cell of ``batch`` rows of ``prompt`` tokens making ``new_tokens`` each, from
     the model's ``config`` (transformers'): in-process (``LLM(**args)``) and behind ``vllm serve`` alike."""
-    # room for the longest request under load too (inferbench.core.arrivals: lengths within a range ratio below 1
-    # of the prompt and new tokens), within the model's positions
+    # room for the longest request under load too (its lengths within a range ratio below 1 of the prompt and new
+    # tokens), within the model's positions
     positions = getattr(config, "max_position_embeddings", None) or 2 * (prompt + new_tokens)
     max_model_len = min(2 * (prompt + new_tokens), positions)
     return {

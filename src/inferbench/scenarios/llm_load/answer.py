@@ -10,18 +10,18 @@ reads the records beside the summary (``cells/``), and says so where they are no
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from inferbench.analysis.serving_loads import loads_frame
 from inferbench.analysis.summary import with_scenario
 from inferbench.core.cells import CellKey, CellRecord
-from inferbench.report.studies import CELLS_DIR, row_key
+from inferbench.report.studies import CELLS_DIR, records_beside, row_key
 from inferbench.report.tables import fmt, fmt_ms, markdown_table
 from inferbench.report.text import escape_markdown
-
-SCENARIO = "llm_load"
+from inferbench.scenarios.llm_load import SCENARIO
+from inferbench.scenarios.llm_load.loads import LOADS_CSV, loads_frame, read_loads
 
 LLM_LOAD_MEASURED = (
     "LLM serving cells (`llm_load`; their own study sections) send a decoder requests that arrive while earlier "
@@ -322,7 +322,7 @@ def llm_load_answer(
         missing += len(frame) - len(found)
         for record in sorted(found, key=lambda r: (r.key.engine, r.key.precision, r.key.batch_size, r.key.seq_len)):
             out += [answer_line(record), *bench_block(record)]
-        ranked = [(rate, r) for r in found if (rate := answering(r.serving)[1])]
+        ranked = [(rate, r) for r in found if (rate := answering(r.serving or {})[1])]
         if len(ranked) > 1:
             ranked.sort(key=lambda pair: -pair[0])
             best_rate, best = ranked[0]
@@ -344,7 +344,7 @@ def llm_load_answer(
 
 
 def load_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """A cell's rows of loads.csv (inferbench.analysis.serving_loads) as the appendix shows them: each load named,
+    """A cell's rows of loads.csv (inferbench.scenarios.llm_load.loads) as the appendix shows them: each load named,
     its verdict in words, energy per token."""
     table = rows.copy()
     table["load_text"] = [
@@ -425,3 +425,11 @@ def llm_load_section(
             "",
         ]
     return out
+
+
+def details_section(cells: pd.DataFrame, report_dir: Path) -> list[str]:
+    """The report appendix's section of the run's llm_load cells: every load of each, from the run's loads.csv
+    and the records beside the report (``report_dir``)."""
+    rows = llm_load_rows(cells)
+    loads = read_loads(report_dir / LOADS_CSV)
+    return ["## LLM serving under load", "", *llm_load_section(rows, records_beside(rows, report_dir), loads)]

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.core.request_metrics import Objective
+from inferbench.core.percentiles import MIN_SAMPLES
+from inferbench.scenarios.llm_load.metrics import Objective
 
 #: the fewest output tokens a request asks for: its time per output token needs a second token
 MIN_OUTPUT_TOKENS = 2
@@ -232,6 +233,18 @@ class LoadSettings:
             count, rate=rate, burstiness=self.burstiness, prompt_tokens=prompt_tokens, prompt_range=self.prompt_range,
             output_tokens=output_tokens, output_range=self.output_range, vocab=vocab, seed=seed, prefix=prefix,
         )  # fmt: skip
+
+    def problems(self) -> list[str]:
+        """What the config check refuses of settings that construct (their key first): requests too few for the
+        objective's percentile."""
+        needed = MIN_SAMPLES[self.objective.percentile]
+        if self.requests >= needed:
+            return []
+        return [
+            f"requests: {self.requests} requests per load are too few for the objective's "
+            f"{self.objective.percentile}, which needs {needed}; send at least {needed}, or judge the "
+            "objective at a lower percentile (objective.percentile)"
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

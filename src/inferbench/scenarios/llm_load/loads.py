@@ -16,6 +16,7 @@ import pandas as pd
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path, refuse_non_regular
+from inferbench.scenarios.llm_load import SCENARIO
 
 #: the file's name, beside summary.csv
 LOADS_CSV = "loads.csv"
@@ -37,14 +38,14 @@ def load_rows(record: CellRecord) -> list[dict[str, Any]]:
     """One row per load of an llm_load cell's record (none for another cell's): its capacity run, its sweep's
     loads, its search's loads."""
     serving = record.serving or {}
-    if serving.get("scenario") != "llm_load":
+    if serving.get("scenario") != SCENARIO:
         return []
     key = record.key
     cell = {"cell_id": key.cell_id, "workload": key.workload, "engine": key.engine, "precision": key.precision,
             "device": key.device, "batch_size": key.batch_size, "seq_len": key.seq_len,
             "threads": key.threads}  # fmt: skip
     search = serving.get("search") or {}
-    steps = search.get("steps") if isinstance(search.get("steps"), list) else []
+    steps: list[Any] = search["steps"] if isinstance(search.get("steps"), list) else []
     runs = [("capacity", 0, serving["capacity"])]
     runs += [("sweep", i, step) for i, step in enumerate(serving["sweep"])]
     runs += [("search", i, step) for i, step in enumerate(steps)]

@@ -1,8 +1,8 @@
 """The llm_load scenario: a decoder serving requests under load, as ``vllm bench serve`` and MLPerf's LLM server
 scenario measure one. Requests arrive at a rate (Poisson, or gamma gaps of a burstiness) or at a fixed
 concurrency while earlier ones still decode, and the engine batches them continuously, up to the cell's batch
-size running at once. Each request asks for its own prompt and output length (inferbench.core.arrivals: fixed,
-or uniform within a range ratio, seeded: every process and every engine gets the same requests).
+size running at once. Each request asks for its own prompt and output length (``arrivals``: fixed, or uniform
+within a range ratio, seeded: every process and every engine gets the same requests).
 
 A cell's process first measures the engine's **capacity**: its request throughput with every request of a run
 sent at once, queued in the engine, which runs at most the batch size of them (as vLLM's offline throughput
@@ -12,7 +12,7 @@ past saturation: request rates at shares of that capacity (or concurrencies), ea
 ``requests`` requests. Per request: TTFT, TPOT = (e2e - TTFT) / (output tokens - 1), the inter-token latencies
 and e2e; per run: request throughput, output tokens/s, mean/p50/p90/p99 of each, goodput (requests within both
 bounds of the objective, per second) and whether the run's percentiles meet the objective
-(inferbench.core.request_metrics). The answer: the heaviest load up to which every load met the objective, with
+(``metrics``). The answer: the heaviest load up to which every load met the objective, with
 the capacity beside it and the first load that missed it.
 
 What is timed: every request from the time it counts from to each of its tokens, on the host clock
@@ -63,9 +63,15 @@ from typing import Any
 
 import numpy as np
 
-from inferbench.core.arrivals import LoadSettings, PlannedRequest
 from inferbench.core.fsutil import read_json, write_json
-from inferbench.core.request_metrics import (
+from inferbench.core.stats import latency_stats
+from inferbench.machine.host_partition import measuring
+from inferbench.machine.watchdog import beat
+from inferbench.models.parity import load_reference_tokens
+from inferbench.scenarios.generation import GATED_TOKENS
+from inferbench.scenarios.llm_load import SCENARIO
+from inferbench.scenarios.llm_load.arrivals import LoadSettings, PlannedRequest
+from inferbench.scenarios.llm_load.metrics import (
     Objective,
     RequestTrace,
     energy_figures,
@@ -77,18 +83,11 @@ from inferbench.core.request_metrics import (
     traces_figures,
     window_figures,
 )
-from inferbench.core.stats import latency_stats
-from inferbench.machine.host_partition import measuring
-from inferbench.machine.watchdog import beat
-from inferbench.models.parity import load_reference_tokens
-from inferbench.scenarios.generation import GATED_TOKENS
 from inferbench.scenarios.prepare import Measured, PreparedCell
 from inferbench.scenarios.timing import warm_up
 from inferbench.trackers.gpu_telemetry import GpuTelemetry
 from inferbench.trackers.host_telemetry import HostWindow
 
-#: the scenario's name (inferbench.catalog.scenarios), in the records it writes
-SCENARIO = "llm_load"
 #: the driver tells the stall watchdog it progresses every this many steps (or streamed token arrivals)
 BEAT_EVERY = 16
 

@@ -19,7 +19,7 @@ themselves (vllm's per-request SLOs).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -125,7 +125,7 @@ def percentile_names(objective: Objective) -> list[str]:
 
 
 def run_figures(
-    samples_ms: dict[str, Sequence[float]],
+    samples_ms: Mapping[str, Sequence[float]],
     duration_s: float,
     output_tokens: int,
     good_requests: int,
@@ -322,7 +322,7 @@ def pooled_run(runs: Sequence[dict[str, Any]], objective: Objective) -> dict[str
         percentile_names(objective)
     }  # fmt: skip
     spread = {name: spread_pct(values) for name, values in by_process.items()}
-    extra = {key: runs[0][key] for key in ("load", "concurrency") if key in runs[0]}
+    extra: dict[str, Any] = {key: runs[0][key] for key in ("load", "concurrency") if key in runs[0]}
     if all("served_requests" in run for run in runs):  # steady windows: served and arrived over their summed time
         windows = sum(run["window_s"] for run in runs)
         pooled |= {
