@@ -11,8 +11,7 @@ import pytest
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.exporters.mlflow import load_metrics
-from inferbench.report.compare import loads_markdown, paired_loads
-from inferbench.scenarios.llm_load.answer import LOAD_COLUMNS, llm_load_section
+from inferbench.scenarios.llm_load.answer import LOAD_COLUMNS, llm_load_section, loads_markdown, paired_loads
 from inferbench.scenarios.llm_load.loads import COLUMNS, load_rows, loads_frame, read_loads, write_loads
 from inferbench.scenarios.llm_load.measure import measure
 from tests.test_llm_load import SETTINGS, FakeStepEngine, _cell

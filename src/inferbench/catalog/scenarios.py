@@ -46,6 +46,9 @@ class ScenarioInfo:
     #: one of its own; and ``"module:NAME"``, the paragraph the appendix's "What was measured" says of them
     details: str | None = None
     method: str | None = None
+    #: ``"module:function"``: ``function(run_a, run_b) -> list[str]``, the lines `inferbench compare` adds for its
+    #: cells from what two runs keep beside their summaries (each a results folder or its summary CSV)
+    compared: str | None = None
     #: the modes of the engines it drives (EngineInfo.mode): the plain scenario drives every mode (through
     #: TRAINING and GENERATION for train and generate engines), the others inference engines unless they say
     modes: tuple[str, ...] = ("inference",)
@@ -103,6 +106,7 @@ SCENARIOS: dict[str, ScenarioInfo] = {
         merge="inferbench.scenarios.llm_load.measure:merged_fields",
         details="inferbench.scenarios.llm_load.answer:details_section",
         method="inferbench.scenarios.llm_load.answer:LLM_LOAD_MEASURED",
+        compared="inferbench.scenarios.llm_load.answer:compared_loads",
         unavailable="inferbench.scenarios.llm_load.measure:unavailable_reason",
     ),
 }
@@ -119,6 +123,11 @@ GENERATION = ScenarioInfo(
     "requests answered one after another: time to first token, time per output token, request latency",
     merge="inferbench.scenarios.generation:merged_fields",
 )
+
+
+#: the module of the run's table of every load of every cell served under load, ``loads.csv`` beside the summary:
+#: ``write_loads(records, path)`` makes it, ``read_loads(path)`` reads it (None where there is none), ``LOADS_CSV``
+LOADS_TABLE = "inferbench.scenarios.llm_load.loads"
 
 
 #: the scenario of a cell whose path names none

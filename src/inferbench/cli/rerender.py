@@ -26,6 +26,7 @@ as Snakemake merges them; `--gpu` resolves `auto` devices to cuda (the run was m
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,12 +185,11 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     """Summary, plots and report of a run's records, under ``run_dir``/results; return the report's path."""
     from inferbench.analysis.summary import load_records, records_frame, write_summary
     from inferbench.catalog.layouts import SERVING_PLOT
-    from inferbench.catalog.scenarios import SCENARIOS
+    from inferbench.catalog.scenarios import LOADS_TABLE, SCENARIOS
     from inferbench.catalog.workloads import ordered
     from inferbench.core.fsutil import refuse_linked_folders
     from inferbench.report.markdown import write_report
     from inferbench.report.plots import plot_every_workload, plot_serving
-    from inferbench.scenarios.llm_load.loads import LOADS_CSV, write_loads
 
     results = run_dir / "results"
     refuse_linked_folders(run_dir, results / "plots")
@@ -197,7 +197,8 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     loaded = load_records(records)  # read once: the summary, the loads and the serving plots (its LoadGen runs)
     summary = write_summary(records, results / "summary.csv", results / "summary.parquet", records_frame(loaded))
     plots = plot_every_workload(summary, results / "plots", list(config["engines"]))
-    write_loads(loaded, results / LOADS_CSV)
+    table = importlib.import_module(LOADS_TABLE)
+    table.write_loads(loaded, results / table.LOADS_CSV)
     drawn = {name for name, info in SCENARIOS.items() if SERVING_PLOT in dict(info.plots)}
     for workload in ordered(r.key.workload for r in loaded if r.key.scenario in drawn):
         plots.append(

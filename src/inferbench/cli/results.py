@@ -4,6 +4,7 @@ a comparison of two runs, and the removal of records so that their cells are mea
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 from pathlib import Path
@@ -22,7 +23,7 @@ def _aggregate_arguments(p: argparse.ArgumentParser) -> None:
 def aggregate(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import load_records, records_frame, write_summary
     from inferbench.analysis.summary_checks import checked_summary
-    from inferbench.scenarios.llm_load.loads import write_loads
+    from inferbench.catalog.scenarios import LOADS_TABLE
 
     records = load_records(args.records)  # read once: the summary and the loads are both made from them
     # a record edited by hand (a negative or missing p50, a batch of 1.5) is named before any summary is written
@@ -33,7 +34,7 @@ def aggregate(args: argparse.Namespace) -> None:
     write_summary(args.records, args.out_csv, args.out_parquet, frame)
     print(f"{len(frame)} cells: {frame['status'].value_counts().to_dict()}")
     if args.out_loads is not None:
-        loads = write_loads(records, args.out_loads)
+        loads = importlib.import_module(LOADS_TABLE).write_loads(records, args.out_loads)
         print(f"{len(loads)} loads of {loads['cell_id'].nunique()} LLM serving cells")
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import csv
 import fcntl
+import importlib
 import importlib.util
 import math
 import numbers
@@ -63,9 +64,9 @@ import pandas as pd
 
 from inferbench.analysis.summary import KEY_COLUMNS, UNREADABLE, read_summary_csv
 from inferbench.catalog.engines import COMPUTATION_KEYS, VARIANT_KEYS
+from inferbench.catalog.scenarios import LOADS_TABLE
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError, error_text
-from inferbench.scenarios.llm_load.loads import LOADS_CSV, read_loads
 
 DEFAULT_EXPERIMENT = "inferbench"
 #: the tag that identifies the record a run was exported from, and the cell's id
@@ -359,7 +360,8 @@ def summary_runs(summary_csv: Path, cells_dir: Path, plots_dir: Path) -> list[Ce
     """The runs of every row of ``summary_csv``, with each cell's record (under ``cells_dir``, where it is)
     and its workload's plots (under ``plots_dir``); a UserError names a row that cannot be exported as it is."""
     runs: list[CellRun] = []
-    loads = read_loads(Path(summary_csv).parent / LOADS_CSV)  # the LLM serving cells' loads, beside the summary
+    table = importlib.import_module(LOADS_TABLE)  # the LLM serving cells' loads, beside the summary
+    loads = table.read_loads(Path(summary_csv).parent / table.LOADS_CSV)
     rows: dict[str, int] = {}  # record -> its row
     plots_of: dict[str, list[Path]] = {}
     for number, row in enumerate(_read_summary(summary_csv).to_dict("records"), start=1):
@@ -389,7 +391,7 @@ def summary_runs(summary_csv: Path, cells_dir: Path, plots_dir: Path) -> list[Ce
             raise UserError(f"{where} ({key.cell_id}): {error}") from error
         run.load_metrics = load_metrics(loads, key.cell_id)
         if run.load_metrics:  # the table itself beside the run, as the summary has none of it
-            run.artifacts["loads"] = [Path(summary_csv).parent / LOADS_CSV]
+            run.artifacts["loads"] = [Path(summary_csv).parent / table.LOADS_CSV]
         if run.record_id in rows:
             raise UserError(
                 f"{summary_csv}: rows {rows[run.record_id]} and {number} are one record ({run.record_id}); a "

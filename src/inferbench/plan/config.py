@@ -9,7 +9,7 @@ import copy
 import difflib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
@@ -32,7 +32,6 @@ from inferbench.plan.sizing import (
     positions_key,
     size_problems,
 )
-from inferbench.scenarios.llm_load.arrivals import MIN_OUTPUT_TOKENS, length_bounds
 
 
 def axis_values() -> dict[str, list[str]]:
@@ -320,12 +319,13 @@ def _decoder_length_problems(
     workload: str,
     arch: dict[str, Any],
     variants: dict[str, Any],
-    ranges: tuple[float, float] = (0.0, 0.0),
+    ranges: tuple[float, float],
+    longest: Callable[[int, int, float, float], tuple[int, int]],
 ) -> Iterator[str]:
     """A generation cell's prompt (the study's seq_lens) and new tokens (its engine variant's option) within
     the decoder's positions, and within an exported context: past them the first call fails (GPT-2: a bare
-    IndexError). ``ranges``: how far llm_load spreads prompt and output lengths around them (its longest
-    requests must fit)."""
+    IndexError). ``ranges``: how far the study's scenarios spread prompt and output lengths around them, and
+    ``longest`` the longest request they then send (it must fit)."""
     prompt_range, output_range = ranges
     family = _family(workload)
     assert family is not None  # a decoder workload is an llm: one, or declared as one
@@ -343,18 +343,19 @@ def _decoder_length_problems(
                 limit, what = context, f"{named} ({context}, from {workload}'s config)"
             elif limit is not None:
                 what += f", which is {named}"
-        longest_output = length_bounds(new_tokens, output_range, MIN_OUTPUT_TOKENS)[1]
+        longest_output = longest(1, new_tokens, prompt_range, output_range)[1]
         too_long = [
-            n for n in study.get("seq_lens", []) if limit is not None and length_bounds(n, prompt_range)[1] +
-            longest_output > limit
+            n for n in study.get("seq_lens", [])
+            if limit is not None and sum(longest(n, new_tokens, prompt_range, output_range)) > limit
         ]  # fmt: skip
         if too_long:
             # the longest prompt whose spread requests fit: int(n x (1 + range)) + the longest output <= limit
             longest_prompt = int((limit - longest_output) / (1 + prompt_range))
             fits = f"list prompts up to {longest_prompt}, " if longest_prompt > 0 else ""
             spread = (
-                f" (spread by llm_load's prompt_range {prompt_range:g} and output_range {output_range:g}: the "
-                f"longest requests are {length_bounds(max(too_long), prompt_range)[1]} + {longest_output} tokens)"
+                f" (spread by the study's prompt_range {prompt_range:g} and output_range {output_range:g}: the "
+                f"longest requests are {longest(max(too_long), new_tokens, prompt_range, output_range)[0]} + "
+                f"{longest_output} tokens)"
                 if prompt_range or output_range
                 else ""
             )
@@ -393,7 +394,7 @@ def _model_problems(config: dict[str, Any]) -> Iterator[str]:
             arch = models.get(workload, {}).get("arch", {})
             if workload_info(workload).kind == "decoder":
                 yield from _decoder_length_problems(
-                    name, study, workload, arch, config["engines"], _ranges(config, study)
+                    name, study, workload, arch, config["engines"], _ranges(config, study), _longest(study)
                 )
                 continue
             positions = model_positions(workload, arch)
@@ -419,6 +420,15 @@ def _ranges(config: dict[str, Any], study: dict[str, Any]) -> tuple[float, float
         max((valid(settings.get("prompt_range", 0.0)) for settings in spreads), default=0.0),
         max((valid(settings.get("output_range", 0.0)) for settings in spreads), default=0.0),
     )
+
+
+def _longest(study: dict[str, Any]) -> Callable[[int, int, float, float], tuple[int, int]]:
+    """The longest request of a cell of the study, from its prompt, new tokens and the ranges: its scenario's
+    settings type's (the first of its scenarios with one), else the prompt and new tokens themselves."""
+    types = [SCENARIOS[name].settings_type for name in study["scenarios"] if SCENARIOS[name].settings_type]
+    if not types:
+        return lambda prompt, new_tokens, *_: (prompt, new_tokens)
+    return load_target(types[0]).longest_request
 
 
 def _scenario_settings_problems(config: dict[str, Any]) -> Iterator[str]:

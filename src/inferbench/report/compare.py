@@ -25,8 +25,9 @@ from inferbench.analysis.compare_runs import (
 )
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import KEY_COLUMNS, measured
+from inferbench.catalog.scenarios import SCENARIOS
+from inferbench.catalog.targets import load_target
 from inferbench.report.tables import intervals, markdown_table
-from inferbench.scenarios.llm_load.loads import LOADS_CSV, read_loads
 
 CELL_COLUMNS = [
     ("workload", "workload"),
@@ -55,7 +56,7 @@ def compare_markdown(
     serving: pd.DataFrame | None = None,
     shifts: list[ClassShift] | None = None,
     calibrations: Sequence[Calibration | None] = (),
-    loads: pd.DataFrame | None = None,
+    scenario_lines: Sequence[str] = (),
 ) -> str:
     out = [f"# {names[1]} (B) against {names[0]} (A)", ""]
     # how often each run's own rule called identical cells different (its A/A twins), where it had any
@@ -64,8 +65,7 @@ def compare_markdown(
     out += [""] if any(c is not None for c in calibrations) else []
     if serving is not None and not serving.empty:
         out += serving_markdown(serving)
-    if loads is not None and not loads.empty:
-        out += loads_markdown(loads)
+    out += scenario_lines
     if cells.empty:
         return "\n".join([*out, "No single-call cell is ok in both runs."])
     counts = cells["change"].value_counts().to_dict()
@@ -240,50 +240,6 @@ def serving_markdown(serving: pd.DataFrame) -> list[str]:
     ]
 
 
-#: what the two runs' loads.csv are joined on: the cell, and which of its loads
-LOAD_KEY = ["cell_id", "phase", "position"]
-LOAD_SIDES = ("offered_per_s", "request_per_s", "ttft_p99_ms", "tpot_p99_ms", "energy_per_output_token_mj", "valid",
-              "met")  # fmt: skip
-
-
-def paired_loads(loads_a: pd.DataFrame | None, loads_b: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The LLM serving loads of two runs' loads.csv side by side (columns ``<figure>_a`` / ``_b``), joined on the
-    cell and the load's place in its sweep or search (a search's rates may differ between the runs: both are
-    shown), with ``changed``: its verdict or whether it met the objective differs. None where a run has none."""
-    if loads_a is None or loads_b is None:
-        return None
-    sides = [frame[frame["phase"] != "capacity"][[*LOAD_KEY, "load", *LOAD_SIDES]] for frame in (loads_a, loads_b)]
-    paired = sides[0].merge(sides[1].drop(columns="load"), on=LOAD_KEY, suffixes=("_a", "_b"))
-    same = [paired[f"{name}_a"].astype(str) == paired[f"{name}_b"].astype(str) for name in ("valid", "met")]
-    return paired.assign(changed=~(same[0] & same[1]))
-
-
-def loads_markdown(loads: pd.DataFrame) -> list[str]:
-    """The LLM serving loads in both runs: how many changed their verdict or their objective, then each load."""
-    changed = int(loads["changed"].sum())
-    columns = [("cell_id", "cell"), ("phase", "run"), ("load", "share"), ("offered_per_s_a", "offered A"),
-               ("offered_per_s_b", "offered B"), ("request_per_s_a", "served A"), ("request_per_s_b", "served B"),
-               ("ttft_p99_ms_a", "TTFT p99 A"), ("ttft_p99_ms_b", "TTFT p99 B"), ("tpot_p99_ms_a", "TPOT p99 A"),
-               ("tpot_p99_ms_b", "TPOT p99 B"), ("energy_per_output_token_mj_a", "mJ/token A"),
-               ("energy_per_output_token_mj_b", "mJ/token B"), ("valid_a", "VALID A"), ("valid_b", "VALID B"),
-               ("met_a", "met A"), ("met_b", "met B")]  # fmt: skip
-    return [
-        "## LLM serving loads",
-        "",
-        f"{len(loads)} loads of {loads['cell_id'].nunique()} LLM serving cells in both runs' loads.csv: {changed} "
-        "change their verdict (VALID or INVALID) or whether they met the objective.",
-        "",
-        markdown_table(loads.sort_values(LOAD_KEY), columns),
-        "",
-    ]
-
-
-def _loads_of(path: str | Path) -> pd.DataFrame | None:
-    """The loads.csv of a run given as its results directory or its summary CSV (beside it)."""
-    path = Path(path)
-    return read_loads((path if path.is_dir() else path.parent) / LOADS_CSV)
-
-
 def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, str, LeaseSpread | None]:
     """Two runs cell by cell and claim by claim, with the spread between them per class (None where they
     have too few cells in common to tell)."""
@@ -295,6 +251,7 @@ def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, 
     serving = compare_serving(run_a, run_b)
     shifts = class_shifts(cells, run_a.summary, run_b.summary)
     calibrations = [calibrate(measured(run.summary)) for run in (run_a, run_b)]
-    loads = paired_loads(_loads_of(path_a), _loads_of(path_b))
-    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, serving, shifts, calibrations, loads)
+    # the lines of the scenarios that compare what two runs keep beside their summaries (a decoder's loads)
+    own = [line for info in SCENARIOS.values() if info.compared for line in load_target(info.compared)(path_a, path_b)]
+    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, serving, shifts, calibrations, own)
     return cells, agreement, text, leases

@@ -433,3 +433,54 @@ def details_section(cells: pd.DataFrame, report_dir: Path) -> list[str]:
     rows = llm_load_rows(cells)
     loads = read_loads(report_dir / LOADS_CSV)
     return ["## LLM serving under load", "", *llm_load_section(rows, records_beside(rows, report_dir), loads)]
+
+
+#: what the two runs' loads.csv are joined on: the cell, and which of its loads
+LOAD_KEY = ["cell_id", "phase", "position"]
+LOAD_SIDES = ("offered_per_s", "request_per_s", "ttft_p99_ms", "tpot_p99_ms", "energy_per_output_token_mj", "valid",
+              "met")  # fmt: skip
+
+
+def paired_loads(loads_a: pd.DataFrame | None, loads_b: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The LLM serving loads of two runs' loads.csv side by side (columns ``<figure>_a`` / ``_b``), joined on the
+    cell and the load's place in its sweep or search (a search's rates may differ between the runs: both are
+    shown), with ``changed``: its verdict or whether it met the objective differs. None where a run has none."""
+    if loads_a is None or loads_b is None:
+        return None
+    sides = [frame[frame["phase"] != "capacity"][[*LOAD_KEY, "load", *LOAD_SIDES]] for frame in (loads_a, loads_b)]
+    paired = sides[0].merge(sides[1].drop(columns="load"), on=LOAD_KEY, suffixes=("_a", "_b"))
+    same = [paired[f"{name}_a"].astype(str) == paired[f"{name}_b"].astype(str) for name in ("valid", "met")]
+    return paired.assign(changed=~(same[0] & same[1]))
+
+
+def loads_markdown(loads: pd.DataFrame) -> list[str]:
+    """The LLM serving loads in both runs: how many changed their verdict or their objective, then each load."""
+    changed = int(loads["changed"].sum())
+    columns = [("cell_id", "cell"), ("phase", "run"), ("load", "share"), ("offered_per_s_a", "offered A"),
+               ("offered_per_s_b", "offered B"), ("request_per_s_a", "served A"), ("request_per_s_b", "served B"),
+               ("ttft_p99_ms_a", "TTFT p99 A"), ("ttft_p99_ms_b", "TTFT p99 B"), ("tpot_p99_ms_a", "TPOT p99 A"),
+               ("tpot_p99_ms_b", "TPOT p99 B"), ("energy_per_output_token_mj_a", "mJ/token A"),
+               ("energy_per_output_token_mj_b", "mJ/token B"), ("valid_a", "VALID A"), ("valid_b", "VALID B"),
+               ("met_a", "met A"), ("met_b", "met B")]  # fmt: skip
+    return [
+        "## LLM serving loads",
+        "",
+        f"{len(loads)} loads of {loads['cell_id'].nunique()} LLM serving cells in both runs' loads.csv: {changed} "
+        "change their verdict (VALID or INVALID) or whether they met the objective.",
+        "",
+        markdown_table(loads.sort_values(LOAD_KEY), columns),
+        "",
+    ]
+
+
+def _loads_of(path: str | Path) -> pd.DataFrame | None:
+    """The loads.csv of a run given as its results directory or its summary CSV (beside it)."""
+    path = Path(path)
+    return read_loads((path if path.is_dir() else path.parent) / LOADS_CSV)
+
+
+def compared_loads(path_a: str | Path, path_b: str | Path) -> list[str]:
+    """What `inferbench compare` says of two runs' LLM serving loads (their loads.csv): nothing where a run has
+    none."""
+    paired = paired_loads(_loads_of(path_a), _loads_of(path_b))
+    return loads_markdown(paired) if paired is not None and not paired.empty else []

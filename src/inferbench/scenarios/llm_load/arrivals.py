@@ -234,6 +234,12 @@ class LoadSettings:
             output_tokens=output_tokens, output_range=self.output_range, vocab=vocab, seed=seed, prefix=prefix,
         )  # fmt: skip
 
+    @staticmethod
+    def longest_request(prompt: int, new_tokens: int, prompt_range: float, output_range: float) -> tuple[int, int]:
+        """The prompt and output of the longest request a cell of ``prompt`` tokens and ``new_tokens`` sends with
+        these ranges: what the model's positions must hold."""
+        return length_bounds(prompt, prompt_range)[1], length_bounds(new_tokens, output_range, MIN_OUTPUT_TOKENS)[1]
+
     def problems(self) -> list[str]:
         """What the config check refuses of settings that construct (their key first): requests too few for the
         objective's percentile."""
