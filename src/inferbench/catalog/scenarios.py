@@ -56,7 +56,8 @@ class ScenarioInfo:
     #: key): the workflow resolves them per cell and passes them in the measure settings (``scenario_settings``)
     settings: str | None = None
     #: ``"module:Class"``: the type of those settings, resolved for a cell: ``Class.from_dict(values)`` (a ValueError
-    #: says what it refuses) and ``.problems()``, what the config check refuses besides
+    #: says what it refuses) and ``.problems()``, what the config check refuses besides; where its requests' lengths
+    #: spread, ``Class.longest_request(prompt, new_tokens, prompt_range, output_range)``, what a model must hold
     settings_type: str | None = None
     #: ``"module:function"``: ``function(records) -> dict``, record fields of a cell (e.g. ``serving``) from its
     #: processes' records, where pooling their per-call samples does not make them (the cell runner replaces

@@ -424,11 +424,10 @@ def _ranges(config: dict[str, Any], study: dict[str, Any]) -> tuple[float, float
 
 def _longest(study: dict[str, Any]) -> Callable[[int, int, float, float], tuple[int, int]]:
     """The longest request of a cell of the study, from its prompt, new tokens and the ranges: its scenario's
-    settings type's (the first of its scenarios with one), else the prompt and new tokens themselves."""
-    types = [SCENARIOS[name].settings_type for name in study["scenarios"] if SCENARIOS[name].settings_type]
-    if not types:
-        return lambda prompt, new_tokens, *_: (prompt, new_tokens)
-    return load_target(types[0]).longest_request
+    settings type's (the first of its scenarios whose lengths spread), else the prompt and new tokens themselves."""
+    types = [load_target(SCENARIOS[name].settings_type) for name in study["scenarios"] if SCENARIOS[name].settings_type]
+    spreading = [settings for settings in types if hasattr(settings, "longest_request")]
+    return spreading[0].longest_request if spreading else lambda prompt, new_tokens, *_: (prompt, new_tokens)
 
 
 def _scenario_settings_problems(config: dict[str, Any]) -> Iterator[str]:
