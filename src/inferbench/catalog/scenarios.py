@@ -140,6 +140,11 @@ def path_suffix(scenario: str) -> str:
     return "" if scenario == PLAIN else f"-{scenario}"
 
 
+def drawers(plot: str) -> dict[str, str]:
+    """The scenarios whose cells a workload's ``plot`` draws, each with what draws it (``ScenarioInfo.plots``)."""
+    return {name: dict(info.plots)[plot] for name, info in SCENARIOS.items() if plot in dict(info.plots)}
+
+
 def scenario_info(scenario: str, mode: str = "inference") -> ScenarioInfo:
     """What measures a cell of ``scenario`` whose engine runs in ``mode`` (inference, train or generate)."""
     if scenario not in SCENARIOS:

@@ -185,7 +185,7 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     """Summary, plots and report of a run's records, under ``run_dir``/results; return the report's path."""
     from inferbench.analysis.summary import load_records, records_frame, write_summary
     from inferbench.catalog.layouts import SERVING_PLOT
-    from inferbench.catalog.scenarios import LOADS_TABLE, SCENARIOS
+    from inferbench.catalog.scenarios import LOADS_TABLE, drawers
     from inferbench.catalog.workloads import ordered
     from inferbench.core.fsutil import refuse_linked_folders
     from inferbench.report.markdown import write_report
@@ -199,7 +199,7 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     plots = plot_every_workload(summary, results / "plots", list(config["engines"]))
     table = importlib.import_module(LOADS_TABLE)
     table.write_loads(loaded, results / table.LOADS_CSV)
-    drawn = {name for name, info in SCENARIOS.items() if SERVING_PLOT in dict(info.plots)}
+    drawn = drawers(SERVING_PLOT)
     for workload in ordered(r.key.workload for r in loaded if r.key.scenario in drawn):
         plots.append(
             plot_serving(loaded, workload, results / "plots" / workload / SERVING_PLOT, list(config["engines"]))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferbench.catalog.layouts import LAYOUTS, plot_names
-from inferbench.catalog.scenarios import PLAIN, SCENARIOS
+from inferbench.catalog.scenarios import PLAIN, SCENARIOS, drawers
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.cells import CellKey
 from inferbench.engines.registry import engine_info, onnx_path
@@ -101,8 +101,8 @@ class RunPlan:
 
     def plotted_records(self, workload: str, plot: str) -> list[str]:
         """The records ``plot`` of ``workload`` is drawn from: its cells of the scenarios drawn in it."""
-        drawn_by = {name for name, info in SCENARIOS.items() if plot in dict(info.plots)}
-        return [self.record(c) for c in self.cells if c.workload == workload and c.scenario in drawn_by]
+        drawn = drawers(plot)
+        return [self.record(c) for c in self.cells if c.workload == workload and c.scenario in drawn]
 
     def report_records(self) -> list[str]:
         """The records the report reads beside the summary: those of cells whose study's layout needs what no

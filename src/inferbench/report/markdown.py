@@ -343,8 +343,8 @@ def build_details(
     if not one_at_a_time.empty:
         out += ["## Generation", "", *generation_section(one_at_a_time, {})]
     for name, section in own.items():
-        if (everything["scenario"] == name).any():
-            out += load_target(section)(everything[everything["scenario"] == name], report_dir)
+        rows = everything[everything["scenario"] == name]
+        out += load_target(section)(rows, report_dir) if not rows.empty else []
     if not frames.serving.empty:
         out += ["## Serving", "", *serving_section(frames.serving, {})]
     out += payback_section(inference_and_training, basis)

@@ -23,7 +23,7 @@ from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, items_p
 from inferbench.analysis.decisions import cpu_gpu_crossovers
 from inferbench.analysis.summary import measured, split_scenarios
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
-from inferbench.catalog.scenarios import PLAIN, SCENARIOS
+from inferbench.catalog.scenarios import PLAIN, drawers
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.cells import CellRecord
@@ -247,8 +247,8 @@ def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, 
     """The serving plot of ``workload``, drawn by the first scenario among its cells' that declares one (a
     decoder's cells under load draw their own), else LoadGen's server search (``plot_server``)."""
     scenarios = {r.key.scenario for r in records if r.key.workload == workload}
-    drawers = [draw for name in scenarios for plot, draw in SCENARIOS[name].plots if plot == SERVING_PLOT]
-    draw = load_target(drawers[0]) if drawers else plot_server
+    own = [target for name, target in drawers(SERVING_PLOT).items() if name in scenarios]
+    draw = load_target(own[0]) if own else plot_server
     return draw(records, workload, out, variants)
 
 
