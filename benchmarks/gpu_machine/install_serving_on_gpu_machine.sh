@@ -1,29 +1,13 @@
 #!/usr/bin/env bash
 # A lighter install on the lent GPU machine for the LLM serving stages alone: snakemake and its dependencies
-# (.devw) and vLLM's 24 wheels with uvloop (.vllmw), packed as one tar in pieces, .carry_serving/NN (7 calls
-# of ~37 MB, against 9 + 6 for the full .carry and .carry_vllm). Made here with:
-#   bash benchmarks/gpu_machine/install_serving_on_gpu_machine.sh --pack
+# (.devw), vLLM's wheels (.vllmw) and uvicorn (`vllm serve`), packed as one tar in pieces, .carry_serving/NN
+# (about half the calls of the full .carry and .carry_vllm). Made here with:
+#   bash benchmarks/gpu_machine/prepare_gpu_carry.sh --serving
 # Each call before the working one carries one piece and runs `mkdir -p /tmp/carry_serving && cp
 # .carry_serving/NN/* /tmp/carry_serving/`; the working call sources this (llm_yardsticks_on_gpu_machine.sh
 # does where .carry_serving is carried). Every wheel goes in with --no-deps beside the machine's own packages
 # (pip would downgrade numpy for vLLM's optional dependencies), then the project itself, editable.
 # Writes gpu.csv, install.log and timing.txt to $out; returns 1 when a piece is missing or pip fails.
-if [ "${1:-}" = --pack ]; then
-  set -euo pipefail
-  cd "$(git rev-parse --show-toplevel)"
-  work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
-  mkdir -p "$work/w/vllm" && cp .devw/*.whl "$work/w/" && cp .vllmw/*.whl "$work/w/vllm/"
-  tar -cf "$work/s.tar" -C "$work/w" .
-  total=$(stat -c %s "$work/s.tar"); pieces=$(( (total + 38999999) / 39000000 ))
-  split -b $(( (total + pieces - 1) / pieces )) -d -a 2 "$work/s.tar" "$work/part"
-  rm -rf .carry_serving
-  for part in "$work"/part*; do n=${part##*/part}; mkdir -p ".carry_serving/$n" && mv "$part" ".carry_serving/$n/"; done
-  last=$(printf '%02d' $(( pieces - 1 )))
-  sha256sum < "$work/s.tar" | cut -d' ' -f1 > ".carry_serving/$last/wheels.tar.sha256"
-  echo "$pieces" > ".carry_serving/$last/pieces"
-  echo ".carry_serving: $pieces pieces"
-  exit 0
-fi
 mkdir -p "$out" /tmp/carry_serving
 cp .carry_serving/*/* /tmp/carry_serving/ 2>/dev/null
 if [ ! -f /tmp/carry_serving/pieces ] || [ "$(ls /tmp/carry_serving/part* | wc -l)" != "$(cat /tmp/carry_serving/pieces)" ] ||

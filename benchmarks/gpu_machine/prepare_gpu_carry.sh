@@ -18,11 +18,18 @@
 #   usage: bash benchmarks/gpu_machine/prepare_gpu_carry.sh     (from the project root; ../shared/gpu must exist)
 #          bash benchmarks/gpu_machine/prepare_gpu_carry.sh --resplit   (no network: the bundle in .carry split again,
 #                                                            e.g. after the working tree has grown)
+#          bash benchmarks/gpu_machine/prepare_gpu_carry.sh --serving   (no network: .carry_serving/NN, the LLM serving
+#                 stages' lighter set: snakemake & co. (.devw), vLLM (.vllmw, vllm/ in the tar) and uvicorn, which
+#                 `vllm serve` needs and the machine lacks; installed by install_serving_on_gpu_machine.sh)
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 bundle=$(mktemp -d)
 trap 'rm -rf "$bundle"' EXIT
-if [ "${1:-}" = --resplit ]; then
+if [ "${1:-}" = --serving ]; then
+  mkdir -p "$bundle/wheels/vllm" && cp .devw/*.whl .gpuwheels/uvicorn-*.whl "$bundle/wheels/" &&
+    cp .vllmw/*.whl "$bundle/wheels/vllm/"
+  tar -cf "$bundle/serving.tar" -C "$bundle/wheels" .
+elif [ "${1:-}" = --resplit ]; then
   last=$(ls -d .carry/[0-9][0-9] | tail -1)
   cat .carry/[0-9][0-9]/part* > "$bundle/wheels.tar"
   echo "$(cat "$last/wheels.tar.sha256")  $bundle/wheels.tar" | sha256sum -c --quiet
@@ -78,6 +85,10 @@ split_pieces() {
   done
 }
 
+if [ "${1:-}" = --serving ]; then
+  split_pieces "$bundle/serving.tar" .carry_serving
+  exit 0
+fi
 split_pieces "$bundle/wheels.tar" .carry
 echo "the working call may carry the last piece of .carry itself (install_on_gpu_machine.sh joins the pieces)"
 

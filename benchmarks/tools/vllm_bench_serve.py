@@ -90,7 +90,9 @@ def measure(record: dict[str, Any]) -> list[dict[str, Any]]:
     port = free_port()
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        server = ServerProcess(server_command(record, port), loopback_url(port), folder / "server.log")
+        # the cell's environment too: its compile cache, so that the server starts as the cell's later processes did
+        environment = record["engine"].get("server_environment")
+        server = ServerProcess(server_command(record, port), loopback_url(port), folder / "server.log", environment)
         try:
             server.wait_healthy(START_S)
             rows = []

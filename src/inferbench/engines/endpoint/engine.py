@@ -299,7 +299,9 @@ class EndpointEngine(ExportedDecoder):
     def describe(self) -> dict[str, Any]:
         described = super().describe() | {"url": self.url, "model": self.model_name}
         if self.server is not None:
-            described |= {"server_command": " ".join(self.server.command), "server_log": str(self.server.log)}
+            # the command and the environment it ran in: enough to start the same server again (vllm_bench_serve.py)
+            described |= {"server_command": " ".join(self.server.command), "server_environment": self.server.env,
+                          "server_log": str(self.server.log)}  # fmt: skip
         return described
 
 

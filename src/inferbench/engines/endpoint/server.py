@@ -51,11 +51,11 @@ class ServerProcess:
     """A server started from ``command`` (its output in ``log``), which answers on ``url`` once healthy."""
 
     def __init__(self, command: Sequence[str], url: str, log: Path, env: dict[str, str] | None = None) -> None:
-        self.command, self.url, self.log = list(command), url, log
+        self.command, self.url, self.log, self.env = list(command), url, log, dict(env or {})
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                self.command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                self.command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **self.env},
                 start_new_session=True, preexec_fn=_end_with_parent,
             )  # fmt: skip
         # at this process's normal exit too (a measuring process returns its record and exits)
