@@ -23,7 +23,7 @@ from inferbench.models.parity import REFERENCE_TOKENS, make_reference
 from inferbench.models.registry import save_checkpoint
 from inferbench.plan.config import validate_config
 from inferbench.plan.grid import config_cells
-from inferbench.scenarios.generation import (
+from inferbench.scenarios.generation.measure import (
     GATED_TOKENS,
     decode_roofline,
     generate_request,
@@ -329,7 +329,7 @@ def test_a_vllm_cell_where_vllm_is_not_installed_is_unavailable_with_the_reason(
 def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes_at_batch_1():
     import pandas as pd
 
-    from inferbench.report.generation import generation_answer
+    from inferbench.scenarios.generation.answer import generation_answer
 
     def row(engine: str, batch: int, tpot: float, floor: float = 0.7) -> dict:
         return {"workload": "llm:llama", "engine": engine, "engine_impl": engine, "precision": "fp16",
@@ -349,7 +349,7 @@ def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes
     assert "batch 16 decodes 13.3× (95% CI 9.90–18.0) the tokens/s of batch 1" in text
     assert "(hf_static fp16 cuda b1 prompt 128; 2 processes: 1.70–1.80 ms)" in text
     # where the cells say where a step's time goes, the floor comes with the GPU's busy share of the step
-    from inferbench.report.generation import generation_section
+    from inferbench.scenarios.generation.answer import generation_section
 
     assert "GPU busy" not in text and "GPU busy a step" not in "\n".join(generation_section(cells, {}))
     cells["gen_gpu_busy_ms_per_step"] = [3.1, 1.6, 2.0]
@@ -366,7 +366,7 @@ def test_the_generation_answer_says_how_many_times_its_floor_each_engine_decodes
 def test_the_generation_plot_draws_each_engine_and_prompt_against_the_batch(tmp_path, monkeypatch):
     import pandas as pd
 
-    import inferbench.report.plots as plots
+    import inferbench.scenarios.generation.plots as plots
 
     drawn = []
     monkeypatch.setattr(plots, "save_figure", lambda fig, path: (drawn.append(fig), path.write_bytes(b"png")))
@@ -443,7 +443,7 @@ class TracedElsewhere(FakeGenerator):
 
 
 def test_the_step_split_of_an_engine_traced_elsewhere_counts_the_steps_its_trace_tells_apart():
-    from inferbench.scenarios.generation import step_split
+    from inferbench.scenarios.generation.measure import step_split
 
     engine = TracedElsewhere(0.0, 0.0, new_tokens=9)
     batch = {"input_ids": np.zeros((1, 3), dtype=np.int64)}
@@ -484,7 +484,7 @@ def test_kernels_are_grouped_by_the_iteration_annotation_they_follow_and_only_de
 
 
 def test_processes_step_splits_merge_against_the_pooled_tpot_and_plain_requests_keep_each_ratio():
-    from inferbench.scenarios.generation import merged_plain_requests, merged_step_split
+    from inferbench.scenarios.generation.measure import merged_plain_requests, merged_step_split
 
     one = {"gpu_busy_ms_per_step": 1.0, "kernels_per_step": 400.0, "host_step_call_ms_p50": 0.3, "profiled": "x"}
     two = one | {"gpu_busy_ms_per_step": 1.2, "host_step_call_ms_p50": 0.5}
@@ -516,7 +516,7 @@ class PlainToo(FakeGenerator):
 
 
 def test_an_engine_with_a_plain_way_of_answering_is_timed_that_way_too_and_others_are_not():
-    from inferbench.scenarios.generation import PLAIN_REQUESTS, plain_requests
+    from inferbench.scenarios.generation.measure import PLAIN_REQUESTS, plain_requests
 
     batch = {"input_ids": np.zeros((1, 3), dtype=np.int64)}
     assert plain_requests(FakeGenerator(0, 0.001, 4), batch) is None

@@ -875,8 +875,8 @@ def test_the_answer_prints_vllm_s_result_block_with_the_verdict_and_the_searched
 
 
 def test_the_appendix_lists_every_load_and_the_generation_section_leaves_loaded_cells_out(tmp_path):
-    from inferbench.report.generation import one_request_at_a_time
     from inferbench.report.plots import plot_serving
+    from inferbench.scenarios.generation.answer import one_request_at_a_time
     from inferbench.scenarios.llm_load.answer import llm_load_section
 
     record = _record("hf_eager", [0.5, 1.0, 1.5], [True, True, False])

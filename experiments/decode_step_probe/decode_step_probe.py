@@ -25,7 +25,7 @@ import numpy as np
 from inferbench.core.fsutil import read_json
 from inferbench.engines.registry import load_engine_class
 from inferbench.models.registry import input_specs, make_inputs
-from inferbench.scenarios.generation import decode_roofline, generate_request
+from inferbench.scenarios.generation.measure import decode_roofline, generate_request
 from inferbench.trackers.roofline import copy_bandwidth
 
 #: substrings of a kernel's name -> its kind (the first that matches)

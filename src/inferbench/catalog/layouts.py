@@ -15,7 +15,7 @@ from inferbench.catalog.workloads import workload_info
 #: the serving plot of a workload (inferbench.report.plots.plot_serving): LoadGen's p99 against QPS, or for a
 #: decoder's llm_load cells its TTFT and TPOT percentiles against the request rate
 SERVING_PLOT = "serving.png"
-#: the generation plot of a decoder workload (inferbench.report.plots.plot_generation)
+#: the generation plot of a decoder workload (inferbench.scenarios.generation.plots)
 GENERATION_PLOT = "generation.png"
 #: the plots each kind of workload gets (inferbench.report.plots draws them); declared here, away from
 #: matplotlib and scipy, because the workflow's DAG names them as outputs
@@ -23,7 +23,7 @@ PLOTS_BY_KIND = {
     "tabular": ["latency_per_item", "throughput"],
     "vision": ["latency_per_item", "throughput"],
     "text": ["latency_per_item", "throughput", "latency_vs_seq"],
-    "decoder": ["generation"],  # plot_generation: per output token and to the first, against the batch
+    "decoder": ["generation"],  # the generation plot: per output token and to the first, against the batch
 }
 
 
@@ -72,7 +72,7 @@ LAYOUTS: dict[str, Layout] = {
         (),
     ),
     "generation": Layout(
-        "inferbench.report.generation:generation_answer",
+        "inferbench.scenarios.generation.answer:generation_answer",
         ("p50",),  # of requests; TTFT and TPOT show p50 and p99 of their own samples
         (GENERATION_PLOT,),
     ),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferbench.catalog.layouts import SERVING_PLOT
+from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.catalog.targets import target_module
 
 #: where a serving cell's job keeps LoadGen's logs, beside its record: ``<cell>.loadgen/<run>/``
@@ -41,6 +41,9 @@ class ScenarioInfo:
     #: by call are drawn in: (file name (inferbench.catalog.layouts), ``"module:function"`` that draws it:
     #: ``function(records, workload, out, variants) -> Path``); the workflow makes a plot's inputs from it
     plots: tuple[tuple[str, str], ...] = ()
+    #: the plots of a workload drawn from the run's summary rather than its records (a re-rendered summary draws
+    #: them too): (file name, ``"module:function"``: ``function(summary, workload, out, variants) -> Path``)
+    summary_plots: tuple[tuple[str, str], ...] = ()
     #: ``"module:function"``: ``function(rows, report_dir) -> list[str]``, the report appendix's section of its
     #: cells (their summary rows; their records and tables beside the report), heading included, where it writes
     #: one of its own; and ``"module:NAME"``, the paragraph the appendix's "What was measured" says of them
@@ -120,9 +123,13 @@ TRAINING = ScenarioInfo(
 
 #: how cells of generation engines (EngineInfo.mode "generate") are measured
 GENERATION = ScenarioInfo(
-    "inferbench.scenarios.generation:measure",
+    "inferbench.scenarios.generation.measure:measure",
     "requests answered one after another: time to first token, time per output token, request latency",
-    merge="inferbench.scenarios.generation:merged_fields",
+    # per output token and to the first, against the batch
+    summary_plots=((GENERATION_PLOT, "inferbench.scenarios.generation.plots:plot_generation"),),
+    merge="inferbench.scenarios.generation.measure:merged_fields",
+    details="inferbench.scenarios.generation.answer:details_section",
+    method="inferbench.scenarios.generation.answer:GENERATION_MEASURED",
 )
 
 

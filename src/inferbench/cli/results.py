@@ -51,13 +51,16 @@ def _plot_arguments(p: argparse.ArgumentParser) -> None:
 def plot(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import load_records, summary_frame
     from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
-    from inferbench.report.plots import plot_generation, plot_serving, plot_workload
+    from inferbench.catalog.scenarios import GENERATION
+    from inferbench.catalog.targets import load_target
+    from inferbench.report.plots import plot_serving, plot_workload
 
     if args.kind == "serving":  # every LoadGen run of the search is in the records, not the summary
         plot_serving(load_records(args.records), args.workload, args.out_dir / SERVING_PLOT, args.engines)
         return
     if args.kind == "generation":
-        plot_generation(summary_frame(args.records), args.workload, args.out_dir / GENERATION_PLOT, args.engines)
+        draw = load_target(dict(GENERATION.summary_plots)[GENERATION_PLOT])
+        draw(summary_frame(args.records), args.workload, args.out_dir / GENERATION_PLOT, args.engines)
         return
     plot_workload(summary_frame(args.records), args.workload, args.out_dir, args.kind, args.engines)
 

@@ -406,7 +406,7 @@ class CellRecord:
             "gen_decode_floor_ms": gen.get("decode_floor_ms"),
             "gen_decode_floor_share": gen.get("decode_floor_share"),
             "gen_token_parity": (gen.get("token_parity") or {}).get("equal"),
-            # where a decode step's time goes on a GPU (inferbench.scenarios.generation.step_split)
+            # where a decode step's time goes on a GPU (inferbench.scenarios.generation.measure.step_split)
             "gen_kernels_per_step": split.get("kernels_per_step"),
             "gen_gpu_busy_ms_per_step": split.get("gpu_busy_ms_per_step"),
             "gen_gpu_idle_ms_per_step": split.get("gpu_idle_ms_per_step"),

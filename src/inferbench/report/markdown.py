@@ -20,12 +20,11 @@ from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import split_scenarios, with_scenario
 from inferbench.analysis.summary_checks import REMAKE_FROM_RECORDS, checked_summary, read_summary
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
-from inferbench.catalog.scenarios import SCENARIOS
+from inferbench.catalog.scenarios import GENERATION, SCENARIOS
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.report.answers import answers_section, not_measured_section, summary_line
-from inferbench.report.generation import generation_section
 from inferbench.report.provenance import git_states, libraries_text, package_text, provenance_section
 from inferbench.report.roofline import roofline_section
 from inferbench.report.serving import serving_section
@@ -46,13 +45,6 @@ SERVING_MEASURED = (
     "(queueing, a batch run as soon as the engine is free, padded only to the next prepared size where the "
     "engine's shapes are fixed, host-to-host copies, compute); a server cell's QPS is the highest target whose "
     "run LoadGen judged valid with p99 within the study's bound, with the lowest invalid one beside it."
-)
-GENERATION_MEASURED = (
-    "Generation cells (a decoder answering requests token by token; their own study sections) are measured "
-    "in fresh processes like every cell (`processes`, more for GPU cells found host-bound) under the "
-    "machine-wide lock: each process warms up with whole requests, then times requests one after another "
-    "until both the minimum time and its share of the minimum number of requests are reached; the time to "
-    "first token and each further token are pooled over the processes."
 )
 TABLE_COLUMNS = [
     ("engine", "engine"),
@@ -341,7 +333,7 @@ def build_details(
     own = own_sections()
     one_at_a_time = frames.generation[~frames.generation["scenario"].isin(own)]
     if not one_at_a_time.empty:
-        out += ["## Generation", "", *generation_section(one_at_a_time, {})]
+        out += load_target(GENERATION.details)(one_at_a_time, report_dir)
     for name, section in own.items():
         rows = everything[everything["scenario"] == name]
         out += load_target(section)(rows, report_dir) if not rows.empty else []
@@ -401,7 +393,7 @@ def method_section(measured: pd.DataFrame, frames: Any) -> list[str]:
         what += [SERVING_MEASURED]
     own = frames.generation["scenario"].isin(own_sections())
     if not own.all():
-        what += [GENERATION_MEASURED]
+        what += [load_target(GENERATION.method)]
     present = set(frames.generation["scenario"][own])
     what += [load_target(info.method) for name, info in SCENARIOS.items() if name in present and info.method]
     return [*(["## What was measured", ""] if what else []), *(line for text in what for line in (text, ""))]

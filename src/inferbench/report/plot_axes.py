@@ -63,6 +63,12 @@ def log_axis(ax: plt.Axes, which: str, measured: Sequence[float] = ()) -> None:
     axis.set_minor_formatter(NullFormatter())  # unlabelled: matplotlib would label some, doubling the text
 
 
+def log_log_axes(ax: plt.Axes, xs: Sequence[float]) -> None:
+    """Log-log axes labelled with plain numbers: the measured x values, and 1-2-5 steps of y."""
+    log_axis(ax, "x", xs)
+    log_axis(ax, "y")
+
+
 def bars(ax: plt.Axes, labels: Sequence[str], values: Sequence[float], colours: Sequence[tuple[float, ...]]) -> None:
     """One labelled bar per cell, its value written on it: where a sweep has one x value a line has
     nothing to join, and a lone marker on a log axis hides how far apart the cells are."""

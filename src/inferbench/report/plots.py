@@ -22,8 +22,8 @@ import pandas as pd
 from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, items_per_call, p50_at, rate_at
 from inferbench.analysis.decisions import cpu_gpu_crossovers
 from inferbench.analysis.summary import measured, split_scenarios
-from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
-from inferbench.catalog.scenarios import PLAIN, drawers
+from inferbench.catalog.layouts import SERVING_PLOT
+from inferbench.catalog.scenarios import GENERATION, PLAIN, drawers
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.cells import CellRecord
@@ -35,6 +35,7 @@ from inferbench.report.plot_axes import (
     empty_axes,
     engine_colour,
     log_axis,
+    log_log_axes,
     save_figure,
 )
 
@@ -54,12 +55,6 @@ def _series(frame: pd.DataFrame, variants: Sequence[str] = ()) -> list[tuple[str
         }
         out.append((label, style, group))
     return out
-
-
-def _log_axes(ax: plt.Axes, xs: list[float]) -> None:
-    """Log-log axes labelled with plain numbers: the measured x values, and 1-2-5 steps of y."""
-    log_axis(ax, "x", xs)
-    log_axis(ax, "y")
 
 
 SWEEPS = {"batch": ["latency_per_item.png", "throughput.png"], "seq": ["latency_vs_seq.png"]}
@@ -123,7 +118,7 @@ def draw_sweep(ax: plt.Axes, frame: pd.DataFrame, x: str, column: str, variants:
     else:
         for name, style, group in series:
             ax.plot(group[x], group[column] * factor, label=name, **style)
-        _log_axes(ax, list(frame[x]))
+        log_log_axes(ax, list(frame[x]))
         ax.set_xlabel(_X_NAMES[x])
     ax.set_ylabel(label)
     return boundary
@@ -191,44 +186,6 @@ def _mark_crossover(ax: plt.Axes, frame: pd.DataFrame) -> None:
                        label=f"CPU/GPU crossover, batch ~{cross.crossover_batch:,.0f}")  # fmt: skip
 
 
-def plot_generation(summary: pd.DataFrame, workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
-    """A decoder's generation cells against the batch size: time per output token (p50, the decode step a
-    user waits for) on the left, time to first token (p50, the prefill) on the right; colour: the engine
-    variant, as in every plot; marker and line: the prompt length."""
-    frame = split_scenarios(summary).generation
-    # one request at a time: a cell under load is drawn by its own scenario's plot
-    frame = frame[(frame["workload"] == workload) & (frame["status"] == "ok") & (frame["scenario"] == PLAIN)]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    prompts = sorted(frame["seq_len"].unique()) if not frame.empty else []
-    prompt_style = {
-        n: (BATCH_MARKERS[i % len(BATCH_MARKERS)], ["--", "-", ":", "-."][i % 4]) for i, n in enumerate(prompts)
-    }
-    for ax, column, what in (
-        (axes[0], "gen_tpot_p50_ms", "time per output token, p50 (ms)"),
-        (axes[1], "gen_ttft_p50_ms", "time to first token, p50 (ms)"),
-    ):
-        rows = frame.dropna(subset=[column]) if column in frame else frame.iloc[0:0]
-        by = ["engine", "precision", "device", "threads", "seq_len"]
-        for (engine, precision, device, threads, prompt), group in rows.groupby(by):
-            marker, line = prompt_style[prompt]
-            group = group.sort_values("batch_size")
-            label = f"{engine} {precision} {device}" + (f" {threads}t" if threads else "") + f", prompt {int(prompt)}"
-            ax.plot(group["batch_size"], group[column], color=engine_colour(engine, variants), marker=marker,
-                    linestyle=line, label=label)  # fmt: skip
-        if ax.lines:
-            _log_axes(ax, list(rows["batch_size"]))
-            ax.grid(True, which="both", alpha=0.3)
-        else:
-            empty_axes(ax, "no ok generation cells")
-        ax.set(xlabel="batch size (sequences decoded together)", ylabel=what)
-    if axes[0].lines:
-        axes[0].legend(fontsize=7)
-    fig.suptitle(f"{workload}: generation against the batch size")
-    out = Path(out)
-    save_figure(fig, out)
-    return out
-
-
 def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Sequence[str] = ()) -> list[Path]:
     """Every sweep's plots of every workload in ``summary``, under ``out_dir/<workload>/`` (what the
     workflow's plot rules make one job per workload and sweep)."""
@@ -239,7 +196,8 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
             written += plot_workload(summary, workload, Path(out_dir) / workload, kind, variants)
     one_at_a_time = scenarios.generation[scenarios.generation["scenario"] == PLAIN]
     for workload in ordered(one_at_a_time["workload"]):
-        written.append(plot_generation(summary, workload, Path(out_dir) / workload / GENERATION_PLOT, variants))
+        for name, drawer in GENERATION.summary_plots:
+            written.append(load_target(drawer)(summary, workload, Path(out_dir) / workload / name, variants))
     return written
 
 

@@ -226,7 +226,7 @@ class Vllm(ExportedDecoder):
         "vocabulary back on the host"
     )
     run_gives_log_probabilities = True
-    #: the engine core issues every step in its own process (inferbench.scenarios.generation.step_split)
+    #: the engine core issues every step in its own process (inferbench.scenarios.generation.measure.step_split)
     steps_in_another_process = True
     kernel_trace_description = (
         "vLLM's torch profiler in the engine core of an engine built for it in a fresh process from the cell's "

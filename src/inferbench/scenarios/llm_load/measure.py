@@ -68,7 +68,7 @@ from inferbench.core.stats import latency_stats
 from inferbench.machine.host_partition import measuring
 from inferbench.machine.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
-from inferbench.scenarios.generation import GATED_TOKENS
+from inferbench.scenarios.generation.measure import GATED_TOKENS
 from inferbench.scenarios.llm_load import SCENARIO
 from inferbench.scenarios.llm_load.arrivals import LoadSettings, PlannedRequest
 from inferbench.scenarios.llm_load.metrics import (

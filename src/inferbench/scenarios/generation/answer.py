@@ -1,10 +1,11 @@
-"""The report section of a study with layout ``generation``: a decoder's requests, token by token
-(inferbench.scenarios.generation): time to first token and time per output token against prompt length
-and batch, decode tokens per second against batch (where batching pays), engines side by side, and how
-far each decode step is from its memory-bandwidth floor."""
+"""The generation scenario's face in the report: the answer of a study with layout ``generation`` and the
+appendix's section. A decoder's requests token by token: time to first token and time per output token
+against prompt length and batch, decode tokens per second against batch (where batching pays), engines side
+by side, and how far each decode step is from its memory-bandwidth floor."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -15,6 +16,15 @@ from inferbench.catalog.scenarios import PLAIN
 from inferbench.report.answers import ratio_text
 from inferbench.report.tables import fmt, markdown_table
 from inferbench.report.text import escape_markdown
+
+#: the appendix's "What was measured" paragraph of these cells
+GENERATION_MEASURED = (
+    "Generation cells (a decoder answering requests token by token; their own study sections) are measured "
+    "in fresh processes like every cell (`processes`, more for GPU cells found host-bound) under the "
+    "machine-wide lock: each process warms up with whole requests, then times requests one after another "
+    "until both the minimum time and its share of the minimum number of requests are reached; the time to "
+    "first token and each further token are pooled over the processes."
+)
 
 COLUMNS = [
     ("engine", "engine"),
@@ -39,7 +49,7 @@ COLUMNS = [
     ("gen_token_parity", "tokens = FP32 eager"),
     ("n_iters", "requests"),
 ]
-#: where a GPU decode step's time goes (inferbench.scenarios.generation.step_split): shown where a cell has it
+#: where a GPU decode step's time goes (inferbench.scenarios.generation.measure.step_split): shown where a cell has it
 SPLIT_COLUMNS = [
     ("gen_kernels_per_step", "kernels a step"),
     ("gen_gpu_busy_ms_per_step", "GPU busy a step"),
@@ -97,6 +107,11 @@ def generation_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = N
                    f"({escape_markdown(_cell(first))}).")  # fmt: skip
         out += _batching(name, frame)
     return [*out, ""]
+
+
+def details_section(rows: pd.DataFrame, report_dir: Path) -> list[str]:
+    """The appendix's section of a decoder's cells answering one request at a time, heading included."""
+    return ["## Generation", "", *generation_section(rows, {})]
 
 
 def generation_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
@@ -181,8 +196,8 @@ def batching_gain(low: pd.Series, high: pd.Series) -> Ratio:
     a, b = tpot_spread(high), tpot_spread(low)
     scale = high["batch_size"] / low["batch_size"]
     tpots = ratio(a, b, low["gen_tpot_p50_ms"] / high["gen_tpot_p50_ms"]) if a and b else Ratio(float("nan"))
-    scaled = [v * scale if v is not None else None for v in (tpots.value, tpots.low, tpots.high)]
-    return Ratio(scaled[0], scaled[1], scaled[2], tpots.processes, tpots.log_se, tpots.df)
+    low, high = (v * scale if v is not None else None for v in (tpots.low, tpots.high))
+    return Ratio(tpots.value * scale, low, high, tpots.processes, tpots.log_se, tpots.df)
 
 
 def _processes(row: pd.Series) -> str:
