@@ -159,7 +159,7 @@ OFFLINE = {"results/cells/mlp_heart/noop-fp32/cpu/b2-s0-t1-offline.json"}
     [
         ("inferbench/core/stats.py", SINGLE | OFFLINE),  # every cell computes its statistics with it
         ("inferbench/scenarios/single.py", SINGLE),
-        ("inferbench/scenarios/serving.py", OFFLINE),
+        ("inferbench/scenarios/serving/measure.py", OFFLINE),
         ("inferbench/engines/ort/engine.py", {"results/cells/mlp_heart/ort_cpu-fp32/cpu/b2-s0-t1.json"}),
         ("inferbench/engines/pytorch/eager.py", {"results/cells/mlp_heart/torch_eager-fp32/cpu/b2-s0-t1.json"}),
         ("inferbench/cli/main.py", SINGLE | OFFLINE),  # the dispatcher: lock, GPU slot, cores kept apart

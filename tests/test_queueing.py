@@ -36,7 +36,7 @@ def test_the_rate_within_a_bound_is_the_highest_that_keeps_it():
 
 
 def test_a_serving_run_s_queueing_limit_takes_the_phases_one_batch_at_a_time_holds():
-    from inferbench.scenarios.serving import queueing_limit
+    from inferbench.scenarios.serving.measure import queueing_limit
 
     phases = {name: {"p50": ms, "p99": None} for name, ms in
               {"wait": 5.0, "stage": 0.3, "call": 0.1, "fetch": 0.8, "complete": 0.05}.items()}  # fmt: skip

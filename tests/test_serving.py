@@ -23,7 +23,7 @@ from inferbench.launch.cell_job import measure_cell
 from inferbench.machine.lock import MachineLock
 from inferbench.models import create_model
 from inferbench.scenarios.prepare import CellInputs, CellRequest
-from inferbench.scenarios.serving import (
+from inferbench.scenarios.serving.measure import (
     BATCH_PHASES,
     BatchPath,
     DynamicBatcher,
@@ -180,7 +180,7 @@ def test_the_search_stops_once_its_bracket_is_within_the_resolution(tmp_path, mo
     """LoadGen stood in for by a rule (a run is valid up to 0.3x the capacity): the search brackets the
     threshold, stops as soon as its highest valid and lowest invalid targets are within 1.25x (not
     after all its runs), and reports both."""
-    from inferbench.scenarios import serving
+    from inferbench.scenarios.serving import measure as serving
 
     threshold: list[float] = []
 
@@ -209,7 +209,7 @@ def test_the_search_goes_no_lower_than_its_share_of_the_capacity(tmp_path, monke
     """An engine whose p99 misses the bound at every load (a tail, not queueing): the search steps down
     from half the capacity and stops before a target below min_load_share of it whose run would last
     over 30 s, saying why (2,000 queries at 15 QPS: 135 s a run in an H100 lease)."""
-    from inferbench.scenarios import serving
+    from inferbench.scenarios.serving import measure as serving
 
     targets: list[float] = []
 
@@ -271,7 +271,7 @@ def test_each_batch_s_phases_say_where_a_slow_query_s_time_went(tmp_path):
     assert 1.5 < queueing["service_ms"] < 20
     assert 0 < queueing["md1_qps"] < 1e3 / queueing["service_ms"]
     # a phase's p99 from fewer batches than a latency p99 needs is not reported (core.percentiles)
-    from inferbench.scenarios.serving import phase_summary
+    from inferbench.scenarios.serving.measure import phase_summary
 
     few = phase_summary([(0.001, 0.0, 0.002, 0.0, 0.0)] * 50)["phases_ms"]["call"]
     assert few["p50"] == pytest.approx(2.0) and few["p99"] is None
@@ -451,7 +451,7 @@ def test_an_engine_fixed_to_its_shapes_serves_from_a_ladder_of_prepared_engines(
     assert 0 < row["serving_slowest_phase_ms"] <= row["serving_slowest_ms"]
     assert 0 < row["serving_batcher_p99_ms"] <= row["serving_p99_ms"] + 0.05
     assert record.serving["queueing"] is None and pd.isna(row["serving_md1_qps"]), "batching: no M/D/1 yardstick"
-    from inferbench.report.serving import slowest_phase
+    from inferbench.scenarios.serving.answer import slowest_phase
 
     assert slowest_phase(pd.Series(row)).startswith(f"{row['serving_slowest_phase']} ")
 
@@ -705,7 +705,7 @@ def test_what_is_alive_before_a_loadgen_run_is_frozen_out_of_the_collector_durin
 def test_the_serving_table_puts_each_slowest_phase_on_its_own_row():
     """Server cells in another order than the union of keys, and a configuration with an offline cell
     and no server cell (a run cut off): each row shows its own server cell's slowest phase."""
-    from inferbench.report.serving import side_by_side
+    from inferbench.scenarios.serving.answer import side_by_side
 
     def cell(engine: str, scenario: str, phase: str | None) -> dict:
         return {"workload": "w", "engine": engine, "precision": "fp16", "device": "cuda", "seq_len": 0,

@@ -22,7 +22,7 @@ from inferbench.machine import watchdog
 from inferbench.machine.lock import MachineLock
 from inferbench.plan import sizing
 from inferbench.plan.config import ConfigError, validate_config
-from inferbench.scenarios import generation
+from inferbench.scenarios.generation import measure as generation
 from inferbench.scenarios.prepare import CellRequest, PreparedCell
 from tests.conftest import REPO
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from inferbench.core.settings import ServingSettings
-from inferbench.scenarios.serving import engine_path, harness_baseline, measure_serving
+from inferbench.scenarios.serving.measure import engine_path, harness_baseline, measure_serving
 
 
 def main() -> None:

@@ -77,7 +77,7 @@ LAYOUTS: dict[str, Layout] = {
         (GENERATION_PLOT,),
     ),
     "serving": Layout(
-        "inferbench.report.serving:serving_answer",
+        "inferbench.scenarios.serving.answer:serving_answer",
         ("p50", "p99"),  # LoadGen's own, over its queries (inferbench.scenarios.serving)
         (SERVING_PLOT,),
     ),

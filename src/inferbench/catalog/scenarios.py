@@ -76,14 +76,17 @@ class ScenarioInfo:
 
 
 def _loadgen(description: str, plots: tuple[tuple[str, str], ...] = ()) -> ScenarioInfo:
-    """A scenario of MLPerf LoadGen's, served through the dynamic batcher (inferbench.scenarios.serving)."""
+    """A scenario of MLPerf LoadGen's, served through the dynamic batcher (inferbench.scenarios.serving); the two
+    share one appendix section."""
     return ScenarioInfo(
-        "inferbench.scenarios.serving:measure",
+        "inferbench.scenarios.serving.measure:measure",
         description,
         serves=True,
         outputs=(("loadgen", f"{LOADGEN_LOGS}/"),),
         layout="serving",
         plots=plots,
+        details="inferbench.scenarios.serving.answer:details_section",
+        method="inferbench.scenarios.serving.answer:SERVING_MEASURED",
     )
 
 
@@ -95,7 +98,8 @@ SCENARIOS: dict[str, ScenarioInfo] = {
     ),
     "server": _loadgen(
         "MLPerf LoadGen's server scenario: Poisson arrivals; the highest QPS whose p99 stays within the bound",
-        plots=((SERVING_PLOT, "inferbench.report.plots:plot_server"),),  # p99 against QPS, every run of the search
+        # p99 against QPS, every run of the search
+        plots=((SERVING_PLOT, "inferbench.scenarios.serving.plots:plot_server"),),
     ),
     "offline": _loadgen("MLPerf LoadGen's offline scenario: every query at once; samples per second"),
     "llm_load": ScenarioInfo(

@@ -133,7 +133,7 @@ def cell_min_iters(config: dict[str, Any], has_cuda: bool | None = None) -> dict
 
 
 def cell_serving(config: dict[str, Any], has_cuda: bool | None = None) -> dict[CellKey, dict[str, Any]]:
-    """The serving settings of each server and offline cell (inferbench.scenarios.serving.ServingSettings):
+    """The serving settings of each server and offline cell (inferbench.core.settings.ServingSettings):
     config `serving`, the latency bound of its studies (the tightest, where several have the cell) and
     its variant's batcher delay."""
     has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda

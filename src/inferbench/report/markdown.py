@@ -27,7 +27,6 @@ from inferbench.core.fsutil import atomic_path, read_json
 from inferbench.report.answers import answers_section, not_measured_section, summary_line
 from inferbench.report.provenance import git_states, libraries_text, package_text, provenance_section
 from inferbench.report.roofline import roofline_section
-from inferbench.report.serving import serving_section
 from inferbench.report.studies import TRAINING_COLUMNS, training_speedups
 from inferbench.report.tables import distinct, fmt, markdown_table, recipe
 from inferbench.report.text import escape_markdown, inline_code, prose_with_code
@@ -38,14 +37,6 @@ BOUNDARIES = {
     "device": "inputs staged where the engine computes before timing, outputs left there",
     "end_to_end": "host arrays in, a host float32 array out, copies to and from the device included",
 }
-SERVING_MEASURED = (
-    "Serving cells (`server`, `offline`; their own study sections) are MLPerf LoadGen runs through a "
-    "dynamic batcher in front of the engine, in one fresh process under the machine-wide lock, after the "
-    "same preparation and parity check: each query is timed by LoadGen from its issue to its completion "
-    "(queueing, a batch run as soon as the engine is free, padded only to the next prepared size where the "
-    "engine's shapes are fixed, host-to-host copies, compute); a server cell's QPS is the highest target whose "
-    "run LoadGen judged valid with p99 within the study's bound, with the lowest invalid one beside it."
-)
 TABLE_COLUMNS = [
     ("engine", "engine"),
     ("precision", "precision"),
@@ -328,17 +319,16 @@ def build_details(
             "workload", sort=False
         ):
             out += [f"### {escape_markdown(workload)}", "", markdown_table(cells, TRAINING_COLUMNS), ""]
-    # a decoder's requests one at a time; then the scenarios with a section of their own (a decoder under load:
-    # every load of each sweep, from the records and tables beside the summary)
-    own = own_sections()
-    one_at_a_time = frames.generation[~frames.generation["scenario"].isin(own)]
+    # a decoder's requests one at a time; then each section a scenario declares, once for the scenarios that share
+    # it (LoadGen's server and offline; a decoder under load: every load of each sweep, from the records and tables
+    # beside the summary)
+    sections = own_sections()
+    one_at_a_time = _one_request_at_a_time(frames, sections)
     if not one_at_a_time.empty:
         out += load_target(GENERATION.details)(one_at_a_time, report_dir)
-    for name, section in own.items():
-        rows = everything[everything["scenario"] == name]
+    for section, names in sections.items():
+        rows = everything[everything["scenario"].isin(names)]
         out += load_target(section)(rows, report_dir) if not rows.empty else []
-    if not frames.serving.empty:
-        out += ["## Serving", "", *serving_section(frames.serving, {})]
     out += payback_section(inference_and_training, basis)
     out += profile_section(profiles)
     out += roofline_section(roofline)
@@ -355,9 +345,19 @@ def build_details(
     return "\n".join(out)
 
 
-def own_sections() -> dict[str, str]:
-    """The scenarios whose cells the appendix shows in a section of their own: name -> what writes it."""
-    return {name: info.details for name, info in SCENARIOS.items() if info.details}
+def own_sections() -> dict[str, tuple[str, ...]]:
+    """The sections of their own the appendix shows cells in: what writes each -> the scenarios it shows."""
+    sections: dict[str, tuple[str, ...]] = {}
+    for name, info in SCENARIOS.items():
+        if info.details:
+            sections[info.details] = (*sections.get(info.details, ()), name)
+    return sections
+
+
+def _one_request_at_a_time(frames: Any, sections: dict[str, tuple[str, ...]]) -> pd.DataFrame:
+    """The generation cells of no scenario with a section of its own: a decoder's requests one at a time."""
+    own = {name for names in sections.values() for name in names}
+    return frames.generation[~frames.generation["scenario"].isin(own)]
 
 
 TRAINING_MEASURED = (
@@ -389,13 +389,12 @@ def method_section(measured: pd.DataFrame, frames: Any) -> list[str]:
             "the report. `bound` (GPU cells): `host` when the GPU waited for the thread launching its kernels, "
             "`device` otherwise. `recipe`: what the cell computes with.",
         ]
-    if not frames.serving.empty:
-        what += [SERVING_MEASURED]
-    own = frames.generation["scenario"].isin(own_sections())
-    if not own.all():
+    if not _one_request_at_a_time(frames, own_sections()).empty:
         what += [load_target(GENERATION.method)]
-    present = set(frames.generation["scenario"][own])
-    what += [load_target(info.method) for name, info in SCENARIOS.items() if name in present and info.method]
+    present = set(frames.serving["scenario"]) | set(frames.generation["scenario"])
+    # once each: LoadGen's server and offline share theirs
+    methods = dict.fromkeys(info.method for name, info in SCENARIOS.items() if name in present and info.method)
+    what += [load_target(method) for method in methods if method]
     return [*(["## What was measured", ""] if what else []), *(line for text in what for line in (text, ""))]
 
 

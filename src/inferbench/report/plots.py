@@ -29,12 +29,10 @@ from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.cells import CellRecord
 from inferbench.report.answers import time_unit
 from inferbench.report.plot_axes import (
-    BATCH_MARKERS,
     DEVICE_STYLES,
     bars,
     empty_axes,
     engine_colour,
-    log_axis,
     log_log_axes,
     save_figure,
 )
@@ -202,52 +200,13 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
 
 
 def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
-    """The serving plot of ``workload``, drawn by the first scenario among its cells' that declares one (a
-    decoder's cells under load draw their own), else LoadGen's server search (``plot_server``)."""
+    """The serving plot of ``workload``, drawn by the first scenario among its cells' that declares one (LoadGen's
+    server search; a decoder's cells under load)."""
     scenarios = {r.key.scenario for r in records if r.key.workload == workload}
     own = [target for name, target in drawers(SERVING_PLOT).items() if name in scenarios]
-    draw = load_target(own[0]) if own else plot_server
-    return draw(records, workload, out, variants)
-
-
-def plot_server(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
-    """p99 latency against the QPS LoadGen completed, for every run of every server cell's search of
-    ``workload`` (filled: valid runs, hollow: not valid), one line per engine and largest batch, the
-    cells' latency bounds as horizontal lines: where each configuration crosses its bound."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    bounds = set()
-    cells = [r for r in records if r.key.workload == workload and r.key.scenario == "server" and r.serving]
-    # colour: the engine variant, as in every plot; marker: the largest batch
-    batch_marker = {
-        b: BATCH_MARKERS[i % len(BATCH_MARKERS)] for i, b in enumerate(sorted({r.key.batch_size for r in cells}))
-    }
-    for record in sorted(cells, key=lambda r: (r.key.engine, r.key.precision, r.key.device, r.key.batch_size)):
-        runs = sorted(
-            (s for s in record.serving.get("search") or [] if s.get("p99_ms")), key=lambda s: s["completed_qps"]
+    if not own:
+        declared = ", ".join(drawers(SERVING_PLOT))
+        raise ValueError(
+            f"no cell of {workload} among the records is of a scenario that draws {SERVING_PLOT}: {declared}"
         )
-        if not runs:
-            continue
-        key = record.key
-        colour = engine_colour(key.engine, variants)
-        label = f"{key.engine} {key.precision} {key.device}, max batch {key.batch_size}"
-        qps, p99 = [s["completed_qps"] for s in runs], [s["p99_ms"] for s in runs]
-        marker = batch_marker[key.batch_size]
-        ax.plot(qps, p99, color=colour, linestyle=DEVICE_STYLES.get(key.device, ":"), alpha=0.6)
-        for s in runs:
-            face = colour if s["valid"] else "none"
-            ax.plot(s["completed_qps"], s["p99_ms"], marker=marker, color=colour, mfc=face, linestyle="none")
-        ax.plot([], [], color=colour, marker=marker, label=label)
-        if record.serving.get("latency_bound_ms"):
-            bounds.add(record.serving["latency_bound_ms"])
-    for bound in sorted(bounds):
-        ax.axhline(bound, color="black", linewidth=0.8, linestyle=":")
-    log_axis(ax, "x")
-    log_axis(ax, "y")
-    ax.set_xlabel("queries per second completed (LoadGen server, Poisson arrivals)")
-    ax.set_ylabel("p99 latency, ms (issue to completion)")
-    ax.set_title(f"{workload}: p99 against load, every run of the search (hollow: not valid)")
-    if ax.lines:
-        ax.legend(fontsize=7, loc="best")
-    out = Path(out)
-    save_figure(fig, out)
-    return out
+    return load_target(own[0])(records, workload, out, variants)

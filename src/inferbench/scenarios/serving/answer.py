@@ -1,10 +1,12 @@
-"""The report section of a serving study (layout ``serving``): per workload and engine, the QPS that
+"""The LoadGen scenarios' face in the report: the answer of a serving study (layout ``serving``) and the
+appendix's section. Per workload and engine, the QPS that
 LoadGen's server scenario sustained with p99 within the bound, the offline QPS, and what the dynamic
 batcher's largest batch and queue delay change. Serving cells never enter the latency tables and
 decisions of single-call cells: their latency includes queueing and batching."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -12,6 +14,16 @@ import pandas as pd
 from inferbench.analysis.summary import split_scenarios
 from inferbench.report.tables import fmt, fmt_ms, markdown_table
 from inferbench.report.text import escape_markdown
+
+#: the appendix's "What was measured" paragraph of these cells
+SERVING_MEASURED = (
+    "Serving cells (`server`, `offline`; their own study sections) are MLPerf LoadGen runs through a "
+    "dynamic batcher in front of the engine, in one fresh process under the machine-wide lock, after the "
+    "same preparation and parity check: each query is timed by LoadGen from its issue to its completion "
+    "(queueing, a batch run as soon as the engine is free, padded only to the next prepared size where the "
+    "engine's shapes are fixed, host-to-host copies, compute); a server cell's QPS is the highest target whose "
+    "run LoadGen judged valid with p99 within the study's bound, with the lowest invalid one beside it."
+)
 
 SERVING_COLUMNS = [
     ("engine", "engine"),
@@ -104,6 +116,11 @@ def serving_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None
             )
             out.append(f"- Every configuration of {escape_markdown(workload)}: {others}.")
     return [*out, ""]
+
+
+def details_section(rows: pd.DataFrame, report_dir: Path) -> list[str]:
+    """The appendix's section of the server and offline cells, heading included."""
+    return ["## Serving", "", *serving_section(rows, {})]
 
 
 def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
