@@ -77,7 +77,8 @@ def test_a_tiny_llama_behind_transformers_serve_serves_a_sweep_with_fp32_eager_s
     assert all(at["ttft_ms"]["p50"] < step["ttft_ms"]["p50"] for at, step in pairs)
     assert record.cold_start_s["server_start"] > 0 and record.engine["url"].startswith("http://127.0.0.1:")
     assert "--continuous-batching" in record.engine["server_command"]
-    assert record.engine["server_environment"] == {}, "what starts the same server again: its command and environment"
+    # what starts the same server again: its command and its environment (the cell's threads)
+    assert record.engine["server_environment"] == {"OMP_NUM_THREADS": str(record.key.threads)}
 
 
 def test_the_generation_scenario_sends_one_stream_per_row_and_times_each_token(llama, workdir):
