@@ -5,6 +5,7 @@ own, with the outputs the scenario declares) and measured (or exported) by one r
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -69,27 +70,90 @@ ENGINE_FAMILY = {
                 return np.asarray(output, dtype=np.float32)
     """,
 }
-# A scenario: its timed loop, and its entry in the catalog.
-SCENARIO_MODULE = '''
-    """Ten calls back to back, one clock reading around them all."""
+# A scenario with figures of its own, as one folder: its timed loop and summary columns, its answer and plot (its
+# face), then its entry in the catalog and its layout (the study's answer and the plot it shows).
+SCENARIO_FILES = {
+    "src/inferbench/scenarios/burst/__init__.py": '''
+        """Burst: ten calls back to back, one clock reading around them all (declared in inferbench.catalog)."""
+    ''',
+    "src/inferbench/scenarios/burst/measure.py": '''
+        """Ten calls back to back, one clock reading around them all: the time per call in a burst."""
 
-    import time
+        import time
+        from typing import Any
 
-    from inferbench.scenarios.prepare import Measured, PreparedCell
+        from inferbench.core.cells import CellRecord
+        from inferbench.scenarios.prepare import Measured, PreparedCell
+
+        CALLS = 10
 
 
-    def measure(cell: PreparedCell) -> Measured:
-        staged = cell.engine.stage(cell.batches[0])
-        with cell.lock.exclusively():
-            start = time.perf_counter()
-            for _ in range(10):
-                cell.engine.run(staged)
-            cell.engine.synchronize()
-            seconds = time.perf_counter() - start
-        return Measured({"timing": "burst", "timing_description": "ten calls, one reading", "measured_s": seconds})
-'''
+        def measure(cell: PreparedCell) -> Measured:
+            staged = cell.engine.stage(cell.batches[0])
+            with cell.lock.exclusively():
+                start = time.perf_counter()
+                for _ in range(CALLS):
+                    cell.engine.run(staged)
+                cell.engine.synchronize()
+                seconds = time.perf_counter() - start
+            burst = {"calls": CALLS, "seconds": seconds, "per_call_ms": seconds / CALLS * 1e3}
+            return Measured({"timing": "burst", "timing_description": f"{CALLS} calls, one reading",
+                             "measured_s": seconds, "scenario_section": burst})
+
+
+        def columns(record: CellRecord) -> dict[str, Any]:
+            """A burst cell's columns of the summary."""
+            burst = record.scenario_section or {}
+            return {"burst_calls": burst.get("calls"), "burst_per_call_ms": burst.get("per_call_ms")}
+    ''',
+    "src/inferbench/scenarios/burst/answer.py": '''
+        """A burst study's answer: each engine's time per call in a burst."""
+
+        from typing import Any
+
+        import pandas as pd
+
+        from inferbench.report.tables import fmt
+
+
+        def burst_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
+            ok = cells[cells["status"] == "ok"]
+            return [f"- {row.engine} {row.device}: {fmt(row.burst_per_call_ms)} ms per call, "
+                    f"{int(row.burst_calls)} calls back to back" for row in ok.itertuples()] + [""]
+    ''',
+    "src/inferbench/scenarios/burst/plots.py": '''
+        """A burst study's plot: the time per call of each of a workload's burst cells."""
+
+        from collections.abc import Sequence
+        from pathlib import Path
+
+        import matplotlib.pyplot as plt
+
+        from inferbench.core.cells import CellRecord
+        from inferbench.report.plot_axes import bars, engine_colour, save_figure
+
+
+        def plot_burst(records: Sequence[CellRecord], workload: str, out: Path, variants: Sequence[str] = ()) -> Path:
+            cells = [r for r in records if r.key.workload == workload and r.status == "ok"]
+            fig, ax = plt.subplots(figsize=(6, 4))
+            bars(ax, [r.key.engine for r in cells], [r.scenario_section["per_call_ms"] for r in cells],
+                 [engine_colour(r.key.engine, variants) for r in cells])
+            ax.set_ylabel("ms per call, in a burst of ten")
+            save_figure(fig, Path(out))
+            return Path(out)
+    ''',
+}
 SCENARIO_ENTRY = """
-    SCENARIOS["burst"] = ScenarioInfo("inferbench.scenarios.burst:measure", "ten calls at once")
+    SCENARIOS["burst"] = ScenarioInfo(
+        "inferbench.scenarios.burst.measure:measure",
+        "ten calls at once",
+        layout="burst",
+        columns="inferbench.scenarios.burst.measure:columns",
+        plots=(("burst.png", "inferbench.scenarios.burst.plots:plot_burst"),),
+    )
+"""
+LAYOUT_ENTRY = """
+    LAYOUTS["burst"] = Layout("inferbench.scenarios.burst.answer:burst_answer", ("p50",), ("burst.png",))
 """
 WORKLOAD_ANCHOR = '    "bert_base": WorkloadInfo('
 WORKLOAD_ENTRY = '    "resnet18": WorkloadInfo("vision", "ResNet-18 (timm), random weights", model="timm:resnet18"),\n'
@@ -118,7 +182,14 @@ CONFIG = {
     "run": ["echo_study", "burst_study", "resnet18_study"],
     "studies": {
         "echo_study": {**STUDY, "workloads": ["mlp_heart"], "engines": ["echo"]},
-        "burst_study": {**STUDY, "workloads": ["mlp_heart"], "engines": ["noop"], "scenarios": ["burst"]},
+        "burst_study": {
+            **STUDY,
+            "workloads": ["mlp_heart"],
+            "engines": ["echo"],
+            "scenarios": ["burst"],
+            "layout": "burst",
+            "question": "how long does one call take in a burst of ten?",
+        },
         "resnet18_study": {**STUDY, "workloads": ["resnet18"], "engines": ["torch_eager"], "batch_sizes": [1]},
     },
     "engines": {"echo": {"engine": "echo", "scale": 2}},
@@ -149,9 +220,11 @@ def _add_engine_family(root: Path) -> None:
 
 
 def _add_scenario(root: Path) -> None:
-    _write(root, "src/inferbench/scenarios/burst.py", SCENARIO_MODULE)
-    with (root / "src/inferbench/catalog/scenarios.py").open("a") as registry:
-        registry.write(textwrap.dedent(SCENARIO_ENTRY))
+    for relpath, text in SCENARIO_FILES.items():
+        _write(root, relpath, text)
+    for registry, entry in (("scenarios.py", SCENARIO_ENTRY), ("layouts.py", LAYOUT_ENTRY)):
+        with (root / "src/inferbench/catalog" / registry).open("a") as catalog:
+            catalog.write(textwrap.dedent(entry))
 
 
 def _add_workload(root: Path) -> None:
@@ -227,7 +300,9 @@ def test_each_kind_takes_the_files_the_readme_says(extended):
 def test_list_names_each_addition(extended):
     root, _ = extended
     assert re.search(r"^echo .*cpu: available", _inferbench(root, "list", "engines"), flags=re.M)
-    assert re.search(r"^burst\s+ten calls at once$", _inferbench(root, "list", "scenarios"), flags=re.M)
+    assert re.search(
+        r"^burst\s+ten calls at once \(studies of layout burst\)$", _inferbench(root, "list", "scenarios"), flags=re.M
+    )
     assert re.search(r"^resnet18\s+vision ", _inferbench(root, "list", "workloads"), flags=re.M)
     assert re.search(r"^jsonl\s+The summary as JSON lines", _inferbench(root, "list", "exporters"), flags=re.M)
     assert "--out-dir" in _inferbench(root, "export", "jsonl", "--help")
@@ -239,10 +314,11 @@ def test_a_dry_run_schedules_each_addition_by_the_rules_it_declares(extended):
     jobs = _job_stats(output)
     # echo's and resnet18's cells by the plain rule, the burst cell by its scenario's own, the export by its own
     assert jobs["benchmark_cell"] == 2 and jobs["burst_cell"] == 1 and jobs["export_jsonl"] == 1, jobs
+    assert jobs["plot_declared"] == 1, "the burst plot, by the rule of the plots scenarios declare"
     assert jobs["build_model"] == 1  # resnet18, built by timm: no builder of its own
     burst = output.split("rule burst_cell:", 1)[1].split("\n\n", 1)[0]
     outputs = re.search(r"output: (.*)", burst)[1].split(", ")
-    stem = "results/cells/mlp_heart/noop-fp32/cpu/b2-s0-t1-burst"
+    stem = "results/cells/mlp_heart/echo-fp32/cpu/b2-s0-t1-burst"
     assert outputs == [f"{stem}.json", f"{stem}.samples.npy", f"{stem}.e2e_samples.npy"], "no LoadGen logs"
 
 
@@ -253,10 +329,18 @@ def test_one_real_run_measures_and_exports_each_addition(extended):
     echo = json.loads((cells / "mlp_heart/echo-fp32/cpu/b2-s0-t1.json").read_text())
     assert echo["status"] == "ok", echo["reason"]
     assert echo["options"]["scale"] == 2.0 and echo["engine_impl"] == "echo"
-    burst = json.loads((cells / "mlp_heart/noop-fp32/cpu/b2-s0-t1-burst.json").read_text())
+    burst = json.loads((cells / "mlp_heart/echo-fp32/cpu/b2-s0-t1-burst.json").read_text())
     assert burst["status"] == "ok" and burst["timing"] == "burst", burst["reason"]
+    # its own record section, its summary columns, its answer and its plot
+    assert burst["scenario_section"]["calls"] == 10 and burst["scenario_section"]["per_call_ms"] > 0
+    summary = {row["scenario"]: row for row in csv.DictReader((root / "results/summary.csv").open())}
+    assert float(summary["burst"]["burst_per_call_ms"]) == pytest.approx(burst["scenario_section"]["per_call_ms"])
+    report = (root / "results/report.md").read_text()
+    assert re.search(r"- echo cpu: [0-9.,e+-]+ ms per call, 10 calls back to back", report), report[:3000]
+    assert (root / "results/plots/mlp_heart/burst.png").stat().st_size > 1000
+    assert "plots/mlp_heart/burst.png" in report
     resnet18 = json.loads((cells / "resnet18/torch_eager-fp32/cpu/b1-s0-t1.json").read_text())
     assert resnet18["status"] == "ok", resnet18["reason"]
     exported = (root / "results" / "jsonl" / "cells.jsonl").read_text().splitlines()
-    assert sorted(json.loads(line)["engine"] for line in exported) == ["echo", "noop", "torch_eager"]
+    assert sorted(json.loads(line)["engine"] for line in exported) == ["echo", "echo", "torch_eager"]
     assert json.loads((root / "results" / "jsonl" / "export.json").read_text())["cells"] == 3

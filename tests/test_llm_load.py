@@ -875,7 +875,7 @@ def test_the_answer_prints_vllm_s_result_block_with_the_verdict_and_the_searched
 
 
 def test_the_appendix_lists_every_load_and_the_generation_section_leaves_loaded_cells_out(tmp_path):
-    from inferbench.report.plots import plot_serving
+    from inferbench.report.plots import plot_declared
     from inferbench.scenarios.generation.answer import one_request_at_a_time
     from inferbench.scenarios.llm_load.answer import llm_load_section
 
@@ -885,7 +885,7 @@ def test_the_appendix_lists_every_load_and_the_generation_section_leaves_loaded_
     assert "| capacity | – | – | 10.0 | 320 |" in text and "| 1.5× capacity | 15.0 | – | 10.0 | 320 |" in text
     assert text.count("| yes |") == 2 and text.count("| no |") == 1
     assert one_request_at_a_time(cells).empty
-    out = plot_serving([record], "llama_mini", tmp_path / "serving.png")
+    out = plot_declared([record], "llama_mini", tmp_path / "serving.png")
     assert out.stat().st_size > 10_000
 
 

@@ -58,10 +58,11 @@ def test_record_validation():
 
 #: the record's fields at SCHEMA_VERSION: adding, removing or renaming one raises the version
 FIELDS_OF_VERSION = {
-    2: ["key", "status", "engine_impl", "reason", "mode", "timing", "timing_description", "clock", "latency_ms",
+    3: ["key", "status", "engine_impl", "reason", "mode", "timing", "timing_description", "clock", "latency_ms",
         "latency_ci95_ms", "cv", "end_to_end", "throughput_per_s", "items_per_call", "input_batches", "n_iters",
         "warmup_iters", "measured_s", "measured_windows_unix", "measuring", "parity", "memory_mb", "gpu_telemetry",
-        "host_telemetry", "computation", "bound", "repeats", "serving", "cold_start_s", "generation", "launcher",
+        "host_telemetry", "computation", "bound", "repeats", "serving", "cold_start_s", "generation",
+        "scenario_section", "launcher",
         "engine", "environment", "options", "code", "created_at", "schema_version"],
 }  # fmt: skip
 

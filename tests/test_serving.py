@@ -462,7 +462,7 @@ def test_a_misspelled_serving_setting_is_named():
 
 
 def test_the_serving_plot_draws_every_run_of_the_search(tmp_path):
-    from inferbench.report.plots import plot_serving
+    from inferbench.report.plots import plot_declared
 
     runs = [
         {"target_qps": q, "completed_qps": q, "p99_ms": p99, "valid": p99 <= 10}
@@ -478,11 +478,14 @@ def test_the_serving_plot_draws_every_run_of_the_search(tmp_path):
         for engine in ("torch_cudagraph", "ort_cuda")
         for batch in (1, 8)
     ]
-    out = plot_serving(records, "resnet50", tmp_path / "serving.png", ["torch_cudagraph", "ort_cuda"])
+    out = plot_declared(records, "resnet50", tmp_path / "serving.png", ["torch_cudagraph", "ort_cuda"])
     import matplotlib.image
 
     image = matplotlib.image.imread(out)
     assert image.shape[0] > 200 and image.std() > 0.05, "a drawn plot, not a blank canvas"
+    # a plot no scenario of these cells declares is refused by name, with the scenarios that draw it
+    with pytest.raises(ValueError, match=r"no cell of resnet50 .* draws throughput\.png \(no scenario\)"):
+        plot_declared(records, "resnet50", tmp_path / "throughput.png")
 
 
 class Query:

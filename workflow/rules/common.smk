@@ -28,7 +28,7 @@ from inferbench.plan.jobs import RunPlan, input_args
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
 from inferbench.analysis.leases import lease_spread_problems
 from inferbench.catalog.exporters import EXPORTERS
-from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix
+from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix, record_plots
 
 try:
     validate_config(config)

@@ -7,6 +7,7 @@ localrules:
     plot_batch_sweep,
     plot_seq_sweep,
     plot_generation,
+    plot_declared,
     report,
 
 
@@ -127,6 +128,26 @@ rule plot_serving:
     shell:
         "python -m inferbench plot --kind serving --workload {wildcards.workload:q} --out-dir \"$(dirname {output:q})\""
         " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
+
+
+# A plot a scenario declares of its own beside the serving plot (its entry's `plots`): drawn from its cells' records.
+rule plot_declared:
+    input:
+        lambda wc: PLAN.plotted_records(wc.workload, wc.plot),
+    output:
+        report("results/plots/{workload}/{plot}", category="Scenarios", subcategory="{workload}"),
+    wildcard_constraints:
+        plot="|".join(re.escape(p) for p in record_plots() if p != SERVING_PLOT) or "(?!)",  # (?!): none
+    params:
+        code=verb_code("plot"),
+        engines=list(config["engines"]),
+    conda:
+        "../../envs/report.yaml"
+    log:
+        "logs/plot/{workload}.{plot}.log",
+    shell:
+        "python -m inferbench plot --kind declared --name {wildcards.plot:q} --workload {wildcards.workload:q}"
+        " --out-dir \"$(dirname {output:q})\" {input:q} --engines {params.engines:q} > {log:q} 2>&1"
 
 
 rule roofline:

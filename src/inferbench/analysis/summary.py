@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 from inferbench.catalog.engines import tf32_setting
 from inferbench.catalog.scenarios import SCENARIOS
+from inferbench.catalog.targets import load_target
 from inferbench.core.cells import CellRecord, NewerRecord
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path
@@ -145,10 +146,17 @@ def summary_frame(record_paths: Iterable[str | Path]) -> pd.DataFrame:
 
 def records_frame(records: Iterable[CellRecord]) -> pd.DataFrame:
     """The summary of records already read: one row per cell, in key order."""
-    frame = pd.DataFrame([record.flatten() for record in records])
+    frame = pd.DataFrame([summary_row(record) for record in records])
     if frame.empty:
         raise ValueError("no cell records to summarise")
     return settings_named(frame.sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True))
+
+
+def summary_row(record: CellRecord) -> dict[str, Any]:
+    """A record's row of the summary: the columns every cell has, then those its scenario declares."""
+    row = record.flatten()
+    info = SCENARIOS.get(record.key.scenario)
+    return row | load_target(info.columns)(record) if info is not None and info.columns else row
 
 
 def remove_records(cells_dir: str | Path, statuses: set[str], newer: list[Path] | None = None) -> list[Path]:

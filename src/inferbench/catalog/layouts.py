@@ -12,7 +12,7 @@ from typing import Any
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import workload_info
 
-#: the serving plot of a workload (inferbench.report.plots.plot_serving): LoadGen's p99 against QPS, or for a
+#: the serving plot of a workload (drawn by its scenario's declared drawer): LoadGen's p99 against QPS, or for a
 #: decoder's llm_load cells its TTFT and TPOT percentiles against the request rate
 SERVING_PLOT = "serving.png"
 #: the generation plot of a decoder workload (inferbench.scenarios.generation.plots)

@@ -66,6 +66,9 @@ class ScenarioInfo:
     #: processes' records, where pooling their per-call samples does not make them (the cell runner replaces
     #: them in the merged record once every process is done)
     merge: str | None = None
+    #: ``"module:function"``: ``function(record) -> dict``, the summary columns its cells add to those every cell has
+    #: (from their record's ``scenario_section``, where its measurement keeps its own figures)
+    columns: str | None = None
     #: ``"module:function"``: ``function(engine_class, device, precision) -> str | None``, why an engine of this
     #: class cannot be driven by the scenario there (its cell is then ``unavailable`` with that reason), or None
     unavailable: str | None = None
@@ -149,6 +152,11 @@ PLAIN = "single"
 def path_suffix(scenario: str) -> str:
     """What a cell's path carries after its threads: nothing for the plain scenario, else ``-<scenario>``."""
     return "" if scenario == PLAIN else f"-{scenario}"
+
+
+def record_plots() -> list[str]:
+    """Every plot a scenario declares drawn from its cells' records (``ScenarioInfo.plots``), by file name."""
+    return sorted({plot for info in SCENARIOS.values() for plot, _ in info.plots})
 
 
 def drawers(plot: str) -> dict[str, str]:

@@ -184,12 +184,11 @@ def render_summary(
 def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dict[str, Any]]) -> Path:
     """Summary, plots and report of a run's records, under ``run_dir``/results; return the report's path."""
     from inferbench.analysis.summary import load_records, records_frame, write_summary
-    from inferbench.catalog.layouts import SERVING_PLOT
-    from inferbench.catalog.scenarios import LOADS_TABLE, drawers
+    from inferbench.catalog.scenarios import LOADS_TABLE, drawers, record_plots
     from inferbench.catalog.workloads import ordered
     from inferbench.core.fsutil import refuse_linked_folders
     from inferbench.report.markdown import write_report
-    from inferbench.report.plots import plot_every_workload, plot_serving
+    from inferbench.report.plots import plot_declared, plot_every_workload
 
     results = run_dir / "results"
     refuse_linked_folders(run_dir, results / "plots")
@@ -199,11 +198,10 @@ def render_run_dir(run_dir: Path, config: dict[str, Any], studies: dict[str, dic
     plots = plot_every_workload(summary, results / "plots", list(config["engines"]))
     table = importlib.import_module(LOADS_TABLE)
     table.write_loads(loaded, results / table.LOADS_CSV)
-    drawn = drawers(SERVING_PLOT)
-    for workload in ordered(r.key.workload for r in loaded if r.key.scenario in drawn):
-        plots.append(
-            plot_serving(loaded, workload, results / "plots" / workload / SERVING_PLOT, list(config["engines"]))
-        )
+    for plot in record_plots():  # the plots scenarios draw from their records (the serving plot among them)
+        drawn = drawers(plot)
+        for workload in ordered(r.key.workload for r in loaded if r.key.scenario in drawn):
+            plots.append(plot_declared(loaded, workload, results / "plots" / workload / plot, list(config["engines"])))
     write_report(
         results / "summary.csv",
         results / "report.md",

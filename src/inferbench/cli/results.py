@@ -11,6 +11,7 @@ from pathlib import Path
 
 from inferbench.cli.args import arguments, required_paths
 from inferbench.core.cells import STATUSES
+from inferbench.core.errors import UserError
 
 
 def _aggregate_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,8 +42,9 @@ def aggregate(args: argparse.Namespace) -> None:
 def _plot_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--workload", required=True)
-    kinds = ["batch", "seq", "serving", "generation"]
+    kinds = ["batch", "seq", "serving", "generation", "declared"]
     p.add_argument("--kind", choices=kinds, default="batch", help="which sweep (or scenario's plot) to plot")
+    p.add_argument("--name", help="with --kind declared: the file name of a plot a scenario declares (its records')")
     p.add_argument("--engines", nargs="*", default=[], help="the config's engine variants, in order: their colours")
     p.add_argument("--out-dir", type=Path, required=True)
 
@@ -53,10 +55,13 @@ def plot(args: argparse.Namespace) -> None:
     from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
     from inferbench.catalog.scenarios import GENERATION
     from inferbench.catalog.targets import load_target
-    from inferbench.report.plots import plot_serving, plot_workload
+    from inferbench.report.plots import plot_declared, plot_workload
 
-    if args.kind == "serving":  # every LoadGen run of the search is in the records, not the summary
-        plot_serving(load_records(args.records), args.workload, args.out_dir / SERVING_PLOT, args.engines)
+    if args.kind in ("serving", "declared"):  # drawn from the records (every LoadGen run of a search is there)
+        if args.kind == "declared" and not args.name:
+            raise UserError("plot --kind declared needs --name: the file name of a plot a scenario declares")
+        name = SERVING_PLOT if args.kind == "serving" else args.name
+        plot_declared(load_records(args.records), args.workload, args.out_dir / name, args.engines)
         return
     if args.kind == "generation":
         draw = load_target(dict(GENERATION.summary_plots)[GENERATION_PLOT])
@@ -131,7 +136,6 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_compare_arguments)
 def compare(args: argparse.Namespace) -> None:
     from inferbench.analysis.leases import MIN_CELLS
-    from inferbench.core.errors import UserError
     from inferbench.core.fsutil import atomic_path, refuse_non_regular
     from inferbench.report.compare import compare_runs
 

@@ -24,8 +24,8 @@ from inferbench.core.fsutil import read_json, write_json
 
 #: the record's layout: raised whenever a field is added, removed or renamed (tests/test_records.py pins the
 #: fields of this version); records of ``READABLE_VERSIONS`` load, the fields they lack at their defaults
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # 1: before ``code``
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # 1: before ``code``; 2: before ``scenario_section``
 Status = Literal["ok", "unavailable", "oom", "invalid", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "unavailable", "oom", "invalid", "failed")
 #: a process's start-up steps, one after another (``CellRecord.cold_start_s``): the library imports, the
@@ -187,6 +187,9 @@ class CellRecord:
     #: a generation cell's (inferbench.scenarios.generation): time to first token, time per output token,
     #: tokens per second, KV cache and weights, the decode roofline, token parity, and every TTFT/TPOT sample
     generation: dict[str, Any] | None = None
+    #: the figures of a scenario whose record section is its own, as its measurement returns them under this name
+    #: (its declaration's ``columns`` put them in the summary: inferbench.catalog.scenarios.ScenarioInfo)
+    scenario_section: dict[str, Any] | None = None
     #: how the cell's job started: ``warm`` (forked from the warm-start server, inferbench.launch.warm),
     #: or ``cold`` (a process that imported the libraries itself)
     launcher: str | None = None

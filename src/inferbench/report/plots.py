@@ -22,7 +22,6 @@ import pandas as pd
 from inferbench.analysis.comparison import BOUNDARY_LABELS, boundary_of, items_per_call, p50_at, rate_at
 from inferbench.analysis.decisions import cpu_gpu_crossovers
 from inferbench.analysis.summary import measured, split_scenarios
-from inferbench.catalog.layouts import SERVING_PLOT
 from inferbench.catalog.scenarios import GENERATION, PLAIN, drawers
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import ordered, workload_info
@@ -188,7 +187,7 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
     """Every sweep's plots of every workload in ``summary``, under ``out_dir/<workload>/`` (what the
     workflow's plot rules make one job per workload and sweep)."""
     written: list[Path] = []
-    scenarios = split_scenarios(summary)  # serving cells: plot_serving, from their records
+    scenarios = split_scenarios(summary)  # serving cells: plot_declared, from their records
     for workload in ordered(scenarios.single["workload"]):
         for kind in ["batch", "seq"] if workload_info(workload).has_seq_len else ["batch"]:
             written += plot_workload(summary, workload, Path(out_dir) / workload, kind, variants)
@@ -199,14 +198,14 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
     return written
 
 
-def plot_serving(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
-    """The serving plot of ``workload``, drawn by the first scenario among its cells' that declares one (LoadGen's
-    server search; a decoder's cells under load)."""
+def plot_declared(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
+    """The plot a scenario declares under ``out``'s file name (``ScenarioInfo.plots``), of ``workload``, drawn by the
+    first scenario among its cells' that declares it: the serving plot of LoadGen's server search or of a
+    decoder's cells under load, or a plot of a scenario's own."""
+    plot = Path(out).name
     scenarios = {r.key.scenario for r in records if r.key.workload == workload}
-    own = [target for name, target in drawers(SERVING_PLOT).items() if name in scenarios]
+    own = [target for name, target in drawers(plot).items() if name in scenarios]
     if not own:
-        declared = ", ".join(drawers(SERVING_PLOT))
-        raise ValueError(
-            f"no cell of {workload} among the records is of a scenario that draws {SERVING_PLOT}: {declared}"
-        )
+        declared = ", ".join(drawers(plot)) or "no scenario"
+        raise ValueError(f"no cell of {workload} among the records is of a scenario that draws {plot} ({declared})")
     return load_target(own[0])(records, workload, out, variants)
