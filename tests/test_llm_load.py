@@ -588,6 +588,18 @@ def test_a_cell_measures_its_capacity_then_sends_each_load_at_its_share_of_it(tm
     assert measured.fields["latency_ms"]["p50"] == pytest.approx(serving["sweep"][1]["e2e_ms"]["p50"], rel=1e-3)
 
 
+def test_a_capacity_the_settings_give_sets_the_rates_in_place_of_the_measured_one(tmp_path):
+    engine = FakeStepEngine(time.perf_counter, step_s=0.002, running=2, new_tokens=3)
+    given = {**SETTINGS, "load_shares": [0.5], "capacity_per_s": 40.0, "search_steps": 0}
+    serving = measure(_cell(engine, given, tmp_path)).fields["serving"]
+    # the capacity run still measures the engine's own; the load is offered at its share of the given one
+    assert serving["capacity"]["request_per_s"] > 0
+    assert [step["offered_per_s"] for step in serving["sweep"]] == [20.0]
+    assert serving["offered_from"] == {"capacity_per_s": 40.0, "process": "settings"}
+    with pytest.raises(ValueError, match="capacity_per_s"):
+        LoadSettings.from_dict({"capacity_per_s": 0.0})
+
+
 def test_a_cell_whose_lightest_load_misses_the_objective_has_no_rate_and_a_stream_engine_is_driven_too(tmp_path):
     class RealTimeStream:
         new_tokens = 3

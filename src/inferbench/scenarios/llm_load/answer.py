@@ -134,10 +134,8 @@ def _processes_text(serving: dict[str, Any], repeats: dict[str, Any] | None = No
     by_process = (serving.get("answer") or {}).get("by_process") or {}
     rates = [r for r in by_process.get("rate_per_s") or [] if r is not None]
     if offered.get("same_rates") and offered.get("capacity_per_s"):
-        parts[0] += (
-            f", each offered the same rates: shares of {_rate(offered['capacity_per_s'])}, the capacity its first "
-            "process measured"
-        )
+        whose = "the settings gave" if offered.get("process") == "settings" else "its first process measured"
+        parts[0] += f", each offered the same rates: shares of {_rate(offered['capacity_per_s'])}, the capacity {whose}"
     elif rates:
         spread = ((serving.get("answer") or {}).get("spread_pct") or {}).get("rate_per_s")
         parts.append(

@@ -137,6 +137,8 @@ class LoadSettings:
     ramp_s: float = 5.0
     served_tolerance: float = 0.1
     search_steps: int = 3
+    #: the capacity whose shares the sweep offers, where given (else the cell's own, measured first)
+    capacity_per_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.arrivals not in ARRIVALS:
@@ -160,6 +162,8 @@ class LoadSettings:
                 f"llm_load.load_shares is {list(loads)}: shares of the capacity from {MIN_SHARE:g} (lighter loads "
                 f"last hours for their requests) to {MAX_SHARE:g} (heavier ones only fill the queue)"
             )
+        if self.capacity_per_s is not None and not self.capacity_per_s > 0:
+            raise ValueError(f"llm_load.capacity_per_s is {self.capacity_per_s:g}: a positive rate, or null")
         if not (self.steady_s > 0 and self.ramp_s >= 0 and 0 < self.served_tolerance < 1 and self.search_steps >= 0):
             raise ValueError(
                 f"llm_load: steady_s {self.steady_s:g} must be positive, ramp_s {self.ramp_s:g} at least 0, served_"
@@ -214,6 +218,7 @@ class LoadSettings:
             ramp_s=float(merged["ramp_s"]),
             served_tolerance=float(merged["served_tolerance"]),
             search_steps=int(merged["search_steps"]),
+            capacity_per_s=None if merged["capacity_per_s"] is None else float(merged["capacity_per_s"]),
         )
 
     def plan(

@@ -403,7 +403,13 @@ class LoadRuns:
         settings = self.settings
         traces, run_start = self.driver.run(self.plan(settings.requests, None, settings.seed, "c-"), settings.requests)
         capacity = traces_figures(traces, run_start, settings.objective) | {"queued": settings.requests}
-        self.nominal_capacity = self.given["capacity_per_s"] if self.given is not None else capacity["request_per_s"]
+        # the rates of every process: the settings' capacity where given, else the first process's
+        if settings.capacity_per_s is not None:
+            self.nominal_capacity = settings.capacity_per_s
+        elif self.given is not None:
+            self.nominal_capacity = self.given["capacity_per_s"]
+        else:
+            self.nominal_capacity = capacity["request_per_s"]
         beat()
         return capacity
 
@@ -488,7 +494,11 @@ class LoadRuns:
         serving["token_parity"], serving["search"] = parity, search
         serving["offered_from"] = {
             "capacity_per_s": None if settings.by_concurrency else self.nominal_capacity,
-            "process": "first" if self.given is not None or self.cell.shared is not None else "own",
+            "process": "settings"
+            if settings.capacity_per_s is not None
+            else "first"
+            if self.given is not None or self.cell.shared is not None
+            else "own",
         }
         serving["energy_unavailable"] = energy_unavailable(key.device, self.telemetry)
         if serving["result"] is not None:
