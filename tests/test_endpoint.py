@@ -232,3 +232,75 @@ def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_an
         (tmp_path / name).write_text(json.dumps(under_load))
     assert [r["engine"]["impl"] for r in tool.vllm_cells(tmp_path, llm_load=True, impl="vllm_serve")] == ["vllm_serve"]
     assert [r["engine"]["impl"] for r in tool.vllm_cells(tmp_path, llm_load=True)] == ["vllm"]
+
+
+def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_cell_s_rate(tmp_path, monkeypatch):
+    import importlib.util
+    import json
+
+    import yaml
+
+    from inferbench.plan.config import validate_config
+    from inferbench.plan.jobs import RunPlan
+    from tests.conftest import REPO
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks/tools"))
+    spec = importlib.util.spec_from_file_location("vllm_bench_serve", REPO / "benchmarks/tools/vllm_bench_serve.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    settings = {"requests": 40, "steady_s": 6, "ramp_s": 2, "prompt_range": 0.5, "output_range": 0.5, "seed": 3,
+                "load_shares": [0.5, 1.0, 1.5], "arrivals": "poisson"}  # fmt: skip
+    serving = {"settings": settings, "objective": {"ttft_ms": 500, "tpot_ms": 50, "percentile": "p90"},
+               "offered_from": {"capacity_per_s": 30.0, "process": "first"}}  # fmt: skip
+    record = {
+        "cell": {
+            "cell_id": "llama_mini/vllm_serve-fp32/cpu/b4-s64-t2-llm_load",
+            "workload": "llama_mini",
+            "precision": "fp32",
+            "device": "cpu",
+            "batch_size": 4,
+            "seq_len": 64,
+            "threads": 2,
+        },
+        "engine": {"model": "results/engines/x/abc-fp32", "options": {"new_tokens": 32}},
+        "serving": serving,
+    }
+    load = {"load": 0.5, "offered_per_s": 15.0, "valid": True}  # fmt: skip
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    narrowed = tool.client_config(config, record, load, "http://127.0.0.1:5555")
+    plan = RunPlan.of(validate_config(narrowed))
+    # one cell: the project's client at the server's URL, at the cell's shape, one process, the same rate
+    (cell,) = plan.cells
+    assert (cell.engine, cell.scenario, cell.batch_size, cell.seq_len, cell.threads) == (
+        tool.CLIENT,
+        "llm_load",
+        4,
+        64,
+        2,
+    )
+    argv = plan.run_cell_argv(cell, str(tmp_path / "c.json"))
+    variant = json.loads(argv[argv.index("--engine-options") + 1])
+    assert variant["url"] == "http://127.0.0.1:5555" and variant["model"] == "results/engines/x/abc-fp32"
+    measure = json.loads(argv[argv.index("--measure") + 1])
+    load_settings = measure["scenario_settings"]
+    assert measure["repeats"] == 1 and load_settings["load_shares"] == [0.5] and load_settings["search_steps"] == 0
+    assert load_settings["capacity_per_s"] * load_settings["load_shares"][0] == load["offered_per_s"]
+    assert load_settings["seed"] == 3 and load_settings["objective"]["percentile"] == "p90"
+    # the rounds alternate which client goes first; the medians stand side by side with each side's range
+    calls = []
+
+    def bench(n):
+        calls.append(f"bench{n}")
+        return {"request_throughput": 15.0, "median_ttft_ms": 40.0 + n, "median_tpot_ms": 5.0, "median_itl_ms": 2.5}
+
+    def client(n):
+        calls.append(f"client{n}")
+        return {"request_throughput": 15.3, "median_ttft_ms": 42.0, "median_tpot_ms": 5.0 + n, "median_itl_ms": 2.5}
+
+    rounds = tool.in_turn(3, bench, client)
+    assert calls == ["bench0", "client0", "client1", "bench1", "bench2", "client2"]
+    row = tool.rounds_row(record, load, rounds)
+    assert row["bench"]["ttft"] == {"median": 41.0, "min": 40.0, "max": 42.0}
+    assert row["client_over_bench"]["tpot"] == pytest.approx(6.0 / 5.0)
+    assert row["client_over_bench"]["request_per_s"] == pytest.approx(15.3 / 15.0)
+    assert "| 0.5 | 15 | 3 | tpot | 6 (5–7) | 5 (5–5) | 1.200× |" in tool.rounds_markdown([row])

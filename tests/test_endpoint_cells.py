@@ -115,3 +115,51 @@ def test_a_url_off_this_machine_is_refused_unless_the_variant_allows_it(llama, w
     assert "allow_remote: true" in record.reason
     record = _run(workdir, llama, "endpoint", reference=False)
     assert record.status == "failed" and "is not a server's URL: give one such as http" in record.reason
+
+
+def test_the_project_s_client_in_turn_measures_one_cell_at_the_given_rate_in_a_fresh_process(tmp_path, monkeypatch):
+    """The client's side of the rounds, for real: run-cell of an endpoint variant against a running server (the null
+    server stands in for vllm serve), one process, offered the cell's rate."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from inferbench.engines.endpoint.engine import null_server_command
+    from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url
+    from tests.conftest import REPO
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks/tools"))
+    spec = importlib.util.spec_from_file_location("vllm_bench_serve", REPO / "benchmarks/tools/vllm_bench_serve.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.chdir(tmp_path)
+    model, meta = "results/models/llama_mini.pt", "results/models/llama_mini.json"
+    subprocess.run([sys.executable, "-m", "inferbench", "build-model", "--workload", "llama_mini", "--out", model,
+                    "--meta", meta], check=True, capture_output=True)  # fmt: skip
+    reference = "results/reference/llama_mini-s64.npz"
+    subprocess.run([sys.executable, "-m", "inferbench", "reference", "--checkpoint", model, "--model-meta", meta,
+                    "--seq", "64", "--out", reference], check=True, capture_output=True)  # fmt: skip
+    settings = {"requests": 20, "steady_s": 2, "ramp_s": 0.5, "seed": 3, "load_shares": [0.5, 1.0]}
+    record = {"cell": {"cell_id": "x", "workload": "llama_mini", "precision": "fp32", "device": "cpu", "batch_size": 4,
+                       "seq_len": 64, "threads": 1},
+              "engine": {"model": "mini", "options": {"new_tokens": 8}},
+              "serving": {"settings": settings, "objective": {"ttft_ms": 500, "tpot_ms": 50, "percentile": "p90"},
+                          "offered_from": {"capacity_per_s": 30.0}}}  # fmt: skip
+    port = free_port()
+    server = ServerProcess(null_server_command(port), loopback_url(port), tmp_path / "null.log")
+    try:
+        server.wait_healthy(60)
+        config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+        narrowed = tool.client_config(config, record, {"load": 0.5, "offered_per_s": 15.0}, server.url)
+        figures = tool.client_figures(narrowed, tmp_path / "client.json")
+    finally:
+        server.stop()
+    measured = json.loads((tmp_path / "client.json").read_text())
+    (step,) = measured["serving"]["sweep"]
+    assert step["offered_per_s"] == 15.0 and measured["serving"]["offered_from"]["process"] == "settings"
+    assert measured["repeats"]["n"] == 1 and measured["engine"]["url"] == server.url
+    assert figures["request_throughput"] == step["request_per_s"] > 0
+    assert figures["median_ttft_ms"] == step["ttft_ms"]["p50"] > 0 and figures["median_tpot_ms"] > 0

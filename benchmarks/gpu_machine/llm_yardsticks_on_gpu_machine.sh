@@ -16,8 +16,9 @@
 #   serving          llm_serving_gpu, whole (vLLM and hf_static under load), SERVING_REPEATS (3) processes a cell
 #   bench_throughput vLLM's offline throughput benchmark at each vLLM llm_load cell's capacity run
 #   endpoint         llm_endpoint_gpu: vLLM in-process against the same engine behind `vllm serve` (issue 73)
-#   bench_serve      `vllm bench serve` against each vllm_serve cell's server at its VALID loads
-#                    (benchmarks/tools/vllm_bench_serve.py)
+#   bench_serve      `vllm bench serve` and the project's own client in turn, BENCH_ROUNDS (3) rounds, against one
+#                    server started with each vllm_serve cell's command, at its VALID loads
+#                    (benchmarks/tools/vllm_bench_serve.py --in-turn)
 # The last two are not run by default: STAGES='endpoint bench_serve'.
 # STAGES='serving bench_throughput' runs those only (all five take about 28 minutes on an H100 after the
 # carry, at the edge of a lease: split them over two leases where the device time allows).
@@ -66,7 +67,7 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
   stage endpoint "${workflow[@]}" --configfile \
     "$(narrow llm_endpoint_gpu "engines: [${ENDPOINT_ENGINES:-vllm, vllm_serve}]")" --config 'run=[llm_endpoint_gpu]'
   keep endpoint
-  stage bench_serve python benchmarks/tools/vllm_bench_serve.py results/cells \
+  stage bench_serve python benchmarks/tools/vllm_bench_serve.py results/cells --in-turn "${BENCH_ROUNDS:-3}" \
     --md "$run/out/bench_serve.md" --out "$run/out/bench_serve.json"
   echo "$(date +%T) done" >> "$run/stages.log"
   touch "$run/done"

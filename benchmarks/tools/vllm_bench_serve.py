@@ -14,7 +14,15 @@ requests at the same rate against the null server), which says how much of a dif
 Two differences stay by design: the benchmark's prompts are its own random tokens (the cell's: seeded from the
 workload's vocabulary), and it times every request of its run, where the cell judges a steady window after a ramp.
 
+Each start of a server differs (on an H200, three starts' TPOT p50s 13% apart:
+docs/results/h200/llm_endpoint/2026-11-30-yardstick), and so does the machine over minutes. ``--in-turn R`` holds
+both clients to one running server instead: for each VALID load, R rounds, each `vllm bench serve` and the
+project's own client (a run-cell of an ``endpoint`` variant at the server's URL, one process, offered the same
+rate: the cell's load share of the capacity it was offered, ``capacity_per_s``), every other round in reverse
+order. The medians of the rounds stand side by side, with each side's range over its rounds.
+
     python benchmarks/tools/vllm_bench_serve.py results/cells [--out vllm_bench_serve.json] [--md F.md]
+        [--in-turn 3 [--configfile config/config.yaml]]
 """
 
 from __future__ import annotations
@@ -22,13 +30,18 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import statistics
+import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from vllm_bench_latency import vllm_cells
 
+from inferbench.core.settings import schema_defaults
 from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url
 from inferbench.scenarios.llm_load.arrivals import LoadSettings
 
@@ -83,10 +96,88 @@ def side_by_side(record: dict[str, Any], load: dict[str, Any], bench: dict[str, 
     }
 
 
-def measure(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each VALID load of the cell's sweep through `vllm bench serve` against its server, started once."""
-    import subprocess
+def bench_figures(record: dict[str, Any], load: dict[str, Any], url: str, out: Path) -> dict[str, Any]:
+    """`vllm bench serve` at one load of the cell against the server at ``url``: its result file's figures."""
+    done = subprocess.run(bench_command(record, load, url, out), capture_output=True, text=True)
+    if done.returncode != 0 or not out.exists():
+        raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(out.read_text())
 
+
+#: the engine variant and the study of the project's own client in turn with the benchmark (``--in-turn``)
+CLIENT, STUDY = "yardstick_client", "yardstick"
+
+
+def client_config(config: dict[str, Any], record: dict[str, Any], load: dict[str, Any], url: str) -> dict[str, Any]:
+    """``config`` (the run's, unvalidated) narrowed to one cell: the project's client (an ``endpoint`` variant) at
+    ``url``, in one process, at the cell's shape, lengths, seed and objective, offered ``load``'s rate (its share of
+    the capacity the cell was offered) and no search."""
+    key, serving = record["cell"], record["serving"]
+    known = set(schema_defaults("llm_load"))
+    capacity = (serving.get("offered_from") or {}).get("capacity_per_s") or load["offered_per_s"] / load["load"]
+    llm_load = {k: v for k, v in serving["settings"].items() if k in known}
+    llm_load |= {"objective": serving["objective"], "load_shares": [load["load"]], "capacity_per_s": capacity,
+                 "search_steps": 0}  # fmt: skip
+    variant = {"engine": "endpoint", "url": url, "model": record["engine"]["model"], "prompt_format": "token_ids",
+               "new_tokens": record["engine"]["options"]["new_tokens"]}  # fmt: skip
+    study = {"description": "the project's client against a running vLLM server, in turn with vllm bench serve",
+             "layout": "llm_load", "scenarios": ["llm_load"], "workloads": [key["workload"]], "engines": [CLIENT],
+             "precisions": [key["precision"]], "devices": [key["device"]], "batch_sizes": [key["batch_size"]],
+             "seq_lens": [key["seq_len"]], "llm_load": llm_load}  # fmt: skip
+    measure = {**(config.get("measure") or {}), "repeats": 1}
+    return {**config, "engines": {**config.get("engines", {}), CLIENT: variant}, "studies": {STUDY: study},
+            "run": [STUDY], "measure": measure}  # fmt: skip
+
+
+def client_figures(config: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The project's client: the one cell of ``config`` measured by run-cell in a fresh process; its load's figures,
+    named as `vllm bench serve` names its own."""
+    from inferbench.plan.config import validate_config
+    from inferbench.plan.jobs import RunPlan
+
+    plan = RunPlan.of(validate_config(config))
+    argv = [sys.executable, "-m", "inferbench", "run-cell", *plan.run_cell_argv(plan.cells[0], str(out))]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    record = json.loads(out.read_text()) if out.exists() else {}
+    if done.returncode != 0 or record.get("status") != "ok":
+        why = record.get("reason") or done.stderr[-2000:]
+        raise RuntimeError(f"the client's cell failed ({done.returncode}): {why}")
+    step = record["serving"]["sweep"][0]
+    return {"request_throughput": step["request_per_s"],
+            **{name: (step.get(f"{f}_ms") or {}).get("p50") for f, name in FIGURES.items()}}  # fmt: skip
+
+
+def in_turn(
+    rounds: int, bench: Callable[[int], dict[str, Any]], client: Callable[[int], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``rounds`` rounds of both clients, every other one in reverse order (bench, client; client, bench; ...): what
+    drifts over the rounds meets both alike. Each round's figures of each."""
+    out = []
+    for number in range(rounds):
+        order = (("bench", bench), ("client", client)) if number % 2 == 0 else (("client", client), ("bench", bench))
+        figures = {name: run(number) for name, run in order}
+        out.append({"round": number + 1, "first": order[0][0], **figures})
+    return out
+
+
+def rounds_row(record: dict[str, Any], load: dict[str, Any], rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rounds of one load: each side's median and range over its rounds, and client / bench of the medians."""
+
+    def side(name: str) -> dict[str, Any]:
+        keys = {"request_per_s": "request_throughput", **{f: n for f, n in FIGURES.items()}}
+        values = {k: [r[name][n] for r in rounds if r[name].get(n) is not None] for k, n in keys.items()}
+        return {k: {"median": statistics.median(v), "min": min(v), "max": max(v)} if v else None
+                for k, v in values.items()}  # fmt: skip
+
+    client, bench = side("client"), side("bench")
+    ratio = {k: client[k]["median"] / bench[k]["median"] if client[k] and bench[k] else None for k in client}
+    return {"cell": record["cell"]["cell_id"], "load": load.get("load"), "offered_per_s": load["offered_per_s"],
+            "rounds": rounds, "client": client, "bench": bench, "client_over_bench": ratio}  # fmt: skip
+
+
+def measure(record: dict[str, Any], rounds: int = 0, config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each VALID load of the cell's sweep through `vllm bench serve` against its server, started once; with
+    ``rounds``, the project's client too, in turn with it (``in_turn``), from ``config`` (the run's)."""
     port = free_port()
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
@@ -96,18 +187,43 @@ def measure(record: dict[str, Any]) -> list[dict[str, Any]]:
         try:
             server.wait_healthy(START_S)
             rows = []
-            for load in record["serving"]["sweep"]:
-                if not load.get("valid"):
+            for index, load in enumerate(s for s in record["serving"]["sweep"] if s.get("valid")):
+                if not rounds:
+                    rows.append(side_by_side(record, load, bench_figures(record, load, server.url, folder / "b.json")))
+                    print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
                     continue
-                out = folder / f"bench-{len(rows)}.json"
-                done = subprocess.run(bench_command(record, load, server.url, out), capture_output=True, text=True)
-                if done.returncode != 0 or not out.exists():
-                    raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-2000:]}")
-                rows.append(side_by_side(record, load, json.loads(out.read_text())))
-                print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
+                settings = client_config(config or {}, record, load, server.url)
+                turns = in_turn(
+                    rounds,
+                    lambda n, load=load, i=index: bench_figures(record, load, server.url, folder / f"b{i}-{n}.json"),
+                    lambda n, settings=settings, i=index: client_figures(settings, folder / f"c{i}-{n}.json"),
+                )
+                rows.append(rounds_row(record, load, turns))
+                print(json.dumps(rows[-1]["client_over_bench"]), flush=True)
             return rows
         finally:
             server.stop()
+
+
+def rounds_markdown(rows: list[dict[str, Any]]) -> str:
+    """Each load's rounds in turn: the project's client and `vllm bench serve` against one running server."""
+    lines = [
+        "| load | offered /s | rounds | figure | client: median (range) | bench: median (range) | client / bench |",
+        "| ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+    ]
+
+    def cell(side: dict[str, Any] | None) -> str:
+        return f"{side['median']:.3g} ({side['min']:.3g}–{side['max']:.3g})" if side else "–"
+
+    for row in rows:
+        for figure in ("request_per_s", *FIGURES):
+            ratio = row["client_over_bench"][figure]
+            lines.append(
+                f"| {row['load']} | {row['offered_per_s']:.3g} | {len(row['rounds'])} | {figure} "
+                f"| {cell(row['client'][figure])} | {cell(row['bench'][figure])} "
+                f"| {f'{ratio:.3f}×' if ratio is not None else '–'} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -135,14 +251,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("cells", type=Path, help="the records' folder (results/cells)")
     parser.add_argument("--out", type=Path, default=Path("vllm_bench_serve.json"))
     parser.add_argument("--md", type=Path, default=None)
+    parser.add_argument(
+        "--in-turn",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="rounds of the project's client and the benchmark in turn against one server (0: none)",
+    )
+    parser.add_argument("--configfile", type=Path, default=Path("config/config.yaml"),
+                        help="with --in-turn: the run's config, for the client's measure settings")  # fmt: skip
     args = parser.parse_args(argv)
     records = vllm_cells(args.cells, llm_load=True, impl="vllm_serve")
     if not records:
         print(f"no vllm_serve cell of llm_load measured ok under {args.cells}", file=sys.stderr)
         return 2
-    rows = [row for record in records for row in measure(record)]
+    config = yaml.safe_load(args.configfile.read_text()) if args.in_turn else None
+    rows = [row for record in records for row in measure(record, args.in_turn, config)]
     args.out.write_text(json.dumps(rows, indent=1))
-    table = markdown(rows)
+    table = rounds_markdown(rows) if args.in_turn else markdown(rows)
     if args.md:
         args.md.write_text(table)
     print(table)
