@@ -89,7 +89,9 @@ def test_the_llm_preset_s_cpu_serving_study_runs_through_the_workflow_to_its_plo
     assert "TTFT p90 ≤ 500 ms and TPOT p90 ≤ 50 ms" in answer and "capacity" in answer
     assert "![llama_mini serving](plots/llama_mini/serving.png)" in answer
     search = record.serving["search"]
-    if search is not None:  # a load met the objective and a heavier one missed it: every process searched
+    # a load met the objective and a heavier one missed it: every process searched, and the answer says so (on a busy
+    # machine the pooled sweep may meet it at no load, though a process's bracket asked for the search: no rate)
+    if search is not None and record.serving["answer"]["rate_per_s"] is not None:
         assert search["pooled"] and "A search of 2 loads between the two, each offered to every process" in answer
     # every process was offered the same rates: the first's capacity's shares
     assert record.serving["offered_from"]["same_rates"] is True
