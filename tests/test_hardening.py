@@ -427,7 +427,10 @@ def test_clean_keeps_records_a_newer_inferbench_wrote_and_names_them(tmp_path, c
     for path, change in ((newer_version, {"schema_version": SCHEMA_VERSION + 1}), (newer_field, {"joules": 1.0})):
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({**json.loads(good.read_text()), **change}))
-    with pytest.raises(NewerRecord, match=r"schema_version 3 is newer than this checkout reads .* update the checkout"):
+    with pytest.raises(
+        NewerRecord,
+        match=rf"schema_version {SCHEMA_VERSION + 1} is newer than this checkout reads .* update the checkout",
+    ):
         CellRecord.load(newer_version)
     with pytest.raises(NewerRecord, match=r"fields this checkout does not know \(joules\)"):
         CellRecord.load(newer_field)
