@@ -2,7 +2,7 @@
 
 On a machine with one GPU (or none) every measurement holds the machine lock exclusively: nothing else
 of the workflow runs meanwhile (inferbench.machine.lock). With two GPUs or more that serialises the GPUs'
-jobs: a second GPU only overlapped preparation (docs/results/h200x2/multi-gpu: 353 against 373 s). So
+jobs: a second GPU only overlapped preparation (docs/results/h200x2/multi-gpu). So
 with several GPUs the host is partitioned, and a GPU's timed loop no longer waits for the other GPUs'
 preparation:
 
@@ -16,8 +16,8 @@ preparation:
   other GPUs' jobs set up beside it on the shared cores. The timed loops are a small part of the
   work; the rest overlaps (docs/results/h200x2/multi-gpu-partitioned). With
   ``INFERBENCH_GPUS_MEASURE_AT_ONCE=1`` each GPU has a measuring lock of its own and the GPUs time their
-  calls at the same moment. Not by default: on lent multi-GPU VMs a launch-bound loop on one GPU ran
-  slower while the same loop ran on the other GPU from the other slot, with the measuring core's own
+  calls at the same moment. Not by default: on multi-GPU VMs a launch-bound loop on one GPU can run
+  slower while the same loop runs on the other GPU from the other slot, with the measuring core's own
   speed unchanged: something the guest's cores do not divide. Memory copies and compiles on the shared
   cores slow it too, which timing one GPU at a time does not prevent (figures:
   docs/results/h200x2/multi-gpu-partitioned);
