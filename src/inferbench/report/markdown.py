@@ -20,7 +20,7 @@ from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import split_scenarios, with_scenario
 from inferbench.analysis.summary_checks import REMAKE_FROM_RECORDS, checked_summary, read_summary
 from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
-from inferbench.catalog.scenarios import GENERATION, SCENARIOS
+from inferbench.catalog.scenarios import GENERATION, PLAIN, SCENARIOS
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.fsutil import atomic_path, read_json
@@ -323,7 +323,7 @@ def build_details(
     # it (LoadGen's server and offline; a decoder under load: every load of each sweep, from the records and tables
     # beside the summary)
     sections = own_sections()
-    one_at_a_time = _one_request_at_a_time(frames, sections)
+    one_at_a_time = _one_request_at_a_time(frames)
     if not one_at_a_time.empty:
         out += load_target(GENERATION.details)(one_at_a_time, report_dir)
     for section, names in sections.items():
@@ -354,10 +354,10 @@ def own_sections() -> dict[str, tuple[str, ...]]:
     return sections
 
 
-def _one_request_at_a_time(frames: Any, sections: dict[str, tuple[str, ...]]) -> pd.DataFrame:
-    """The generation cells of no scenario with a section of its own: a decoder's requests one at a time."""
-    own = {name for names in sections.values() for name in names}
-    return frames.generation[~frames.generation["scenario"].isin(own)]
+def _one_request_at_a_time(frames: Any) -> pd.DataFrame:
+    """The generation cells a decoder answers one request at a time: their key's scenario is the plain one (those
+    under load have a scenario, and a section, of their own)."""
+    return frames.generation[frames.generation["scenario"] == PLAIN]
 
 
 TRAINING_MEASURED = (
@@ -389,7 +389,7 @@ def method_section(measured: pd.DataFrame, frames: Any) -> list[str]:
             "the report. `bound` (GPU cells): `host` when the GPU waited for the thread launching its kernels, "
             "`device` otherwise. `recipe`: what the cell computes with.",
         ]
-    if not _one_request_at_a_time(frames, own_sections()).empty:
+    if not _one_request_at_a_time(frames).empty:
         what += [load_target(GENERATION.method)]
     present = set(frames.serving["scenario"]) | set(frames.generation["scenario"])
     # once each: LoadGen's server and offline share theirs
