@@ -375,6 +375,8 @@ class LoadRuns:
         self.telemetry = GpuTelemetry.for_cuda_device() if cell.key.device == "cuda" else None
         self.given = offered_by_first(cell)
         self.nominal_capacity: float | None = None
+        #: where the offered rates' capacity came from: the settings, the first process, or this one's own
+        self.offered_by = "own"
 
     def plan(self, count: int, rate: float | None, seed: int, prefix: str) -> list[PlannedRequest]:
         return self.settings.plan(count, rate=rate, seed=seed, prompt_tokens=self.key.seq_len,
@@ -405,11 +407,12 @@ class LoadRuns:
         capacity = traces_figures(traces, run_start, settings.objective) | {"queued": settings.requests}
         # the rates of every process: the settings' capacity where given, else the first process's
         if settings.capacity_per_s is not None:
-            self.nominal_capacity = settings.capacity_per_s
+            self.nominal_capacity, self.offered_by = settings.capacity_per_s, "settings"
         elif self.given is not None:
-            self.nominal_capacity = self.given["capacity_per_s"]
-        else:
+            self.nominal_capacity, self.offered_by = self.given["capacity_per_s"], "first"
+        else:  # the first process's own, or a process's own where it is the cell's only one
             self.nominal_capacity = capacity["request_per_s"]
+            self.offered_by = "first" if self.cell.shared is not None else "own"
         beat()
         return capacity
 
@@ -494,11 +497,7 @@ class LoadRuns:
         serving["token_parity"], serving["search"] = parity, search
         serving["offered_from"] = {
             "capacity_per_s": None if settings.by_concurrency else self.nominal_capacity,
-            "process": "settings"
-            if settings.capacity_per_s is not None
-            else "first"
-            if self.given is not None or self.cell.shared is not None
-            else "own",
+            "process": self.offered_by,
         }
         serving["energy_unavailable"] = energy_unavailable(key.device, self.telemetry)
         if serving["result"] is not None:
