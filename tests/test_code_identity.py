@@ -28,14 +28,14 @@ def cell_closure(impl: str, scenario: str = "single") -> set[str]:
 
 def test_a_cells_closure_holds_its_engine_its_scenario_and_the_measuring_path_only():
     ort = cell_closure("ort_cpu")
-    assert {"inferbench.engines.ort.engine", "inferbench.scenarios.single", "inferbench.core.stats"} <= ort
+    assert {"inferbench.engines.ort.engine", "inferbench.scenarios.single.measure", "inferbench.core.stats"} <= ort
     assert {"inferbench.launch.cell_job", "inferbench.launch.processes", "inferbench.scenarios.timing"} <= ort
     assert "inferbench.engines.ort" in ort, "its family's declarations (a package's __init__ runs on import)"
     assert not any(m.startswith("inferbench.engines.pytorch") for m in ort), "no other engine family"
     assert not any(m.startswith(("inferbench.report", "inferbench.analysis", "inferbench.plan")) for m in ort)
     assert "inferbench.scenarios.serving" not in ort
     served = cell_closure("torch_eager", "offline")
-    assert "inferbench.scenarios.serving" in served and "inferbench.scenarios.single" not in served
+    assert "inferbench.scenarios.serving" in served and "inferbench.scenarios.single.measure" not in served
     assert "inferbench.engines.pytorch.eager" in served and "inferbench.engines.ort.engine" not in served
 
 
@@ -46,7 +46,7 @@ def test_a_verbs_closure_is_its_own_functions_not_its_modules_neighbours():
         "two verbs of one module: editing the export re-builds no model"
     )
     report = import_closure([VERBS["report"].target])
-    assert "inferbench.report.markdown" in report and "inferbench.scenarios.single" not in report
+    assert "inferbench.report.markdown" in report and "inferbench.scenarios.single.measure" not in report
     assert not any(m.startswith("inferbench.report") for m in import_closure([VERBS["aggregate"].target]))
 
 
@@ -158,7 +158,7 @@ OFFLINE = {"results/cells/mlp_heart/noop-fp32/cpu/b2-s0-t1-offline.json"}
     ("module", "cells"),
     [
         ("inferbench/core/stats.py", SINGLE | OFFLINE),  # every cell computes its statistics with it
-        ("inferbench/scenarios/single.py", SINGLE),
+        ("inferbench/scenarios/single/measure.py", SINGLE),
         ("inferbench/scenarios/serving/measure.py", OFFLINE),
         ("inferbench/engines/ort/engine.py", {"results/cells/mlp_heart/ort_cpu-fp32/cpu/b2-s0-t1.json"}),
         ("inferbench/engines/pytorch/eager.py", {"results/cells/mlp_heart/torch_eager-fp32/cpu/b2-s0-t1.json"}),

@@ -98,12 +98,12 @@ SCENARIO_FILES = {
                 seconds = time.perf_counter() - start
             burst = {"calls": CALLS, "seconds": seconds, "per_call_ms": seconds / CALLS * 1e3}
             return Measured({"timing": "burst", "timing_description": f"{CALLS} calls, one reading",
-                             "measured_s": seconds, "scenario_section": burst})
+                             "measured_s": seconds, "sections": {"burst": burst}})
 
 
         def columns(record: CellRecord) -> dict[str, Any]:
             """A burst cell's columns of the summary."""
-            burst = record.scenario_section or {}
+            burst = record.sections.get("burst") or {}
             return {"burst_calls": burst.get("calls"), "burst_per_call_ms": burst.get("per_call_ms")}
     ''',
     "src/inferbench/scenarios/burst/answer.py": '''
@@ -136,7 +136,7 @@ SCENARIO_FILES = {
         def plot_burst(records: Sequence[CellRecord], workload: str, out: Path, variants: Sequence[str] = ()) -> Path:
             cells = [r for r in records if r.key.workload == workload and r.status == "ok"]
             fig, ax = plt.subplots(figsize=(6, 4))
-            bars(ax, [r.key.engine for r in cells], [r.scenario_section["per_call_ms"] for r in cells],
+            bars(ax, [r.key.engine for r in cells], [r.sections["burst"]["per_call_ms"] for r in cells],
                  [engine_colour(r.key.engine, variants) for r in cells])
             ax.set_ylabel("ms per call, in a burst of ten")
             save_figure(fig, Path(out))
@@ -332,9 +332,9 @@ def test_one_real_run_measures_and_exports_each_addition(extended):
     burst = json.loads((cells / "mlp_heart/echo-fp32/cpu/b2-s0-t1-burst.json").read_text())
     assert burst["status"] == "ok" and burst["timing"] == "burst", burst["reason"]
     # its own record section, its summary columns, its answer and its plot
-    assert burst["scenario_section"]["calls"] == 10 and burst["scenario_section"]["per_call_ms"] > 0
+    assert burst["sections"]["burst"]["calls"] == 10 and burst["sections"]["burst"]["per_call_ms"] > 0
     summary = {row["scenario"]: row for row in csv.DictReader((root / "results/summary.csv").open())}
-    assert float(summary["burst"]["burst_per_call_ms"]) == pytest.approx(burst["scenario_section"]["per_call_ms"])
+    assert float(summary["burst"]["burst_per_call_ms"]) == pytest.approx(burst["sections"]["burst"]["per_call_ms"])
     report = (root / "results/report.md").read_text()
     assert re.search(r"- echo cpu: [0-9.,e+-]+ ms per call, 10 calls back to back", report), report[:3000]
     assert (root / "results/plots/mlp_heart/burst.png").stat().st_size > 1000

@@ -63,7 +63,7 @@ def test_a_tiny_llama_behind_transformers_serve_serves_a_sweep_with_fp32_eager_s
     settings = MeasureSettings(warmup_s=0, repeats=1, scenario_settings=LOAD)
     record = _run(workdir, llama, "transformers_serve", "llm_load", settings=settings)
     assert record.status == "ok", record.reason
-    serving = record.serving
+    serving = record.sections["llm_load"]
     assert serving["driven"] == "stream" and serving["max_running"] == 2
     # the reference prompts sent as words, the words streamed back mapped to ids: FP32 eager's greedy tokens
     assert serving["token_parity"]["equal"] and serving["token_parity"]["checked"]
@@ -84,7 +84,7 @@ def test_a_tiny_llama_behind_transformers_serve_serves_a_sweep_with_fp32_eager_s
 def test_the_generation_scenario_sends_one_stream_per_row_and_times_each_token(llama, workdir):
     record = _run(workdir, llama, "transformers_serve")
     assert record.status == "ok", record.reason
-    gen = record.generation
+    gen = record.sections["generation"]
     assert gen["token_parity"] == {"equal": True, "compared": 8, "agreeing": 8, "first_difference": None}
     assert gen["decode_steps"] == gen["requests"] * 7 and record.parity is None  # tokens, not logits
     floor = gen["client_floor"]  # the same requests against the null server: the client alone
@@ -158,8 +158,8 @@ def test_the_project_s_client_in_turn_measures_one_cell_at_the_given_rate_in_a_f
     finally:
         server.stop()
     measured = json.loads((tmp_path / "client.json").read_text())
-    (step,) = measured["serving"]["sweep"]
-    assert step["offered_per_s"] == 15.0 and measured["serving"]["offered_from"]["process"] == "settings"
+    (step,) = measured["sections"]["llm_load"]["sweep"]
+    assert step["offered_per_s"] == 15.0 and measured["sections"]["llm_load"]["offered_from"]["process"] == "settings"
     assert measured["repeats"]["n"] == 1 and measured["engine"]["url"] == server.url
     assert figures["request_throughput"] == step["request_per_s"] > 0
     assert figures["median_ttft_ms"] == step["ttft_ms"]["p50"] > 0 and figures["median_tpot_ms"] > 0

@@ -276,7 +276,7 @@ def test_host_inputs_in_the_models_dtype_are_made_once_and_compute_the_same(tmp_
 def test_a_pipelined_end_to_end_call_runs_what_the_call_before_staged_and_stages_the_next_during_compute():
     """A server's pipelined loop (``host_overlap``): the next batch is staged after this one's run is queued
     and before its output is waited for, so the copy in overlaps the compute; every output is its own batch's."""
-    from inferbench.scenarios.single import pipelined
+    from inferbench.scenarios.single.measure import pipelined
 
     events: list[str] = []
     batches = iter(range(100))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from inferbench.analysis.summary import summary_row
 from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellKey
 from inferbench.core.settings import MeasureSettings
@@ -137,13 +138,13 @@ def test_a_decoder_of_any_transformers_type_generates_on_the_cpu_with_its_tokens
         assert data["tokens"].shape == (2, REFERENCE_TOKENS)  # FP32 eager's greedy tokens, by generate()
     record = _run(tmp_path, qwen2, qwen2["reference"])
     assert record.status == "ok", record.reason
-    gen = record.generation
+    gen = record.sections["generation"]
     assert gen["token_parity"] == {"equal": True, "compared": 6, "agreeing": 6, "first_difference": None}
     assert gen["requests"] == record.n_iters >= 3 and gen["decode_steps"] == gen["requests"] * 5
     assert gen["new_tokens"] == 6 and record.items_per_call == 2 * 6  # tokens a request makes
     assert 0 < gen["decode_read_mb"] < gen["weights_mb"]  # untied: the input embedding is read a row at a time
     assert gen["kv_cache_mb"] > 0 and gen["decode_floor_ms"] > 0
-    row = record.flatten()
+    row = summary_row(record)
     assert row["mode"] == "generate" and row["gen_token_parity"] is True
     assert row["gen_tpot_p50_ms"] == gen["tpot_ms"]["p50"] and row["latency_p50_ms"] >= row["gen_ttft_p50_ms"]
 
@@ -158,7 +159,7 @@ def test_tokens_that_differ_from_fp32_eager_make_the_cell_invalid(qwen2, tmp_pat
     record = _run(tmp_path, qwen2, wrong)
     assert record.status == "invalid"
     assert "differ from FP32 eager's at token 1" in record.reason
-    assert record.generation["token_parity"]["first_difference"] == 1
+    assert record.sections["generation"]["token_parity"]["first_difference"] == 1
 
 
 def test_every_process_s_samples_are_pooled_in_the_merged_record(qwen2, tmp_path):
@@ -166,11 +167,11 @@ def test_every_process_s_samples_are_pooled_in_the_merged_record(qwen2, tmp_path
     second = _run(tmp_path / "b", qwen2, qwen2["reference"])
     samples = [{"device": np.full(r.n_iters, 0.01), "end_to_end": np.full(r.n_iters, 0.01)} for r in (first, second)]
     merged, _ = merge_repeats([first, second], samples)
-    pooled = merged.generation
+    pooled = merged.sections["generation"]
     # the processes the merge counts: on a busy machine one timed while other work held the cores is listed only
     counted = [r for r, entry in zip((first, second), merged.repeats["per_repeat"], strict=True) if entry["counted"]]
-    assert counted and pooled["requests"] == sum(r.generation["requests"] for r in counted)
-    steps = [step for r in counted for step in r.generation["samples_ms"]["tpot"]]
+    assert counted and pooled["requests"] == sum(r.sections["generation"]["requests"] for r in counted)
+    steps = [step for r in counted for step in r.sections["generation"]["samples_ms"]["tpot"]]
     assert pooled["tpot_ms"]["p50"] == pytest.approx(float(np.median(steps)), rel=1e-3)
 
 
@@ -189,18 +190,18 @@ def test_the_static_cache_engine_compiles_its_decode_step_and_generates_fp32_eag
     # on the CPU torch.compile's default mode (reduce-overhead's CUDA graphs need a GPU)
     record = _run(tmp_path, qwen2, qwen2["reference"], engine="hf_generate_static", options={"mode": "default"})
     assert record.status == "ok", record.reason
-    assert record.generation["token_parity"]["equal"] is True
+    assert record.sections["generation"]["token_parity"]["equal"] is True
     assert record.cold_start_s["compile"] > 0 and record.computation["compile_mode"] == "default"
     # the static cache is allocated once for the prompt and every new token: 2 rows x 2 KV heads x (8 + 6)
     # positions x 16 dims, keys and values, 2 layers, fp32
-    assert record.generation["kv_cache_mb"] * 2**20 == pytest.approx(2 * 2 * 14 * 16 * 2 * 2 * 4)
+    assert record.sections["generation"]["kv_cache_mb"] * 2**20 == pytest.approx(2 * 2 * 14 * 16 * 2 * 2 * 4)
 
 
 def test_onnx_runtime_genai_exports_once_and_generates_fp32_eager_s_tokens(qwen2, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the export is kept under results/engines/ort_genai, relative to the run
     first = _run(tmp_path / "a", qwen2, qwen2["reference"], engine="ort_genai")
     assert first.status == "ok", first.reason
-    assert first.generation["token_parity"]["equal"] and first.parity["rel_l2"] < 1e-3
+    assert first.sections["generation"]["token_parity"]["equal"] and first.parity["rel_l2"] < 1e-3
     exports = list((tmp_path / "results" / "engines" / "ort_genai").iterdir())
     assert len(exports) == 1 and (exports[0] / "genai_config.json").exists() and exports[0].name.endswith("-fp32-cpu")
     second = _run(tmp_path / "b", qwen2, qwen2["reference"], engine="ort_genai")

@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from inferbench.analysis.summary import summary_row
 from inferbench.catalog.scenarios import SCENARIOS, drives, scenario_info
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
@@ -557,7 +558,7 @@ def _cell(engine: Any, scenario_settings: dict[str, Any], tmp_path: Path, batch:
 def test_a_cell_measures_its_capacity_then_sends_each_load_at_its_share_of_it(tmp_path):
     engine = FakeStepEngine(time.perf_counter, step_s=0.002, running=2, new_tokens=3)
     measured = measure(_cell(engine, SETTINGS, tmp_path))
-    serving = measured.fields["serving"]
+    serving = measured.fields["sections"]["llm_load"]
     capacity = serving["capacity"]["request_per_s"]
     # the capacity run queues its 12 requests at once (vLLM's offline benchmark's way); the engine runs 2
     assert serving["capacity"]["requests"] == 12 == serving["capacity"]["queued"]
@@ -591,7 +592,7 @@ def test_a_cell_measures_its_capacity_then_sends_each_load_at_its_share_of_it(tm
 def test_a_capacity_the_settings_give_sets_the_rates_in_place_of_the_measured_one(tmp_path):
     engine = FakeStepEngine(time.perf_counter, step_s=0.002, running=2, new_tokens=3)
     given = {**SETTINGS, "load_shares": [0.5], "capacity_per_s": 40.0, "search_steps": 0}
-    serving = measure(_cell(engine, given, tmp_path)).fields["serving"]
+    serving = measure(_cell(engine, given, tmp_path)).fields["sections"]["llm_load"]
     # the capacity run still measures the engine's own; the load is offered at its share of the given one
     assert serving["capacity"]["request_per_s"] > 0
     assert [step["offered_per_s"] for step in serving["sweep"]] == [20.0]
@@ -610,7 +611,7 @@ def test_a_cell_whose_lightest_load_misses_the_objective_has_no_rate_and_a_strea
                 yield made
 
     tight = {**SETTINGS, "objective": {"ttft_ms": 0.001, "tpot_ms": 0.001, "percentile": "p90"}}
-    serving = measure(_cell(RealTimeStream(), tight, tmp_path)).fields["serving"]
+    serving = measure(_cell(RealTimeStream(), tight, tmp_path)).fields["sections"]["llm_load"]
     assert serving["driven"] == "stream" and serving["answer"]["index"] is None
     assert serving["answer"]["failing_index"] == 0 and serving["result"] is None
     assert all(step["objective_met"] is False for step in serving["sweep"])
@@ -631,10 +632,14 @@ def test_a_cell_s_processes_are_pooled_load_by_load_with_each_process_s_answer_a
     records = []
     for _ in range(2):
         engine = FakeStepEngine(time.perf_counter, step_s=0.002, running=2, new_tokens=3)
-        records.append(SimpleNamespace(serving=measure(_cell(engine, SETTINGS, tmp_path)).fields["serving"]))
+        records.append(
+            SimpleNamespace(
+                sections={"llm_load": measure(_cell(engine, SETTINGS, tmp_path)).fields["sections"]["llm_load"]}
+            )
+        )
     merged = merged_serving(records)
     assert merged["processes"] == 2 and len(merged["sweep"]) == 3
-    first, second = (r.serving for r in records)
+    first, second = (r.sections["llm_load"] for r in records)
     for pooled, one, two in zip(merged["sweep"], first["sweep"], second["sweep"], strict=True):
         assert pooled["requests"] == one["requests"] + two["requests"]
         assert pooled["by_process"]["request_per_s"] == [one["request_per_s"], two["request_per_s"]]
@@ -652,14 +657,16 @@ def test_a_cell_s_processes_are_pooled_load_by_load_with_each_process_s_answer_a
         second["answer"]["rate_per_s"],
     ]
     assert merged["answer"]["spread_pct"]["rate_per_s"] is not None
-    assert merged["capacity_qps"] == pytest.approx(24 / sum(r.serving["capacity"]["duration_s"] for r in records))
+    assert merged["capacity_qps"] == pytest.approx(
+        24 / sum(r.sections["llm_load"]["capacity"]["duration_s"] for r in records)
+    )
     # what the cell runner replaces in the merged record (ScenarioInfo.merge): the pooled sweep, and the served rate
     # of the answering load as its throughput
     # each process alone (no shared folder): each offers shares of its own capacity
     assert merged["offered_from"]["process"] == "own" and merged["offered_from"]["same_rates"] is False
     fields = merged_fields(records)
-    answer = fields["serving"]["answer"]["index"]
-    assert fields["throughput_per_s"] == fields["serving"]["sweep"][answer]["request_per_s"]
+    answer = fields["sections"]["llm_load"]["answer"]["index"]
+    assert fields["throughput_per_s"] == fields["sections"]["llm_load"]["sweep"][answer]["request_per_s"]
     assert SCENARIOS["llm_load"].merge == "inferbench.scenarios.llm_load.measure:merged_fields"
 
 
@@ -671,8 +678,8 @@ def test_a_cell_s_later_processes_offer_the_first_s_rates_and_their_search_steps
     for index, step_s in enumerate((0.002, 0.003)):  # the second process's engine is slower: its capacity lower
         engine = FakeStepEngine(time.perf_counter, step_s=step_s, running=2, new_tokens=3)
         cell = dataclasses.replace(_cell(engine, SETTINGS, tmp_path), first_process=index == 0, shared=shared)
-        records.append(SimpleNamespace(serving=measure(cell).fields["serving"]))
-    first, second = (r.serving for r in records)
+        records.append(SimpleNamespace(sections={"llm_load": measure(cell).fields["sections"]["llm_load"]}))
+    first, second = (r.sections["llm_load"] for r in records)
     assert first["capacity"]["request_per_s"] != second["capacity"]["request_per_s"]
     assert [s["offered_per_s"] for s in second["sweep"]] == [s["offered_per_s"] for s in first["sweep"]]
     assert second["offered_from"] == {"capacity_per_s": first["capacity"]["request_per_s"], "process": "first"}
@@ -834,7 +841,9 @@ def _record(engine: str, rate_shares: list[float], met: list[bool], processes: i
         serving["answer"] |= {"by_process": {"rate_per_s": [9.0, 11.0]}, "spread_pct": {"rate_per_s": 20.0}}
         serving["capacity"] |= {"by_process": {"request_per_s": [9.5, 10.5]}, "spread_pct": {"request_per_s": 10.0}}
     key = CellKey("llama_mini", engine, "fp32", "cpu", 4, 64, 2, "llm_load")
-    return CellRecord(key, "ok", "hf_generate", mode="generate", latency_ms={"p50": 150.0}, serving=serving)
+    return CellRecord(
+        key, "ok", "hf_generate", mode="generate", latency_ms={"p50": 150.0}, sections={"llm_load": serving}
+    )
 
 
 def test_the_answer_states_the_objective_the_rate_that_met_it_and_the_capacity_beside_it():
@@ -842,7 +851,7 @@ def test_the_answer_states_the_objective_the_rate_that_met_it_and_the_capacity_b
 
     records = {r.key.cell_id: r for r in (_record("hf_eager", [0.5, 1.0, 1.5], [True, True, False], processes=2),
                                            _record("vllm", [0.5, 1.0], [False, False]))}  # fmt: skip
-    cells = pd.DataFrame([r.flatten() for r in records.values()])
+    cells = pd.DataFrame([summary_row(r) for r in records.values()])
     text = "\n".join(llm_load_answer(cells, {}, None, records=records))
     assert "TTFT p90 ≤ 500 ms and TPOT p90 ≤ 50 ms up to **10.0 requests/s** (1× capacity" in text
     assert "There TTFT p90 100 ms, TPOT p90 8.00 ms, goodput 9.00 requests/s (90.0% of requests within both)." in text
@@ -864,14 +873,14 @@ def test_the_answer_prints_vllm_s_result_block_with_the_verdict_and_the_searched
     from inferbench.scenarios.llm_load.answer import llm_load_answer
 
     record = _record("hf_eager", [0.5, 1.0, 1.5], [True, True, False], processes=2)
-    serving = record.serving
+    serving = record.sections["llm_load"]
     serving["sweep"][1] |= {"valid": True, "met": True, "failed": [], "window_s": 24.0, "arrived_per_s": 9.8,
                             "processes": 2, "spread_pct": {"request_per_s": 4.0}}  # fmt: skip
     serving["sweep"][2] |= {"valid": False, "met": False, "failed": ["served: 10 requests/s against 15/s arrived, "
                             "beyond ±10%", "objective: a bound missed"]}  # fmt: skip
     serving["search"] = {"rate_per_s": 12.2, "missed_per_s": 13.4, "steps": 3,
                          "by_process": {"rate_per_s": [11.8, 12.6]}}  # fmt: skip
-    cells = pd.DataFrame([record.flatten()])
+    cells = pd.DataFrame([summary_row(record)])
     text = "\n".join(llm_load_answer(cells, {}, None, records={record.key.cell_id: record}))
     assert "VALID over a 12.0-s steady window: served 10.0 requests/s of 9.80 arrived" in text
     assert "the load was INVALID: served: 10 requests/s against 15/s arrived, beyond ±10%." in text
@@ -892,7 +901,7 @@ def test_the_appendix_lists_every_load_and_the_generation_section_leaves_loaded_
     from inferbench.scenarios.llm_load.answer import llm_load_section
 
     record = _record("hf_eager", [0.5, 1.0, 1.5], [True, True, False])
-    cells = pd.DataFrame([record.flatten()])
+    cells = pd.DataFrame([summary_row(record)])
     text = "\n".join(llm_load_section(cells, {record.key.cell_id: record}))
     assert "| capacity | – | – | 10.0 | 320 |" in text and "| 1.5× capacity | 15.0 | – | 10.0 | 320 |" in text
     assert text.count("| yes |") == 2 and text.count("| no |") == 1
@@ -916,10 +925,10 @@ def test_vllm_s_throughput_benchmark_is_sent_the_capacity_run_s_requests_and_set
     record = {
         "cell": {"cell_id": "llm:llama/vllm-fp16/cuda/b8-s64-t0"},
         "engine": {"vllm": "0.24.0", "checkpoint_dir": str(checkpoint), "engine_args": {"max_num_seqs": 8}},
-        "serving": {
+        "sections": {"llm_load": {
             "scenario": "llm_load", "settings": settings.as_dict(), "prompt_tokens": 64, "output_tokens": 16,
             "max_running": 8, "capacity": {"requests": 12, "request_per_s": 30.0, "output_tokens_per_s": 450.0},
-        },
+        }},
     }  # fmt: skip
     planned = tool.capacity_requests(record)
     # the scenario's own capacity run (inferbench.scenarios.llm_load.measure: seed, no rate) and its first warm-up
@@ -940,15 +949,16 @@ def test_vllm_s_throughput_benchmark_is_sent_the_capacity_run_s_requests_and_set
     assert "| 30.00 / 26.67 | 1.125 |" in tool.markdown([row])
     # the cells it reads: vLLM's, ok, served under load (the latency tool reads the generation ones)
     cells = tmp_path / "cells"
-    for name, status, engine, serving in (
-        ("load", "ok", record["engine"], record["serving"]), ("gen", "ok", record["engine"], None),
-        ("failed", "failed", record["engine"], record["serving"]), ("hf", "ok", {"impl": "hf"}, record["serving"]),
+    served = record["sections"]
+    for name, status, engine, sections in (
+        ("load", "ok", record["engine"], served), ("gen", "ok", record["engine"], {}),
+        ("failed", "failed", record["engine"], served), ("hf", "ok", {"impl": "hf"}, served),
     ):  # fmt: skip
         (cells / name).mkdir(parents=True)
-        written = record | {"status": status, "engine": engine, "serving": serving}
+        written = record | {"status": status, "engine": engine, "sections": sections}
         (cells / name / "b8.json").write_text(json.dumps(written))
-    assert [r["serving"] for r in tool.vllm_cells(cells, llm_load=True)] == [record["serving"]]
-    assert [r["serving"] for r in tool.vllm_cells(cells)] == [None]
+    assert [r["sections"] for r in tool.vllm_cells(cells, llm_load=True)] == [served]
+    assert [r["sections"] for r in tool.vllm_cells(cells)] == [{}]
     args = SimpleNamespace(cells=cells, out=tmp_path / "out.json", md=tmp_path / "out.md")
     assert tool.side_by_side_all(tool.vllm_cells(cells, llm_load=True), lambda r: row, args, tool.markdown) == 0
     assert json.loads(args.out.read_text())[0]["cell_over_bench"] == row["cell_over_bench"]

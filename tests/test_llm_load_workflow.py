@@ -13,6 +13,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
+from inferbench.analysis.summary import summary_row
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings
 from inferbench.scenarios.prepare import CellInputs, CellRequest
@@ -39,7 +40,7 @@ def _run(tmp_path: Path, llama: Path, engine: str, options: dict | None = None) 
 def test_a_tiny_llama_serves_a_sweep_through_transformers_continuous_batching_with_fp32_eager_s_tokens(llama, tmp_path):
     record = _run(tmp_path, llama, "hf_generate")
     assert record.status == "ok", record.reason
-    serving = record.serving
+    serving = record.sections["llm_load"]
     assert serving["driven"] == "step" and serving["max_running"] == 4 and serving["prompt_tokens"] == 16
     # the reference prompts through the batcher: their 8 greedy tokens are transformers' generate's on FP32
     assert serving["token_parity"] == {"equal": True, "checked": True, "compared": 8, "agreeing": 8,
@@ -54,7 +55,7 @@ def test_a_tiny_llama_serves_a_sweep_through_transformers_continuous_batching_wi
         assert n >= 20 and step["short_requests"] == 0 and step["window_s"] >= 1.0 and step["output_tokens"] > 0
         assert step["valid"] in (True, False) and isinstance(step["failed"], list)
         assert step["ttft_ms"]["p50"] <= step["e2e_ms"]["p50"] and step["tpot_ms"]["p90"] is not None
-    row = record.flatten()
+    row = summary_row(record)
     assert row["timing"] == "llm_load" and row["serving_capacity_qps"] == capacity
     assert row["serving_target_qps"] == serving["answer"]["rate_per_s"]  # None where no load met the objective
     shown = serving["sweep"][serving["answer"]["index"] or 0]
@@ -75,26 +76,28 @@ def test_the_llm_preset_s_cpu_serving_study_runs_through_the_workflow_to_its_plo
                                          "measure": {"warmup_s": 0.0}}))  # fmt: skip
     config["run"] = ["llm_serving_cpu"]  # the preset's study that runs on the CPU under load
     jobs = snakemake(tmp_path, config, dryrun=False)
-    assert jobs["llm_load_cell"] == 1 and jobs["plot_serving"] == 1
+    assert jobs["llm_load_cell"] == 1 and jobs["plot_declared"] == 1
     results = tmp_path / "results"
     record = CellRecord.load(results / "cells" / "llama_mini" / "hf_eager-fp32" / "cpu" / "b4-s64-t2-llm_load.json")
     assert record.status == "ok", record.reason
     # two processes, one of them perhaps left out where other work held the host (the contention rule)
-    assert len(record.repeats["per_repeat"]) >= 2 and record.serving["settings"]["requests"] == 40  # the study's
-    assert record.serving["objective_text"] == "TTFT p90 ≤ 500 ms and TPOT p90 ≤ 50 ms"
+    assert (
+        len(record.repeats["per_repeat"]) >= 2 and record.sections["llm_load"]["settings"]["requests"] == 40
+    )  # the study's
+    assert record.sections["llm_load"]["objective_text"] == "TTFT p90 ≤ 500 ms and TPOT p90 ≤ 50 ms"
     assert (results / "plots" / "llama_mini" / "serving.png").stat().st_size > 10_000
     report = (results / "report.md").read_text()
     answer = report[report.index("Study `llm_serving_cpu`.") :]
     assert "**llama_mini** hf_eager fp32 cpu 2t (up to 4 running, prompts of 64 ±50% tokens" in answer
     assert "TTFT p90 ≤ 500 ms and TPOT p90 ≤ 50 ms" in answer and "capacity" in answer
     assert "![llama_mini serving](plots/llama_mini/serving.png)" in answer
-    search = record.serving["search"]
+    search = record.sections["llm_load"]["search"]
     # a load met the objective and a heavier one missed it: every process searched, and the answer says so (on a busy
     # machine the pooled sweep may meet it at no load, though a process's bracket asked for the search: no rate)
-    if search is not None and record.serving["answer"]["rate_per_s"] is not None:
+    if search is not None and record.sections["llm_load"]["answer"]["rate_per_s"] is not None:
         assert search["pooled"] and "A search of 2 loads between the two, each offered to every process" in answer
     # every process was offered the same rates: the first's capacity's shares
-    assert record.serving["offered_from"]["same_rates"] is True
+    assert record.sections["llm_load"]["offered_from"]["same_rates"] is True
     details = (results / "report_details.md").read_text()
     assert "## LLM serving under load" in details and "| 1.5× capacity |" in details
     # each load's verdict beside its figures: VALID, or INVALID with the constraints it failed
@@ -104,7 +107,9 @@ def test_the_llm_preset_s_cpu_serving_study_runs_through_the_workflow_to_its_plo
     # loads.csv beside the summary: the capacity, each load and each search step, one row each, as the record
     loads = pd.read_csv(results / "loads.csv")
     assert list(loads["phase"]) == ["capacity"] + ["sweep"] * 3 + ["search"] * steps
-    assert loads["request_per_s"].tolist()[1:4] == pytest.approx([s["request_per_s"] for s in record.serving["sweep"]])
+    assert loads["request_per_s"].tolist()[1:4] == pytest.approx(
+        [s["request_per_s"] for s in record.sections["llm_load"]["sweep"]]
+    )
     assert loads["energy_per_output_token_mj"].isna().all(), "no energy counter on a CPU"
     assert re.search(r"Energy: +unavailable: energy is read from a GPU's counter", answer)
 

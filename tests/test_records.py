@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
-from inferbench.core.cells import SCHEMA_VERSION, CellKey, CellRecord
+from inferbench.catalog.scenarios import scenario_info
+from inferbench.core.cells import SCHEMA_VERSION, CellKey, CellRecord, record_section
 from inferbench.core.fsutil import write_atomic, write_json
 
 pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
@@ -58,18 +61,15 @@ def test_record_validation():
 
 #: the record's fields at SCHEMA_VERSION: adding, removing or renaming one raises the version
 FIELDS_OF_VERSION = {
-    3: ["key", "status", "engine_impl", "reason", "mode", "timing", "timing_description", "clock", "latency_ms",
+    4: ["key", "status", "engine_impl", "reason", "mode", "timing", "timing_description", "clock", "latency_ms",
         "latency_ci95_ms", "cv", "end_to_end", "throughput_per_s", "items_per_call", "input_batches", "n_iters",
         "warmup_iters", "measured_s", "measured_windows_unix", "measuring", "parity", "memory_mb", "gpu_telemetry",
-        "host_telemetry", "computation", "bound", "repeats", "serving", "cold_start_s", "generation",
-        "scenario_section", "launcher",
+        "host_telemetry", "computation", "bound", "repeats", "cold_start_s", "sections", "launcher",
         "engine", "environment", "options", "code", "created_at", "schema_version"],
 }  # fmt: skip
 
 
 def test_the_schema_version_changes_with_the_fields():
-    import dataclasses
-
     fields = [f.name for f in dataclasses.fields(CellRecord)]
     assert fields == FIELDS_OF_VERSION[SCHEMA_VERSION], "the record's fields changed: raise SCHEMA_VERSION"
 
@@ -150,3 +150,46 @@ def test_fingerprint_names_the_onnxruntime_that_was_imported(monkeypatch):
     assert env["git_dirty"] in (True, False)  # a clean clone in CI, edits in progress here
     monkeypatch.setitem(sys.modules, "onnxruntime", types.SimpleNamespace(__version__="9.9.9-gpu"))
     assert fingerprint(include_gpu=False, libraries=("onnxruntime",))["libraries"]["onnxruntime"] == "9.9.9-gpu"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "mode", "field", "section"),
+    [
+        ("server", "inference", "serving", "serving"),
+        ("offline", "inference", "serving", "serving"),
+        ("llm_load", "generate", "serving", "llm_load"),
+        ("single", "generate", "generation", "generation"),
+        ("llm_load", "generate", "scenario_section", "llm_load"),
+    ],
+)
+def test_a_record_before_schema_4_reads_its_scenarios_figures_as_its_section(scenario, mode, field, section):
+    key = dataclasses.replace(KEY, scenario=scenario)
+    data = CellRecord(key, "failed", "x", reason="boom", mode=mode).to_dict()
+    data.pop("sections")
+    data |= {field: {"figure": 1}, "schema_version": 3}
+    record = CellRecord.from_dict(data)
+    assert record.sections == {section: {"figure": 1}}
+    assert record_section(data, section) == {"figure": 1} and record_section(record.to_dict(), section) == {"figure": 1}
+    assert record_section(data, "elsewhere") is None
+
+
+def test_every_committed_record_reads_with_the_section_it_had():
+    """The records under docs/results, each of an older schema: every one loads (the report reads them beside
+    their summaries, skipping what it cannot read) with its scenario's figures under its section."""
+    paths = sorted(Path(__file__).parents[1].glob("docs/results/**/cells/**/*.json"))
+    assert len(paths) > 100
+    for path in paths:
+        data = json.loads(path.read_text())
+        record = CellRecord.from_dict(data)
+        old = {name: data[name] for name in ("serving", "generation") if data.get(name)}
+        assert list(record.sections.values()) == list(old.values()), path
+        if old:
+            assert list(record.sections) == [scenario_info(record.key.scenario, record.mode).section], path
+
+
+def test_a_scenario_writes_its_figures_under_its_folder_s_name():
+    from inferbench.catalog.scenarios import GENERATION, SCENARIOS
+    from inferbench.scenarios import generation, llm_load, serving
+
+    assert SCENARIOS["server"].section == SCENARIOS["offline"].section == serving.SECTION, "one folder, one section"
+    assert SCENARIOS["llm_load"].section == llm_load.SECTION and GENERATION.section == generation.SECTION

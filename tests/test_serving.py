@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
+from inferbench.analysis.summary import summary_row
 from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.settings import MeasureSettings, ServingSettings
 from inferbench.core.storage import loadgen_dir
@@ -384,12 +385,12 @@ def test_a_run_with_too_few_queries_is_recorded_invalid_not_ok(tmp_path):
     record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status == "invalid"
     assert "minimum query count was not reached" in record.reason
-    assert record.serving["result"]["conditions"]["min_queries"] is False
+    assert record.sections["serving"]["result"]["conditions"]["min_queries"] is False
     assert (record.repeats or {}).get("n") == 1, "a serving cell is one process: its LoadGen runs are long"
     saved = CellRecord.load(out)
     assert saved.key.scenario == "server" and saved.status == "invalid"
     assert (loadgen_dir(out) / "server-0" / "mlperf_log_summary.txt").exists()
-    row = saved.flatten()
+    row = summary_row(saved)
     assert row["scenario"] == "server" and row["serving_valid"] is False and row["latency_p50_ms"] is None
 
 
@@ -403,7 +404,7 @@ def test_a_serving_cell_that_stops_before_any_loadgen_run_writes_every_output_of
     request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
     record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status != "ok" and "above the 1e-06 ms bound" in record.reason
-    assert record.serving["search"] == [], "no LoadGen run"
+    assert record.sections["serving"]["search"] == [], "no LoadGen run"
     note = loadgen_dir(out) / "no_loadgen_run.txt"
     assert note.exists() and f"status: {record.status}" in note.read_text()
     assert CellRecord.load(out).status == record.status
@@ -418,12 +419,12 @@ def test_a_serving_cell_through_the_runner_is_ok_with_loadgen_s_numbers(tmp_path
     record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status == "ok", record.reason
     assert record.timing == "loadgen_offline"
-    row = record.flatten()
+    row = summary_row(record)
     assert row["serving_qps"] > 1000 and row["serving_valid"] is True
     assert row["serving_mean_batch"] == pytest.approx(4, rel=0.1)
     assert out.with_suffix(".loadgen").is_dir() and out.name.endswith("-offline.json")
     # offline: the harness's floor is its throughput through the same path, far above the engine's
-    assert record.serving["harness"]["completed_qps"] > 0 and row["serving_harness_p99_ms"] is not None
+    assert record.sections["serving"]["harness"]["completed_qps"] > 0 and row["serving_harness_p99_ms"] is not None
 
 
 def test_an_engine_fixed_to_its_shapes_serves_from_a_ladder_of_prepared_engines(tmp_path, monkeypatch):
@@ -440,17 +441,17 @@ def test_an_engine_fixed_to_its_shapes_serves_from_a_ladder_of_prepared_engines(
     request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
     record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status == "ok", record.reason
-    assert record.serving["batches"]["rungs"] == [1, 2, 4, 8]
-    batches = record.serving["batches"]
+    assert record.sections["serving"]["batches"]["rungs"] == [1, 2, 4, 8]
+    batches = record.sections["serving"]["batches"]
     assert batches["mean_size"] <= batches["mean_run_size"] < 8, "padded to rungs, not to the largest batch"
-    row = record.flatten()
+    row = summary_row(record)
     assert row["serving_padded_share"] >= 0
     assert row["serving_overlapped"] is False  # a CPU cell: nothing to overlap
     # the summary says where the slowest batches' time went, and the report's serving table shows it
     assert row["serving_slowest_phase"] in BATCH_PHASES
     assert 0 < row["serving_slowest_phase_ms"] <= row["serving_slowest_ms"]
     assert 0 < row["serving_batcher_p99_ms"] <= row["serving_p99_ms"] + 0.05
-    assert record.serving["queueing"] is None and pd.isna(row["serving_md1_qps"]), "batching: no M/D/1 yardstick"
+    assert record.sections["serving"]["queueing"] is None and pd.isna(row["serving_md1_qps"]), "batching: no M/D/1"
     from inferbench.scenarios.serving.answer import slowest_phase
 
     assert slowest_phase(pd.Series(row)).startswith(f"{row['serving_slowest_phase']} ")
@@ -642,8 +643,9 @@ def test_a_cell_whose_engine_stages_apart_is_served_overlapped_and_the_setting_t
         request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
         record = measure_cell(request, tmp_path / f"cells{overlap}" / key.relpath, lock)
         assert record.status == "ok", record.reason
-        assert record.serving["overlapped"] is overlap and record.serving["settings"]["overlap_copies"] is overlap
-        assert record.serving["result"]["query_count"] >= 500
+        section = record.sections["serving"]
+        assert section["overlapped"] is overlap and section["settings"]["overlap_copies"] is overlap
+        assert section["result"]["query_count"] >= 500
 
 
 @pytest.mark.slow

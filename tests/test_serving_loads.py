@@ -24,17 +24,17 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> CellRecord:
     engine = FakeStepEngine(time.perf_counter, step_s=0.002, running=2, new_tokens=3)
     cell = _cell(engine, SETTINGS, tmp)
     fields = measure(cell).fields
-    return CellRecord(key=cell.key, status="ok", engine_impl="hf_generate", serving=fields["serving"])
+    return CellRecord(key=cell.key, status="ok", engine_impl="hf_generate", sections=fields["sections"])
 
 
 def test_each_load_of_a_cell_is_one_row_with_its_verdict_and_the_capacity_is_judged_on_nothing(record):
     rows = loads_frame([record])
-    search = record.serving["search"]["steps"]
+    search = record.sections["llm_load"]["search"]["steps"]
     assert list(rows.columns) == list(COLUMNS)
     assert list(rows["phase"]) == ["capacity", "sweep", "sweep", "sweep"] + ["search"] * len(search)
     sweep = rows[rows["phase"] == "sweep"]
     assert sweep["load"].tolist() == [0.5, 1.0, 4.0] and sweep["position"].tolist() == [0, 1, 2]
-    for row, step in zip(sweep.itertuples(), record.serving["sweep"], strict=True):
+    for row, step in zip(sweep.itertuples(), record.sections["llm_load"]["sweep"], strict=True):
         assert row.request_per_s == step["request_per_s"] and row.ttft_p50_ms == step["ttft_ms"]["p50"]
         assert row.valid == step["valid"] and row.met == step["met"]
     heavy = sweep.iloc[2]
@@ -89,8 +89,8 @@ def test_mlflow_logs_each_figure_of_a_cell_s_loads_as_a_history_sweep_then_searc
     histories = load_metrics(loads, record.key.cell_id)
     steps = len(loads) - 1
     assert all(len(history) == steps for history in histories.values())
-    expected = [s["request_per_s"] for s in record.serving["sweep"]]
-    expected += [s["request_per_s"] for s in record.serving["search"]["steps"]]
+    expected = [s["request_per_s"] for s in record.sections["llm_load"]["sweep"]]
+    expected += [s["request_per_s"] for s in record.sections["llm_load"]["search"]["steps"]]
     assert histories["load.request_per_s"] == pytest.approx(expected)
     assert set(histories["load.valid"]) <= {0.0, 1.0} and histories["load.valid"][2] == 0.0
     assert load_metrics(None, record.key.cell_id) == {} and load_metrics(loads, "another/cell") == {

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from inferbench.core.cells import record_section
 from inferbench.engines.generation.vllm_engine import compile_cache_dir
 from inferbench.scenarios.llm_load.metrics import spread_pct
 
@@ -61,7 +62,7 @@ def vllm_cells(cells_dir: Path, llm_load: bool = False, impl: str = "vllm") -> l
             continue
         if record["engine"].get("impl", "vllm") != impl:
             continue
-        if ((record.get("serving") or {}).get("scenario") == "llm_load") == llm_load:
+        if (record_section(record, "llm_load") is not None) == llm_load:
             records.append(record)
     return records
 
@@ -156,7 +157,7 @@ def run_bench(record: dict[str, Any], output_len: int, iters: int, warmup: int) 
 def side_by_side(record: dict[str, Any], one: dict[str, Any], fulls: list[dict[str, Any]]) -> dict[str, Any]:
     """The cell's figures against the benchmark's, per request, first token and further token; the request's
     p50 by process on both sides, with their spreads."""
-    key, gen = record["cell"], record["generation"]
+    key, gen = record["cell"], record_section(record, "generation") or {}
     tokens = fulls[0]["output_len"]
     full_p50s = [run["p50_ms"] for run in fulls]
     request_ms = statistics.median(full_p50s)
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def row(record: dict[str, Any]) -> dict[str, Any]:
-        tokens = record["generation"]["new_tokens"]
+        tokens = (record_section(record, "generation") or {})["new_tokens"]
         iters = args.iters or matching_iters(record)
         one = run_bench(record, 1, iters, args.warmup)
         return side_by_side(record, one, [run_bench(record, tokens, iters, args.warmup)

@@ -25,10 +25,10 @@ from inferbench.plan.code import cell_code_roots, code_identity
 from inferbench.plan.config import ConfigError, validate_config
 from inferbench.plan.grid import no_cells_message, resolved_studies
 from inferbench.plan.jobs import RunPlan, input_args
-from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
+from inferbench.catalog.layouts import GENERATION_PLOT
 from inferbench.analysis.leases import lease_spread_problems
 from inferbench.catalog.exporters import EXPORTERS
-from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix, record_plots
+from inferbench.catalog.scenarios import PLAIN, SCENARIOS, declared_targets, path_suffix, record_plots
 
 try:
     validate_config(config)

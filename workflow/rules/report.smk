@@ -19,7 +19,8 @@ rule aggregate:
         parquet="results/summary.parquet",
         loads="results/loads.csv",  # every load of every LLM serving cell (inferbench.scenarios.llm_load.loads)
     params:
-        code=verb_code("aggregate"),
+        # the summary columns scenarios declare are reached through their declaration, not an import
+        code=job_code(VERBS["aggregate"].target, *declared_targets("columns")),
     conda:
         "../../envs/report.yaml"
     log:
@@ -95,7 +96,7 @@ rule plot_generation:
     wildcard_constraints:
         workload=workload_regex(kind="decoder"),
     params:
-        code=verb_code("plot"),
+        code=job_code(VERBS["plot"].target, *declared_targets("summary_plots")),
         engines=list(config["engines"]),
     conda:
         "../../envs/report.yaml"
@@ -106,40 +107,23 @@ rule plot_generation:
         " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
 
 
-# The serving plot of a workload with server cells: p99 against QPS over every LoadGen run of their search; of a
-# decoder with llm_load cells: TTFT and TPOT percentiles against the request rate over every load of their sweep.
-rule plot_serving:
-    input:
-        lambda wc: PLAN.plotted_records(wc.workload, SERVING_PLOT),
-    output:
-        report(
-            f"results/plots/{{workload}}/{SERVING_PLOT}",
-            caption="../report/serving.rst",
-            category="Serving",
-            subcategory="{workload}",
-        ),
-    params:
-        code=verb_code("plot"),
-        engines=list(config["engines"]),
-    conda:
-        "../../envs/report.yaml"
-    log:
-        "logs/plot/{workload}.serving.log",
-    shell:
-        "python -m inferbench plot --kind serving --workload {wildcards.workload:q} --out-dir \"$(dirname {output:q})\""
-        " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
-
-
-# A plot a scenario declares of its own beside the serving plot (its entry's `plots`): drawn from its cells' records.
+# A plot a scenario declares of its cells (its entry's `plots`), drawn from their records: serving.png, p99 against
+# QPS over every LoadGen run of the server cells' search, or TTFT and TPOT against the rate over every load of the
+# llm_load cells' sweep.
 rule plot_declared:
     input:
         lambda wc: PLAN.plotted_records(wc.workload, wc.plot),
     output:
-        report("results/plots/{workload}/{plot}", category="Scenarios", subcategory="{workload}"),
+        report(
+            "results/plots/{workload}/{plot}",
+            caption="../report/declared.rst",
+            category="Scenarios",
+            subcategory="{workload}",
+        ),
     wildcard_constraints:
-        plot="|".join(re.escape(p) for p in record_plots() if p != SERVING_PLOT) or "(?!)",  # (?!): none
+        plot="|".join(re.escape(p) for p in record_plots()) or "(?!)",  # (?!): none
     params:
-        code=verb_code("plot"),
+        code=job_code(VERBS["plot"].target, *declared_targets("plots")),
         engines=list(config["engines"]),
     conda:
         "../../envs/report.yaml"
@@ -183,7 +167,7 @@ rule report:
         report="results/report.md",
         details="results/report_details.md",  # written beside the report (inferbench.report.markdown)
     params:
-        code=verb_code("report"),
+        code=job_code(VERBS["report"].target, *declared_targets("details")),
         studies=report_studies(),
         leases=lambda wc, input: ["--lease-spread", input.leases] if input.leases else [],
     conda:

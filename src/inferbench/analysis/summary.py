@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from inferbench.catalog.engines import tf32_setting
-from inferbench.catalog.scenarios import SCENARIOS
+from inferbench.catalog.scenarios import SCENARIOS, scenario_info
 from inferbench.catalog.targets import load_target
 from inferbench.core.cells import CellRecord, NewerRecord
 from inferbench.core.errors import UserError
@@ -145,8 +145,10 @@ def summary_frame(record_paths: Iterable[str | Path]) -> pd.DataFrame:
 
 
 def records_frame(records: Iterable[CellRecord]) -> pd.DataFrame:
-    """The summary of records already read: one row per cell, in key order."""
-    frame = pd.DataFrame([summary_row(record) for record in records])
+    """The summary of records already read: one row per cell, in key order; the columns every cell has, then those
+    of each scenario in its cells' key order, the record's time last."""
+    ordered = sorted(records, key=lambda record: record.key.cell_id)  # the columns' order too
+    frame = pd.DataFrame([summary_row(record) for record in ordered])
     if frame.empty:
         raise ValueError("no cell records to summarise")
     return settings_named(frame.sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True))
@@ -155,8 +157,9 @@ def records_frame(records: Iterable[CellRecord]) -> pd.DataFrame:
 def summary_row(record: CellRecord) -> dict[str, Any]:
     """A record's row of the summary: the columns every cell has, then those its scenario declares."""
     row = record.flatten()
-    info = SCENARIOS.get(record.key.scenario)
-    return row | load_target(info.columns)(record) if info is not None and info.columns else row
+    created = row.pop("created_at")
+    columns = scenario_info(record.key.scenario, record.mode).columns
+    return row | (load_target(columns)(record) if columns else {}) | {"created_at": created}
 
 
 def remove_records(cells_dir: str | Path, statuses: set[str], newer: list[Path] | None = None) -> list[Path]:

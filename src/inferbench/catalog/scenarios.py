@@ -62,12 +62,12 @@ class ScenarioInfo:
     #: says what it refuses) and ``.problems()``, what the config check refuses besides; where its requests' lengths
     #: spread, ``Class.longest_request(prompt, new_tokens, prompt_range, output_range)``, what a model must hold
     settings_type: str | None = None
-    #: ``"module:function"``: ``function(records) -> dict``, record fields of a cell (e.g. ``serving``) from its
+    #: ``"module:function"``: ``function(records) -> dict``, record fields of a cell (e.g. its ``sections``) from its
     #: processes' records, where pooling their per-call samples does not make them (the cell runner replaces
     #: them in the merged record once every process is done)
     merge: str | None = None
     #: ``"module:function"``: ``function(record) -> dict``, the summary columns its cells add to those every cell has
-    #: (from their record's ``scenario_section``, where its measurement keeps its own figures)
+    #: (from their record's section, ``record.sections[section]``, where its measurement keeps its own figures)
     columns: str | None = None
     #: ``"module:function"``: ``function(engine_class, device, precision) -> str | None``, why an engine of this
     #: class cannot be driven by the scenario there (its cell is then ``unavailable`` with that reason), or None
@@ -76,6 +76,12 @@ class ScenarioInfo:
     @property
     def module(self) -> str:
         return target_module(self.target)
+
+    @property
+    def section(self) -> str:
+        """The name of its figures in a record (``CellRecord.sections``): its folder's, which the scenarios of one
+        folder share (LoadGen's server and offline)."""
+        return self.module.rsplit(".", 2)[-2]
 
 
 def _loadgen(description: str, plots: tuple[tuple[str, str], ...] = ()) -> ScenarioInfo:
@@ -90,13 +96,14 @@ def _loadgen(description: str, plots: tuple[tuple[str, str], ...] = ()) -> Scena
         plots=plots,
         details="inferbench.scenarios.serving.answer:details_section",
         method="inferbench.scenarios.serving.answer:SERVING_MEASURED",
+        columns="inferbench.scenarios.serving.columns:columns",
     )
 
 
 #: the values of a cell's scenario axis (CellKey.scenario)
 SCENARIOS: dict[str, ScenarioInfo] = {
     "single": ScenarioInfo(
-        "inferbench.scenarios.single:measure",
+        "inferbench.scenarios.single.measure:measure",
         "calls timed one at a time: latency and throughput at two boundaries (device, end to end)",
     ),
     "server": _loadgen(
@@ -118,12 +125,13 @@ SCENARIOS: dict[str, ScenarioInfo] = {
         details="inferbench.scenarios.llm_load.answer:details_section",
         method="inferbench.scenarios.llm_load.answer:LLM_LOAD_MEASURED",
         compared="inferbench.scenarios.llm_load.answer:compared_loads",
+        columns="inferbench.scenarios.llm_load.columns:columns",
         unavailable="inferbench.scenarios.llm_load.measure:unavailable_reason",
     ),
 }
 #: how cells of training engines (EngineInfo.mode "train") are measured
 TRAINING = ScenarioInfo(
-    "inferbench.scenarios.training:measure",
+    "inferbench.scenarios.training.measure:measure",
     "training steps (or epochs) timed one at a time, like inference calls",
 )
 
@@ -137,6 +145,7 @@ GENERATION = ScenarioInfo(
     merge="inferbench.scenarios.generation.measure:merged_fields",
     details="inferbench.scenarios.generation.answer:details_section",
     method="inferbench.scenarios.generation.answer:GENERATION_MEASURED",
+    columns="inferbench.scenarios.generation.columns:columns",
 )
 
 
@@ -157,6 +166,26 @@ def path_suffix(scenario: str) -> str:
 def record_plots() -> list[str]:
     """Every plot a scenario declares drawn from its cells' records (``ScenarioInfo.plots``), by file name."""
     return sorted({plot for info in SCENARIOS.values() for plot, _ in info.plots})
+
+
+def declared_targets(field: str) -> tuple[str, ...]:
+    """The ``"module:function"`` targets the scenarios declare in ``field`` (``columns``, ``details``, ``plots``...):
+    roots of the code identity of the jobs that reach them through their declaration, which no import follows."""
+    values = [getattr(info, field) for info in (*SCENARIOS.values(), TRAINING, GENERATION)]
+    targets = [target for value in values if value for target in _targets_of(value)]
+    return tuple(sorted(set(targets)))
+
+
+def _targets_of(value: str | tuple[tuple[str, str], ...]) -> list[str]:
+    """A declaration's targets: itself, or the drawer of each (file name, drawer) pair."""
+    return [value] if isinstance(value, str) else [target for _, target in value]
+
+
+def scenario_plots() -> set[str]:
+    """Every plot a scenario declares, drawn from its cells' records or from the summary, by file name: the first
+    page shows each where it answers a study."""
+    infos = (*SCENARIOS.values(), TRAINING, GENERATION)
+    return {plot for info in infos for plot, _ in (*info.plots, *info.summary_plots)}
 
 
 def drawers(plot: str) -> dict[str, str]:

@@ -150,7 +150,7 @@ def render_summary(
     """Write ``out_dir``/report.md (and, with ``plots``, ``out_dir``/plots/) from a summary CSV, which is
     only read; return the report's path."""
     from inferbench.analysis.summary_checks import REMAKE_FROM_RECORDS, checked_summary, read_summary
-    from inferbench.catalog.layouts import SERVING_PLOT
+    from inferbench.catalog.scenarios import record_plots
     from inferbench.core.fsutil import atomic_path, refuse_linked_folders
     from inferbench.report.markdown import DETAILS_NAME, build_details, build_report
     from inferbench.report.plots import plot_every_workload
@@ -161,8 +161,8 @@ def render_summary(
     refuse_linked_folders(out_dir, out_dir / "plots")
     summary = remade_cell_p50s(backfill_computation(summary, config["engines"]))
     written = plot_every_workload(summary, out_dir / "plots", list(config["engines"])) if plots else []
-    # a serving plot is made from every LoadGen run in the records, which a summary lacks: the run's own stays
-    written += sorted((out_dir / "plots").glob(f"*/{SERVING_PLOT}"))
+    # a plot a scenario draws from its records (every LoadGen run of a search), which a summary lacks: the run's own
+    written += sorted(path for plot in record_plots() for path in (out_dir / "plots").glob(f"*/{plot}"))
     report, details = out_dir / "report.md", out_dir / DETAILS_NAME
     # the report from the table read here, not from the file again: its fields as written
     text = build_report(summary, written, report_dir=out_dir, studies=studies)

@@ -42,7 +42,7 @@ def aggregate(args: argparse.Namespace) -> None:
 def _plot_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--workload", required=True)
-    kinds = ["batch", "seq", "serving", "generation", "declared"]
+    kinds = ["batch", "seq", "generation", "declared"]
     p.add_argument("--kind", choices=kinds, default="batch", help="which sweep (or scenario's plot) to plot")
     p.add_argument("--name", help="with --kind declared: the file name of a plot a scenario declares (its records')")
     p.add_argument("--engines", nargs="*", default=[], help="the config's engine variants, in order: their colours")
@@ -52,16 +52,15 @@ def _plot_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_plot_arguments)
 def plot(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import load_records, summary_frame
-    from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
+    from inferbench.catalog.layouts import GENERATION_PLOT
     from inferbench.catalog.scenarios import GENERATION
     from inferbench.catalog.targets import load_target
     from inferbench.report.plots import plot_declared, plot_workload
 
-    if args.kind in ("serving", "declared"):  # drawn from the records (every LoadGen run of a search is there)
-        if args.kind == "declared" and not args.name:
+    if args.kind == "declared":  # drawn from the records (every LoadGen run of a search is there)
+        if not args.name:
             raise UserError("plot --kind declared needs --name: the file name of a plot a scenario declares")
-        name = SERVING_PLOT if args.kind == "serving" else args.name
-        plot_declared(load_records(args.records), args.workload, args.out_dir / name, args.engines)
+        plot_declared(load_records(args.records), args.workload, args.out_dir / args.name, args.engines)
         return
     if args.kind == "generation":
         draw = load_target(dict(GENERATION.summary_plots)[GENERATION_PLOT])

@@ -18,14 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix
+from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix, scenario_info
 from inferbench.core.environment import libraries_column
 from inferbench.core.fsutil import read_json, write_json
 
 #: the record's layout: raised whenever a field is added, removed or renamed (tests/test_records.py pins the
 #: fields of this version); records of ``READABLE_VERSIONS`` load, the fields they lack at their defaults
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # 1: before ``code``; 2: before ``scenario_section``
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # 1: before ``code``; 2: before ``scenario_section``; 3: before ``sections``
+#: the fields of records before schema 4 that held a scenario's own figures, now its entry of ``sections``
+_FIELDS_BEFORE_SECTIONS = ("serving", "generation", "scenario_section")
 Status = Literal["ok", "unavailable", "oom", "invalid", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "unavailable", "oom", "invalid", "failed")
 #: a process's start-up steps, one after another (``CellRecord.cold_start_s``): the library imports, the
@@ -177,19 +179,13 @@ class CellRecord:
     bound: dict[str, Any] | None = None
     #: the fresh processes that measured the cell: each one's headline numbers and their spread
     repeats: dict[str, Any] | None = None
-    #: server and offline cells: LoadGen's result (inferbench.scenarios.serving.measure_serving), the search for
-    #: the highest QPS within the latency bound, the batcher's settings and batches, the logs' folder
-    serving: dict[str, Any] | None = None
     #: seconds before the first timed call, by step: ``import``, ``prepare`` and ``first_call`` follow
     #: each other (``COLD_START_STEPS``); the engine's own steps (``load_model``, ``compile``...) are parts of
     #: ``prepare``
     cold_start_s: dict[str, float] = field(default_factory=dict)
-    #: a generation cell's (inferbench.scenarios.generation): time to first token, time per output token,
-    #: tokens per second, KV cache and weights, the decode roofline, token parity, and every TTFT/TPOT sample
-    generation: dict[str, Any] | None = None
-    #: the figures of a scenario whose record section is its own, as its measurement returns them under this name
-    #: (its declaration's ``columns`` put them in the summary: inferbench.catalog.scenarios.ScenarioInfo)
-    scenario_section: dict[str, Any] | None = None
+    #: the figures a scenario keeps as its own, under the name of its folder (ScenarioInfo.section): what its
+    #: measurement returned; its declaration's ``columns`` put them in the summary
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: how the cell's job started: ``warm`` (forked from the warm-start server, inferbench.launch.warm),
     #: or ``cold`` (a process that imported the libraries itself)
     launcher: str | None = None
@@ -227,6 +223,8 @@ class CellRecord:
             )
         if version not in READABLE_VERSIONS:
             raise ValueError(f"record schema_version {version!r} is not one of {READABLE_VERSIONS}: re-run the cell")
+        if version < 4:
+            data["sections"] = _sections_before_4(data)
         unknown = sorted(set(data) - {f.name for f in fields(cls)} - {"cell"})
         if unknown:  # fields a later inferbench writes: the record is kept, not read as damaged
             raise NewerRecord(
@@ -268,8 +266,8 @@ class CellRecord:
 
     def _rate(self, p50_ms: float | None, items: float, own: float | None) -> float | None:
         """Items per second at a p50 (ms): calls timed one at a time. A scenario that times requests under
-        load or generated tokens reports its own rate (``own``)."""
-        if self.key.scenario != PLAIN or self.generation:
+        load or generated tokens (one with a section of its own) reports its own rate (``own``)."""
+        if self.key.scenario != PLAIN or self.sections:
             return own
         return items / p50_ms * 1e3 if p50_ms else None
 
@@ -381,80 +379,27 @@ class CellRecord:
             "schema_version": self.schema_version,
             # the library versions the record holds (its engine's and the harness's), ``name=version;...``
             "libraries": libraries_column(self.environment.get("libraries")),
-            **self._serving_columns(),
-            **self._generation_columns(),
             "created_at": self.created_at,
         }
         return row
 
-    def _generation_columns(self) -> dict[str, Any]:
-        """A generation cell's figures (None elsewhere)."""
-        gen = self.generation or {}
-        ttft, tpot = gen.get("ttft_ms") or {}, gen.get("tpot_ms") or {}
-        split = gen.get("step_split") or {}
-        return {
-            "gen_new_tokens": gen.get("new_tokens"),
-            **{f"gen_ttft_{k}_ms": ttft.get(k) for k in ("p50", "p99")},
-            **{f"gen_tpot_{k}_ms": tpot.get(k) for k in ("p50", "p99")},
-            # each process's TPOT p50 (one process: its own), ';'-separated as p50_by_process_ms
-            "gen_tpot_p50_by_process_ms": ";".join(
-                f"{v:.6g}" for v in gen.get("tpot_p50_by_process_ms") or [tpot.get("p50")] if v is not None
-            )
-            or None,
-            "gen_decode_tokens_per_s_per_sequence": gen.get("decode_tokens_per_s_per_sequence"),
-            "gen_decode_tokens_per_s": gen.get("decode_tokens_per_s"),
-            "gen_kv_cache_mb": gen.get("kv_cache_mb"),
-            "gen_weights_mb": gen.get("weights_mb"),
-            "gen_decode_read_mb": gen.get("decode_read_mb"),
-            "gen_decode_floor_ms": gen.get("decode_floor_ms"),
-            "gen_decode_floor_share": gen.get("decode_floor_share"),
-            "gen_token_parity": (gen.get("token_parity") or {}).get("equal"),
-            # where a decode step's time goes on a GPU (inferbench.scenarios.generation.measure.step_split)
-            "gen_kernels_per_step": split.get("kernels_per_step"),
-            "gen_gpu_busy_ms_per_step": split.get("gpu_busy_ms_per_step"),
-            "gen_gpu_idle_ms_per_step": split.get("gpu_idle_ms_per_step"),
-            "gen_host_step_call_ms": split.get("host_step_call_ms_p50"),
-            "gen_stepped_over_plain": (gen.get("plain_requests") or {}).get("stepped_over_plain"),
-        }
 
-    def _serving_columns(self) -> dict[str, Any]:
-        """LoadGen's result of a server or offline cell (None elsewhere): the QPS it served, within the
-        latency bound for a server cell, its latency percentiles and validity, and the batcher."""
-        serving = self.serving or {}
-        result = serving.get("result") or {}
-        latency = result.get("latency_ms") or {}
-        harness_latency = (serving.get("harness") or {}).get("latency_ms") or {}
-        batches = serving.get("batches") or {}
-        # the answering run's slowest 1% of batches: the phase that took most of their time
-        slowest = batches.get("slowest") or {}
-        longest = slowest.get("longest")
-        return {
-            "serving_qps": result.get("completed_qps"),
-            "serving_target_qps": result.get("target_qps"),
-            "serving_latency_bound_ms": serving.get("latency_bound_ms"),
-            **{f"serving_{k}_ms": latency.get(k) for k in ("p50", "p90", "p99")},
-            "serving_valid": result.get("valid"),
-            "serving_early_stopping_met": result.get("early_stopping_met"),
-            "serving_queries": result.get("query_count"),
-            "serving_max_queue_delay_ms": serving.get("max_queue_delay_ms"),
-            "serving_mean_batch": batches.get("mean_size"),
-            "serving_padded_share": batches.get("padded_share"),
-            # the next batch's copy in overlapped with this one's compute (serving.overlap_copies)
-            "serving_overlapped": serving.get("overlapped"),
-            "serving_capacity_qps": serving.get("capacity_qps"),
-            # the search's bracket: the QPS within the bound lies between serving_qps and this
-            "serving_lowest_invalid_qps": serving.get("lowest_invalid_qps"),
-            # the no-op engine through the same path at the answer's target: the harness's own latency
-            **{f"serving_harness_{k}_ms": harness_latency.get(k) for k in ("p50", "p99")},
-            # the p99 from the batcher's issue callback to completion: below serving_p99_ms by what
-            # LoadGen's issuing thread lost before the callback ran
-            "serving_batcher_p99_ms": (batches.get("query_ms") or {}).get("p99"),
-            # at largest batch 1: the QPS within the bound that queueing alone allows (an M/D/1 queue with
-            # the run's median service through the serving path): near it, the tail is queueing
-            "serving_md1_qps": (serving.get("queueing") or {}).get("md1_qps"),
-            "serving_slowest_ms": slowest.get("total_ms"),
-            "serving_slowest_phase": longest,
-            "serving_slowest_phase_ms": slowest.get(f"{longest}_ms") if longest else None,
-            # the hypervisor's share of the machine's CPU time during the answering run
-            "serving_steal_pct": (result.get("host") or {}).get("steal_pct"),
-        }
+def _sections_before_4(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A record of schema 1 to 3's scenario figures (popped from ``data``) under today's section names: its
+    scenario's folder (a LoadGen result under ``serving``, a load sweep under ``llm_load``, TTFT/TPOT under
+    ``generation``)."""
+    cell = data.get("cell") or {}
+    try:
+        section = scenario_info(cell.get("scenario", PLAIN), data.get("mode", "inference")).section
+    except ValueError:  # a scenario this checkout does not declare: the field's own name
+        section = None
+    old = {name: data.pop(name, None) for name in _FIELDS_BEFORE_SECTIONS}
+    return {section or name: value for name, value in old.items() if value is not None}
+
+
+def record_section(data: Mapping[str, Any], section: str) -> dict[str, Any] | None:
+    """A record's ``section`` read from its JSON (``data``), of any readable schema: for tools that read records
+    without loading them."""
+    if "sections" in data:
+        return data["sections"].get(section)
+    return _sections_before_4({**data, "cell": data.get("cell") or {}}).get(section)

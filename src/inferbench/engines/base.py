@@ -81,14 +81,14 @@ class Engine(ABC):
     @property
     def overlaps_copies(self) -> bool:
         """Whether end-to-end calls run as a server's pipelined loop: the next batch staged on a CUDA stream
-        of its own while this one computes, in the same thread (inferbench.scenarios.single). An option
+        of its own while this one computes, in the same thread (inferbench.scenarios.single.measure). An option
         of the engines that take it (``host_overlap``)."""
         return False
 
     @property
     def staged_on_device(self) -> bool:
         """Whether ``stage`` leaves the inputs on a device apart from the host, where ``run`` computes: then
-        a call is timed at two boundaries, the device's compute and end to end (inferbench.scenarios.single).
+        a call is timed at two boundaries, the device's compute and end to end (inferbench.scenarios.single.measure).
         False on the CPU, whose inputs never leave the host: its two boundaries differed by a cast or a
         layout change at most, their noise made one read below the other, and timing both doubled a cell's
         calls (a p99 cell's 100 became 200: BERT-base b8 s384 on 4 threads, 6 minutes). False as well for

@@ -62,7 +62,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from inferbench.analysis.summary import KEY_COLUMNS, UNREADABLE, read_summary_csv
+from inferbench.analysis.summary import KEY_COLUMNS, UNREADABLE, read_summary_csv, summary_row
 from inferbench.catalog.engines import COMPUTATION_KEYS, VARIANT_KEYS
 from inferbench.catalog.scenarios import LOADS_TABLE
 from inferbench.core.cells import CellKey, CellRecord
@@ -269,7 +269,7 @@ def _row_key(row: dict[str, Any]) -> CellKey:
 def _is_rows_record(row: dict[str, Any], record: CellRecord) -> bool:
     """Whether ``record`` is the one ``row`` summarises: every column of the row that the record's own row
     has holds the same value there (a foreign or edited summary's row is not this record's)."""
-    own = record.flatten()
+    own = summary_row(record)
     return all(_text(value) == _text(own[column]) for column, value in row.items() if column in own)
 
 

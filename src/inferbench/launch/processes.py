@@ -261,6 +261,8 @@ def pooled_record(
     own = scenario_info(base.key.scenario, base.mode).merge
     if own is not None:
         fields = load_target(own)(kept)
+        if "sections" in fields:  # its own section beside any other the processes' records share
+            fields["sections"] = {**merged.sections, **fields["sections"]}
         if "end_to_end" in fields:  # its own end-to-end figures (a served rate) beside the pooled ones
             fields["end_to_end"] = {**fields["end_to_end"], **e2e_latencies}
         merged = replace(merged, **fields)

@@ -19,8 +19,7 @@ from inferbench.analysis.decisions import ClaimBasis
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import split_scenarios, with_scenario
 from inferbench.analysis.summary_checks import REMAKE_FROM_RECORDS, checked_summary, read_summary
-from inferbench.catalog.layouts import GENERATION_PLOT, SERVING_PLOT
-from inferbench.catalog.scenarios import GENERATION, PLAIN, SCENARIOS
+from inferbench.catalog.scenarios import GENERATION, PLAIN, SCENARIOS, scenario_plots
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import ordered, workload_info
 from inferbench.core.fsutil import atomic_path, read_json
@@ -311,7 +310,7 @@ def build_details(
         ]
         # linked, not shown: the first page shows each plot that answers a study, once
         links = [f"[{path.stem}]({os.path.relpath(path, report_dir)})" for path in map(Path, plots)
-                 if path.parent.name == workload and path.name not in (SERVING_PLOT, GENERATION_PLOT)]  # fmt: skip
+                 if path.parent.name == workload and path.name not in scenario_plots()]  # fmt: skip
         out += [f"Plots: {', '.join(links)}.", ""] if links else []
     if not frames.training.empty:
         out += ["## Training", "", TRAINING_MEASURED, ""]

@@ -6,7 +6,7 @@ time. CUDA-event timers record events around the call on the stream the engine c
 the next call while the device runs this one, as trtexec's "GPU compute time" does: on the device each
 call still starts only when the previous one has ended, but the host's time to issue it no longer falls
 inside its window unless the host is slower than the device (``CudaEventTimer``). Which timer a
-boundary uses is the scenario's choice (inferbench.scenarios.single), never the engine's.
+boundary uses is the scenario's choice (inferbench.scenarios.single.measure), never the engine's.
 
 Besides the timer's sample, every call's host time is split in two: until ``call()`` returns (the
 host issuing the work) and until the next call begins (the host's whole cycle, waiting included).

@@ -40,6 +40,7 @@ from inferbench.core.stats import latency_stats
 from inferbench.machine.host_partition import measuring
 from inferbench.machine.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
+from inferbench.scenarios.generation import SECTION
 from inferbench.scenarios.prepare import Measured, PreparedCell
 from inferbench.scenarios.timing import warm_up
 from inferbench.trackers import memory
@@ -314,7 +315,7 @@ def _record_fields(
         "gpu_telemetry": gpu_summary,
         "bound": bound,
         "memory_mb": {"gpu_process_peak_nvml": gpu_summary["process_peak_mb"] if gpu_summary else None},
-        "generation": generation,
+        "sections": {SECTION: generation},
         "end_to_end": {"description": BOUNDARY, "clock": "host", **{name: stats[name] for name in figures}},
     }
 
@@ -520,9 +521,9 @@ def token_parity(
 
 def merged_fields(records: Sequence[Any]) -> dict[str, Any]:
     """The record fields of a generation cell that its processes' pooled request latencies do not make
-    (ScenarioInfo.merge): its ``generation``, from every process's TTFT and TPOT samples pooled; its decode
+    (ScenarioInfo.merge): its section, from every process's TTFT and TPOT samples pooled; its decode
     roofline against the pooled TPOT (the bandwidth: the best any process measured)."""
-    sections = [record.generation or {} for record in records]
+    sections = [record.sections.get(SECTION) or {} for record in records]
     first = sections[0]
     pooled = {name: np.concatenate([np.asarray(g["samples_ms"][name]) for g in sections]) / 1e3
               for name in ("ttft", "tpot")}  # fmt: skip
@@ -544,7 +545,7 @@ def merged_fields(records: Sequence[Any]) -> dict[str, Any]:
         "plain_requests": merged_plain_requests([g.get("plain_requests") for g in sections]),
         "client_floor": merged_client_floor([g.get("client_floor") for g in sections]),
     }
-    return {"generation": generation}
+    return {"sections": {SECTION: generation}}
 
 
 def merged_client_floor(floors: list[dict | None]) -> dict | None:

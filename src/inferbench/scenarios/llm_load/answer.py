@@ -20,7 +20,7 @@ from inferbench.core.cells import CellKey, CellRecord
 from inferbench.report.studies import CELLS_DIR, records_beside, row_key
 from inferbench.report.tables import fmt, fmt_ms, markdown_table
 from inferbench.report.text import escape_markdown
-from inferbench.scenarios.llm_load import SCENARIO
+from inferbench.scenarios.llm_load import SCENARIO, SECTION
 from inferbench.scenarios.llm_load.loads import LOADS_CSV, loads_frame, read_loads
 
 LLM_LOAD_MEASURED = (
@@ -160,7 +160,7 @@ def _capitalised(text: str) -> str:
 def answer_line(record: CellRecord) -> str:
     """One cell's answer: the rate meeting the objective (or that none did), the objective, the capacity, and
     at that rate the objective's percentiles, the goodput; how far it moved between processes."""
-    serving, key = record.serving or {}, record.key
+    serving, key = record.sections.get(SECTION) or {}, record.key
     objective = serving["objective"]
     level = objective["percentile"]
     answer = serving["answer"]
@@ -267,7 +267,7 @@ def _ms(value: float | None) -> str:
 def bench_block(record: CellRecord) -> list[str]:
     """The answering load (the lightest where none met the objective) as ``vllm bench serve`` prints a result,
     then what inferbench adds: the load's verdict, offered against served, and the spread between processes."""
-    serving = record.serving or {}
+    serving = record.sections.get(SECTION) or {}
     step, _ = answering(serving)
     processes = step.get("processes", 1)
     summed = step.get("window_s", step.get("duration_s"))  # pooled over the processes: summed, as the requests
@@ -320,7 +320,7 @@ def llm_load_answer(
         missing += len(frame) - len(found)
         for record in sorted(found, key=lambda r: (r.key.engine, r.key.precision, r.key.batch_size, r.key.seq_len)):
             out += [answer_line(record), *bench_block(record)]
-        ranked = [(rate, r) for r in found if (rate := answering(r.serving or {})[1])]
+        ranked = [(rate, r) for r in found if (rate := answering(r.sections.get(SECTION) or {})[1])]
         if len(ranked) > 1:
             ranked.sort(key=lambda pair: -pair[0])
             best_rate, best = ranked[0]
@@ -405,10 +405,10 @@ def llm_load_section(
                 "",
             ]
             continue
-        if record is None or not record.serving:
+        if record is None or not record.sections.get(SECTION):
             out += [f"{title}: its record is not beside this summary (`{CELLS_DIR}/`).", ""]
             continue
-        serving = record.serving
+        serving = record.sections[SECTION]
         parity = serving.get("token_parity") or {}
         tokens = (
             "served tokens = FP32 eager's" if parity.get("checked") and parity.get("equal")

@@ -16,7 +16,7 @@ import pandas as pd
 from inferbench.core.cells import CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.fsutil import atomic_path, refuse_non_regular
-from inferbench.scenarios.llm_load import SCENARIO
+from inferbench.scenarios.llm_load import SCENARIO, SECTION
 
 #: the file's name, beside summary.csv
 LOADS_CSV = "loads.csv"
@@ -37,7 +37,7 @@ COLUMNS = (*KEY, *LOAD, *PERCENTILES, *ENERGY, *VERDICT)
 def load_rows(record: CellRecord) -> list[dict[str, Any]]:
     """One row per load of an llm_load cell's record (none for another cell's): its capacity run, its sweep's
     loads, its search's loads."""
-    serving = record.serving or {}
+    serving = record.sections.get(SECTION) or {}
     if serving.get("scenario") != SCENARIO:
         return []
     key = record.key

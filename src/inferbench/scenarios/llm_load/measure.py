@@ -69,7 +69,7 @@ from inferbench.machine.host_partition import measuring
 from inferbench.machine.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
 from inferbench.scenarios.generation.measure import GATED_TOKENS
-from inferbench.scenarios.llm_load import SCENARIO
+from inferbench.scenarios.llm_load import SCENARIO, SECTION
 from inferbench.scenarios.llm_load.arrivals import LoadSettings, PlannedRequest
 from inferbench.scenarios.llm_load.metrics import (
     Objective,
@@ -531,7 +531,7 @@ def _measured(
         "throughput_per_s": shown["request_per_s"],
         **timed,
         "gpu_telemetry": runs.telemetry.summary(tokens) if runs.telemetry else None,
-        "serving": serving,
+        "sections": {SECTION: serving},
         "end_to_end": {
             "description": "each request from its scheduled arrival (or its send) to its last token, host clock",
             "clock": "host",
@@ -784,7 +784,7 @@ def merged_serving(records: Sequence[Any]) -> dict[str, Any]:
     processes (``pooled_run``: percentiles from every request, rates over the summed time, each process's value
     and their spread), the capacity likewise, the answer from the pooled loads, and each process's own answer
     with their spread. The token parity: the first process's that failed, else the first's."""
-    sweeps = [record.serving for record in records]
+    sweeps = [record.sections[SECTION] for record in records]
     first = sweeps[0]
     if len({len(s["sweep"]) for s in sweeps}) != 1:
         raise ValueError("the processes' sweeps have different loads: they cannot be pooled")
@@ -878,7 +878,7 @@ def merged_fields(records: Sequence[Any]) -> dict[str, Any]:
     serving = merged_serving(records)
     answer = serving["answer"]
     shown = serving["sweep"][answer["index"] if answer["index"] is not None else 0]
-    fields: dict[str, Any] = {"serving": serving, "throughput_per_s": shown["request_per_s"]}
+    fields: dict[str, Any] = {"sections": {SECTION: serving}, "throughput_per_s": shown["request_per_s"]}
     end_to_end = getattr(records[0], "end_to_end", None)
     if end_to_end is not None:
         fields["end_to_end"] = {**end_to_end, "throughput_per_s": shown["request_per_s"]}

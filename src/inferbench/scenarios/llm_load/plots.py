@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 
 from inferbench.core.cells import CellRecord
 from inferbench.report.plot_axes import BATCH_MARKERS, DEVICE_STYLES, empty_axes, engine_colour, log_axis, save_figure
-from inferbench.scenarios.llm_load import SCENARIO
+from inferbench.scenarios.llm_load import SCENARIO, SECTION
 
 
 def plot_llm_load(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
@@ -19,14 +19,16 @@ def plot_llm_load(records: Sequence[CellRecord], workload: str, out: str | Path,
     request rate of every load of each cell's sweep (offered; served at a fixed concurrency), filled where the
     load met the objective, hollow where not; each cell's bounds as horizontal lines and its capacity as a
     vertical one. Colour: the engine variant, as in every plot; marker: the cell's largest running batch."""
-    cells = [r for r in records if r.key.workload == workload and r.key.scenario == SCENARIO and r.serving]
+    cells = [
+        r for r in records if r.key.workload == workload and r.key.scenario == SCENARIO and r.sections.get(SECTION)
+    ]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     batch_marker = {
         b: BATCH_MARKERS[i % len(BATCH_MARKERS)] for i, b in enumerate(sorted({r.key.batch_size for r in cells}))
     }
-    levels = sorted({(r.serving or {})["objective"]["percentile"] for r in cells})
+    levels = sorted({r.sections[SECTION]["objective"]["percentile"] for r in cells})
     for record in sorted(cells, key=lambda r: (r.key.engine, r.key.precision, r.key.device, r.key.batch_size)):
-        serving: dict[str, Any] = record.serving or {}
+        serving: dict[str, Any] = record.sections[SECTION]
         key = record.key
         level = serving["objective"]["percentile"]
         colour, marker = engine_colour(key.engine, variants), batch_marker[key.batch_size]

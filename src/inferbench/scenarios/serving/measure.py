@@ -61,6 +61,7 @@ from inferbench.machine.host_partition import measuring
 from inferbench.machine.watchdog import beat
 from inferbench.models.registry import make_inputs
 from inferbench.scenarios.prepare import Measured, PreparedCell, prepare_engine
+from inferbench.scenarios.serving import SECTION
 from inferbench.trackers.host_telemetry import HostWindow
 
 #: a server run's latency percentile that the bound applies to (MLPerf's default for most models)
@@ -721,7 +722,7 @@ def measure(cell: PreparedCell) -> Measured:
         "n_iters": answer.get("query_count"),
         "measured_windows_unix": [window],
         "measuring": held,
-        "serving": result,
+        "sections": {SECTION: result},
         "environment": {"loadgen": answer.get("loadgen")},
     }
     return Measured(fields, invalid=_why_not_valid(result, serving))

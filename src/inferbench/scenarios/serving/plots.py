@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 
 from inferbench.core.cells import CellRecord
 from inferbench.report.plot_axes import BATCH_MARKERS, DEVICE_STYLES, engine_colour, log_axis, save_figure
+from inferbench.scenarios.serving import SECTION
 
 
 def plot_server(records: Sequence[CellRecord], workload: str, out: str | Path, variants: Sequence[str] = ()) -> Path:
@@ -21,13 +22,15 @@ def plot_server(records: Sequence[CellRecord], workload: str, out: str | Path, v
     cells' latency bounds as horizontal lines: where each configuration crosses its bound."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     bounds = set()
-    cells = [r for r in records if r.key.workload == workload and r.key.scenario == "server" and r.serving]
+    cells = [
+        r for r in records if r.key.workload == workload and r.key.scenario == "server" and r.sections.get(SECTION)
+    ]
     # colour: the engine variant, as in every plot; marker: the largest batch
     batch_marker = {
         b: BATCH_MARKERS[i % len(BATCH_MARKERS)] for i, b in enumerate(sorted({r.key.batch_size for r in cells}))
     }
     for record in sorted(cells, key=lambda r: (r.key.engine, r.key.precision, r.key.device, r.key.batch_size)):
-        serving = record.serving or {}  # every cell kept has one (filtered above)
+        serving = record.sections.get(SECTION) or {}  # every cell kept has one (filtered above)
         runs = sorted((s for s in serving.get("search") or [] if s.get("p99_ms")), key=lambda s: s["completed_qps"])
         if not runs:
             continue

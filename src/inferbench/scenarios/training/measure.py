@@ -1,12 +1,12 @@
 """The training scenario: cells of training engines (EngineInfo.mode ``train``), timed one call at a
-time like inference calls (inferbench.scenarios.single), where a call is one training step on a
+time like inference calls (inferbench.scenarios.single.measure), where a call is one training step on a
 staged batch (the batch's items), or, for engines that read the workload's dataset, one epoch over
 it (the dataset's rows, from host memory: timed end to end)."""
 
 from __future__ import annotations
 
 from inferbench.scenarios.prepare import Measured, PreparedCell
-from inferbench.scenarios.single import time_calls
+from inferbench.scenarios.single.measure import time_calls
 
 
 def measure(cell: PreparedCell) -> Measured:
