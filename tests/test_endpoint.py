@@ -16,7 +16,7 @@ import time
 import pytest
 
 from inferbench.engines.endpoint.client import Completion, EndpointError, completion_tokens
-from inferbench.engines.endpoint.null_server import Misbehaviour, NullServer
+from inferbench.engines.endpoint.null_server import Misbehaviour, NullServer, Pace
 from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url, wait_healthy
 
 pytestmark = pytest.mark.fast
@@ -43,6 +43,16 @@ def test_a_stream_yields_the_tokens_made_after_each_event():
     assert done.problem() is None and yielded == list(range(1, 17)), "one event per token, each yielded"
     assert done.tokens == done.usage_tokens == 16 and done.prompt_tokens == 3 and done.finish_reason == "length"
     assert done.ids() == list(range(16))
+
+
+def test_a_paced_null_server_waits_before_its_first_token_and_between_tokens():
+    """Paced as a model would be: a client's figures above the pace are its own cost (vllm_bench_serve --pace)."""
+    with NullServer(pace=Pace(first_token_s=0.05, token_s=0.01)) as server:
+        started = time.perf_counter()
+        done, yielded = _complete(f"{server.url}/v1/completions", asked=5)
+        took = time.perf_counter() - started
+    assert done.problem() is None and yielded == [1, 2, 3, 4, 5]
+    assert took >= 0.05 + 4 * 0.01, "never sooner than the pace (a busy machine may be later)"
 
 
 def test_the_word_vocabulary_maps_a_text_reply_back_to_its_ids():
@@ -205,7 +215,7 @@ def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_an
                "client_floor": {"ttft_ms": {"p50": 90.0}, "itl_ms": {"p50": 0.01}, "sweep": [
                    {"load": 0.5, "ttft_ms": {"p50": 2.0}, "itl_ms": {"p50": 0.01}}]}}  # fmt: skip
     cell = {"cell_id": "llm:llama/vllm_serve-fp16/cuda/b32-s128-t0-llm_load", "batch_size": 32}
-    record = {"cell": cell, "engine": engine, "serving": serving}
+    record = {"cell": cell, "engine": engine, "sections": {"llm_load": serving}}
     served = tool.server_command(record, 5555)  # the cell's own command, on another port
     assert served[served.index("--port") + 1] == "5555" and served[-2:] == ["--max-num-seqs", "32"]
     bench_command = tool.bench_command(record, load, "http://127.0.0.1:5555", tmp_path / "b.json")
@@ -228,7 +238,7 @@ def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_an
 
     in_process = {**record, "engine": {"impl": "vllm", "vllm": "0.24.0"}}
     for name, kept in (("served.json", record), ("in_process.json", in_process)):
-        under_load = {**kept, "status": "ok", "serving": {**serving, "scenario": "llm_load"}}
+        under_load = {**kept, "status": "ok"}
         (tmp_path / name).write_text(json.dumps(under_load))
     assert [r["engine"]["impl"] for r in tool.vllm_cells(tmp_path, llm_load=True, impl="vllm_serve")] == ["vllm_serve"]
     assert [r["engine"]["impl"] for r in tool.vllm_cells(tmp_path, llm_load=True)] == ["vllm"]
@@ -263,7 +273,7 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
             "threads": 2,
         },
         "engine": {"model": "results/engines/x/abc-fp32", "options": {"new_tokens": 32}},
-        "serving": serving,
+        "sections": {"llm_load": serving},
     }
     load = {"load": 0.5, "offered_per_s": 15.0, "valid": True}  # fmt: skip
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
@@ -297,10 +307,17 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
         calls.append(f"client{n}")
         return {"request_throughput": 15.3, "median_ttft_ms": 42.0, "median_tpot_ms": 5.0 + n, "median_itl_ms": 2.5}
 
-    rounds = tool.in_turn(3, bench, client)
-    assert calls == ["bench0", "client0", "client1", "bench1", "bench2", "client2"]
+    def client_words(n):  # the same client sending text, as the benchmark does: the server tokenizes it
+        calls.append(f"words{n}")
+        return {"request_throughput": 15.1, "median_ttft_ms": 44.0, "median_tpot_ms": 5.0, "median_itl_ms": 2.5}
+
+    rounds = tool.in_turn(3, {"bench": bench, "client": client, "client_words": client_words})
+    assert calls == ["bench0", "client0", "words0", "words1", "client1", "bench1", "bench2", "client2", "words2"]
     row = tool.rounds_row(record, load, rounds)
     assert row["bench"]["ttft"] == {"median": 41.0, "min": 40.0, "max": 42.0}
     assert row["client_over_bench"]["tpot"] == pytest.approx(6.0 / 5.0)
     assert row["client_over_bench"]["request_per_s"] == pytest.approx(15.3 / 15.0)
-    assert "| 0.5 | 15 | 3 | tpot | 6 (5–7) | 5 (5–5) | 1.200× |" in tool.rounds_markdown([row])
+    assert row["client_words_over_bench"]["ttft"] == pytest.approx(44.0 / 41.0)
+    table = tool.rounds_markdown([row])
+    assert "| 0.5 | 15 | 3 | token_ids | tpot | 6 (5–7) | 5 (5–5) | 1.200× |" in table
+    assert "| 0.5 | 15 | 3 | words | ttft | 44 (44–44) | 41 (40–42) | 1.073× |" in table

@@ -21,8 +21,15 @@ project's own client (a run-cell of an ``endpoint`` variant at the server's URL,
 rate: the cell's load share of the capacity it was offered, ``capacity_per_s``), every other round in reverse
 order. The medians of the rounds stand side by side, with each side's range over its rounds.
 
+``--floor`` (with ``--in-turn``) puts the null server in the vLLM server's place (inferbench.engines.endpoint.
+null_server: canned tokens at once): each client's own floor at each load, the same rounds in turn, so that a
+difference between the two clients against vLLM can be held to the difference of their floors. The benchmark's
+tokenizer is then the word vocabulary the null server counts. ``--pace FIRST_MS,TOKEN_MS`` paces its streams as a
+model would (a first token after FIRST_MS, the next ones TOKEN_MS apart): as many streams run at once as against
+vLLM, and each client's figures above the pace are its own cost under that load.
+
     python benchmarks/tools/vllm_bench_serve.py results/cells [--out vllm_bench_serve.json] [--md F.md]
-        [--in-turn 3 [--configfile config/config.yaml]]
+        [--in-turn 3 [--configfile config/config.yaml] [--floor [--pace 25,3.5]]]
 """
 
 from __future__ import annotations
@@ -34,17 +41,22 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 from vllm_bench_latency import vllm_cells
 
+from inferbench.core.cells import record_section
 from inferbench.core.settings import schema_defaults
+from inferbench.engines.endpoint.engine import null_server_command, word_tokenizer
 from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url
 from inferbench.scenarios.llm_load.arrivals import LoadSettings
 
+#: the word vocabulary the benchmark's prompts are drawn from against the null server, which counts words: any size
+#: gives exact lengths
+FLOOR_VOCAB = 32_000
 #: seconds vllm serve may take to become healthy (its start compiles: a minute or more)
 START_S = 900.0
 #: figures compared, as `vllm bench serve` names their medians, and as the cell's load names them
@@ -58,16 +70,19 @@ def server_command(record: dict[str, Any], port: int) -> list[str]:
     return command
 
 
-def bench_command(record: dict[str, Any], load: dict[str, Any], url: str, out: Path) -> list[str]:
-    """`vllm bench serve` at one load of the cell: its requests, rate, lengths, range ratio and seed."""
-    serving, key = record["serving"], record["cell"]
+def bench_command(
+    record: dict[str, Any], load: dict[str, Any], url: str, out: Path, tokenizer: str | None = None
+) -> list[str]:
+    """`vllm bench serve` at one load of the cell: its requests, rate, lengths, range ratio and seed (``tokenizer``:
+    another than the cell's model's)."""
+    serving, key = _section(record), record["cell"]
     settings, model = serving["settings"], record["engine"]["model"]
     ratio = max(settings.get("prompt_range", 0.0), settings.get("output_range", 0.0))
     # as many requests as the cell planned at that rate: its ramp, steady window and the ramp after
     count = LoadSettings.from_dict({**settings, "objective": serving["objective"]}).planned_count(load["offered_per_s"])
     return [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai",
-        "--base-url", url, "--endpoint", "/v1/completions", "--model", model, "--tokenizer", model,
+        "--base-url", url, "--endpoint", "/v1/completions", "--model", model, "--tokenizer", tokenizer or model,
         "--dataset-name", "random", "--num-prompts", str(count),
         "--random-input-len", str(serving["prompt_tokens"]), "--random-output-len", str(serving["output_tokens"]),
         "--random-range-ratio", str(ratio), "--request-rate", str(load["offered_per_s"]),
@@ -81,7 +96,7 @@ def side_by_side(record: dict[str, Any], load: dict[str, Any], bench: dict[str, 
     """The cell's load against the benchmark's run: request throughput and the p50s, and their ratios."""
     cell = {"request_per_s": load["request_per_s"], **{f: (load.get(f"{f}_ms") or {}).get("p50") for f in FIGURES}}
     theirs = {"request_per_s": bench["request_throughput"], **{f: bench.get(name) for f, name in FIGURES.items()}}
-    floor = record["serving"].get("client_floor") or {}
+    floor = _section(record).get("client_floor") or {}
     # the floor at this load's rate, where the record has it; else the capacity's burst (a queue's TTFT)
     floor = next((at for at in floor.get("sweep") or [] if at.get("load") == load.get("load")), floor)
     return {
@@ -96,9 +111,11 @@ def side_by_side(record: dict[str, Any], load: dict[str, Any], bench: dict[str, 
     }
 
 
-def bench_figures(record: dict[str, Any], load: dict[str, Any], url: str, out: Path) -> dict[str, Any]:
+def bench_figures(
+    record: dict[str, Any], load: dict[str, Any], url: str, out: Path, tokenizer: str | None = None
+) -> dict[str, Any]:
     """`vllm bench serve` at one load of the cell against the server at ``url``: its result file's figures."""
-    done = subprocess.run(bench_command(record, load, url, out), capture_output=True, text=True)
+    done = subprocess.run(bench_command(record, load, url, out, tokenizer), capture_output=True, text=True)
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-2000:]}")
     return json.loads(out.read_text())
@@ -106,19 +123,24 @@ def bench_figures(record: dict[str, Any], load: dict[str, Any], url: str, out: P
 
 #: the engine variant and the study of the project's own client in turn with the benchmark (``--in-turn``)
 CLIENT, STUDY = "yardstick_client", "yardstick"
+#: the side of the rounds each way of sending prompts is (``--client-prompts``): token ids, or text as the benchmark
+CLIENT_SIDES = {"token_ids": "client", "words": "client_words"}
 
 
-def client_config(config: dict[str, Any], record: dict[str, Any], load: dict[str, Any], url: str) -> dict[str, Any]:
+def client_config(
+    config: dict[str, Any], record: dict[str, Any], load: dict[str, Any], url: str, prompts: str = "token_ids"
+) -> dict[str, Any]:
     """``config`` (the run's, unvalidated) narrowed to one cell: the project's client (an ``endpoint`` variant) at
     ``url``, in one process, at the cell's shape, lengths, seed and objective, offered ``load``'s rate (its share of
-    the capacity the cell was offered) and no search."""
-    key, serving = record["cell"], record["serving"]
+    the capacity the cell was offered) and no search; its prompts sent as ``prompts`` (token ids, or text, as the
+    benchmark sends them: the server tokenizes it)."""
+    key, serving = record["cell"], _section(record)
     known = set(schema_defaults("llm_load"))
     capacity = (serving.get("offered_from") or {}).get("capacity_per_s") or load["offered_per_s"] / load["load"]
     llm_load = {k: v for k, v in serving["settings"].items() if k in known}
     llm_load |= {"objective": serving["objective"], "load_shares": [load["load"]], "capacity_per_s": capacity,
                  "search_steps": 0}  # fmt: skip
-    variant = {"engine": "endpoint", "url": url, "model": record["engine"]["model"], "prompt_format": "token_ids",
+    variant = {"engine": "endpoint", "url": url, "model": record["engine"]["model"], "prompt_format": prompts,
                "new_tokens": record["engine"]["options"]["new_tokens"]}  # fmt: skip
     study = {"description": "the project's client against a running vLLM server, in turn with vllm bench serve",
              "layout": "llm_load", "scenarios": ["llm_load"], "workloads": [key["workload"]], "engines": [CLIENT],
@@ -142,21 +164,19 @@ def client_figures(config: dict[str, Any], out: Path) -> dict[str, Any]:
     if done.returncode != 0 or record.get("status") != "ok":
         why = record.get("reason") or done.stderr[-2000:]
         raise RuntimeError(f"the client's cell failed ({done.returncode}): {why}")
-    step = record["serving"]["sweep"][0]
-    return {"request_throughput": step["request_per_s"],
+    step = _section(record)["sweep"][0]
+    return {"request_throughput": step["request_per_s"], "arrived_per_s": step["arrived_per_s"],
             **{name: (step.get(f"{f}_ms") or {}).get("p50") for f, name in FIGURES.items()}}  # fmt: skip
 
 
-def in_turn(
-    rounds: int, bench: Callable[[int], dict[str, Any]], client: Callable[[int], dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """``rounds`` rounds of both clients, every other one in reverse order (bench, client; client, bench; ...): what
-    drifts over the rounds meets both alike. Each round's figures of each."""
+def in_turn(rounds: int, sides: dict[str, Callable[[int], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``rounds`` rounds of every side (the benchmark, the project's client...), every other one in reverse order
+    (bench, client; client, bench; ...): what drifts over the rounds meets all alike. Each round's figures of each."""
     out = []
     for number in range(rounds):
-        order = (("bench", bench), ("client", client)) if number % 2 == 0 else (("client", client), ("bench", bench))
-        figures = {name: run(number) for name, run in order}
-        out.append({"round": number + 1, "first": order[0][0], **figures})
+        order = list(sides) if number % 2 == 0 else list(sides)[::-1]
+        figures = {name: sides[name](number) for name in order}
+        out.append({"round": number + 1, "first": order[0], **figures})
     return out
 
 
@@ -169,60 +189,98 @@ def rounds_row(record: dict[str, Any], load: dict[str, Any], rounds: list[dict[s
         return {k: {"median": statistics.median(v), "min": min(v), "max": max(v)} if v else None
                 for k, v in values.items()}  # fmt: skip
 
-    client, bench = side("client"), side("bench")
-    ratio = {k: client[k]["median"] / bench[k]["median"] if client[k] and bench[k] else None for k in client}
-    return {"cell": record["cell"]["cell_id"], "load": load.get("load"), "offered_per_s": load["offered_per_s"],
-            "rounds": rounds, "client": client, "bench": bench, "client_over_bench": ratio}  # fmt: skip
+    sides = {name: side(name) for name in rounds[0] if name not in ("round", "first")}
+    row = {"cell": record["cell"]["cell_id"], "load": load.get("load"), "offered_per_s": load["offered_per_s"],
+           "rounds": rounds, **sides}  # fmt: skip
+    bench = sides["bench"]
+    for name, figures in sides.items():  # each client's medians over the benchmark's
+        if name != "bench":
+            row[f"{name}_over_bench"] = {
+                k: figures[k]["median"] / bench[k]["median"] if figures[k] and bench[k] else None for k in figures
+            }
+    return row
 
 
-def measure(record: dict[str, Any], rounds: int = 0, config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def measure(
+    record: dict[str, Any],
+    rounds: int = 0,
+    config: dict[str, Any] | None = None,
+    floor: bool = False,
+    pace_ms: tuple[float, float] = (0.0, 0.0),
+    client_prompts: Sequence[str] = ("token_ids",),
+) -> list[dict[str, Any]]:
     """Each VALID load of the cell's sweep through `vllm bench serve` against its server, started once; with
-    ``rounds``, the project's client too, in turn with it (``in_turn``), from ``config`` (the run's)."""
+    ``rounds``, the project's client too, in turn with it (``in_turn``), from ``config`` (the run's), once for each
+    way of sending prompts in ``client_prompts``; with ``floor``, against the null server instead."""
     port = free_port()
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        # the cell's environment too: its compile cache, so that the server starts as the cell's later processes did
-        environment = record["engine"].get("server_environment")
-        server = ServerProcess(server_command(record, port), loopback_url(port), folder / "server.log", environment)
+        tokenizer = None
+        if floor:
+            tokenizer = str(folder / "words")
+            word_tokenizer(FLOOR_VOCAB).save_pretrained(tokenizer)
+            paced = ["--first-token-ms", str(pace_ms[0]), "--token-ms", str(pace_ms[1])]
+            command, environment = [*null_server_command(port), *paced], None
+        else:
+            # the cell's environment too: its compile cache, so that the server starts as the cell's later ones did
+            command, environment = server_command(record, port), record["engine"].get("server_environment")
+        server = ServerProcess(command, loopback_url(port), folder / "server.log", environment)
         try:
             server.wait_healthy(START_S)
             rows = []
-            for index, load in enumerate(s for s in record["serving"]["sweep"] if s.get("valid")):
+            for index, load in enumerate(s for s in _section(record)["sweep"] if s.get("valid")):
                 if not rounds:
                     rows.append(side_by_side(record, load, bench_figures(record, load, server.url, folder / "b.json")))
                     print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
                     continue
-                settings = client_config(config or {}, record, load, server.url)
-                turns = in_turn(
-                    rounds,
-                    lambda n, load=load, i=index: bench_figures(record, load, server.url, folder / f"b{i}-{n}.json"),
-                    lambda n, settings=settings, i=index: client_figures(settings, folder / f"c{i}-{n}.json"),
-                )
-                rows.append(rounds_row(record, load, turns))
-                print(json.dumps(rows[-1]["client_over_bench"]), flush=True)
+                sides = {
+                    "bench": lambda n, load=load, i=index: bench_figures(
+                        record, load, server.url, folder / f"b{i}-{n}.json", tokenizer
+                    )
+                }
+                for prompts in client_prompts:
+                    settings = client_config(config or {}, record, load, server.url, prompts)
+                    sides[CLIENT_SIDES[prompts]] = lambda n, settings=settings, i=index, p=prompts: client_figures(
+                        settings, folder / f"c{i}-{n}-{p}.json"
+                    )
+                rows.append(rounds_row(record, load, in_turn(rounds, sides)))
+                print(json.dumps({k: v for k, v in rows[-1].items() if k.endswith("_over_bench")}), flush=True)
             return rows
         finally:
             server.stop()
 
 
+def _section(record: dict[str, Any]) -> dict[str, Any]:
+    """The cell's load sweep, of a record of any readable schema."""
+    section = record_section(record, "llm_load")
+    if section is None:
+        raise ValueError(f"{record['cell'].get('cell_id')} has no llm_load section: not a cell served under load")
+    return section
+
+
 def rounds_markdown(rows: list[dict[str, Any]]) -> str:
-    """Each load's rounds in turn: the project's client and `vllm bench serve` against one running server."""
+    """Each load's rounds in turn: the project's client (each way it sent prompts) and `vllm bench serve` against
+    one running server."""
     lines = [
-        "| load | offered /s | rounds | figure | client: median (range) | bench: median (range) | client / bench |",
-        "| ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+        "| load | offered /s | rounds | client | figure | client: median (range) | bench: median (range) "
+        "| client / bench |",
+        "| ---: | ---: | ---: | --- | --- | ---: | ---: | ---: |",
     ]
 
     def cell(side: dict[str, Any] | None) -> str:
         return f"{side['median']:.3g} ({side['min']:.3g}–{side['max']:.3g})" if side else "–"
 
     for row in rows:
-        for figure in ("request_per_s", *FIGURES):
-            ratio = row["client_over_bench"][figure]
-            lines.append(
-                f"| {row['load']} | {row['offered_per_s']:.3g} | {len(row['rounds'])} | {figure} "
-                f"| {cell(row['client'][figure])} | {cell(row['bench'][figure])} "
-                f"| {f'{ratio:.3f}×' if ratio is not None else '–'} |"
-            )
+        for prompts, name in CLIENT_SIDES.items():
+            if name not in row:
+                continue
+            for figure in ("request_per_s", *FIGURES):
+                ratio = row[f"{name}_over_bench"][figure]
+                lines.append(
+                    f"| {row['load']} | {row['offered_per_s']:.3g} | {len(row['rounds'])} | {prompts} | {figure} "
+                    f"| {cell(row[name][figure])} | {cell(row['bench'][figure])} "
+                    f"| {f'{ratio:.3f}×' if ratio is not None else '–'} |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -260,13 +318,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--configfile", type=Path, default=Path("config/config.yaml"),
                         help="with --in-turn: the run's config, for the client's measure settings")  # fmt: skip
+    parser.add_argument("--client-prompts", nargs="+", choices=list(CLIENT_SIDES), default=["token_ids"],
+                        help="with --in-turn: how the project's client sends prompts, a side each")  # fmt: skip
+    parser.add_argument("--floor", action="store_true", help="with --in-turn: against the null server (each floor)")
+    parser.add_argument("--pace", default="0,0", metavar="FIRST_MS,TOKEN_MS",
+                        help="with --floor: the null server's wait before a first token and between two")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.floor and not args.in_turn:
+        parser.error("--floor compares the two clients in turn: give --in-turn ROUNDS too")
     records = vllm_cells(args.cells, llm_load=True, impl="vllm_serve")
     if not records:
         print(f"no vllm_serve cell of llm_load measured ok under {args.cells}", file=sys.stderr)
         return 2
     config = yaml.safe_load(args.configfile.read_text()) if args.in_turn else None
-    rows = [row for record in records for row in measure(record, args.in_turn, config)]
+    first_ms, token_ms = (float(v) for v in args.pace.split(","))
+    pace = (first_ms, token_ms)
+    rows = [
+        row
+        for record in records
+        for row in measure(record, args.in_turn, config, args.floor, pace, args.client_prompts)
+    ]
     args.out.write_text(json.dumps(rows, indent=1))
     table = rounds_markdown(rows) if args.in_turn else markdown(rows)
     if args.md:

@@ -3,6 +3,9 @@ so that a client's time to first token and its inter-token gaps against it are t
 loop's own floor (what an endpoint cell records beside its figures, as the serving harness's floor is for
 LoadGen). It speaks just enough HTTP/1.1 for ``/health`` and a streamed ``/v1/completions``.
 
+Paced (``Pace``), it waits before its first token and between tokens as a model would: against it, a client's
+figures minus the pace are its own cost while as many streams run at once as against a real server.
+
 For tests it can misbehave on purpose: never become healthy, stop a stream early, break it mid-way, report a
 token count other than the one it streamed, or exit in the middle of a request (as a server that dies), set by
 ``Misbehaviour`` or, for a server the run starts, by the environment (``MISBEHAVE_ENV``, as JSON).
@@ -50,13 +53,22 @@ class Misbehaviour:
         return {MISBEHAVE_ENV: json.dumps(dataclasses.asdict(self))}
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How long the null server waits before a stream's first token and between its tokens (none: at once)."""
+
+    first_token_s: float = 0.0
+    token_s: float = 0.0
+
+
 class NullServer:
     """The null server on ``127.0.0.1:port`` (0: a free port, ``port`` after ``start``), its event loop in a
     thread of its own; ``with NullServer() as server:`` starts and stops it."""
 
-    def __init__(self, port: int = 0, misbehaviour: Misbehaviour = Misbehaviour()) -> None:
+    def __init__(self, port: int = 0, misbehaviour: Misbehaviour = Misbehaviour(), pace: Pace = Pace()) -> None:
         self.port = port
         self.misbehaviour = misbehaviour
+        self.pace = pace
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="null-server", daemon=True)
         self._server: asyncio.Server | None = None
@@ -132,6 +144,9 @@ class NullServer:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         created = int(time.time())
         for index in range(made):
+            wait = self.pace.first_token_s if index == 0 else self.pace.token_s
+            if wait:
+                await asyncio.sleep(wait)
             if wrong.break_after is not None and index == wrong.break_after:
                 writer.transport.abort()
                 return False
@@ -177,8 +192,11 @@ async def _reply(writer: asyncio.StreamWriter, status: int, payload: dict) -> No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8011)
+    parser.add_argument("--first-token-ms", type=float, default=0.0, help="wait before a stream's first token")
+    parser.add_argument("--token-ms", type=float, default=0.0, help="wait between a stream's tokens")
     args = parser.parse_args()
-    with NullServer(args.port, Misbehaviour.from_environment()) as server:
+    pace = Pace(args.first_token_ms / 1e3, args.token_ms / 1e3)
+    with NullServer(args.port, Misbehaviour.from_environment(), pace) as server:
         print(f"null server on {server.url}", flush=True)
         threading.Event().wait()  # until the process is ended
 
