@@ -146,8 +146,9 @@ def test_the_project_s_client_in_turn_measures_one_cell_at_the_given_rate_in_a_f
     record = {"cell": {"cell_id": "x", "workload": "llama_mini", "precision": "fp32", "device": "cpu", "batch_size": 4,
                        "seq_len": 64, "threads": 1},
               "engine": {"model": "mini", "options": {"new_tokens": 8}},
-              "serving": {"settings": settings, "objective": {"ttft_ms": 500, "tpot_ms": 50, "percentile": "p90"},
-                          "offered_from": {"capacity_per_s": 30.0}}}  # fmt: skip
+              "sections": {"llm_load": {
+                  "settings": settings, "offered_from": {"capacity_per_s": 30.0},
+                  "objective": {"ttft_ms": 500, "tpot_ms": 50, "percentile": "p90"}}}}  # fmt: skip
     port = free_port()
     server = ServerProcess(null_server_command(port), loopback_url(port), tmp_path / "null.log")
     try:

@@ -552,7 +552,7 @@ def test_vllm_s_own_latency_benchmark_gets_the_cell_s_engine_arguments_and_is_se
         },
         "latency_ms": {"p50": 70.0, "mean": 75.0},
         "repeats": {"per_repeat": [{"p50_ms": 60.0, "n_iters": 61}, {"p50_ms": 80.0, "n_iters": 58}]},
-        "generation": {"new_tokens": 33, "ttft_ms": {"p50": 5.0}, "tpot_ms": {"p50": 2.0}},
+        "sections": {"generation": {"new_tokens": 33, "ttft_ms": {"p50": 5.0}, "tpot_ms": {"p50": 2.0}}},
         "environment": {"thread_env": {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}},
     }
     args = bench_args(record, 33, tmp_path / "o.json", iters=30, warmup=10)

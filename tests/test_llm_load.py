@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -41,6 +41,7 @@ from inferbench.scenarios.llm_load.arrivals import (
 )
 from inferbench.scenarios.llm_load.measure import (
     CannotServe,
+    LoadRuns,
     WindowEnergy,
     bisected,
     drive_steps,
@@ -349,6 +350,8 @@ class FakeStepEngine:
     for every running one (the first step of a request is its prefill: its first token); waiting requests are
     admitted between steps, in order."""
 
+    #: what an engine's start compiled (none: a warm start; inferbench.engines.base.PRIMING_STEPS)
+    cold_start_s: ClassVar[dict[str, float]] = {}
     clock: Any
     step_s: float
     running: int
@@ -472,6 +475,7 @@ class FakeStreamEngine:
     """Each request alone on its own: its first token ``first_s`` after it starts, then one every ``step_s``;
     ``pairs``: every arrival after the first brings two tokens."""
 
+    cold_start_s: ClassVar[dict[str, float]] = {}
     time: VirtualTime
     first_s: float
     step_s: float
@@ -604,6 +608,7 @@ def test_a_capacity_the_settings_give_sets_the_rates_in_place_of_the_measured_on
 def test_a_cell_whose_lightest_load_misses_the_objective_has_no_rate_and_a_stream_engine_is_driven_too(tmp_path):
     class RealTimeStream:
         new_tokens = 3
+        cold_start_s: ClassVar[dict[str, float]] = {}
 
         async def serve_stream(self, request_id: str, prompt: list[int], max_tokens: int) -> Any:
             for made in range(1, max_tokens + 1):
@@ -700,6 +705,24 @@ def test_a_cell_s_later_processes_offer_the_first_s_rates_and_their_search_steps
         assert answer["rate_per_s"] <= search["rate_per_s"] < search["missed_per_s"] <= answer["failing_rate_per_s"]
     # no GPU: every load says energy is unavailable, and why
     assert "CPU" in merged["energy_unavailable"] and all(step["energy"] is None for step in merged["sweep"])
+
+
+def test_a_priming_process_leaves_the_offered_rates_to_the_first_timed_one(tmp_path):
+    """A process that compiled for the others (a cold vLLM start) is not counted: its capacity, measured beside its
+    compile, sets no process's rates."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    runs = []
+    for index in range(2):
+        engine = FakeStepEngine(time.perf_counter, step_s=0.001, running=2, new_tokens=3)
+        engine.cold_start_s = {"compile": 1.0} if index == 0 else {}  # the first compiled for the others
+        cell = dataclasses.replace(_cell(engine, SETTINGS, tmp_path), first_process=index == 0, shared=shared)
+        runs.append(LoadRuns(cell))
+        with runs[-1].driver.current():
+            runs[-1].capacity()
+    priming, timed = runs
+    assert priming.primes and priming.offered_by == "own" and not priming.publishes, "its rates, for no one"
+    assert timed.given is None and timed.offered_by == "first" and timed.publishes, "its own, for the later ones"
 
 
 def test_the_energy_of_a_steady_window_is_read_at_its_edges_as_marks_of_the_run():

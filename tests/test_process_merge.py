@@ -19,7 +19,8 @@ from inferbench.core.cells import CellKey, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import latency_stats
 from inferbench.core.storage import save_cell
-from inferbench.launch.processes import PRIMING_STEPS, merge_repeats, primes, processes_wanted
+from inferbench.engines.base import PRIMING_STEPS
+from inferbench.launch.processes import merge_repeats, primes, processes_wanted
 
 pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
 

@@ -474,7 +474,7 @@ def test_the_serving_plot_draws_every_run_of_the_search(tmp_path):
             key=CellKey("resnet50", engine, "fp16", "cuda", batch, 0, 0, "server"),
             status="ok",
             engine_impl="torch_cudagraph",
-            serving={"search": runs, "latency_bound_ms": 10},
+            sections={"serving": {"search": runs, "latency_bound_ms": 10}},
         )
         for engine in ("torch_cudagraph", "ort_cuda")
         for batch in (1, 8)

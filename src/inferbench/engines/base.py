@@ -16,6 +16,11 @@ from inferbench.catalog.targets import load_target
 from inferbench.engines.registry import engine_info
 from inferbench.models.registry import InputSpec
 
+#: cold-start steps that compile into caches the cell's later processes load: torch.compile's, and vLLM's beside
+#: its checkpoint where its engine start made it. A process that ran one primes the cell: its timing is left out
+#: (inferbench.launch.processes.primes). Not TensorRT's ``build``: built in a job of its own, every process loads it.
+PRIMING_STEPS: tuple[str, ...] = ("compile",)
+
 
 def artifact_path(artifact: Path | None) -> Path:
     """The file an engine is prepared from, which the workflow always gives an engine that needs one."""

@@ -54,6 +54,7 @@ from inferbench.core.cells import COLD_START_STEPS, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import fast_mode_p50, fast_phase, latency_stats, percentile_ci
 from inferbench.core.storage import BOUNDARIES, load_samples, save_cell
+from inferbench.engines.base import PRIMING_STEPS
 from inferbench.machine import watchdog
 from inferbench.machine.lifetime import kill_group, why_not_fork
 from inferbench.machine.lock import MachineLock
@@ -76,13 +77,6 @@ def _p50_ci(record: CellRecord, boundary: str) -> list[float] | None:
     if boundary == "device":
         return (record.latency_ci95_ms or {}).get("p50")
     return ((record.end_to_end or {}).get("latency_ci95_ms") or {}).get("p50")
-
-
-#: cold-start steps that compile into caches the cell's later processes load: torch.compile's (COMPILER_CACHES),
-#: and vLLM's beside its checkpoint where its engine start made it. A first process with one timed its calls
-#: beside what it compiled from nothing (its compile workers may still run), so it primes the cell and is not
-#: timed. Not TensorRT's ``build``: built in a job of its own, every process only loads the plan.
-PRIMING_STEPS: tuple[str, ...] = ("compile",)
 
 
 def primes(records: Sequence[CellRecord]) -> bool:

@@ -279,7 +279,7 @@ class Vllm(ExportedDecoder):
             )
         if self.compile_cache == "made" and (cache / "torch_compile_cache").is_dir():
             # torch.compile ran from nothing in the engine's start: a first process that did primes the cell
-            # (inferbench.launch.processes.PRIMING_STEPS)
+            # (inferbench.engines.base.PRIMING_STEPS)
             self.cold_start_s["compile"] = self.cold_start_s.pop("engine")
         self.driver = StepDriver(self.llm.llm_engine)
         self._served: dict[str, list[int]] = {}  # under load: each finished request's tokens, until read

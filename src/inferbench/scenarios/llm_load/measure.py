@@ -65,6 +65,7 @@ import numpy as np
 
 from inferbench.core.fsutil import read_json, write_json
 from inferbench.core.stats import latency_stats
+from inferbench.engines.base import PRIMING_STEPS
 from inferbench.machine.host_partition import measuring
 from inferbench.machine.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
@@ -353,7 +354,7 @@ def measure(cell: PreparedCell) -> Measured:
             timed = {"warmup_iters": warmed, "measured_s": time.perf_counter() - started,
                      "measured_windows_unix": [[window_start, time.time()]], "measuring": held}  # fmt: skip
         parity = _served_parity(cell, runs.driver, runs.new_tokens)
-    if runs.given is None and cell.shared is not None and not runs.settings.by_concurrency:
+    if runs.publishes and cell.shared is not None:
         searched_rates = [step["offered_per_s"] for step in search["steps"]] if search else []
         write_json(cell.shared / RATES_FILE, {"capacity_per_s": runs.nominal_capacity, "search_rates": searched_rates})
     serving = runs.serving_section(capacity, sweep, search, parity, host) | {"client_floor": floor}
@@ -374,6 +375,8 @@ class LoadRuns:
         self.vocab = _vocab(cell)
         self.telemetry = GpuTelemetry.for_cuda_device() if cell.key.device == "cuda" else None
         self.given = offered_by_first(cell)
+        #: whether this process compiled for the others: it primes the cell, is not counted, and sets no rates
+        self.primes = any(step in engine.cold_start_s for step in PRIMING_STEPS)
         self.nominal_capacity: float | None = None
         #: where the offered rates' capacity came from: the settings, the first process, or this one's own
         self.offered_by = "own"
@@ -400,6 +403,14 @@ class LoadRuns:
 
         return warmed + warm_up(warm_wave, self.cell.settings.warmup_s) * settings.requests
 
+    @property
+    def publishes(self) -> bool:
+        """Whether this process leaves the rates it offered for the cell's later processes: the first timed one of
+        several, which measured its own capacity (not one that primes the cell)."""
+        return (
+            self.given is None and self.cell.shared is not None and not self.settings.by_concurrency and not self.primes
+        )
+
     def capacity(self) -> dict[str, Any]:
         """Every request queued at once: the capacity whose shares the sweep offers (the first process's)."""
         settings = self.settings
@@ -410,9 +421,9 @@ class LoadRuns:
             self.nominal_capacity, self.offered_by = settings.capacity_per_s, "settings"
         elif self.given is not None:
             self.nominal_capacity, self.offered_by = self.given["capacity_per_s"], "first"
-        else:  # the first process's own, or a process's own where it is the cell's only one
+        else:  # the first timed process's own (published), or a process's own: alone, or priming the cell
             self.nominal_capacity = capacity["request_per_s"]
-            self.offered_by = "first" if self.cell.shared is not None else "own"
+            self.offered_by = "first" if self.cell.shared is not None and not self.primes else "own"
         beat()
         return capacity
 
@@ -547,8 +558,9 @@ RATES_FILE = "llm_load_rates.json"
 
 
 def offered_by_first(cell: PreparedCell) -> dict[str, Any] | None:
-    """What the cell's first process offered (its capacity, whose shares are the sweep's rates, and its search's
-    rates), for a later process to offer the same; None in the first process or one measuring alone."""
+    """What the cell's first timed process offered (its capacity, whose shares are the sweep's rates, and its
+    search's rates), for a later process to offer the same; None in the first process, one measuring alone, or one
+    after a priming process (which compiled for the others and publishes nothing: it is not counted)."""
     if cell.first_process or cell.shared is None or not (cell.shared / RATES_FILE).is_file():
         return None
     return read_json(cell.shared / RATES_FILE)
