@@ -321,3 +321,12 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
     table = tool.rounds_markdown([row])
     assert "| 0.5 | 15 | 3 | token_ids | tpot | 6 (5–7) | 5 (5–5) | 1.200× |" in table
     assert "| 0.5 | 15 | 3 | words | ttft | 44 (44–44) | 41 (40–42) | 1.073× |" in table
+    # the null server's pace: two waits in ms, and only where the null server stands in
+    import argparse
+
+    assert tool.pace_ms("25,3.5") == (25.0, 3.5)
+    for bad in ("25", "a,b", "-1,2", "nan,1"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"FIRST_MS,TOKEN_MS|at least 0"):
+            tool.pace_ms(bad)
+    with pytest.raises(SystemExit):
+        tool.main([str(tmp_path), "--pace", "25,3.5"])

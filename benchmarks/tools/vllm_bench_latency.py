@@ -36,6 +36,8 @@ from typing import Any
 
 from inferbench.core.cells import record_section
 from inferbench.engines.generation.vllm_engine import compile_cache_dir
+from inferbench.scenarios.generation import SECTION as GENERATION_SECTION
+from inferbench.scenarios.llm_load import SECTION as LOAD_SECTION
 from inferbench.scenarios.llm_load.metrics import spread_pct
 
 #: the benchmark's own entry point, with its own parser (as `vllm bench latency` calls it)
@@ -62,9 +64,17 @@ def vllm_cells(cells_dir: Path, llm_load: bool = False, impl: str = "vllm") -> l
             continue
         if record["engine"].get("impl", "vllm") != impl:
             continue
-        if (record_section(record, "llm_load") is not None) == llm_load:
+        if (record_section(record, LOAD_SECTION) is not None) == llm_load:
             records.append(record)
     return records
+
+
+def load_section(record: dict[str, Any]) -> dict[str, Any]:
+    """The load sweep of a cell served under load, read from its record of any readable schema."""
+    section = record_section(record, LOAD_SECTION)
+    if section is None:
+        raise ValueError(f"{record['cell'].get('cell_id')} has no {LOAD_SECTION} section: not a cell served under load")
+    return section
 
 
 def side_by_side_all(
@@ -157,7 +167,7 @@ def run_bench(record: dict[str, Any], output_len: int, iters: int, warmup: int) 
 def side_by_side(record: dict[str, Any], one: dict[str, Any], fulls: list[dict[str, Any]]) -> dict[str, Any]:
     """The cell's figures against the benchmark's, per request, first token and further token; the request's
     p50 by process on both sides, with their spreads."""
-    key, gen = record["cell"], record_section(record, "generation") or {}
+    key, gen = record["cell"], record_section(record, GENERATION_SECTION) or {}
     tokens = fulls[0]["output_len"]
     full_p50s = [run["p50_ms"] for run in fulls]
     request_ms = statistics.median(full_p50s)
@@ -230,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def row(record: dict[str, Any]) -> dict[str, Any]:
-        tokens = (record_section(record, "generation") or {})["new_tokens"]
+        tokens = (record_section(record, GENERATION_SECTION) or {})["new_tokens"]
         iters = args.iters or matching_iters(record)
         one = run_bench(record, 1, iters, args.warmup)
         return side_by_side(record, one, [run_bench(record, tokens, iters, args.warmup)

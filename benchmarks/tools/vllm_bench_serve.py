@@ -46,9 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from vllm_bench_latency import vllm_cells
+from vllm_bench_latency import load_section, vllm_cells
 
-from inferbench.core.cells import record_section
 from inferbench.core.settings import schema_defaults
 from inferbench.engines.endpoint.engine import null_server_command, word_tokenizer
 from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url
@@ -75,7 +74,7 @@ def bench_command(
 ) -> list[str]:
     """`vllm bench serve` at one load of the cell: its requests, rate, lengths, range ratio and seed (``tokenizer``:
     another than the cell's model's)."""
-    serving, key = _section(record), record["cell"]
+    serving, key = load_section(record), record["cell"]
     settings, model = serving["settings"], record["engine"]["model"]
     ratio = max(settings.get("prompt_range", 0.0), settings.get("output_range", 0.0))
     # as many requests as the cell planned at that rate: its ramp, steady window and the ramp after
@@ -96,7 +95,7 @@ def side_by_side(record: dict[str, Any], load: dict[str, Any], bench: dict[str, 
     """The cell's load against the benchmark's run: request throughput and the p50s, and their ratios."""
     cell = {"request_per_s": load["request_per_s"], **{f: (load.get(f"{f}_ms") or {}).get("p50") for f in FIGURES}}
     theirs = {"request_per_s": bench["request_throughput"], **{f: bench.get(name) for f, name in FIGURES.items()}}
-    floor = _section(record).get("client_floor") or {}
+    floor = load_section(record).get("client_floor") or {}
     # the floor at this load's rate, where the record has it; else the capacity's burst (a queue's TTFT)
     floor = next((at for at in floor.get("sweep") or [] if at.get("load") == load.get("load")), floor)
     return {
@@ -134,7 +133,7 @@ def client_config(
     ``url``, in one process, at the cell's shape, lengths, seed and objective, offered ``load``'s rate (its share of
     the capacity the cell was offered) and no search; its prompts sent as ``prompts`` (token ids, or text, as the
     benchmark sends them: the server tokenizes it)."""
-    key, serving = record["cell"], _section(record)
+    key, serving = record["cell"], load_section(record)
     known = set(schema_defaults("llm_load"))
     capacity = (serving.get("offered_from") or {}).get("capacity_per_s") or load["offered_per_s"] / load["load"]
     llm_load = {k: v for k, v in serving["settings"].items() if k in known}
@@ -164,7 +163,7 @@ def client_figures(config: dict[str, Any], out: Path) -> dict[str, Any]:
     if done.returncode != 0 or record.get("status") != "ok":
         why = record.get("reason") or done.stderr[-2000:]
         raise RuntimeError(f"the client's cell failed ({done.returncode}): {why}")
-    step = _section(record)["sweep"][0]
+    step = load_section(record)["sweep"][0]
     return {"request_throughput": step["request_per_s"], "arrived_per_s": step["arrived_per_s"],
             **{name: (step.get(f"{f}_ms") or {}).get("p50") for f, name in FIGURES.items()}}  # fmt: skip
 
@@ -228,7 +227,7 @@ def measure(
         try:
             server.wait_healthy(START_S)
             rows = []
-            for index, load in enumerate(s for s in _section(record)["sweep"] if s.get("valid")):
+            for index, load in enumerate(s for s in load_section(record)["sweep"] if s.get("valid")):
                 if not rounds:
                     rows.append(side_by_side(record, load, bench_figures(record, load, server.url, folder / "b.json")))
                     print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
@@ -248,14 +247,6 @@ def measure(
             return rows
         finally:
             server.stop()
-
-
-def _section(record: dict[str, Any]) -> dict[str, Any]:
-    """The cell's load sweep, of a record of any readable schema."""
-    section = record_section(record, "llm_load")
-    if section is None:
-        raise ValueError(f"{record['cell'].get('cell_id')} has no llm_load section: not a cell served under load")
-    return section
 
 
 def rounds_markdown(rows: list[dict[str, Any]]) -> str:
@@ -304,6 +295,17 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pace_ms(text: str) -> tuple[float, float]:
+    """``--pace``'s value: two waits in ms, at least 0, comma-separated."""
+    try:
+        first, token = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: two waits in ms, FIRST_MS,TOKEN_MS (e.g. 25,3.5)") from None
+    if not (first >= 0 and token >= 0):  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r}: waits are at least 0 ms")
+    return first, token
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cells", type=Path, help="the records' folder (results/cells)")
@@ -321,22 +323,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-prompts", nargs="+", choices=list(CLIENT_SIDES), default=["token_ids"],
                         help="with --in-turn: how the project's client sends prompts, a side each")  # fmt: skip
     parser.add_argument("--floor", action="store_true", help="with --in-turn: against the null server (each floor)")
-    parser.add_argument("--pace", default="0,0", metavar="FIRST_MS,TOKEN_MS",
+    parser.add_argument("--pace", type=pace_ms, default=(0.0, 0.0), metavar="FIRST_MS,TOKEN_MS",
                         help="with --floor: the null server's wait before a first token and between two")  # fmt: skip
     args = parser.parse_args(argv)
     if args.floor and not args.in_turn:
         parser.error("--floor compares the two clients in turn: give --in-turn ROUNDS too")
+    if any(args.pace) and not args.floor:
+        parser.error("--pace paces the null server: give --floor too")
     records = vllm_cells(args.cells, llm_load=True, impl="vllm_serve")
     if not records:
         print(f"no vllm_serve cell of llm_load measured ok under {args.cells}", file=sys.stderr)
         return 2
     config = yaml.safe_load(args.configfile.read_text()) if args.in_turn else None
-    first_ms, token_ms = (float(v) for v in args.pace.split(","))
-    pace = (first_ms, token_ms)
     rows = [
         row
         for record in records
-        for row in measure(record, args.in_turn, config, args.floor, pace, args.client_prompts)
+        for row in measure(record, args.in_turn, config, args.floor, args.pace, args.client_prompts)
     ]
     args.out.write_text(json.dumps(rows, indent=1))
     table = rounds_markdown(rows) if args.in_turn else markdown(rows)

@@ -29,9 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_bench_latency import engine_flags, in_fresh_process, side_by_side_all, vllm_cells
+from vllm_bench_latency import engine_flags, in_fresh_process, load_section, side_by_side_all, vllm_cells
 
-from inferbench.core.cells import record_section
 from inferbench.scenarios.llm_load.arrivals import LoadSettings
 from inferbench.scenarios.llm_load.measure import WARMUP_SEED
 
@@ -65,7 +64,7 @@ json.dump(timed, open(sys.argv[2], "w"))
 
 def capacity_requests(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """The cell's capacity run's requests and its first warm-up wave's, as the scenario planned them."""
-    serving = record_section(record, "llm_load") or {}
+    serving = load_section(record)
     settings = LoadSettings.from_dict(serving["settings"])
     config = json.loads((Path(record["engine"]["checkpoint_dir"]) / "config.json").read_text())
 
@@ -100,12 +99,13 @@ def run_bench(record: dict[str, Any], runs: int) -> list[dict[str, Any]]:
 
 def side_by_side(record: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The cell's capacity against the benchmark's median run, per request and per output token."""
-    capacity = (record_section(record, "llm_load") or {})["capacity"]
+    serving = load_section(record)
+    capacity = serving["capacity"]
     bench = {k: statistics.median(run[k] for run in runs) for k in ("request_per_s", "output_tokens_per_s")}
     cell = {k: capacity[k] for k in bench}
     return {
         "cell": record["cell"]["cell_id"],
-        "max_running": (record_section(record, "llm_load") or {})["max_running"],
+        "max_running": serving["max_running"],
         "requests": capacity["requests"],
         "bench_throughput": bench,
         "bench_runs": runs,

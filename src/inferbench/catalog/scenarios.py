@@ -171,7 +171,7 @@ def record_plots() -> list[str]:
 def declared_targets(field: str) -> tuple[str, ...]:
     """The ``"module:function"`` targets the scenarios declare in ``field`` (``columns``, ``details``, ``plots``...):
     roots of the code identity of the jobs that reach them through their declaration, which no import follows."""
-    values = [getattr(info, field) for info in (*SCENARIOS.values(), TRAINING, GENERATION)]
+    values = [getattr(info, field) for info in _every_declaration()]
     targets = [target for value in values if value for target in _targets_of(value)]
     return tuple(sorted(set(targets)))
 
@@ -184,8 +184,12 @@ def _targets_of(value: str | tuple[tuple[str, str], ...]) -> list[str]:
 def scenario_plots() -> set[str]:
     """Every plot a scenario declares, drawn from its cells' records or from the summary, by file name: the first
     page shows each where it answers a study."""
-    infos = (*SCENARIOS.values(), TRAINING, GENERATION)
-    return {plot for info in infos for plot, _ in (*info.plots, *info.summary_plots)}
+    return {plot for info in _every_declaration() for plot, _ in (*info.plots, *info.summary_plots)}
+
+
+def _every_declaration() -> tuple[ScenarioInfo, ...]:
+    """The scenario axis's declarations and those of the train and generate engines' cells."""
+    return (*SCENARIOS.values(), TRAINING, GENERATION)
 
 
 def drawers(plot: str) -> dict[str, str]:

@@ -402,4 +402,4 @@ def record_section(data: Mapping[str, Any], section: str) -> dict[str, Any] | No
     without loading them."""
     if "sections" in data:
         return data["sections"].get(section)
-    return _sections_before_4({**data, "cell": data.get("cell") or {}}).get(section)
+    return _sections_before_4(dict(data)).get(section)

@@ -20,7 +20,7 @@ def scratch_folder(parent: Path, prefix: str) -> tempfile.TemporaryDirectory[str
     """A scratch folder in ``parent`` (removed when its ``with`` block ends) named after this
     process: ``<prefix><pid>@<host>-<random>``; first removes those in ``parent`` that processes
     now gone left behind. A job's child killed by the server (SIGKILL, its job gone) or a job killed
-    by Snakemake runs no clean-up of its own: its cell's repeats left 11-15 MB each time."""
+    by Snakemake runs no clean-up of its own: its cell's repeats' samples would stay behind each time."""
     remove_orphaned_scratch(parent, prefix)
     return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}@{host_name()}-", dir=parent)
 

@@ -298,6 +298,7 @@ def build_details(
     )
     if not inference.empty:
         out += ["## Every cell by workload", ""]
+    answering = scenario_plots()  # shown where they answer a study, on the first page
     for workload in ordered(inference["workload"]):
         cells = inference[inference["workload"] == workload]
         out += [
@@ -310,7 +311,7 @@ def build_details(
         ]
         # linked, not shown: the first page shows each plot that answers a study, once
         links = [f"[{path.stem}]({os.path.relpath(path, report_dir)})" for path in map(Path, plots)
-                 if path.parent.name == workload and path.name not in scenario_plots()]  # fmt: skip
+                 if path.parent.name == workload and path.name not in answering]  # fmt: skip
         out += [f"Plots: {', '.join(links)}.", ""] if links else []
     if not frames.training.empty:
         out += ["## Training", "", TRAINING_MEASURED, ""]

@@ -377,6 +377,8 @@ class LoadRuns:
         self.given = offered_by_first(cell)
         #: whether this process compiled for the others: it primes the cell, is not counted, and sets no rates
         self.primes = any(step in engine.cold_start_s for step in PRIMING_STEPS)
+        #: whether its own capacity, where it measures one, sets the rates of the cell's other processes
+        self.leads = cell.shared is not None and not self.primes
         self.nominal_capacity: float | None = None
         #: where the offered rates' capacity came from: the settings, the first process, or this one's own
         self.offered_by = "own"
@@ -407,9 +409,7 @@ class LoadRuns:
     def publishes(self) -> bool:
         """Whether this process leaves the rates it offered for the cell's later processes: the first timed one of
         several, which measured its own capacity (not one that primes the cell)."""
-        return (
-            self.given is None and self.cell.shared is not None and not self.settings.by_concurrency and not self.primes
-        )
+        return self.leads and self.given is None and not self.settings.by_concurrency
 
     def capacity(self) -> dict[str, Any]:
         """Every request queued at once: the capacity whose shares the sweep offers (the first process's)."""
@@ -423,7 +423,7 @@ class LoadRuns:
             self.nominal_capacity, self.offered_by = self.given["capacity_per_s"], "first"
         else:  # the first timed process's own (published), or a process's own: alone, or priming the cell
             self.nominal_capacity = capacity["request_per_s"]
-            self.offered_by = "first" if self.cell.shared is not None and not self.primes else "own"
+            self.offered_by = "first" if self.leads else "own"
         beat()
         return capacity
 
