@@ -64,6 +64,14 @@ def test_the_word_vocabulary_maps_a_text_reply_back_to_its_ids():
     assert done.ids() is None
 
 
+def test_an_event_holding_several_words_counts_each_as_a_token():
+    # vLLM, behind its engine under load, sends the text of several tokens in one event
+    done = Completion(4)
+    for text in ("w3", " w5 w8", " w1"):
+        done.add({"choices": [{"text": text}]})
+    assert done.event_tokens == [1, 2, 1] and done.problem() is None and done.ids() == [3, 5, 8, 1]
+
+
 @pytest.mark.parametrize(
     ("misbehaviour", "reason"),
     [

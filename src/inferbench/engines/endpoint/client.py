@@ -99,10 +99,14 @@ class Completion:
 
 
 def _tokens_in(choice: dict[str, Any]) -> int:
-    """Tokens an event's choice holds: its ids where the server sends them, else one per text delta (a server
-    that sends text sends one delta per token; a special token sends none)."""
+    """Tokens an event's choice holds: its ids where the server sends them; else, for text of the word
+    vocabulary, its words (a server that falls behind its engine sends several tokens in one event, as vLLM
+    does under load); else one per text delta (a special token sends none)."""
     if isinstance(choice.get("token_ids"), list):
         return len(choice["token_ids"])
+    words = (choice.get("text") or "").split()
+    if len(words) > 1 and all(WORD.fullmatch(word) for word in words):
+        return len(words)
     return 1 if choice.get("text") else 0
 
 
