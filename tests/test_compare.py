@@ -200,7 +200,8 @@ def test_serving_cells_are_compared_by_qps_and_verdict_not_by_p50(tmp_path):
     assert "By scenario: offline 0 of 1 beyond the tolerance, 0 verdicts changed; server 1 of 3" in text
     # the harness floor: 0.4 -> 2.0 ms moved (5x, 1.6 ms); 0.3 -> 0.5 ms did not (under 0.5 ms apart)
     assert "Harness moved: in 1 of 3 server cells" in text
-    from inferbench.analysis.compare_runs import Run, compare_serving
+    from inferbench.analysis.compare_runs import Run
+    from inferbench.scenarios.serving.answer import compare_serving
 
     table = compare_serving(Run.load(a), Run.load(b)).set_index(["workload", "batch_size"])
     assert table.loc[("mlp_heart", 1), "qps_ratio"] == pytest.approx(1.1)

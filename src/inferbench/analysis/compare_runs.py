@@ -66,13 +66,6 @@ BOOTSTRAP_RESAMPLES = 2000
 #: samples are kept as float32 (a relative rounding of at most 2**-24, 6e-8), the record's p50 was
 #: taken from the same calls in float64; anything further apart is another measurement's samples
 SAMPLES_P50_RTOL = 1e-5
-#: how far a serving cell's QPS may move between two runs of the same code and still count as reproduced
-#: (issue 31's targets): a server cell's answer is known to within its search's 1.25x bracket at best
-SERVING_TOLERANCE = {"cuda": 0.15, "cpu": 0.20}
-#: a server cell's harness floor (the no-op engine's p99 through the same path) "moved" between two runs
-#: beyond this ratio and this many ms: for the same cells it ranged over an order of magnitude between runs
-#: (docs/results/h100/serving/README.md)
-HARNESS_MOVED_RATIO, HARNESS_MOVED_MS = 2.0, 0.5
 
 
 @dataclass
@@ -81,6 +74,8 @@ class Run:
     cells_dir: Path | None
     #: where the summary was read (a CSV, or the cells/ it was made from): what an error names
     source: Path | None = None
+    #: the path the run was given as (a results folder or its summary CSV): what a scenario's own files sit beside
+    given: Path | None = None
     #: records read to check their samples, by path: a cell's two boundaries read its record once
     _records: dict[Path, CellRecord] = field(default_factory=dict, repr=False)
     #: what a claim reads of each row of the summary, read once (``table``)
@@ -100,7 +95,7 @@ class Run:
     def load(cls, path: str | Path) -> Run:
         path = Path(path)
         if path.is_file():
-            return cls(checked_summary(read_summary(path), path), None, path)
+            return cls(checked_summary(read_summary(path), path), None, path, path)
         cells = path / "cells"
         if (path / "summary.csv").exists():
             source = path / "summary.csv"
@@ -116,7 +111,7 @@ class Run:
         else:
             what = "does not exist" if not path.exists() else "is neither a summary CSV nor a results directory"
             raise UserError(f"{path} {what}: give a run's results directory (summary.csv, cells/) or its summary CSV")
-        return cls(checked_summary(summary, source), cells if cells.is_dir() else None, source)
+        return cls(checked_summary(summary, source), cells if cells.is_dir() else None, source, path)
 
     def samples(self, row: pd.Series | dict, boundary: str) -> np.ndarray | None:
         """The saved per-call latencies (ms) of a cell at a boundary, where the run kept them; a
@@ -348,47 +343,6 @@ def holm(p_values: pd.Series, alpha: float = 0.05) -> pd.Series:
     holds = np.full(len(p_values), None, dtype=object)
     holds[p_values.index.get_indexer(known.index)] = np.logical_and.accumulate(below).tolist()
     return pd.Series(holds, index=p_values.index, dtype=object)
-
-
-def compare_serving(run_a: Run, run_b: Run) -> pd.DataFrame:
-    """One row per serving cell in both runs: each run's verdict and QPS (within the bound for a server
-    cell: the highest valid target, beside the lowest invalid one), the ratio B / A, whether the verdict
-    changed, whether the QPS moved beyond ``SERVING_TOLERANCE`` and, for a server cell, whether the two
-    searches' brackets overlap (None where a run knows neither end)."""
-    columns = ["status", "serving_qps", "serving_target_qps", "serving_lowest_invalid_qps", "serving_p99_ms",
-               "serving_harness_p99_ms"]  # fmt: skip
-    # reindex: a summary from before a column existed gets it empty
-    a, b = (run.summary[run.summary["scenario"] != "single"] for run in (run_a, run_b))
-    a, b = a.reindex(columns=KEY_COLUMNS + columns), b.reindex(columns=KEY_COLUMNS + columns)
-    both = a.merge(b, on=KEY_COLUMNS, suffixes=("_a", "_b"))
-    if both.empty:
-        return both
-    ratio_b_a = both["serving_qps_b"] / both["serving_qps_a"]
-    tolerance = both["device"].map(SERVING_TOLERANCE).fillna(SERVING_TOLERANCE["cpu"])
-    harness_a, harness_b = both["serving_harness_p99_ms_a"], both["serving_harness_p99_ms_b"]
-    harness_ratio = harness_b / harness_a
-    # a server search places the QPS within the bound between its highest valid target (none: 0) and its
-    # lowest invalid one (none: unbounded); two runs agree as far as the searches resolve where these meet.
-    # Targets on both ends (a run completes ~1% below its target); a summary without them: the completed QPS
-    server = both["scenario"] == "server"
-    low_a, low_b = (
-        both[f"serving_target_qps_{s}"].fillna(both[f"serving_qps_{s}"]).where(both[f"status_{s}"] == "ok").fillna(0.0)
-        for s in "ab"
-    )
-    high_a, high_b = (both[f"serving_lowest_invalid_qps_{s}"].fillna(np.inf) for s in "ab")
-    known = server & ~((low_a == 0) & np.isinf(high_a)) & ~((low_b == 0) & np.isinf(high_b))
-    return both.assign(
-        qps_ratio=ratio_b_a,
-        verdict_changed=both["status_a"] != both["status_b"],
-        beyond_tolerance=(np.log(ratio_b_a).abs() > np.log1p(tolerance)).where(ratio_b_a.notna()),
-        tolerance=tolerance,
-        # the no-op engine through the same path moved too: the host, not only the engine, differed
-        harness_moved=(
-            (np.log(harness_ratio).abs() > np.log(HARNESS_MOVED_RATIO))
-            & ((harness_b - harness_a).abs() > HARNESS_MOVED_MS)
-        ).where(harness_ratio.notna()),
-        brackets_overlap=(np.maximum(low_a, low_b) < np.minimum(high_a, high_b)).where(known),
-    )
 
 
 def _change(low: float | None, high: float | None) -> str:

@@ -50,7 +50,8 @@ class ScenarioInfo:
     details: str | None = None
     method: str | None = None
     #: ``"module:function"``: ``function(run_a, run_b) -> list[str]``, the lines `inferbench compare` adds for its
-    #: cells from what two runs keep beside their summaries (each a results folder or its summary CSV)
+    #: cells, from two runs as it loaded them (analysis.compare_runs.Run: their summaries, and the path each was
+    #: given as, where their own files sit beside); scenarios that share a hook are compared by it once
     compared: str | None = None
     #: the modes of the engines it drives (EngineInfo.mode): the plain scenario drives every mode (through
     #: TRAINING and GENERATION for train and generate engines), the others inference engines unless they say
@@ -97,6 +98,7 @@ def _loadgen(description: str, plots: tuple[tuple[str, str], ...] = ()) -> Scena
         details="inferbench.scenarios.serving.answer:details_section",
         method="inferbench.scenarios.serving.answer:SERVING_MEASURED",
         columns="inferbench.scenarios.serving.columns:columns",
+        compared="inferbench.scenarios.serving.answer:compared_cells",
     )
 
 

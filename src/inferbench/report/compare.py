@@ -15,13 +15,10 @@ import pandas as pd
 from inferbench.analysis.calibration import Calibration, calibrate, calibration_text
 from inferbench.analysis.class_shift import ClassShift, class_shifts, shifts_markdown
 from inferbench.analysis.compare_runs import (
-    HARNESS_MOVED_MS,
-    HARNESS_MOVED_RATIO,
     Run,
     cell_name,
     claim_agreement,
     compare_cells,
-    compare_serving,
 )
 from inferbench.analysis.leases import LeaseSpread
 from inferbench.analysis.summary import KEY_COLUMNS, measured
@@ -53,7 +50,6 @@ def compare_markdown(
     agreement: pd.DataFrame,
     names: tuple[str, str],
     leases: LeaseSpread | None = None,
-    serving: pd.DataFrame | None = None,
     shifts: list[ClassShift] | None = None,
     calibrations: Sequence[Calibration | None] = (),
     scenario_lines: Sequence[str] = (),
@@ -63,8 +59,6 @@ def compare_markdown(
     found_by_run = zip("AB", calibrations, strict=False)  # none where the caller gave none
     out += [f"- {side}: {calibration_text(found)}" for side, found in found_by_run if found is not None]
     out += [""] if any(c is not None for c in calibrations) else []
-    if serving is not None and not serving.empty:
-        out += serving_markdown(serving)
     out += scenario_lines
     if cells.empty:
         return "\n".join([*out, "No single-call cell is ok in both runs."])
@@ -186,60 +180,6 @@ def _over_all_cells(cells: pd.DataFrame) -> list[str]:
     ]
 
 
-def serving_markdown(serving: pd.DataFrame) -> list[str]:
-    """The serving cells of two runs side by side, with lines counting what did not reproduce, per
-    scenario (an offline run's throughput and a server run's p99 verdict reproduce differently), and in
-    how many server cells the harness floor itself moved."""
-    changed, beyond = int(serving["verdict_changed"].sum()), int(serving["beyond_tolerance"].fillna(False).sum())
-    by_scenario = [
-        f"{scenario} {int(rows['beyond_tolerance'].fillna(False).sum())} of {len(rows)} beyond the tolerance, "
-        f"{int(rows['verdict_changed'].sum())} verdicts changed"
-        for scenario, rows in serving.groupby("scenario", sort=True)
-    ]
-    server = serving[serving["scenario"] == "server"]
-    moved = int(server["harness_moved"].fillna(False).astype(bool).sum())
-    bracketed = server["brackets_overlap"].dropna().astype(bool)
-    columns = [("workload", "workload"), ("engine", "engine"), ("precision", "precision"), ("device", "device"),
-               ("batch_size", "max batch"), ("seq_len", "seq"), ("scenario", "scenario"), ("status_a", "A"),
-               ("status_b", "B"), ("serving_qps_a", "QPS A"), ("serving_qps_b", "QPS B"), ("qps_ratio", "B / A"),
-               ("serving_lowest_invalid_qps_a", "lowest invalid A"),
-               ("serving_lowest_invalid_qps_b", "lowest invalid B"),
-               ("serving_harness_p99_ms_a", "harness p99 A"), ("serving_harness_p99_ms_b", "harness p99 B"),
-               ("harness_moved", "harness moved"), ("verdict_changed", "verdict changed"),
-               ("beyond_tolerance", "beyond tolerance"), ("brackets_overlap", "brackets overlap")]  # fmt: skip
-    return [
-        "## Serving cells",
-        "",
-        f"{len(serving)} serving cells in both runs: {changed} change their verdict, {beyond} their QPS beyond "
-        "the tolerance (15% on a GPU, 20% on the CPU; a server cell's QPS is the highest valid target of its "
-        "search, known to within its 1.25x bracket). By scenario: " + "; ".join(by_scenario) + ".",
-        "",
-        *(
-            [
-                f"Harness moved: in {moved} of {len(server)} server cells the no-op engine's p99 through the same "
-                f"path differs more than {HARNESS_MOVED_RATIO:g}x and by over {HARNESS_MOVED_MS:g} ms between the "
-                "runs: there the host's share of the tail changed too, not only the engine's (each at its own "
-                "run's answer).",
-                "",
-                *(
-                    [
-                        f"Brackets: in {int(bracketed.sum())} of the {len(bracketed)} server cells with one in both "
-                        "runs the two searches' brackets (highest valid to lowest invalid target; none valid: from 0) "
-                        "overlap: there the runs agree as far as their searches resolve, whatever the QPS ratio.",
-                        "",
-                    ]
-                    if len(bracketed)
-                    else []
-                ),
-            ]
-            if len(server)
-            else []
-        ),
-        markdown_table(serving.sort_values(KEY_COLUMNS), columns),
-        "",
-    ]
-
-
 def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, str, LeaseSpread | None]:
     """Two runs cell by cell and claim by claim, with the spread between them per class (None where they
     have too few cells in common to tell)."""
@@ -248,10 +188,11 @@ def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, 
     leases = LeaseSpread.between([run_a.summary, run_b.summary])
     leases = leases if leases.sd_log else None
     agreement = claim_agreement(run_a, run_b, between=leases)
-    serving = compare_serving(run_a, run_b)
     shifts = class_shifts(cells, run_a.summary, run_b.summary)
     calibrations = [calibrate(measured(run.summary)) for run in (run_a, run_b)]
     # the lines of the scenarios that compare what two runs keep beside their summaries (a decoder's loads)
-    own = [line for info in SCENARIOS.values() if info.compared for line in load_target(info.compared)(path_a, path_b)]
-    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, serving, shifts, calibrations, own)
+    # each hook once (LoadGen's server and offline share one), in the declarations' order
+    hooks = dict.fromkeys(info.compared for info in SCENARIOS.values() if info.compared)
+    own = [line for hook in hooks if hook for line in load_target(hook)(run_a, run_b)]
+    text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, shifts, calibrations, own)
     return cells, agreement, text, leases

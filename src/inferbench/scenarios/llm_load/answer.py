@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -22,6 +22,9 @@ from inferbench.report.tables import fmt, fmt_ms, markdown_table
 from inferbench.report.text import escape_markdown
 from inferbench.scenarios.llm_load import SCENARIO, SECTION
 from inferbench.scenarios.llm_load.loads import LOADS_CSV, loads_frame, read_loads
+
+if TYPE_CHECKING:
+    from inferbench.analysis.compare_runs import Run
 
 LLM_LOAD_MEASURED = (
     "LLM serving cells (`llm_load`; their own study sections) send a decoder requests that arrive while earlier "
@@ -471,14 +474,16 @@ def loads_markdown(loads: pd.DataFrame) -> list[str]:
     ]
 
 
-def _loads_of(path: str | Path) -> pd.DataFrame | None:
+def _loads_of(path: str | Path | None) -> pd.DataFrame | None:
     """The loads.csv of a run given as its results directory or its summary CSV (beside it)."""
+    if path is None:
+        return None
     path = Path(path)
     return read_loads((path if path.is_dir() else path.parent) / LOADS_CSV)
 
 
-def compared_loads(path_a: str | Path, path_b: str | Path) -> list[str]:
-    """What `inferbench compare` says of two runs' LLM serving loads (their loads.csv): nothing where a run has
-    none."""
-    paired = paired_loads(_loads_of(path_a), _loads_of(path_b))
+def compared_loads(run_a: Run, run_b: Run) -> list[str]:
+    """What `inferbench compare` says of two runs' LLM serving loads (the loads.csv beside each): nothing where a
+    run has none."""
+    paired = paired_loads(*(_loads_of(run.given or run.source) for run in (run_a, run_b)))
     return loads_markdown(paired) if paired is not None and not paired.empty else []
