@@ -10,7 +10,7 @@ import yaml
 from inferbench.core.cells import CellKey
 from inferbench.engines.registry import ENGINES
 from inferbench.plan.config import ConfigError, validate_config
-from inferbench.plan.grid import cell_serving, config_cells, resolve_devices
+from inferbench.plan.grid import cell_scenario_settings, config_cells, resolve_devices
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.fast  # pure logic: the developer's loop (docs/contributing.md)
@@ -205,7 +205,7 @@ def test_serving_studies_make_scenario_cells_with_the_tightest_bound():
     cells = config_cells(cfg, has_cuda=False)
     assert {c.scenario for c in cells} == {"server", "offline"}
     assert not [c for c in cells if c.engine == "train_epoch"], "training engines serve no queries"
-    settings = cell_serving(cfg, has_cuda=False)
+    settings = cell_scenario_settings(cfg, has_cuda=False)
     assert set(settings) == set(cells)
     b8_server = CellKey("mlp_heart", "ort_cpu", "fp32", "cpu", 8, 0, 2, "server")
     assert settings[b8_server]["latency_bound_ms"] == 10, "a cell in two studies takes the tightest bound"

@@ -142,15 +142,16 @@ def test_the_hub_is_offline_in_every_process_that_imports_inferbench():
 def test_the_settings_classes_declare_each_default_once_and_the_schema_bounds_each_key(section):
     import dataclasses
 
-    from inferbench.core.settings import SCHEMA, SETTINGS_SECTIONS, schema
+    from inferbench.core.settings import SCHEMA, MeasureSettings
+    from inferbench.plan.config import config_schema, declared_settings
 
-    settings = SETTINGS_SECTIONS[section]
+    settings = {kind.SECTION: kind for kind in (MeasureSettings, *declared_settings())}[section]
     fields = {f.name: f for f in dataclasses.fields(settings)}
     in_file = yaml.safe_load(SCHEMA.read_text())["properties"][section]["properties"]
     assert set(in_file) == set(fields), "a key of one is not a key of the other"
     # the file bounds each key; its default and meaning are the class's alone
     assert all(spec and not {"default", "description"} & set(spec) for spec in in_file.values())
-    read = schema()["properties"][section]["properties"]
+    read = config_schema()["properties"][section]["properties"]
     for name, field in fields.items():
         assert read[name]["description"] == field.metadata["help"] and field.metadata["help"]
         assert read[name].get("default", field.default) == field.default

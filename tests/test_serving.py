@@ -8,7 +8,7 @@ import copy
 import json
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ import torch
 
 from inferbench.analysis.summary import summary_row
 from inferbench.core.cells import CellKey, CellRecord
-from inferbench.core.settings import MeasureSettings, ServingSettings
+from inferbench.core.settings import MeasureSettings
 from inferbench.core.storage import loadgen_dir
 from inferbench.launch.cell_job import measure_cell
 from inferbench.machine.lock import MachineLock
@@ -34,6 +34,7 @@ from inferbench.scenarios.serving.measure import (
     next_target,
     padded_size,
 )
+from inferbench.scenarios.serving.settings import ServingSettings
 
 pytest.importorskip("mlperf_loadgen")
 
@@ -367,6 +368,11 @@ def test_the_batcher_fills_batches_up_to_the_largest(tmp_path):
     assert result["result"]["completed_qps"] == pytest.approx(8 / SERVICE_S, rel=0.25)
 
 
+def with_serving(measure: MeasureSettings, serving: ServingSettings) -> MeasureSettings:
+    """The measure settings of a serving cell: LoadGen's in them, as the workflow passes them."""
+    return replace(measure, scenario_settings=asdict(serving))
+
+
 def cell_inputs(tmp_path: Path) -> CellInputs:
     spec = create_model("mlp_heart", in_features=13, hidden=[8])
     meta = tmp_path / "mlp_heart.json"
@@ -381,7 +387,7 @@ def test_a_run_with_too_few_queries_is_recorded_invalid_not_ok(tmp_path):
     settings = ServingSettings(latency_bound_ms=50, min_duration_s=0.2, max_duration_s=1, min_query_count=100_000)
     measure = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1, repeats=2)
     serving = ServingSettings(**{**asdict(settings), "target_qps": 200})
-    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), with_serving(measure, serving))
     record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status == "invalid"
     assert "minimum query count was not reached" in record.reason
@@ -401,7 +407,7 @@ def test_a_serving_cell_that_stops_before_any_loadgen_run_writes_every_output_of
     out = tmp_path / "cells" / key.relpath
     measure = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1)
     serving = ServingSettings(latency_bound_ms=1e-6, min_duration_s=0.2, min_query_count=100)
-    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), with_serving(measure, serving))
     record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status != "ok" and "above the 1e-06 ms bound" in record.reason
     assert record.sections["serving"]["search"] == [], "no LoadGen run"
@@ -415,7 +421,7 @@ def test_a_serving_cell_through_the_runner_is_ok_with_loadgen_s_numbers(tmp_path
     out = tmp_path / "cells" / key.relpath
     measure = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1)
     serving = ServingSettings(latency_bound_ms=50, min_duration_s=0.3, min_query_count=200)
-    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), with_serving(measure, serving))
     record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status == "ok", record.reason
     assert record.timing == "loadgen_offline"
@@ -438,7 +444,7 @@ def test_an_engine_fixed_to_its_shapes_serves_from_a_ladder_of_prepared_engines(
     measure = MeasureSettings(warmup_s=0, min_time_s=0, min_iters=1)
     # 500 queries: LoadGen's early stopping needs ~460 to confirm a p99 (a loose bound: a busy machine)
     serving = ServingSettings(latency_bound_ms=1000, min_duration_s=0.2, min_query_count=500, target_qps=400)
-    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+    request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), with_serving(measure, serving))
     record = measure_cell(request, out, MachineLock(tmp_path / "lock"))
     assert record.status == "ok", record.reason
     assert record.sections["serving"]["batches"]["rungs"] == [1, 2, 4, 8]
@@ -640,7 +646,7 @@ def test_a_cell_whose_engine_stages_apart_is_served_overlapped_and_the_setting_t
     for overlap in (True, False):
         serving = ServingSettings(latency_bound_ms=1000, min_duration_s=0.2, min_query_count=500, target_qps=400,
                                   overlap_copies=overlap)  # fmt: skip
-        request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), measure, serving=serving)
+        request = CellRequest(key, {"engine": "noop"}, cell_inputs(tmp_path), with_serving(measure, serving))
         record = measure_cell(request, tmp_path / f"cells{overlap}" / key.relpath, lock)
         assert record.status == "ok", record.reason
         section = record.sections["serving"]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from inferbench.core.settings import ServingSettings
 from inferbench.scenarios.serving.measure import engine_path, harness_baseline, measure_serving
+from inferbench.scenarios.serving.settings import ServingSettings
 
 
 def main() -> None:

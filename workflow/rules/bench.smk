@@ -4,8 +4,8 @@
 
 # One rule per scenario (inferbench.catalog.scenarios), each declaring the files its cells' jobs write:
 # the record, the per-call samples, and the scenario's own (a serving cell's LoadGen logs). The plain
-# scenario's rule is benchmark_cell, the others' <scenario>_cell; their arguments name the scenario and,
-# for serving cells, LoadGen's settings (cell_args). In rules made in a loop, `scenario=scenario` binds
+# scenario's rule is benchmark_cell, the others' <scenario>_cell; their arguments name the scenario and
+# carry its own settings, where it has some (cell_args). In rules made in a loop, `scenario=scenario` binds
 # each lambda to its own scenario.
 for scenario in SCENARIOS:
     cell_stem = f"{{workload}}/{{engine}}-{{precision}}/{{device}}/b{{batch}}-s{{seq}}-t{{threads}}{path_suffix(scenario)}"

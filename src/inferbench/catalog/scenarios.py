@@ -61,7 +61,10 @@ class ScenarioInfo:
     settings: str | None = None
     #: ``"module:Class"``: the type of those settings, resolved for a cell: ``Class.from_dict(values)`` (a ValueError
     #: says what it refuses) and ``.problems()``, what the config check refuses besides; where its requests' lengths
-    #: spread, ``Class.longest_request(prompt, new_tokens, prompt_range, output_range)``, what a model must hold
+    #: spread, ``Class.longest_request(prompt, new_tokens, prompt_range, output_range)``, what a model must hold;
+    #: where a cell takes keys from its study or variant besides, ``Class.for_cell(values, study, variant)``, and
+    #: where two studies' settings of one cell may be reconciled, ``Class.combined(a, b)`` (None: they conflict).
+    #: A class of inferbench.core.settings.Settings writes its defaults and help texts into the schema
     settings_type: str | None = None
     #: ``"module:function"``: ``function(records) -> dict``, record fields of a cell (e.g. its ``sections``) from its
     #: processes' records, where pooling their per-call samples does not make them (the cell runner replaces
@@ -99,6 +102,9 @@ def _loadgen(description: str, plots: tuple[tuple[str, str], ...] = ()) -> Scena
         method="inferbench.scenarios.serving.answer:SERVING_MEASURED",
         columns="inferbench.scenarios.serving.columns:columns",
         compared="inferbench.scenarios.serving.answer:compared_cells",
+        settings="serving",
+        settings_type="inferbench.scenarios.serving.settings:ServingSettings",
+        unavailable="inferbench.scenarios.serving.measure:unavailable_reason",
     )
 
 

@@ -24,7 +24,6 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference", type=Path, help="reference inputs/outputs (npz) for the parity check")
     p.add_argument("--tolerance", type=json_value, default={}, help="parity tolerances of this precision, JSON")
     p.add_argument("--scenario", choices=SCENARIOS, default="single", help="how the cell is driven (its scenario)")
-    p.add_argument("--serving", type=json_value, help="serving scenarios: LoadGen's settings, JSON (config `serving`)")
     p.add_argument(
         "--code", help="the code identity of this job (the workflow passes its own: inferbench.plan.code), recorded"
     )
@@ -53,19 +52,14 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 def _cell_request(args: argparse.Namespace) -> Any:
     """The inferbench.scenarios.prepare.CellRequest that run-cell's arguments name."""
     from inferbench.core.cells import CellKey
-    from inferbench.core.settings import MeasureSettings, ServingSettings
+    from inferbench.core.settings import MeasureSettings
     from inferbench.scenarios.prepare import CellInputs, CellRequest
 
     check_artifact(args)
     key = CellKey.of_fields(vars(args))
-    serving = None
-    if SCENARIOS[args.scenario].serves:
-        if args.serving is None:
-            raise UserError(f"--scenario {args.scenario} needs --serving (JSON: latency_bound_ms, ...)")
-        serving = ServingSettings.from_dict(args.serving)
     inputs = CellInputs(args.model_meta, args.artifact, args.reference, args.data)
     settings = MeasureSettings.from_dict(args.measure)
-    return CellRequest(key, args.engine_options, inputs, settings, args.tolerance, serving)
+    return CellRequest(key, args.engine_options, inputs, settings, args.tolerance)
 
 
 def _remove_published(paths: list[Path]) -> None:

@@ -1,7 +1,8 @@
-"""How cells are measured and served: config `measure` and `serving` as typed settings, written here with
-each key's default and meaning. The config schema (inferbench/config.schema.yaml, package data) holds what
-a value may be (types and bounds); its `measure` and `serving` sections take their defaults and
-descriptions from these classes when it is read (``schema()``), so each default is declared once."""
+"""How cells are measured: config `measure` as typed settings, written here with each key's default and meaning.
+The config schema (inferbench/config.schema.yaml, package data) holds what a value may be (types and bounds);
+its `measure` section takes its defaults and descriptions from this class when it is read (``schema()``), so
+each default is declared once. A scenario's settings (LoadGen's, inferbench.scenarios.serving.settings) are
+written the same way, as a ``Settings`` class of its folder."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def setting(default: Any, help: str, workflow_only: bool = False) -> Any:
     return dataclasses.field(default=default, metadata={"help": help, "workflow_only": workflow_only})
 
 
-class _Settings:
-    """What the settings classes share: made from a config section, refusing keys they do not have."""
+class Settings:
+    """What the settings classes share: made from a config section (``SECTION``), refusing keys they do not have;
+    each field declared with ``setting`` (its default and help text)."""
 
     SECTION = ""
 
@@ -39,7 +41,7 @@ class _Settings:
 
 
 @dataclasses.dataclass(frozen=True)
-class MeasureSettings(_Settings):
+class MeasureSettings(Settings):
     """How a cell's calls are timed (config `measure`); ``min_iters`` counts the calls of all the cell's
     processes (inferbench.plan.grid sizes it for the cell's studies' percentiles)."""
 
@@ -125,90 +127,28 @@ class MeasureSettings(_Settings):
         return -(-self.min_iters // self.repeats)
 
 
-@dataclasses.dataclass(frozen=True)
-class ServingSettings(_Settings):
-    """How a serving cell runs (config `serving`, with the study's `latency_bound_ms` and the variant's
-    `max_queue_delay_ms` filled in by inferbench.plan.grid)."""
-
-    SECTION = "serving"
-
-    latency_bound_ms: float = setting(
-        50,
-        "p99 bound of server cells, unless their study sets one",
-    )
-    max_queue_delay_ms: float = setting(
-        0,
-        "how long the batcher waits after a batch's first query for the batch to fill, unless the variant "
-        "sets it: 0 runs a batch as soon as the engine is free, with every query waiting then (vLLM's and "
-        "TensorRT-LLM's schedulers); more waits even with the engine idle (Triton's dynamic batcher)",
-    )
-    batcher_wait: str = setting(
-        "block",
-        "how the batcher's worker waits for queries: block (on the queue, the OS wakes it) or spin (polls it, "
-        "yielding the GIL: a shorter wake-up, one core kept busy)",
-    )
-    overlap_copies: bool = setting(
-        False,
-        "on a GPU, stage the next batch (its copy in, on a stream of its own) while the engine runs this one, "
-        "where the engine allows it (PyTorch eager, TorchScript, CUDA graphs); false (the default: the "
-        "overlapped path's own p99 was several times the serial path's, "
-        "docs/results/h100/serving_harness_floor): one batch at a time, copy in, compute, copy out",
-    )
-    min_duration_s: float = setting(
-        2,
-        "every LoadGen run lasts at least this long",
-    )
-    min_query_count: int = setting(
-        2000,
-        "and issues at least this many queries: 2,000 put 20 queries beyond a p99, so that a few slow ones do "
-        "not decide it (LoadGen's early stopping needs ~460 within the bound to judge a p99 at all)",
-    )
-    max_duration_s: float = setting(
-        300,
-        "a run ends here; short of its queries it is invalid (the search runs no target that cannot issue "
-        "min_query_count within it)",
-    )
-    samples: int = setting(
-        256,
-        "seeded input rows of the query sample library",
-    )
-    min_load_share: float = setting(
-        0.0625,
-        "a server search goes no lower than this share of the capacity (1/16) in runs longer than 30 s: a "
-        "bound missed at so light a load is a tail, not queueing, and each run there lasts minutes (0: only "
-        "max_duration_s limits it)",
-    )
-    search_runs: int = setting(
-        6,
-        "LoadGen runs of a server cell's search for the highest QPS within the bound (log-scale bracket, then "
-        "geometric bisection)",
-    )
-    target_qps: float | None = setting(
-        None,
-        "server cells: run at this QPS only, no search (null: search for the highest QPS within the bound)",
-    )
-
-
-#: the config sections whose defaults and descriptions are these classes' own
-SETTINGS_SECTIONS: dict[str, type[_Settings]] = {cls.SECTION: cls for cls in (MeasureSettings, ServingSettings)}
+def with_settings(loaded: dict[str, Any], settings: type[Settings]) -> dict[str, Any]:
+    """``loaded`` (a config schema) with the defaults and descriptions of ``settings``' fields written into its
+    section (``settings.SECTION``), whose keys the file bounds."""
+    properties = loaded["properties"][settings.SECTION]["properties"]
+    for field in dataclasses.fields(settings):  # type: ignore[arg-type]
+        spec = properties.setdefault(field.name, {})
+        spec["description"] = field.metadata["help"]
+        if not field.metadata["workflow_only"]:
+            spec["default"] = field.default
+    return loaded
 
 
 @functools.cache
 def schema() -> dict[str, Any]:
+    """The config schema, its `measure` section's defaults and descriptions MeasureSettings'. A scenario's settings
+    class of this kind fills its own section where the workflow reads the schema (inferbench.plan.config)."""
     if not SCHEMA.exists():
         raise FileNotFoundError(
             f"the config schema is not at {SCHEMA}: the package is installed without its data; "
             "install it again (pip install -e . from a checkout, or pip install inferbench)"
         )
-    loaded = yaml.safe_load(SCHEMA.read_text())
-    for section, settings in SETTINGS_SECTIONS.items():
-        properties = loaded["properties"][section]["properties"]
-        for field in dataclasses.fields(settings):  # type: ignore[arg-type]
-            spec = properties.setdefault(field.name, {})
-            spec["description"] = field.metadata["help"]
-            if not field.metadata["workflow_only"]:
-                spec["default"] = field.default
-    return loaded
+    return with_settings(yaml.safe_load(SCHEMA.read_text()), MeasureSettings)
 
 
 @functools.cache

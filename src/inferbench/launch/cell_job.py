@@ -214,14 +214,14 @@ def keep_loadgen_dir(logs: Path, record: CellRecord) -> None:
 
 
 def _measure_in_own_process(
-    request: CellRequest, lock_path: Path, serving_logs: Path | None, cell_path: Path, path: Path, index: int
+    request: CellRequest, lock_path: Path, logs: Path | None, cell_path: Path, path: Path, index: int
 ) -> CellRecord:
     """The cell's fresh process number ``index`` (0: the first): ``run_cell`` under a machine lock of its
     own, its record at ``path`` (a scratch folder's) for the cell's at ``cell_path``."""
     own_lock = MachineLock(lock_path)
     own_lock.shared()
     try:
-        return run_cell(request, path, own_lock, serving_logs, cell_path, first_process=index == 0)
+        return run_cell(request, path, own_lock, logs, cell_path, first_process=index == 0)
     finally:
         own_lock.close()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from inferbench.catalog.layouts import LAYOUTS
 from inferbench.catalog.scenarios import SCENARIOS
 from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import DEVICES, PRECISIONS, WORKLOADS, allowed_text, family_of, workload_info
-from inferbench.core.settings import schema as config_schema
+from inferbench.core.settings import Settings, schema, with_settings
 from inferbench.data import DATASETS
 from inferbench.engines.registry import ENGINES, engine_info, option_problems
 from inferbench.plan.grid import SettingsConflict, cell_scenario_settings, study_scenario_settings
@@ -32,6 +33,24 @@ from inferbench.plan.sizing import (
     positions_key,
     size_problems,
 )
+
+
+@functools.cache
+def config_schema() -> dict[str, Any]:
+    """The config schema as the workflow reads it: each scenario's settings class that declares its keys'
+    defaults and help texts (inferbench.core.settings.Settings: LoadGen's) writes them into its section, as
+    MeasureSettings writes `measure`'s."""
+    whole = copy.deepcopy(schema())
+    for kind in declared_settings():
+        with_settings(whole, kind)
+    return whole
+
+
+def declared_settings() -> list[type[Settings]]:
+    """The scenarios' settings types that are Settings classes, once each (LoadGen's server and offline share
+    one)."""
+    types = dict.fromkeys(load_target(info.settings_type) for info in SCENARIOS.values() if info.settings_type)
+    return [kind for kind in types if isinstance(kind, type) and issubclass(kind, Settings)]
 
 
 def axis_values() -> dict[str, list[str]]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from inferbench.catalog.layouts import study_percentiles
 from inferbench.catalog.scenarios import SCENARIOS, drives
+from inferbench.catalog.targets import load_target
 from inferbench.catalog.workloads import workload_info
 from inferbench.core.cells import CellKey
 from inferbench.core.percentiles import samples_needed
@@ -132,25 +133,6 @@ def cell_min_iters(config: dict[str, Any], has_cuda: bool | None = None) -> dict
     return needed
 
 
-def cell_serving(config: dict[str, Any], has_cuda: bool | None = None) -> dict[CellKey, dict[str, Any]]:
-    """The serving settings of each server and offline cell (inferbench.core.settings.ServingSettings):
-    config `serving`, the latency bound of its studies (the tightest, where several have the cell) and
-    its variant's batcher delay."""
-    has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
-    defaults = config["serving"]
-    settings: dict[CellKey, dict[str, Any]] = {}
-    for name in config["run"]:
-        study = config["studies"][name]
-        bound = study.get("latency_bound_ms", defaults["latency_bound_ms"])
-        for cell in study_cells(study, config["engines"], has_cuda):
-            if not SCENARIOS[cell.scenario].serves:
-                continue
-            delay = config["engines"][cell.engine].get("max_queue_delay_ms", defaults["max_queue_delay_ms"])
-            earlier = settings.get(cell, {}).get("latency_bound_ms", bound)
-            settings[cell] = {**defaults, "latency_bound_ms": min(bound, earlier), "max_queue_delay_ms": delay}
-    return settings
-
-
 class SettingsConflict(ValueError):
     """A cell of several studies would get different settings of its scenario from each."""
 
@@ -172,19 +154,25 @@ def study_scenario_settings(config: dict[str, Any], study: dict[str, Any], secti
 
 def cell_scenario_settings(config: dict[str, Any], has_cuda: bool | None = None) -> dict[CellKey, dict[str, Any]]:
     """The settings of each cell whose scenario has a config section of its own (ScenarioInfo.settings): the
-    section with its study's override (a study's key of the same name). SettingsConflict where two studies of
-    the run give one cell different settings."""
+    section with its study's override (a study's key of the same name), and what its settings type takes from
+    the study and the variant (``for_cell``). SettingsConflict where two studies of the run give one cell
+    different settings that its type cannot reconcile (``combined``)."""
     has_cuda = run_has_cuda(config) if has_cuda is None else has_cuda
     settings: dict[CellKey, tuple[str, dict[str, Any]]] = {}
     for name in config["run"]:
         study = config["studies"][name]
         for cell in sorted(study_cells(study, config["engines"], has_cuda)):
-            section = SCENARIOS[cell.scenario].settings
-            if section is None:
+            info = SCENARIOS[cell.scenario]
+            if info.settings is None:
                 continue
+            section, kind = info.settings, load_target(info.settings_type) if info.settings_type else None
             own = study_scenario_settings(config, study, section)
+            if hasattr(kind, "for_cell"):  # keys a cell takes from its study or variant (LoadGen's bound, delay)
+                own = kind.for_cell(own, study, config["engines"][cell.engine])
             earlier = settings.setdefault(cell, (name, own))
-            if earlier[1] != own:
+            if earlier[1] != own and hasattr(kind, "combined") and (both := kind.combined(earlier[1], own)):
+                settings[cell] = (earlier[0], both)
+            elif earlier[1] != own:
                 raise SettingsConflict(
                     f"studies.{earlier[0]} and studies.{name} both measure {cell.cell_id} with different `{section}` "
                     f"settings; give the two studies the same `{section}`, or no common cell"

@@ -20,7 +20,6 @@ from inferbench.plan.config import cell_tolerance
 from inferbench.plan.grid import (
     cell_min_iters,
     cell_scenario_settings,
-    cell_serving,
     config_cells,
     run_has_cuda,
     study_cells,
@@ -44,8 +43,6 @@ class RunPlan:
     cells: list[CellKey]
     #: timed calls per cell: more where one of its studies reports a tail percentile (p99: 100)
     min_iters: dict[CellKey, int]
-    #: server and offline cells: LoadGen's settings, the latency bound of their studies, the batcher's delay
-    serving: dict[CellKey, dict[str, Any]]
     #: cells of a scenario with settings of its own (its config section, their studies' over it); the
     #: config check has refused a cell given different settings by two studies
     scenario_settings: dict[CellKey, dict[str, Any]]
@@ -66,7 +63,6 @@ class RunPlan:
             has_cuda,
             cells,
             cell_min_iters(config, has_cuda),
-            cell_serving(config, has_cuda),
             cell_scenario_settings(config, has_cuda),
             current_target() if uses_tensorrt else None,
             interleaved_groups(config, has_cuda),
@@ -170,13 +166,11 @@ class RunPlan:
 
     def args(self, cell: CellKey) -> list[str]:
         """The arguments naming a cell, shared by run-cell and profile-cell: its axes, the variant's options,
-        the measure settings and, for a serving cell, LoadGen's settings. They depend on the cell only:
+        the measure settings (with its scenario's own settings). They depend on the cell only:
         Snakemake records such params and re-runs the job when they change."""
         scenario: list[str] = []
         if cell.scenario != PLAIN:
             scenario = ["--scenario", cell.scenario]
-        if cell.scenario != PLAIN and SCENARIOS[cell.scenario].serves:
-            scenario += ["--serving", json.dumps(self.serving[cell], sort_keys=True)]
         return [
             *("--workload", cell.workload, "--engine", cell.engine, "--precision", cell.precision),
             *("--device", cell.device, "--batch", str(cell.batch_size), "--seq", str(cell.seq_len)),

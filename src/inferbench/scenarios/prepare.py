@@ -17,7 +17,7 @@ from inferbench.catalog.scenarios import scenario_info
 from inferbench.catalog.targets import load_target
 from inferbench.core.cells import CellKey
 from inferbench.core.fsutil import read_json
-from inferbench.core.settings import MeasureSettings, ServingSettings
+from inferbench.core.settings import MeasureSettings
 from inferbench.engines.base import Engine
 from inferbench.engines.registry import engine_info, load_engine_class
 from inferbench.machine.lock import MachineLock
@@ -46,22 +46,21 @@ class CellInputs:
 @dataclass(frozen=True)
 class CellRequest:
     """What a cell's job is asked to measure: the cell, its engine variant (as configured), the files it
-    is prepared from, how its calls are timed, its parity tolerances, and LoadGen's settings (serving
-    scenarios). Picklable: a cell's processes may be spawned."""
+    is prepared from, how its calls are timed (a scenario's own settings among them) and its parity tolerances.
+    Picklable: a cell's processes may be spawned."""
 
     key: CellKey
     variant: dict[str, Any]
     inputs: CellInputs = field(default_factory=CellInputs)
     settings: MeasureSettings = field(default_factory=MeasureSettings)
     tolerance: dict[str, float] = field(default_factory=dict)
-    serving: ServingSettings | None = None
 
 
 @dataclass
 class PreparedCell:
     """A cell ready to be measured: its engine prepared and warm (one call made), the seeded batches its
-    timed calls rotate through, the machine lock a scenario takes exclusively while it measures, and
-    (serving scenarios) the folder for LoadGen's logs."""
+    timed calls rotate through, the machine lock a scenario takes exclusively while it measures, and the
+    folder for the logs a scenario's own outputs declare (ScenarioInfo.outputs), where it has one."""
 
     request: CellRequest
     info: EngineInfo
@@ -89,10 +88,6 @@ class PreparedCell:
     def inputs(self) -> CellInputs:
         return self.request.inputs
 
-    @property
-    def serving(self) -> ServingSettings | None:
-        return self.request.serving
-
 
 @dataclass
 class Measured:
@@ -112,9 +107,7 @@ def unavailable(request: CellRequest) -> str | None:
         engine_cls = load_engine_class(variant["engine"])
     except ImportError as error:
         return f"engine {variant['engine']!r} cannot be imported here: {error}"
-    if scenario_info(key.scenario).serves and (reason := loadgen_unavailable_reason()):
-        return reason
-    # a scenario that drives engines its own way says which it cannot drive here (under load: no serving path)
+    # a scenario says what it cannot drive here: an engine without its path, a library it needs missing
     own = scenario_info(key.scenario, engine_info(variant["engine"]).mode).unavailable
     if own is not None and (reason := load_target(own)(engine_cls, key.device, key.precision)):
         return reason
@@ -134,14 +127,6 @@ def threads_unavailable_reason(threads: int) -> str | None:
             f"{threads} threads but this process may use {cpus} CPUs on this machine: the threads would share "
             f"cores; list threads up to {cpus} for it (studies' `threads`)"
         )
-    return None
-
-
-def loadgen_unavailable_reason() -> str | None:
-    import importlib.util
-
-    if importlib.util.find_spec("mlperf_loadgen") is None:
-        return "MLPerf LoadGen is not installed (pip install mlcommons-loadgen, declared by pyproject.toml)"
     return None
 
 

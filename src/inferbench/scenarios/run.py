@@ -36,13 +36,13 @@ def run_cell(
     request: CellRequest,
     out: Path,
     lock: MachineLock,
-    serving_logs: Path | None = None,
+    logs: Path | None = None,
     cell_path: Path | None = None,
     first_process: bool = True,
     timed: bool = True,
 ) -> CellRecord:
-    """Measure one cell in this process and write its record at ``out`` (whatever happens). A server
-    or offline cell needs ``request.serving`` and the folder for LoadGen's logs, ``serving_logs``.
+    """Measure one cell in this process and write its record at ``out`` (whatever happens). A cell
+    whose scenario declares logs of its own (ScenarioInfo.outputs: LoadGen's) needs their folder, ``logs``.
     ``cell_path``: the cell's own record, where ``out`` is this process's record in a scratch folder.
     ``first_process``: False in a cell's later processes, which leave out what the first one found for
     all of them (the attention kernel: a profiled call; the merged record keeps the first's).
@@ -58,7 +58,7 @@ def run_cell(
         # a priming process times nothing: its compile keeps every core the job has
         pinning = pin_cpus(request.settings.cpu_affinity, key.threads, key.device) if timed else None
         shared = out.parent if cell_path is not None and cell_path != out else None
-        record, samples = _measure(request, info, lock, base, serving_logs, first_process, pinning, shared, timed)
+        record, samples = _measure(request, info, lock, base, logs, first_process, pinning, shared, timed)
     except Exception as error:  # a cell that breaks is data, not a crash of the sweep
         record = failed_record(request, failure_reason(error), "oom" if is_oom(error) else "failed", base)
     finally:
@@ -112,7 +112,7 @@ def _measure(
     info: EngineInfo,
     lock: MachineLock,
     base: dict[str, Any],
-    serving_logs: Path | None,
+    logs: Path | None,
     first_process: bool,
     pinning: str | None,
     shared: Path | None = None,
@@ -130,7 +130,7 @@ def _measure(
             return _primed_record(request, info, engine, batches, cold, base), {}
         beat("checking parity against FP32 eager")
         parity, problems = check_parity(engine, request) if info.mode != "train" else (None, [])
-        cell = PreparedCell(request, info, engine, specs, batches, lock, serving_logs, first_process, shared)
+        cell = PreparedCell(request, info, engine, specs, batches, lock, logs, first_process, shared)
         calls = {"train": "training steps", "generate": "requests"}.get(info.mode, f"{key.scenario} scenario calls")
         beat(f"measuring (warm-up, then {calls})")
         measured: Measured = _scenario_function(key.scenario, info.mode)(cell)

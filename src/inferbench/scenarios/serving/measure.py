@@ -54,7 +54,6 @@ from typing import Any
 import numpy as np
 
 from inferbench.core.queueing import md1_rate_within
-from inferbench.core.settings import ServingSettings
 from inferbench.core.stats import reported_percentiles
 from inferbench.engines.registry import harness_engine, load_engine_class
 from inferbench.machine.host_partition import measuring
@@ -62,6 +61,7 @@ from inferbench.machine.watchdog import beat
 from inferbench.models.registry import make_inputs
 from inferbench.scenarios.prepare import Measured, PreparedCell, prepare_engine
 from inferbench.scenarios.serving import SECTION
+from inferbench.scenarios.serving.settings import ServingSettings, serving_settings
 from inferbench.trackers.host_telemetry import HostWindow
 
 #: a server run's latency percentile that the bound applies to (MLPerf's default for most models)
@@ -692,9 +692,9 @@ def measure(cell: PreparedCell) -> Measured:
     """A server or offline cell: LoadGen drives the prepared, parity-checked engine through the dynamic
     batcher, under the exclusive machine lock. Valid when the run that answers the cell is valid by
     LoadGen's rules, invalid (with LoadGen's reasons) otherwise."""
-    key, engine, settings, serving = cell.key, cell.engine, cell.settings, cell.serving
-    if serving is None or cell.logs is None:
-        raise ValueError(f"a {key.scenario} cell needs its serving settings and a folder for LoadGen's logs")
+    key, engine, settings, serving = cell.key, cell.engine, cell.settings, serving_settings(cell)
+    if cell.logs is None:
+        raise ValueError(f"a {key.scenario} cell needs a folder for LoadGen's logs")
     # the query sample library: the workload's seeded inputs, one row per sample
     library = make_inputs(cell.specs, serving.samples, key.seq_len, settings.seed)
     # an engine fixed to its prepared shapes serves from one prepared engine per rung of the ladder
@@ -746,3 +746,12 @@ def _why_not_valid(result: dict[str, Any], serving: ServingSettings) -> str | No
         )
         + (f"; {result['stopped']}" if result.get("stopped") else "")
     )
+
+
+def unavailable_reason(engine_class: type, device: str | None = None, precision: str | None = None) -> str | None:
+    """Why no engine can be served here: LoadGen is not installed (every engine runs behind the batcher)."""
+    import importlib.util
+
+    if importlib.util.find_spec("mlperf_loadgen") is None:
+        return "MLPerf LoadGen is not installed (pip install mlcommons-loadgen, declared by pyproject.toml)"
+    return None
