@@ -468,6 +468,18 @@ def test_a_misspelled_serving_setting_is_named():
         ServingSettings.from_dict({"latency_bound": 10})
 
 
+def test_a_serving_cell_reads_loadgen_s_settings_from_its_measure_settings_and_names_them_when_missing():
+    from types import SimpleNamespace
+
+    from inferbench.scenarios.serving.settings import serving_settings
+
+    key = CellKey("mlp_heart", "noop", "fp32", "cpu", 1, 0, 1, "server")
+    given = with_serving(MeasureSettings(), ServingSettings(latency_bound_ms=7))
+    assert serving_settings(SimpleNamespace(key=key, settings=given)) == ServingSettings(latency_bound_ms=7)
+    with pytest.raises(ValueError, match=r"a server cell needs its LoadGen settings in measure.scenario_settings"):
+        serving_settings(SimpleNamespace(key=key, settings=MeasureSettings()))
+
+
 def test_the_serving_plot_draws_every_run_of_the_search(tmp_path):
     from inferbench.report.plots import plot_declared
 

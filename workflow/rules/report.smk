@@ -103,7 +103,8 @@ rule plot_generation:
     log:
         "logs/plot/{workload}.generation.log",
     shell:
-        "python -m inferbench plot --kind generation --workload {wildcards.workload:q} --out-dir \"$(dirname {output:q})\""
+        f"python -m inferbench plot --kind summary --name {GENERATION_PLOT} --workload {{wildcards.workload:q}}"
+        " --out-dir \"$(dirname {output:q})\""
         " {input:q} --engines {params.engines:q} > {log:q} 2>&1"
 
 

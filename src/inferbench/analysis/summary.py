@@ -32,10 +32,10 @@ class ScenarioFrames(NamedTuple):
     single: pd.DataFrame
     #: training steps and epochs (engines of mode ``train``): their own tables
     training: pd.DataFrame
-    #: LoadGen's server and offline cells: their own section
-    serving: pd.DataFrame
-    #: a decoder's requests, token by token (engines of mode ``generate``): their own section
-    generation: pd.DataFrame
+    #: cells of the scenarios that serve queries through a batcher (ScenarioInfo.serves): their own section
+    served: pd.DataFrame
+    #: cells of engines that generate tokens (mode ``generate``), requests one at a time or under load
+    generating: pd.DataFrame
 
 
 def split_scenarios(summary: pd.DataFrame) -> ScenarioFrames:
@@ -43,11 +43,11 @@ def split_scenarios(summary: pd.DataFrame) -> ScenarioFrames:
     training call's a backward pass, a generation call's a whole request, and none is ever compared with
     a single inference call's."""
     summary = with_scenario(summary)
-    serving = summary["scenario"].isin([name for name, info in SCENARIOS.items() if info.serves])
+    served = summary["scenario"].isin([name for name, info in SCENARIOS.items() if info.serves])
     mode = summary["mode"] if "mode" in summary else pd.Series("inference", index=summary.index)
-    training, generation = mode.eq("train") & ~serving, mode.eq("generate") & ~serving
-    single = ~serving & ~training & ~generation
-    return ScenarioFrames(*(summary[m].reset_index(drop=True) for m in (single, training, serving, generation)))
+    training, generating = mode.eq("train") & ~served, mode.eq("generate") & ~served
+    single = ~served & ~training & ~generating
+    return ScenarioFrames(*(summary[m].reset_index(drop=True) for m in (single, training, served, generating)))
 
 
 def measured(summary: pd.DataFrame) -> pd.DataFrame:

@@ -18,6 +18,8 @@ import pandas as pd
 
 from inferbench.analysis.comparison import COLUMNS
 from inferbench.analysis.summary import KEY_COLUMNS, read_summary_csv, with_scenario
+from inferbench.catalog.scenarios import declared_targets
+from inferbench.catalog.targets import load_target
 from inferbench.core.errors import UserError
 
 #: per boundary, the p50 of a cell's calls pooled: its saved samples' median (its p50 is the median of its
@@ -50,11 +52,8 @@ NUMERIC_COLUMNS = [
     "e2e_n_iters",
     "throughput_per_s",
     "e2e_throughput_per_s",
-    "serving_qps",
-    "serving_target_qps",
-    "serving_lowest_invalid_qps",
-    "serving_p99_ms",
-    "serving_harness_p99_ms",
+    # and those the scenarios declare (their ``numeric``), once each
+    *dict.fromkeys(column for target in declared_targets("numeric") for column in load_target(target)),
 ]
 #: the cell's dimensions that are whole numbers (they name its record's path), and their range: the
 #: config's own limits (src/inferbench/config.schema.yaml: size_list, threads; 0: no sequence, or a

@@ -73,6 +73,9 @@ class ScenarioInfo:
     #: ``"module:function"``: ``function(record) -> dict``, the summary columns its cells add to those every cell has
     #: (from their record's section, ``record.sections[section]``, where its measurement keeps its own figures)
     columns: str | None = None
+    #: ``"module:NAME"``: the summary columns of numbers among them, in order: a field of one that is not a number
+    #: is a damaged summary, refused by name wherever a summary is read (inferbench.analysis.summary_checks)
+    numeric: str | None = None
     #: ``"module:function"``: ``function(engine_class, device, precision) -> str | None``, why an engine of this
     #: class cannot be driven by the scenario there (its cell is then ``unavailable`` with that reason), or None
     unavailable: str | None = None
@@ -101,6 +104,7 @@ def _loadgen(description: str, plots: tuple[tuple[str, str], ...] = ()) -> Scena
         details="inferbench.scenarios.serving.answer:details_section",
         method="inferbench.scenarios.serving.answer:SERVING_MEASURED",
         columns="inferbench.scenarios.serving.columns:columns",
+        numeric="inferbench.scenarios.serving.columns:NUMERIC",
         compared="inferbench.scenarios.serving.answer:compared_cells",
         settings="serving",
         settings_type="inferbench.scenarios.serving.settings:ServingSettings",
@@ -137,6 +141,9 @@ SCENARIOS: dict[str, ScenarioInfo] = {
         unavailable="inferbench.scenarios.llm_load.measure:unavailable_reason",
     ),
 }
+#: the top-level fields in which records before schema 4 kept a scenario's own figures (inferbench.core.cells reads
+#: them into ``sections``): names of a past record format, not of today's folders
+SECTION_FIELDS_BEFORE_4 = ("serving", "generation", "scenario_section")
 #: how cells of training engines (EngineInfo.mode "train") are measured
 TRAINING = ScenarioInfo(
     "inferbench.scenarios.training.measure:measure",
@@ -193,6 +200,12 @@ def scenario_plots() -> set[str]:
     """Every plot a scenario declares, drawn from its cells' records or from the summary, by file name: the first
     page shows each where it answers a study."""
     return {plot for info in _every_declaration() for plot, _ in (*info.plots, *info.summary_plots)}
+
+
+def summary_plot_drawer(plot: str) -> str | None:
+    """What draws ``plot`` from a summary (``ScenarioInfo.summary_plots``: the first declaration's), or None."""
+    drawn = [dict(info.summary_plots)[plot] for info in _every_declaration() if plot in dict(info.summary_plots)]
+    return drawn[0] if drawn else None
 
 
 def _every_declaration() -> tuple[ScenarioInfo, ...]:

@@ -42,9 +42,13 @@ def aggregate(args: argparse.Namespace) -> None:
 def _plot_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--workload", required=True)
-    kinds = ["batch", "seq", "generation", "declared"]
+    kinds = ["batch", "seq", "declared", "summary"]
     p.add_argument("--kind", choices=kinds, default="batch", help="which sweep (or scenario's plot) to plot")
-    p.add_argument("--name", help="with --kind declared: the file name of a plot a scenario declares (its records')")
+    p.add_argument(
+        "--name",
+        help="with --kind declared or summary: the file name of a plot a scenario declares, drawn from its records "
+        "(declared) or from their summary (summary)",
+    )
     p.add_argument("--engines", nargs="*", default=[], help="the config's engine variants, in order: their colours")
     p.add_argument("--out-dir", type=Path, required=True)
 
@@ -52,19 +56,21 @@ def _plot_arguments(p: argparse.ArgumentParser) -> None:
 @arguments(_plot_arguments)
 def plot(args: argparse.Namespace) -> None:
     from inferbench.analysis.summary import load_records, summary_frame
-    from inferbench.catalog.layouts import GENERATION_PLOT
-    from inferbench.catalog.scenarios import GENERATION
+    from inferbench.catalog.scenarios import scenario_plots, summary_plot_drawer
     from inferbench.catalog.targets import load_target
     from inferbench.report.plots import plot_declared, plot_workload
 
+    if args.kind in ("declared", "summary") and args.name not in scenario_plots():
+        known = ", ".join(sorted(scenario_plots()))
+        raise UserError(f"plot --kind {args.kind} needs --name, the file name of a plot a scenario declares: {known}")
     if args.kind == "declared":  # drawn from the records (every LoadGen run of a search is there)
-        if not args.name:
-            raise UserError("plot --kind declared needs --name: the file name of a plot a scenario declares")
         plot_declared(load_records(args.records), args.workload, args.out_dir / args.name, args.engines)
         return
-    if args.kind == "generation":
-        draw = load_target(dict(GENERATION.summary_plots)[GENERATION_PLOT])
-        draw(summary_frame(args.records), args.workload, args.out_dir / GENERATION_PLOT, args.engines)
+    if args.kind == "summary":
+        drawer = summary_plot_drawer(args.name)
+        if drawer is None:
+            raise UserError(f"{args.name} is drawn from its cells' records: plot --kind declared --name {args.name}")
+        load_target(drawer)(summary_frame(args.records), args.workload, args.out_dir / args.name, args.engines)
         return
     plot_workload(summary_frame(args.records), args.workload, args.out_dir, args.kind, args.engines)
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from inferbench.catalog.scenarios import PLAIN, SCENARIOS, path_suffix, scenario_info
+from inferbench.catalog.scenarios import PLAIN, SCENARIOS, SECTION_FIELDS_BEFORE_4, path_suffix, scenario_info
 from inferbench.core.environment import libraries_column
 from inferbench.core.fsutil import read_json, write_json
 
@@ -26,8 +26,6 @@ from inferbench.core.fsutil import read_json, write_json
 #: fields of this version); records of ``READABLE_VERSIONS`` load, the fields they lack at their defaults
 SCHEMA_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)  # 1: before ``code``; 2: before ``scenario_section``; 3: before ``sections``
-#: the fields of records before schema 4 that held a scenario's own figures, now its entry of ``sections``
-_FIELDS_BEFORE_SECTIONS = ("serving", "generation", "scenario_section")
 Status = Literal["ok", "unavailable", "oom", "invalid", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "unavailable", "oom", "invalid", "failed")
 #: a process's start-up steps, one after another (``CellRecord.cold_start_s``): the library imports, the
@@ -393,7 +391,7 @@ def _sections_before_4(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
         section = scenario_info(cell.get("scenario", PLAIN), data.get("mode", "inference")).section
     except ValueError:  # a scenario this checkout does not declare: the field's own name
         section = None
-    old = {name: data.pop(name, None) for name in _FIELDS_BEFORE_SECTIONS}
+    old = {name: data.pop(name, None) for name in SECTION_FIELDS_BEFORE_4}
     return {section or name: value for name, value in old.items() if value is not None}
 
 

@@ -357,7 +357,7 @@ def own_sections() -> dict[str, tuple[str, ...]]:
 def _one_request_at_a_time(frames: Any) -> pd.DataFrame:
     """The generation cells a decoder answers one request at a time: their key's scenario is the plain one (those
     under load have a scenario, and a section, of their own)."""
-    return frames.generation[frames.generation["scenario"] == PLAIN]
+    return frames.generating[frames.generating["scenario"] == PLAIN]
 
 
 TRAINING_MEASURED = (
@@ -391,7 +391,7 @@ def method_section(measured: pd.DataFrame, frames: Any) -> list[str]:
         ]
     if not _one_request_at_a_time(frames).empty:
         what += [load_target(GENERATION.method)]
-    present = set(frames.serving["scenario"]) | set(frames.generation["scenario"])
+    present = set(frames.served["scenario"]) | set(frames.generating["scenario"])
     # once each: LoadGen's server and offline share theirs
     methods = dict.fromkeys(info.method for name, info in SCENARIOS.items() if name in present and info.method)
     what += [load_target(method) for method in methods if method]

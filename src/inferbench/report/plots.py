@@ -191,7 +191,7 @@ def plot_every_workload(summary: pd.DataFrame, out_dir: str | Path, variants: Se
     for workload in ordered(scenarios.single["workload"]):
         for kind in ["batch", "seq"] if workload_info(workload).has_seq_len else ["batch"]:
             written += plot_workload(summary, workload, Path(out_dir) / workload, kind, variants)
-    one_at_a_time = scenarios.generation[scenarios.generation["scenario"] == PLAIN]
+    one_at_a_time = scenarios.generating[scenarios.generating["scenario"] == PLAIN]
     for workload in ordered(one_at_a_time["workload"]):
         for name, drawer in GENERATION.summary_plots:
             written.append(load_target(drawer)(summary, workload, Path(out_dir) / workload / name, variants))

@@ -83,7 +83,7 @@ EXPLAINED = (
 def one_request_at_a_time(cells: pd.DataFrame) -> pd.DataFrame:
     """The generation cells timed one request at a time (their key's scenario is the plain one), not under
     load (a scenario with a section of its own)."""
-    generation = split_scenarios(cells).generation
+    generation = split_scenarios(cells).generating
     return generation[generation["scenario"] == PLAIN]
 
 

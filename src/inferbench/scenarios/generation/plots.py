@@ -21,7 +21,7 @@ def plot_generation(summary: pd.DataFrame, workload: str, out: str | Path, varia
     """A decoder's generation cells against the batch size: time per output token (p50, the decode step a
     user waits for) on the left, time to first token (p50, the prefill) on the right; colour: the engine
     variant, as in every plot; marker and line: the prompt length."""
-    frame = split_scenarios(summary).generation
+    frame = split_scenarios(summary).generating
     # one request at a time: a cell under load is drawn by its own scenario's plot
     frame = frame[(frame["workload"] == workload) & (frame["status"] == "ok") & (frame["scenario"] == PLAIN)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))

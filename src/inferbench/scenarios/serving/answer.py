@@ -95,7 +95,7 @@ def slowest_phase(row: pd.Series) -> str | None:
 def serving_answer(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
     """The answer of a serving study (layout ``serving``) from its rows: the best QPS within the bound per
     workload."""
-    cells = split_scenarios(cells).serving
+    cells = split_scenarios(cells).served
     table = side_by_side(cells)
     out: list[str] = []
     for workload, rows in table.groupby("workload", sort=False):
@@ -130,7 +130,7 @@ def details_section(rows: pd.DataFrame, report_dir: Path) -> list[str]:
 
 def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = None) -> list[str]:
     """A serving study's detail: every engine configuration's server and offline figures side by side."""
-    table = side_by_side(split_scenarios(cells).serving)
+    table = side_by_side(split_scenarios(cells).served)
     out: list[str] = []
     for workload, rows in table.groupby("workload", sort=False):
         out += [f"**{escape_markdown(workload)}**:", "", markdown_table(rows, SERVING_COLUMNS), ""]

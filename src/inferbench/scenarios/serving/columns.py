@@ -10,6 +10,16 @@ from inferbench.scenarios.serving import SECTION
 if TYPE_CHECKING:
     from inferbench.core.cells import CellRecord
 
+#: the columns of numbers a summary is checked for (their declaration's ``numeric``): the QPS and latencies that
+#: `inferbench compare` reads
+NUMERIC = (
+    "serving_qps",
+    "serving_target_qps",
+    "serving_lowest_invalid_qps",
+    "serving_p99_ms",
+    "serving_harness_p99_ms",
+)
+
 
 def columns(record: CellRecord) -> dict[str, Any]:
     """LoadGen's result of a server or offline cell: the QPS it served, within the latency bound for a server cell,
