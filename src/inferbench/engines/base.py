@@ -49,7 +49,7 @@ class Engine(ABC):
     #: hands them out) rather than logits: the parity check then compares both centred
     run_gives_log_probabilities: ClassVar[bool] = False
     #: whether ``run`` returns the next tokens, not scores (a server's endpoint): no logits to compare; the
-    #: generation scenarios compare the tokens it generates with FP32 eager's instead
+    #: scenarios of a decoder compare the tokens it generates with FP32 eager's instead
     run_gives_tokens: ClassVar[bool] = False
     #: what one ``run()`` does, in words (the record's boundary descriptions quote it)
     run_description: str = "one forward pass on the staged inputs; the output stays where it was computed"
@@ -73,14 +73,14 @@ class Engine(ABC):
     def takes_any_batch(self) -> bool:
         """Whether ``run`` serves any batch size as fast as the one it was prepared for. False for
         engines fixed to their prepared shapes (a captured CUDA graph, a compiled or built engine), which
-        a serving cell prepares at a ladder of batch sizes (inferbench.scenarios.serving)."""
+        a scenario serving batches of any size prepares at a ladder of batch sizes."""
         return True
 
     @property
     def stages_apart(self) -> bool:
         """Whether ``stage`` may run on another thread and CUDA stream while ``run`` computes the previous
-        batch: it copies into fresh buffers and waits only for its own stream. A serving cell then
-        overlaps the next batch's copy in with this one's compute (inferbench.scenarios.serving)."""
+        batch: it copies into fresh buffers and waits only for its own stream. A scenario that serves
+        batches may then overlap the next batch's copy in with this one's compute."""
         return False
 
     @property

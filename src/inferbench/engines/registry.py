@@ -52,7 +52,7 @@ HARNESS_ENGINES = frozenset(name for name, info in ENGINES.items() if info.harne
 
 
 def harness_engine() -> str:
-    """The harness baseline a serving cell measures its floor with: the one engine declared ``harness``."""
+    """The harness baseline a batcher's cell measures its floor with: the one engine declared ``harness``."""
     if len(HARNESS_ENGINES) != 1:
         raise ValueError(f"exactly one engine is declared harness=True, not {sorted(HARNESS_ENGINES)}")
     return next(iter(HARNESS_ENGINES))

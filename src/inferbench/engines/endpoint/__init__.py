@@ -5,8 +5,8 @@ The cell's process starts the server on loopback (``transformers serve`` on the 
 or the null server, which streams canned tokens at once: the client's own floor), waits for its health, and
 stops it when it ends; or it sends to a server already running at a URL (``endpoint``). Every request asks for
 exactly its tokens (EOS ignored), and the server's count is checked against what was asked and streamed. The
-generation scenario sends one request per row of a batch; ``llm_load`` sends them at a rate, each timed as its
-events arrive. The code is in this package's modules, imported only when a cell runs.
+engine sends one request per row of a batch at once, or each request when a scenario sends it (at a rate, many
+in flight), each timed as its events arrive. The code is in this package's modules, imported only when a cell runs.
 """
 
 from dataclasses import dataclass

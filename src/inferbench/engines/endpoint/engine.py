@@ -5,9 +5,9 @@ is the word ``w<i>``, so that a prompt of N words is N tokens and a text reply m
 server on a free loopback port (inferbench.engines.endpoint.server: it ends with this process), waits for its
 ``/health``, and counts the weights' bytes for the scenario's roofline. Then:
 
-- under load (inferbench.scenarios.llm_load, stream-driven): ``serve_stream`` sends one streamed request and
+- under load (a stream-driven scenario): ``serve_stream`` sends one streamed request and
   yields the tokens made so far after each event, on the scenario's event loop;
-- one request at a time (inferbench.scenarios.generation): ``start`` sends one streamed request per row of the
+- one request at a time (a step-driven scenario): ``start`` sends one streamed request per row of the
   batch, at once, and returns when every row has its first token; ``step`` when every row has one more.
 
 Requests go through one aiohttp session per event loop (kept-alive connections, as ``vllm bench serve`` keeps
@@ -80,7 +80,7 @@ def save_served_checkpoint(lm: Any, folder: Path) -> None:
 
 @dataclass
 class EndpointRequest:
-    """One streamed request per row of a batch (the generation scenario's request), with its tokens so far."""
+    """One streamed request per row of a batch (one request at a time), with its tokens so far."""
 
     ids: list[str]
     prompt: int
@@ -128,7 +128,7 @@ class EndpointEngine(ExportedDecoder):
         self.server: ServerProcess | None = None
         self.url, self.model_name = "", ""
         self.serve(artifact, lm, example)
-        self._loop = asyncio.new_event_loop()  # the generation scenario's requests run on it
+        self._loop = asyncio.new_event_loop()  # requests sent one at a time (start, step) run on it
         self._sessions: dict[asyncio.AbstractEventLoop, Any] = {}
         self._served: dict[str, list[int] | None] = {}
         # at most the cell's batch of requests in flight, the others waiting here in arrival order, as the
@@ -160,7 +160,7 @@ class EndpointEngine(ExportedDecoder):
         return self._sessions[loop]
 
     async def serve_stream(self, request_id: str, prompt: list[int], max_tokens: int) -> AsyncIterator[int]:
-        """One streamed request: the tokens made so far after each event (inferbench.scenarios.llm_load)."""
+        """One streamed request: the tokens made so far after each event (a stream-driven scenario's)."""
         done = Completion(max_tokens)
         slots = self._slots.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(self._running))
         try:
@@ -227,7 +227,7 @@ class EndpointEngine(ExportedDecoder):
         if server is not None:
             server.stop()
 
-    # -- one request at a time (the generation scenario): each row its own stream, on this engine's loop
+    # -- one request at a time (start, step): each row its own stream, on this engine's loop
 
     def _run_all(self, works: list[Coroutine[Any, Any, None]]) -> None:
         """Run ``works`` together on this engine's loop (gathered inside it: a gather made outside a running

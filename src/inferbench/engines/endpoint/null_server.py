@@ -1,6 +1,6 @@
 """A null OpenAI-compatible server on loopback: it streams canned tokens at once, with no model behind them,
 so that a client's time to first token and its inter-token gaps against it are the client's and the event
-loop's own floor (what an endpoint cell records beside its figures, as the serving harness's floor is for
+loop's own floor (what an endpoint cell records beside its figures, as the batcher's harness floor is for
 LoadGen). It speaks just enough HTTP/1.1 for ``/health`` and a streamed ``/v1/completions``.
 
 Paced (``Pace``), it waits before its first token and between tokens as a model would: against it, a client's

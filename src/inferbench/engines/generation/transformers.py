@@ -4,7 +4,7 @@
 the last token and picks the next. Tokens are picked on the device (argmax) and stay there, so nothing
 waits for the host between steps, as in a server's decode loop; ``generated`` brings them back.
 
-Under load (inferbench.scenarios.llm_load, step-driven: ``serve_add``, ``serve_step``, ``serve_busy``) the
+Under load (a step-driven scenario: ``serve_add``, ``serve_step``, ``serve_busy``) the
 requests go through transformers' own continuous batching (``model.init_continuous_batching``: a paged KV
 cache, a FIFO scheduler that admits waiting requests between steps, prefills split to a token budget), stepped
 one scheduler iteration per ``serve_step`` in the caller's thread rather than by its background thread, so
@@ -107,7 +107,7 @@ class HfGenerate(TorchEngine):
     def decode_read_bytes(self) -> int:
         return decode_read_bytes(self.lm)
 
-    # -- under load (inferbench.scenarios.llm_load: step-driven) --
+    # -- under load (a step-driven scenario) --
 
     @property
     def serve_graphs(self) -> bool:

@@ -395,7 +395,7 @@ class Vllm(ExportedDecoder):
             "cuda_graph": self.device == "cuda" and not eager,
         }
 
-    # -- under load (inferbench.scenarios.llm_load, step-driven): the same LLMEngine loop LLM.generate runs,
+    # -- under load (a step-driven scenario): the same LLMEngine loop LLM.generate runs,
     # requests added as they arrive; the engine core in its own process batches them continuously, as vLLM
     # schedules them (a request added while a step's outputs are awaited reaches it as that call returns)
 

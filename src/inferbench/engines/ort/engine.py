@@ -216,7 +216,7 @@ class OrtCuda(OrtEngine):
     def takes_any_batch(self) -> bool:
         # Not as fast as the shape it was prepared for: a CUDA provider session serving unpadded batches of
         # changing size runs many times slower a batch than at one shape, most likely cuDNN's convolutions
-        # set up again at each new shape (docs/serving.md). So a serving cell keeps one session per rung of
+        # set up again at each new shape (docs/serving.md). So a cell serving batches keeps one session per rung of
         # its batch ladder, each seeing one shape. A captured graph replays its shapes only anyway.
         return False
 
