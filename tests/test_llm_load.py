@@ -634,12 +634,12 @@ def test_a_cell_of_an_engine_that_cannot_serve_under_load_says_why_and_one_witho
 
 
 def test_a_cell_s_processes_are_pooled_load_by_load_with_each_process_s_answer_and_its_spread(tmp_path):
-    records = []
+    records, sweep_only = [], {**SETTINGS, "search_steps": 0}  # the sweep's loads pooled; the search's: below
     for _ in range(2):
         engine = FakeStepEngine(time.perf_counter, step_s=0.002, running=2, new_tokens=3)
         records.append(
             SimpleNamespace(
-                sections={"llm_load": measure(_cell(engine, SETTINGS, tmp_path)).fields["sections"]["llm_load"]}
+                sections={"llm_load": measure(_cell(engine, sweep_only, tmp_path)).fields["sections"]["llm_load"]}
             )
         )
     merged = merged_serving(records)
@@ -680,9 +680,10 @@ def test_a_cell_s_later_processes_offer_the_first_s_rates_and_their_search_steps
     shared = tmp_path / "shared"
     shared.mkdir()
     records = []
+    one_step = {**SETTINGS, "search_steps": 1}  # one search step to pool is enough
     for index, step_s in enumerate((0.002, 0.003)):  # the second process's engine is slower: its capacity lower
         engine = FakeStepEngine(time.perf_counter, step_s=step_s, running=2, new_tokens=3)
-        cell = dataclasses.replace(_cell(engine, SETTINGS, tmp_path), first_process=index == 0, shared=shared)
+        cell = dataclasses.replace(_cell(engine, one_step, tmp_path), first_process=index == 0, shared=shared)
         records.append(SimpleNamespace(sections={"llm_load": measure(cell).fields["sections"]["llm_load"]}))
     first, second = (r.sections["llm_load"] for r in records)
     assert first["capacity"]["request_per_s"] != second["capacity"]["request_per_s"]
