@@ -169,8 +169,7 @@ def serving_section(cells: pd.DataFrame, study: dict[str, Any], basis: Any = Non
 #: (issue 31's targets): a server cell's answer is known to within its search's 1.25x bracket at best
 SERVING_TOLERANCE = {"cuda": 0.15, "cpu": 0.20}
 #: a server cell's harness floor (the no-op engine's p99 through the same path) "moved" between two runs
-#: beyond this ratio and this many ms: for the same cells it ranged over an order of magnitude between runs
-#: (docs/results/h100/serving/README.md)
+#: beyond this ratio and this many ms: the floor itself moves between runs of the same cells (docs/serving.md)
 HARNESS_MOVED_RATIO, HARNESS_MOVED_MS = 2.0, 0.5
 
 
