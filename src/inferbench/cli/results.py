@@ -60,8 +60,9 @@ def plot(args: argparse.Namespace) -> None:
     from inferbench.catalog.targets import load_target
     from inferbench.report.plots import plot_declared, plot_workload
 
-    if args.kind in ("declared", "summary") and args.name not in scenario_plots():
-        known = ", ".join(sorted(scenario_plots()))
+    declared = scenario_plots()
+    if args.kind in ("declared", "summary") and args.name not in declared:
+        known = ", ".join(sorted(declared))
         raise UserError(f"plot --kind {args.kind} needs --name, the file name of a plot a scenario declares: {known}")
     if args.kind == "declared":  # drawn from the records (every LoadGen run of a search is there)
         plot_declared(load_records(args.records), args.workload, args.out_dir / args.name, args.engines)

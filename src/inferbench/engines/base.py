@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,6 +20,11 @@ from inferbench.models.registry import InputSpec
 #: its checkpoint where its engine start made it. A process that ran one primes the cell: its timing is left out
 #: (inferbench.launch.processes.primes). Not TensorRT's ``build``: built in a job of its own, every process loads it.
 PRIMING_STEPS: tuple[str, ...] = ("compile",)
+
+
+def compiled_for_others(cold_start_s: Mapping[str, float]) -> bool:
+    """Whether a process's cold start (its steps, seconds each) ran a step of ``PRIMING_STEPS``: it primes the cell."""
+    return any(step in cold_start_s for step in PRIMING_STEPS)
 
 
 def artifact_path(artifact: Path | None) -> Path:

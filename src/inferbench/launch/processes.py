@@ -54,7 +54,7 @@ from inferbench.core.cells import COLD_START_STEPS, CellRecord
 from inferbench.core.errors import UserError
 from inferbench.core.stats import fast_mode_p50, fast_phase, latency_stats, percentile_ci
 from inferbench.core.storage import BOUNDARIES, load_samples, save_cell
-from inferbench.engines.base import PRIMING_STEPS
+from inferbench.engines.base import compiled_for_others
 from inferbench.machine import watchdog
 from inferbench.machine.lifetime import kill_group, why_not_fork
 from inferbench.machine.lock import MachineLock
@@ -81,7 +81,7 @@ def _p50_ci(record: CellRecord, boundary: str) -> list[float] | None:
 
 def primes(records: Sequence[CellRecord]) -> bool:
     """Whether the cell's first process compiled for the others (``PRIMING_STEPS``): its calls are left out."""
-    return bool(records) and any(step in records[0].cold_start_s for step in PRIMING_STEPS)
+    return bool(records) and compiled_for_others(records[0].cold_start_s)
 
 
 def timed_processes(records: Sequence[CellRecord]) -> list[CellRecord]:

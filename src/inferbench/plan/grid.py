@@ -170,13 +170,15 @@ def cell_scenario_settings(config: dict[str, Any], has_cuda: bool | None = None)
             if hasattr(kind, "for_cell"):  # keys a cell takes from its study or variant (LoadGen's bound, delay)
                 own = kind.for_cell(own, study, config["engines"][cell.engine])
             earlier = settings.setdefault(cell, (name, own))
-            if earlier[1] != own and hasattr(kind, "combined") and (both := kind.combined(earlier[1], own)):
-                settings[cell] = (earlier[0], both)
-            elif earlier[1] != own:
+            if earlier[1] == own:
+                continue
+            both = kind.combined(earlier[1], own) if hasattr(kind, "combined") else None
+            if both is None:
                 raise SettingsConflict(
                     f"studies.{earlier[0]} and studies.{name} both measure {cell.cell_id} with different `{section}` "
                     f"settings; give the two studies the same `{section}`, or no common cell"
                 )
+            settings[cell] = (earlier[0], both)
     return {cell: values for cell, (_, values) in settings.items()}
 
 

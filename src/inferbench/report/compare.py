@@ -193,6 +193,6 @@ def compare_runs(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, 
     # the lines of the scenarios that compare what two runs keep beside their summaries (a decoder's loads)
     # each hook once (LoadGen's server and offline share one), in the declarations' order
     hooks = dict.fromkeys(info.compared for info in SCENARIOS.values() if info.compared)
-    own = [line for hook in hooks if hook for line in load_target(hook)(run_a, run_b)]
+    own = [line for hook in hooks for line in load_target(hook)(run_a, run_b)]
     text = compare_markdown(cells, agreement, (str(path_a), str(path_b)), leases, shifts, calibrations, own)
     return cells, agreement, text, leases

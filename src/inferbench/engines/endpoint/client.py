@@ -104,10 +104,11 @@ def _tokens_in(choice: dict[str, Any]) -> int:
     does under load); else one per text delta (a special token sends none)."""
     if isinstance(choice.get("token_ids"), list):
         return len(choice["token_ids"])
-    words = (choice.get("text") or "").split()
+    text = choice.get("text") or ""
+    words = text.split()
     if len(words) > 1 and all(WORD.fullmatch(word) for word in words):
         return len(words)
-    return 1 if choice.get("text") else 0
+    return 1 if text else 0
 
 
 async def completion_tokens(session: Any, url: str, body: dict[str, Any], done: Completion) -> AsyncIterator[int]:

@@ -65,7 +65,7 @@ import numpy as np
 
 from inferbench.core.fsutil import read_json, write_json
 from inferbench.core.stats import latency_stats
-from inferbench.engines.base import PRIMING_STEPS
+from inferbench.engines.base import compiled_for_others
 from inferbench.machine.host_partition import measuring
 from inferbench.machine.watchdog import beat
 from inferbench.models.parity import load_reference_tokens
@@ -376,7 +376,7 @@ class LoadRuns:
         self.telemetry = GpuTelemetry.for_cuda_device() if cell.key.device == "cuda" else None
         self.given = offered_by_first(cell)
         #: whether this process compiled for the others: it primes the cell, is not counted, and sets no rates
-        self.primes = any(step in engine.cold_start_s for step in PRIMING_STEPS)
+        self.primes = compiled_for_others(engine.cold_start_s)
         #: whether its own capacity, where it measures one, sets the rates of the cell's other processes
         self.leads = cell.shared is not None and not self.primes
         self.nominal_capacity: float | None = None
