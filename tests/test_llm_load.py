@@ -680,7 +680,8 @@ def test_a_cell_s_later_processes_offer_the_first_s_rates_and_their_search_steps
     shared = tmp_path / "shared"
     shared.mkdir()
     records = []
-    one_step = {**SETTINGS, "search_steps": 1}  # one search step to pool is enough
+    # two loads (the second twice the capacity: missed, a short queue to drain) and one search step between them
+    one_step = {**SETTINGS, "load_shares": [0.5, 2.0], "search_steps": 1}
     for index, step_s in enumerate((0.002, 0.003)):  # the second process's engine is slower: its capacity lower
         engine = FakeStepEngine(time.perf_counter, step_s=step_s, running=2, new_tokens=3)
         cell = dataclasses.replace(_cell(engine, one_step, tmp_path), first_process=index == 0, shared=shared)
