@@ -328,6 +328,10 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
     assert row["client_words_over_bench"]["ttft"] == pytest.approx(44.0 / 41.0)
     table = tool.rounds_markdown([row])
     assert "| 0.5 | 15 | 3 | token_ids | tpot | 6 (5–7) | 5 (5–5) | 1.200× |" in table
+    # --loads N: the N lowest of the VALID rates
+    serving["sweep"] = [{"offered_per_s": r, "valid": r < 40} for r in (30.0, 45.0, 15.0)]
+    assert [s["offered_per_s"] for s in tool.valid_loads(record, 1)] == [15.0]
+    assert [s["offered_per_s"] for s in tool.valid_loads(record)] == [15.0, 30.0]
     assert "| 0.5 | 15 | 3 | words | ttft | 44 (44–44) | 41 (40–42) | 1.073× |" in table
     # the null server's pace: two waits in ms, and only where the null server stands in
     import argparse

@@ -19,10 +19,13 @@
 #   bench_serve      `vllm bench serve` and the project's own client in turn, BENCH_ROUNDS (3) rounds, against one
 #                    server started with each vllm_serve cell's command, at its VALID loads
 #                    (benchmarks/tools/vllm_bench_serve.py --in-turn); the client once for each way of sending
-#                    prompts in BENCH_CLIENT_PROMPTS ('token_ids words': ids, and text as the benchmark sends it)
+#                    prompts in BENCH_CLIENT_PROMPTS ('token_ids words': ids, and text as the benchmark sends it);
+#                    BENCH_LOADS=N: the N lowest VALID loads only
+#   endpoint_rest    llm_endpoint_gpu whole: the cells `endpoint` left out (ENDPOINT_ENGINES), measured after the
+#                    yardstick, so that a lease that ends early keeps the yardstick
 #   bench_floor      the same rounds against the null server paced as vLLM (BENCH_PACE, '25,3.5' ms): each
 #                    client's own cost on this host (--floor --pace)
-# The last three are not run by default: STAGES='endpoint bench_serve bench_floor'.
+# The last four are not run by default: STAGES='endpoint bench_serve bench_floor'.
 # STAGES='serving bench_throughput' runs those only (all five take about 28 minutes on an H100 after the
 # carry, at the edge of a lease: split them over two leases where the device time allows).
 set -uo pipefail
@@ -70,10 +73,12 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
   stage endpoint "${workflow[@]}" --configfile \
     "$(narrow llm_endpoint_gpu "engines: [${ENDPOINT_ENGINES:-vllm, vllm_serve}]")" --config 'run=[llm_endpoint_gpu]'
   keep endpoint
-  # shellcheck disable=SC2086  # the list of ways is split into words on purpose
+  # shellcheck disable=SC2086  # the list of ways and the loads option are split into words on purpose
   stage bench_serve python benchmarks/tools/vllm_bench_serve.py results/cells --in-turn "${BENCH_ROUNDS:-3}" \
-    --client-prompts ${BENCH_CLIENT_PROMPTS:-token_ids words} --md "$run/out/bench_serve.md" \
-    --out "$run/out/bench_serve.json"
+    --client-prompts ${BENCH_CLIENT_PROMPTS:-token_ids words} ${BENCH_LOADS:+--loads "$BENCH_LOADS"} \
+    --md "$run/out/bench_serve.md" --out "$run/out/bench_serve.json"
+  stage endpoint_rest "${workflow[@]}" --config 'run=[llm_endpoint_gpu]'
+  keep endpoint_rest
   stage bench_floor python benchmarks/tools/vllm_bench_serve.py results/cells --in-turn "${BENCH_ROUNDS:-3}" \
     --floor --pace "${BENCH_PACE:-25,3.5}" --md "$run/out/bench_floor.md" --out "$run/out/bench_floor.json"
   echo "$(date +%T) done" >> "$run/stages.log"

@@ -26,10 +26,11 @@ null_server: canned tokens at once): each client's own floor at each load, the s
 difference between the two clients against vLLM can be held to the difference of their floors. The benchmark's
 tokenizer is then the word vocabulary the null server counts. ``--pace FIRST_MS,TOKEN_MS`` paces its streams as a
 model would (a first token after FIRST_MS, the next ones TOKEN_MS apart): as many streams run at once as against
-vLLM, and each client's figures above the pace are its own cost under that load.
+vLLM, and each client's figures above the pace are its own cost under that load. ``--loads N`` keeps each cell's N
+lowest VALID rates, where a lease's time does not allow them all.
 
     python benchmarks/tools/vllm_bench_serve.py results/cells [--out vllm_bench_serve.json] [--md F.md]
-        [--in-turn 3 [--configfile config/config.yaml] [--floor [--pace 25,3.5]]]
+        [--in-turn 3 [--configfile config/config.yaml] [--floor [--pace 25,3.5]]] [--loads N]
 """
 
 from __future__ import annotations
@@ -207,10 +208,12 @@ def measure(
     floor: bool = False,
     pace_ms: tuple[float, float] = (0.0, 0.0),
     client_prompts: Sequence[str] = ("token_ids",),
+    most_loads: int | None = None,
 ) -> list[dict[str, Any]]:
     """Each VALID load of the cell's sweep through `vllm bench serve` against its server, started once; with
     ``rounds``, the project's client too, in turn with it (``in_turn``), from ``config`` (the run's), once for each
-    way of sending prompts in ``client_prompts``; with ``floor``, against the null server instead."""
+    way of sending prompts in ``client_prompts``; with ``floor``, against the null server instead; at most
+    ``most_loads`` loads (``valid_loads``)."""
     port = free_port()
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
@@ -227,7 +230,7 @@ def measure(
         try:
             server.wait_healthy(START_S)
             rows = []
-            for index, load in enumerate(s for s in load_section(record)["sweep"] if s.get("valid")):
+            for index, load in enumerate(valid_loads(record, most_loads)):
                 if not rounds:
                     rows.append(side_by_side(record, load, bench_figures(record, load, server.url, folder / "b.json")))
                     print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
@@ -247,6 +250,13 @@ def measure(
             return rows
         finally:
             server.stop()
+
+
+def valid_loads(record: dict[str, Any], most: int | None = None) -> list[dict[str, Any]]:
+    """The loads of the cell's sweep that were VALID, the lowest offered rate first; at most ``most`` of them
+    (None: all)."""
+    valid = sorted((s for s in load_section(record)["sweep"] if s.get("valid")), key=lambda s: s["offered_per_s"])
+    return valid[:most]
 
 
 def rounds_markdown(rows: list[dict[str, Any]]) -> str:
@@ -306,6 +316,13 @@ def pace_ms(text: str) -> tuple[float, float]:
     return first, token
 
 
+def positive(text: str) -> int:
+    """``--loads``'s value: a whole number, at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of loads, at least 1")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cells", type=Path, help="the records' folder (results/cells)")
@@ -322,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --in-turn: the run's config, for the client's measure settings")  # fmt: skip
     parser.add_argument("--client-prompts", nargs="+", choices=list(CLIENT_SIDES), default=["token_ids"],
                         help="with --in-turn: how the project's client sends prompts, a side each")  # fmt: skip
+    parser.add_argument("--loads", type=positive, default=None, metavar="N",
+                        help="at most N of each cell's VALID loads, the lowest rates first (default: all)")  # fmt: skip
     parser.add_argument("--floor", action="store_true", help="with --in-turn: against the null server (each floor)")
     parser.add_argument("--pace", type=pace_ms, default=(0.0, 0.0), metavar="FIRST_MS,TOKEN_MS",
                         help="with --floor: the null server's wait before a first token and between two")  # fmt: skip
@@ -338,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         row
         for record in records
-        for row in measure(record, args.in_turn, config, args.floor, args.pace, args.client_prompts)
+        for row in measure(record, args.in_turn, config, args.floor, args.pace, args.client_prompts, args.loads)
     ]
     args.out.write_text(json.dumps(rows, indent=1))
     table = rounds_markdown(rows) if args.in_turn else markdown(rows)
