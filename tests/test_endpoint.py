@@ -307,9 +307,11 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
     # the rounds alternate which client goes first; the medians stand side by side with each side's range
     calls = []
 
-    def bench(n):
+    def bench(n):  # its run, and its steady window judged as the cell judges its own
         calls.append(f"bench{n}")
-        return {"request_throughput": 15.0, "median_ttft_ms": 40.0 + n, "median_tpot_ms": 5.0, "median_itl_ms": 2.5}
+        window = {"request_throughput": 15.0, "median_ttft_ms": 38.0 + n, "median_tpot_ms": 5.0, "median_itl_ms": 2.5}
+        return {"request_throughput": 15.0, "median_ttft_ms": 40.0 + n, "median_tpot_ms": 5.0, "median_itl_ms": 2.5,
+                "window": window}  # fmt: skip
 
     def client(n):
         calls.append(f"client{n}")
@@ -326,13 +328,27 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
     assert row["client_over_bench"]["tpot"] == pytest.approx(6.0 / 5.0)
     assert row["client_over_bench"]["request_per_s"] == pytest.approx(15.3 / 15.0)
     assert row["client_words_over_bench"]["ttft"] == pytest.approx(44.0 / 41.0)
+    # each round's ratio, its median: 42/40, 42/41, 42/42
+    assert row["client_paired_bench"]["ttft"] == pytest.approx(42.0 / 41.0)
+    assert row["bench_window"]["ttft"]["median"] == 39.0
+    assert row["client_over_window"]["ttft"] == pytest.approx(42.0 / 39.0)
     table = tool.rounds_markdown([row])
-    assert "| 0.5 | 15 | 3 | token_ids | tpot | 6 (5–7) | 5 (5–5) | 1.200× |" in table
+    assert "| token_ids | tpot | 6 (5–7) | 5 (5–5) | 1.200×, 1.200× | 5 (5–5) | 1.200×, 1.200× |" in table
+    assert "| words | ttft | 44 (44–44) | 41 (40–42) | 1.073×, 1.073× | 39 (38–40) | 1.128×, 1.128× |" in table
+    # the benchmark's per-request lists judged over the cell's window: 2 s of ramp, then 6 s (40 requests at 15/s
+    # arrive sooner); one request a second, each 50 ms to its first token and 10 ms to each of its 3 others
+    starts = [100.0 + t for t in range(12)]
+    result = {"start_times": starts, "ttfts": [0.05] * 12, "itls": [[0.01] * 3] * 12, "output_lens": [4] * 12,
+              "errors": [""] * 11 + ["the server closed the stream"]}  # fmt: skip
+    window = tool.bench_window(result, record, load)
+    assert window["arrived_per_s"] == pytest.approx(1.0) and window["request_throughput"] == pytest.approx(1.0)
+    assert window["median_ttft_ms"] == pytest.approx(50.0) and window["median_itl_ms"] == pytest.approx(10.0)
+    assert window["median_tpot_ms"] == pytest.approx(10.0)
+    assert tool.bench_window({"start_times": []}, record, load) is None
     # --loads N: the N lowest of the VALID rates
     serving["sweep"] = [{"offered_per_s": r, "valid": r < 40} for r in (30.0, 45.0, 15.0)]
     assert [s["offered_per_s"] for s in tool.valid_loads(record, 1)] == [15.0]
     assert [s["offered_per_s"] for s in tool.valid_loads(record)] == [15.0, 30.0]
-    assert "| 0.5 | 15 | 3 | words | ttft | 44 (44–44) | 41 (40–42) | 1.073× |" in table
     # the null server's pace: two waits in ms, and only where the null server stands in
     import argparse
 

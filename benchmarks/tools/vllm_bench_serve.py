@@ -13,13 +13,16 @@ requests at the same rate against the null server), which says how much of a dif
 
 Two differences stay by design: the benchmark's prompts are its own random tokens (the cell's: seeded from the
 workload's vocabulary), and it times every request of its run, where the cell judges a steady window after a ramp.
+Its per-request lists (``--save-detailed``) give its figures over the cell's window too (``bench_window``), judged
+by the cell's own arithmetic: like with like.
 
 Each start of a server differs (on an H200, three starts' TPOT p50s 13% apart:
 docs/results/h200/llm_endpoint/2026-11-30-yardstick), and so does the machine over minutes. ``--in-turn R`` holds
 both clients to one running server instead: for each VALID load, R rounds, each `vllm bench serve` and the
 project's own client (a run-cell of an ``endpoint`` variant at the server's URL, one process, offered the same
 rate: the cell's load share of the capacity it was offered, ``capacity_per_s``), every other round in reverse
-order. The medians of the rounds stand side by side, with each side's range over its rounds.
+order. The medians of the rounds stand side by side, with each side's range over its rounds, and the median of
+each round's client / bench ratio: the server moves between runs more than the clients differ (docs/generation.md).
 
 ``--floor`` (with ``--in-turn``) puts the null server in the vLLM server's place (inferbench.engines.endpoint.
 null_server: canned tokens at once): each client's own floor at each load, the same rounds in turn, so that a
@@ -53,6 +56,7 @@ from inferbench.core.settings import schema_defaults
 from inferbench.engines.endpoint.engine import null_server_command, word_tokenizer
 from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url
 from inferbench.scenarios.llm_load.arrivals import LoadSettings
+from inferbench.scenarios.llm_load.metrics import RequestTrace, window_figures
 
 #: the word vocabulary the benchmark's prompts are drawn from against the null server, which counts words: any size
 #: gives exact lengths
@@ -88,7 +92,7 @@ def bench_command(
         "--random-range-ratio", str(ratio), "--request-rate", str(load["offered_per_s"]),
         "--max-concurrency", str(key["batch_size"]), "--seed", str(settings.get("seed", 0)), "--ignore-eos",
         "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-        "--save-result", "--result-dir", str(out.parent), "--result-filename", out.name,
+        "--save-result", "--save-detailed", "--result-dir", str(out.parent), "--result-filename", out.name,
     ]  # fmt: skip
 
 
@@ -118,7 +122,48 @@ def bench_figures(
     done = subprocess.run(bench_command(record, load, url, out, tokenizer), capture_output=True, text=True)
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(out.read_text())
+    result = json.loads(out.read_text())
+    window = bench_window(result, record, load)
+    # the run's summary and its window's figures; the per-request lists only served the window
+    return {k: v for k, v in result.items() if k not in PER_REQUEST} | ({"window": window} if window else {})
+
+
+#: the per-request lists of a `vllm bench serve` result (``--save-detailed``)
+PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors")
+
+
+def bench_window(result: dict[str, Any], record: dict[str, Any], load: dict[str, Any]) -> dict[str, Any] | None:
+    """The benchmark's requests judged as the cell judges its own (``window_figures``): those sent within the
+    cell's steady window after its ramp, the run counted from its first request; figures named as the benchmark
+    names its own. None without the per-request lists (a benchmark run without ``--save-detailed``).
+
+    The benchmark counts every request of its run, its first and last seconds too; the cell a steady window. The
+    window's figures compare like with like. The benchmark times from the moment a request was sent, the cell from
+    its scheduled arrival; at a load below capacity the two are within the client's own lag."""
+    starts = result.get("start_times")
+    if not starts:
+        return None
+    serving = load_section(record)
+    settings = LoadSettings.from_dict({**serving["settings"], "objective": serving["objective"]})
+    traces = []
+    requests = zip(starts, result["ttfts"], result["itls"], result["output_lens"], result["errors"], strict=True)
+    for number, (sent_s, ttft_s, itls_s, tokens, error) in enumerate(requests):
+        if error or not tokens:
+            continue
+        trace = RequestTrace(str(number), sent_s, tokens)
+        # one token an arrival, the last arrival holding the rest: the benchmark's ITL is a gap between chunks
+        at_s = sent_s + ttft_s
+        for made, gap_s in enumerate([0.0, *itls_s], start=1):
+            at_s += gap_s
+            trace.observe(at_s, tokens if made == len(itls_s) + 1 else min(made, tokens), made == len(itls_s) + 1)
+        traces.append(trace)
+    if not traces:
+        return None
+    ramp_s = settings.ramp_s
+    window = (ramp_s, ramp_s + settings.window_s(load["offered_per_s"]))
+    step = window_figures(traces, min(starts), window, settings.objective)
+    return {"request_throughput": step["request_per_s"], "arrived_per_s": step["arrived_per_s"],
+            **{name: (step.get(f"{f}_ms") or {}).get("p50") for f, name in FIGURES.items()}}  # fmt: skip
 
 
 #: the engine variant and the study of the project's own client in turn with the benchmark (``--in-turn``)
@@ -181,23 +226,38 @@ def in_turn(rounds: int, sides: dict[str, Callable[[int], dict[str, Any]]]) -> l
 
 
 def rounds_row(record: dict[str, Any], load: dict[str, Any], rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """The rounds of one load: each side's median and range over its rounds, and client / bench of the medians."""
+    """The rounds of one load: each side's median and range over its rounds, the benchmark's steady window
+    (``bench_window``) a side too where its runs kept one. For each client, against the benchmark's whole runs
+    (``_bench``) and against their windows (``_window``): the ratio of the medians (``over``), and the median of
+    each round's ratio (``paired``: what drifts from one round to the next meets both sides of a round alike)."""
+    runs = [{k: v for k, v in r.items() if k not in ("round", "first")} for r in rounds]
+    for run in runs:
+        if "window" in run["bench"]:
+            run["bench_window"] = run["bench"]["window"]
+    keys = {"request_per_s": "request_throughput", **FIGURES}
+
+    def values(name: str, key: str) -> list[float]:
+        return [run[name][keys[key]] for run in runs if run.get(name, {}).get(keys[key]) is not None]
 
     def side(name: str) -> dict[str, Any]:
-        keys = {"request_per_s": "request_throughput", **{f: n for f, n in FIGURES.items()}}
-        values = {k: [r[name][n] for r in rounds if r[name].get(n) is not None] for k, n in keys.items()}
-        return {k: {"median": statistics.median(v), "min": min(v), "max": max(v)} if v else None
-                for k, v in values.items()}  # fmt: skip
+        return {k: {"median": statistics.median(v), "min": min(v), "max": max(v)} if (v := values(name, k)) else None
+                for k in keys}  # fmt: skip
 
-    sides = {name: side(name) for name in rounds[0] if name not in ("round", "first")}
+    sides = {name: side(name) for name in runs[0]}
     row = {"cell": record["cell"]["cell_id"], "load": load.get("load"), "offered_per_s": load["offered_per_s"],
            "rounds": rounds, **sides}  # fmt: skip
-    bench = sides["bench"]
-    for name, figures in sides.items():  # each client's medians over the benchmark's
-        if name != "bench":
-            row[f"{name}_over_bench"] = {
-                k: figures[k]["median"] / bench[k]["median"] if figures[k] and bench[k] else None for k in figures
+    yardsticks = {"bench": "bench", "window": "bench_window"}
+    for name in CLIENT_SIDES.values():
+        for suffix, bench in yardsticks.items():
+            if name not in sides or bench not in sides:
+                continue
+            ours, theirs = sides[name], sides[bench]
+            row[f"{name}_over_{suffix}"] = {
+                k: ours[k]["median"] / theirs[k]["median"] if ours[k] and theirs[k] else None for k in keys
             }
+            paired = {k: [run[name][n] / run[bench][n] for run in runs if run[name].get(n) and run[bench].get(n)]
+                      for k, n in keys.items()}  # fmt: skip
+            row[f"{name}_paired_{suffix}"] = {k: statistics.median(v) if v else None for k, v in paired.items()}
     return row
 
 
@@ -246,7 +306,7 @@ def measure(
                         settings, folder / f"c{i}-{n}-{p}.json"
                     )
                 rows.append(rounds_row(record, load, in_turn(rounds, sides)))
-                print(json.dumps({k: v for k, v in rows[-1].items() if k.endswith("_over_bench")}), flush=True)
+                print(json.dumps({k: v for k, v in rows[-1].items() if k.startswith("client")}), flush=True)
             return rows
         finally:
             server.stop()
@@ -261,26 +321,30 @@ def valid_loads(record: dict[str, Any], most: int | None = None) -> list[dict[st
 
 def rounds_markdown(rows: list[dict[str, Any]]) -> str:
     """Each load's rounds in turn: the project's client (each way it sent prompts) and `vllm bench serve` against
-    one running server."""
+    one running server, over its whole runs and, where they kept one, over the cell's steady window."""
     lines = [
         "| load | offered /s | rounds | client | figure | client: median (range) | bench: median (range) "
-        "| client / bench |",
-        "| ---: | ---: | ---: | --- | --- | ---: | ---: | ---: |",
+        "| client / bench: medians, paired | bench's window: median (range) | client / window: medians, paired |",
+        "| ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
 
     def cell(side: dict[str, Any] | None) -> str:
         return f"{side['median']:.3g} ({side['min']:.3g}–{side['max']:.3g})" if side else "–"
+
+    def ratios(row: dict[str, Any], name: str, suffix: str, figure: str) -> str:
+        over, paired = (row.get(f"{name}_{kind}_{suffix}", {}).get(figure) for kind in ("over", "paired"))
+        return f"{over:.3f}×, {paired:.3f}×" if over is not None and paired is not None else "–"
 
     for row in rows:
         for prompts, name in CLIENT_SIDES.items():
             if name not in row:
                 continue
             for figure in ("request_per_s", *FIGURES):
-                ratio = row[f"{name}_over_bench"][figure]
                 lines.append(
                     f"| {row['load']} | {row['offered_per_s']:.3g} | {len(row['rounds'])} | {prompts} | {figure} "
                     f"| {cell(row[name][figure])} | {cell(row['bench'][figure])} "
-                    f"| {f'{ratio:.3f}×' if ratio is not None else '–'} |"
+                    f"| {ratios(row, name, 'bench', figure)} | {cell((row.get('bench_window') or {}).get(figure))} "
+                    f"| {ratios(row, name, 'window', figure)} |"
                 )
     return "\n".join(lines) + "\n"
 
