@@ -22,7 +22,7 @@ both clients to one running server instead: for each VALID load, R rounds, each 
 project's own client (a run-cell of an ``endpoint`` variant at the server's URL, one process, offered the same
 rate: the cell's load share of the capacity it was offered, ``capacity_per_s``), every other round in reverse
 order. The medians of the rounds stand side by side, with each side's range over its rounds, and the median of
-each round's client / bench ratio: the server moves between runs more than the clients differ (docs/generation.md).
+each round's client / bench ratio: a server can move between runs more than the clients differ (docs/generation.md).
 
 ``--floor`` (with ``--in-turn``) puts the null server in the vLLM server's place (inferbench.engines.endpoint.
 null_server: canned tokens at once): each client's own floor at each load, the same rounds in turn, so that a
