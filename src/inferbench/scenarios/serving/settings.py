@@ -38,7 +38,7 @@ class ServingSettings(Settings):
         "on a GPU, stage the next batch (its copy in, on a stream of its own) while the engine runs this one, "
         "where the engine allows it (PyTorch eager, TorchScript, CUDA graphs); false (the default: the "
         "overlapped path's own p99 was several times the serial path's, "
-        "docs/results/h100/serving_harness_floor): one batch at a time, copy in, compute, copy out",
+        "docs/configuration.md): one batch at a time, copy in, compute, copy out",
     )
     min_duration_s: float = setting(
         2,
