@@ -83,7 +83,7 @@ def bench_command(
     settings, model = serving["settings"], record["engine"]["model"]
     ratio = max(settings.get("prompt_range", 0.0), settings.get("output_range", 0.0))
     # as many requests as the cell planned at that rate: its ramp, steady window and the ramp after
-    count = LoadSettings.from_dict({**settings, "objective": serving["objective"]}).planned_count(load["offered_per_s"])
+    count = load_settings(record).planned_count(load["offered_per_s"])
     return [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai",
         "--base-url", url, "--endpoint", "/v1/completions", "--model", model, "--tokenizer", tokenizer or model,
@@ -143,8 +143,7 @@ def bench_window(result: dict[str, Any], record: dict[str, Any], load: dict[str,
     starts = result.get("start_times")
     if not starts:
         return None
-    serving = load_section(record)
-    settings = LoadSettings.from_dict({**serving["settings"], "objective": serving["objective"]})
+    settings = load_settings(record)
     traces = []
     requests = zip(starts, result["ttfts"], result["itls"], result["output_lens"], result["errors"], strict=True)
     for number, (sent_s, ttft_s, itls_s, tokens, error) in enumerate(requests):
@@ -161,9 +160,20 @@ def bench_window(result: dict[str, Any], record: dict[str, Any], load: dict[str,
         return None
     ramp_s = settings.ramp_s
     window = (ramp_s, ramp_s + settings.window_s(load["offered_per_s"]))
-    step = window_figures(traces, min(starts), window, settings.objective)
+    return bench_named(window_figures(traces, min(starts), window, settings.objective))
+
+
+def bench_named(step: dict[str, Any]) -> dict[str, Any]:
+    """A load's figures as the cell's arithmetic makes them (``window_figures``), named as `vllm bench serve`
+    names its own."""
     return {"request_throughput": step["request_per_s"], "arrived_per_s": step["arrived_per_s"],
             **{name: (step.get(f"{f}_ms") or {}).get("p50") for f, name in FIGURES.items()}}  # fmt: skip
+
+
+def load_settings(record: dict[str, Any]) -> LoadSettings:
+    """The cell's load settings, with its objective, as its record keeps them."""
+    serving = load_section(record)
+    return LoadSettings.from_dict({**serving["settings"], "objective": serving["objective"]})
 
 
 #: the engine variant and the study of the project's own client in turn with the benchmark (``--in-turn``)
@@ -209,9 +219,7 @@ def client_figures(config: dict[str, Any], out: Path) -> dict[str, Any]:
     if done.returncode != 0 or record.get("status") != "ok":
         why = record.get("reason") or done.stderr[-2000:]
         raise RuntimeError(f"the client's cell failed ({done.returncode}): {why}")
-    step = load_section(record)["sweep"][0]
-    return {"request_throughput": step["request_per_s"], "arrived_per_s": step["arrived_per_s"],
-            **{name: (step.get(f"{f}_ms") or {}).get("p50") for f, name in FIGURES.items()}}  # fmt: skip
+    return bench_named(load_section(record)["sweep"][0])
 
 
 def in_turn(rounds: int, sides: dict[str, Callable[[int], dict[str, Any]]]) -> list[dict[str, Any]]:
