@@ -252,7 +252,9 @@ def test_vllm_s_own_serving_benchmark_gets_the_cell_s_server_load_and_lengths_an
     assert [r["engine"]["impl"] for r in tool.vllm_cells(tmp_path, llm_load=True)] == ["vllm"]
 
 
-def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_cell_s_rate(tmp_path, monkeypatch):
+def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_cell_s_rate(
+    tmp_path, monkeypatch, capsys
+):
     import importlib.util
     import json
 
@@ -304,6 +306,26 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
     assert measure["repeats"] == 1 and load_settings["load_shares"] == [0.5] and load_settings["search_steps"] == 0
     assert load_settings["capacity_per_s"] * load_settings["load_shares"][0] == load["offered_per_s"]
     assert load_settings["seed"] == 3 and load_settings["objective"]["percentile"] == "p90"
+    # what the client's cell reads is checked before any server starts: a clear reason, and how to make it
+    monkeypatch.chdir(tmp_path)
+    models = "results/models/llama_mini"
+    expected = [f"{models}.json", f"{models}.pt", "results/reference/llama_mini-s64.npz"]
+    assert sorted(tool.missing_inputs(narrowed)) == expected
+    cells = tmp_path / "cells"
+    cells.mkdir()
+    served = {**record, "status": "ok", "engine": {**record["engine"], "impl": "vllm_serve", "vllm": "0.24.0"}}
+    served["sections"] = {"llm_load": {**serving, "sweep": [load]}}
+    (cells / "served.json").write_text(json.dumps(served))
+    started = []
+    monkeypatch.setattr(tool, "ServerProcess", lambda *args, **kwargs: started.append(args))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    code = tool.main([str(cells), "--in-turn", "1", "--configfile", str(tmp_path / "config.yaml")])
+    assert code == 2 and not started
+    assert "snakemake --cores 8 results/models/llama_mini.json" in capsys.readouterr().err
+    for path in expected:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    assert tool.missing_inputs(narrowed) == []
     # the rounds alternate which client goes first; the medians stand side by side with each side's range
     calls = []
 

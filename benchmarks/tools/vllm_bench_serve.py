@@ -206,6 +206,17 @@ def client_config(
             "run": [STUDY], "measure": measure}  # fmt: skip
 
 
+def missing_inputs(config: dict[str, Any]) -> list[str]:
+    """The files the project's client's cell reads (its model's description, the parity reference...) that are not
+    there yet: the workflow's own cell makes them; without them the client fails only after the server's start and
+    the benchmark's first run."""
+    from inferbench.plan.config import validate_config
+    from inferbench.plan.jobs import RunPlan
+
+    plan = RunPlan.of(validate_config(config))
+    return [path for path in plan.inputs(plan.cells[0]).values() if not Path(path).exists()]
+
+
 def client_figures(config: dict[str, Any], out: Path) -> dict[str, Any]:
     """The project's client: the one cell of ``config`` measured by run-cell in a fresh process; its load's figures,
     named as `vllm bench serve` names its own."""
@@ -283,6 +294,14 @@ def measure(
     way of sending prompts in ``client_prompts``; with ``floor``, against the null server instead; at most
     ``most_loads`` loads (``valid_loads``)."""
     port = free_port()
+    loads = valid_loads(record, most_loads)
+    if rounds and loads:
+        checked = client_config(config or {}, record, loads[0], loopback_url(port), client_prompts[0])
+        if missing := missing_inputs(checked):
+            raise FileNotFoundError(
+                f"the project's client reads {', '.join(missing)}, which are not there: make them first "
+                f"(snakemake --cores 8 {' '.join(missing)}), or run the workflow's cell, which makes them"
+            )
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         tokenizer = None
@@ -298,7 +317,7 @@ def measure(
         try:
             server.wait_healthy(START_S)
             rows = []
-            for index, load in enumerate(valid_loads(record, most_loads)):
+            for index, load in enumerate(loads):
                 if not rounds:
                     rows.append(side_by_side(record, load, bench_figures(record, load, server.url, folder / "b.json")))
                     print(json.dumps(rows[-1]["cell_over_bench"]), flush=True)
@@ -426,11 +445,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no vllm_serve cell of llm_load measured ok under {args.cells}", file=sys.stderr)
         return 2
     config = yaml.safe_load(args.configfile.read_text()) if args.in_turn else None
-    rows = [
-        row
-        for record in records
-        for row in measure(record, args.in_turn, config, args.floor, args.pace, args.client_prompts, args.loads)
-    ]
+    try:
+        rows = [
+            row
+            for record in records
+            for row in measure(record, args.in_turn, config, args.floor, args.pace, args.client_prompts, args.loads)
+        ]
+    except FileNotFoundError as missing:
+        print(missing, file=sys.stderr)
+        return 2
     args.out.write_text(json.dumps(rows, indent=1))
     table = rounds_markdown(rows) if args.in_turn else markdown(rows)
     if args.md:
