@@ -206,6 +206,10 @@ def client_config(
             "run": [STUDY], "measure": measure}  # fmt: skip
 
 
+class MissingInputs(RuntimeError):
+    """The project's client's cell would read files that are not there."""
+
+
 def missing_inputs(config: dict[str, Any]) -> list[str]:
     """The files the project's client's cell reads (its model's description, the parity reference...) that are not
     there yet: the workflow's own cell makes them; without them the client fails only after the server's start and
@@ -298,7 +302,7 @@ def measure(
     if rounds and loads:
         checked = client_config(config or {}, record, loads[0], loopback_url(port), client_prompts[0])
         if missing := missing_inputs(checked):
-            raise FileNotFoundError(
+            raise MissingInputs(
                 f"the project's client reads {', '.join(missing)}, which are not there: make them first "
                 f"(snakemake --cores 8 {' '.join(missing)}), or run the workflow's cell, which makes them"
             )
@@ -451,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
             for record in records
             for row in measure(record, args.in_turn, config, args.floor, args.pace, args.client_prompts, args.loads)
         ]
-    except FileNotFoundError as missing:
+    except MissingInputs as missing:
         print(missing, file=sys.stderr)
         return 2
     args.out.write_text(json.dumps(rows, indent=1))
