@@ -9,7 +9,7 @@
 # (same command, nothing carried) wait up to PROBE_WAIT_S (540) and bring back what is done. The probe makes what
 # the client's cell reads (the model's checkpoint and description, the parity reference) with snakemake, saves that
 # checkpoint where the record's server command reads it, and runs benchmarks/tools/vllm_bench_serve.py --in-turn
-# ROUNDS (3) --client-prompts token_ids words --loads 1 against cells/: a `vllm_serve` cell's record (its samples
+# ROUNDS (3) --client-prompts words token_ids --loads 1 against cells/: a `vllm_serve` cell's record (its samples
 # left out), whose sweep gives the load and settings. No workflow cell runs: the record stands in for the endpoint
 # stage, which takes eight minutes. About 9 minutes at 3 rounds, 12 at 4.
 set -uo pipefail
@@ -35,7 +35,8 @@ save_served_checkpoint(spec.module.model.half(), folder)  # the weights the clie
 print(folder)
 PY
   echo "inputs and checkpoint after $(( $(date +%s) - began )) s" >> "$run/out/timing.txt"
-  python benchmarks/tools/vllm_bench_serve.py "$here/cells" --in-turn "$2" --client-prompts token_ids words \
+  # text in the middle of every round (bench, text, ids; then reversed): next to both sides it is compared with
+  python benchmarks/tools/vllm_bench_serve.py "$here/cells" --in-turn "$2" --client-prompts words token_ids \
     --loads 1 --out "$run/out/prompt_form.json" --md "$run/out/prompt_form.md" > "$run/out/prompt_form.log" 2>&1
   echo "probe rc=$? after $(( $(date +%s) - began )) s" >> "$run/out/timing.txt"
   touch "$run/done"
