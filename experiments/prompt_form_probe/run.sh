@@ -6,7 +6,7 @@
 # On the lent GPU machine, after carrying each .carry_serving/NN but the last in its own call, carry the last and run
 #   bash experiments/prompt_form_probe/run.sh [ROUNDS]
 # The first call installs the serving set and starts the probe detached from the call; it and every later call
-# (same command, nothing carried) wait up to PROBE_WAIT_S (540) and bring back what is done. The probe makes what
+# (same command, nothing carried) wait up to PROBE_WAIT_S (540) and bring back what is done ($OUT/prompt_form.tgz). The probe makes what
 # the client's cell reads (the model's checkpoint and description, the parity reference) with snakemake, saves that
 # checkpoint where the record's server command reads it, and runs benchmarks/tools/vllm_bench_serve.py --in-turn
 # ROUNDS (3) --client-prompts words token_ids --loads 1 against cells/: a `vllm_serve` cell's record (its samples
@@ -55,7 +55,7 @@ if [ ! -f "$run/start" ]; then
   (cd "$run/tree" && setsid nohup bash "$here/run.sh" --detached "${1:-3}" < /dev/null > "$run/out/detached.log" 2>&1 &)
 fi
 while [ ! -f "$run/done" ] && [ "$(date +%s)" -lt $(( call_started + ${PROBE_WAIT_S:-540} )) ]; do sleep 5; done
-cp "$run"/out/* "$out"/ 2>/dev/null
+tar czf "$out/prompt_form.tgz" -C "$run" out   # one file: a call brings back at most 8
 echo "after $(( $(date +%s) - $(cat "$run/start") )) s: $([ -f "$run/done" ] && echo done || echo running)"
-cat "$out/timing.txt"
-tail -8 "$out/prompt_form.log" 2>/dev/null
+cat "$run/out/timing.txt"
+tail -8 "$run/out/prompt_form.log" 2>/dev/null
