@@ -6,12 +6,13 @@
 # On the lent GPU machine, after carrying each .carry_serving/NN but the last in its own call, carry the last and run
 #   bash experiments/prompt_form_probe/run.sh [ROUNDS]
 # The first call installs the serving set and starts the probe detached from the call; it and every later call
-# (same command, nothing carried) wait up to PROBE_WAIT_S (540) and bring back what is done ($OUT/prompt_form.tgz). The probe makes what
-# the client's cell reads (the model's checkpoint and description, the parity reference) with snakemake, saves that
-# checkpoint where the record's server command reads it, and runs benchmarks/tools/vllm_bench_serve.py --in-turn
-# ROUNDS (3) --client-prompts words token_ids --loads 1 against cells/: a `vllm_serve` cell's record (its samples
-# left out), whose sweep gives the load and settings. No workflow cell runs: the record stands in for the endpoint
-# stage, which takes eight minutes. About 9 minutes at 3 rounds, 12 at 4.
+# (same command, nothing carried) wait up to PROBE_WAIT_S (540) and bring back what is done, $OUT/prompt_form.tgz.
+# The probe makes what the client's cell reads (the model's checkpoint and description, the parity reference) with
+# snakemake, saves that checkpoint where the record's server command reads it, and runs
+# benchmarks/tools/vllm_bench_serve.py --in-turn ROUNDS (3) --client-prompts words token_ids --loads 1 against
+# cells/: a `vllm_serve` cell's record (its samples left out), whose sweep gives the load and settings. No workflow
+# cell runs: the record stands in for the endpoint stage, which takes eight minutes. About 9 minutes at 3 rounds,
+# 12 at 4.
 set -uo pipefail
 here=experiments/prompt_form_probe
 run=/tmp/prompt-form-run
