@@ -55,6 +55,8 @@ from vllm_bench_latency import load_section, vllm_cells
 from inferbench.core.settings import schema_defaults
 from inferbench.engines.endpoint.engine import null_server_command, word_tokenizer
 from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url
+from inferbench.plan.config import validate_config
+from inferbench.plan.jobs import RunPlan
 from inferbench.scenarios.llm_load.arrivals import LoadSettings
 from inferbench.scenarios.llm_load.metrics import RequestTrace, window_figures
 
@@ -210,24 +212,23 @@ class MissingInputs(RuntimeError):
     """The project's client's cell would read files that are not there."""
 
 
+def client_plan(config: dict[str, Any]) -> RunPlan:
+    """The plan of ``config`` (``client_config``'s): one cell, the project's client."""
+    return RunPlan.of(validate_config(config))
+
+
 def missing_inputs(config: dict[str, Any]) -> list[str]:
     """The files the project's client's cell reads (its model's description, the parity reference...) that are not
     there yet: the workflow's own cell makes them; without them the client fails only after the server's start and
     the benchmark's first run."""
-    from inferbench.plan.config import validate_config
-    from inferbench.plan.jobs import RunPlan
-
-    plan = RunPlan.of(validate_config(config))
+    plan = client_plan(config)
     return [path for path in plan.inputs(plan.cells[0]).values() if not Path(path).exists()]
 
 
 def client_figures(config: dict[str, Any], out: Path) -> dict[str, Any]:
     """The project's client: the one cell of ``config`` measured by run-cell in a fresh process; its load's figures,
     named as `vllm bench serve` names its own."""
-    from inferbench.plan.config import validate_config
-    from inferbench.plan.jobs import RunPlan
-
-    plan = RunPlan.of(validate_config(config))
+    plan = client_plan(config)
     argv = [sys.executable, "-m", "inferbench", "run-cell", *plan.run_cell_argv(plan.cells[0], str(out))]
     done = subprocess.run(argv, capture_output=True, text=True)
     record = json.loads(out.read_text()) if out.exists() else {}

@@ -29,8 +29,7 @@ from inferbench.engines.endpoint.engine import save_served_checkpoint
 from inferbench.models.registry import load_checkpoint
 
 record = json.loads(next(Path(sys.argv[1]).glob("*.json")).read_text())
-command = record["engine"]["server_command"].split()
-folder = Path(command[command.index("serve") + 1])
+folder = Path(record["engine"]["model"])  # the checkpoint the server command serves
 spec, _ = load_checkpoint("results/models/llm:llama.pt")
 save_served_checkpoint(spec.module.model.half(), folder)  # the weights the client's parity reference came from
 print(folder)
