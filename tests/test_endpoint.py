@@ -357,6 +357,36 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
     table = tool.rounds_markdown([row])
     assert "| token_ids | tpot | 6 (5–7) | 5 (5–5) | 1.200×, 1.200× | 5 (5–5) | 1.200×, 1.200× |" in table
     assert "| words | ttft | 44 (44–44) | 41 (40–42) | 1.073×, 1.073× | 39 (38–40) | 1.128×, 1.128× |" in table
+
+    # the benchmark replaying the client's own requests: a side of its own, each client held to its window too
+    def replayed(n):
+        calls.append(f"trace{n}")
+        window = {"request_throughput": 15.2, "median_ttft_ms": 42.0, "median_tpot_ms": 5.0, "median_itl_ms": 2.5}
+        return {**window, "window": window}
+
+    row = tool.rounds_row(record, load, tool.in_turn(2, {"bench": bench, tool.TRACE: replayed, "client": client}))
+    assert calls[-6:] == ["bench0", "trace0", "client0", "client1", "trace1", "bench1"]
+    assert row["client_paired_trace"]["ttft"] == pytest.approx(1.0)
+    assert row["client_over_trace"]["tpot"] == pytest.approx(1.1)
+    table = tool.rounds_markdown([row])
+    assert "| token_ids | ttft | 42 (42–42) | 40.5 (40–41) | 1.037×, 1.037× | 38.5 (38–39) " in table
+    assert "| 42 (42–42) | 1.000×, 1.000× |" in table
+    # its trace: the client's arrivals and lengths, each prompt's chunks its own (no prefix cache hit between two)
+    requests = tool.client_requests(narrowed)
+    assert len(requests) == tool.load_settings(record).planned_count(15.0) and requests[0].arrival_s == 0.0
+    trace = tool.write_trace(requests, tmp_path / "trace.jsonl")
+    entries = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [(e["timestamp"], e["input_length"], e["output_length"]) for e in entries] == [
+        (r.arrival_s, len(r.prompt), r.max_tokens) for r in requests
+    ]
+    chunks = [i for e in entries for i in e["hash_ids"]]
+    assert len(chunks) == len(set(chunks)) == sum(-(-e["input_length"] // tool.TRACE_CHUNK) for e in entries)
+    command = tool.bench_command(record, load, "http://127.0.0.1:5555", tmp_path / "t.json", trace=trace)
+    assert command[command.index("--dataset-name") + 1 :][:4] == ["timed_trace", "--dataset-path", str(trace),
+                                                                   "--num-prompts"]  # fmt: skip
+    assert command[command.index("--num-prompts") + 1] == str(len(requests)) and "--random-input-len" not in command
+    with pytest.raises(SystemExit):
+        tool.main([str(tmp_path), "--replay"])
     # the benchmark's per-request lists judged over the cell's window: 2 s of ramp, then 6 s (40 requests at 15/s
     # arrive sooner); one request a second, each 50 ms to its first token and 10 ms to each of its 3 others
     starts = [100.0 + t for t in range(12)]

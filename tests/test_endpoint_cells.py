@@ -164,3 +164,10 @@ def test_the_project_s_client_in_turn_measures_one_cell_at_the_given_rate_in_a_f
     assert measured["repeats"]["n"] == 1 and measured["engine"]["url"] == server.url
     assert figures["request_throughput"] == step["request_per_s"] > 0
     assert figures["median_ttft_ms"] == step["ttft_ms"]["p50"] > 0 and figures["median_tpot_ms"] > 0
+    # the requests the benchmark replays (--replay) are the ones the client sent: every token of its run, and the
+    # arrivals its steady window counted, as far apart as it measured them
+    requests = tool.client_requests(narrowed)
+    assert sum(request.max_tokens for request in requests) == step["run_output_tokens"]
+    window = [r.arrival_s for r in requests if 0.5 <= r.arrival_s < 0.5 + step["window_s"]]
+    assert len(window) == round(step["arrived_per_s"] * step["window_s"])
+    assert max(window) - min(window) == pytest.approx(step["arrival_span_s"])

@@ -57,7 +57,7 @@ from inferbench.engines.endpoint.engine import null_server_command, word_tokeniz
 from inferbench.engines.endpoint.server import ServerProcess, free_port, loopback_url
 from inferbench.plan.config import validate_config
 from inferbench.plan.jobs import RunPlan
-from inferbench.scenarios.llm_load.arrivals import LoadSettings
+from inferbench.scenarios.llm_load.arrivals import LoadSettings, PlannedRequest
 from inferbench.scenarios.llm_load.metrics import RequestTrace, window_figures
 
 #: the word vocabulary the benchmark's prompts are drawn from against the null server, which counts words: any size
@@ -77,21 +77,32 @@ def server_command(record: dict[str, Any], port: int) -> list[str]:
 
 
 def bench_command(
-    record: dict[str, Any], load: dict[str, Any], url: str, out: Path, tokenizer: str | None = None
+    record: dict[str, Any],
+    load: dict[str, Any],
+    url: str,
+    out: Path,
+    tokenizer: str | None = None,
+    trace: Path | None = None,
 ) -> list[str]:
     """`vllm bench serve` at one load of the cell: its requests, rate, lengths, range ratio and seed (``tokenizer``:
-    another than the cell's model's)."""
+    another than the cell's model's); with ``trace`` (``write_trace``), the requests of that timed trace instead:
+    their arrivals and lengths, prompts of the benchmark's own tokens."""
     serving, key = load_section(record), record["cell"]
     settings, model = serving["settings"], record["engine"]["model"]
     ratio = max(settings.get("prompt_range", 0.0), settings.get("output_range", 0.0))
     # as many requests as the cell planned at that rate: its ramp, steady window and the ramp after
     count = load_settings(record).planned_count(load["offered_per_s"])
+    dataset = (
+        ["--dataset-name", "timed_trace", "--dataset-path", str(trace),
+         "--num-prompts", str(len(trace.read_text().splitlines()))]
+        if trace else
+        ["--dataset-name", "random", "--num-prompts", str(count), "--random-input-len", str(serving["prompt_tokens"]),
+         "--random-output-len", str(serving["output_tokens"]), "--random-range-ratio", str(ratio)]
+    )  # fmt: skip
     return [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai",
         "--base-url", url, "--endpoint", "/v1/completions", "--model", model, "--tokenizer", tokenizer or model,
-        "--dataset-name", "random", "--num-prompts", str(count),
-        "--random-input-len", str(serving["prompt_tokens"]), "--random-output-len", str(serving["output_tokens"]),
-        "--random-range-ratio", str(ratio), "--request-rate", str(load["offered_per_s"]),
+        *dataset, "--request-rate", str(load["offered_per_s"]),
         "--max-concurrency", str(key["batch_size"]), "--seed", str(settings.get("seed", 0)), "--ignore-eos",
         "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
         "--save-result", "--save-detailed", "--result-dir", str(out.parent), "--result-filename", out.name,
@@ -118,10 +129,15 @@ def side_by_side(record: dict[str, Any], load: dict[str, Any], bench: dict[str, 
 
 
 def bench_figures(
-    record: dict[str, Any], load: dict[str, Any], url: str, out: Path, tokenizer: str | None = None
+    record: dict[str, Any],
+    load: dict[str, Any],
+    url: str,
+    out: Path,
+    tokenizer: str | None = None,
+    trace: Path | None = None,
 ) -> dict[str, Any]:
     """`vllm bench serve` at one load of the cell against the server at ``url``: its result file's figures."""
-    done = subprocess.run(bench_command(record, load, url, out, tokenizer), capture_output=True, text=True)
+    done = subprocess.run(bench_command(record, load, url, out, tokenizer, trace), capture_output=True, text=True)
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-2000:]}")
     result = json.loads(out.read_text())
@@ -182,6 +198,8 @@ def load_settings(record: dict[str, Any]) -> LoadSettings:
 CLIENT, STUDY = "yardstick_client", "yardstick"
 #: the side of the rounds each way of sending prompts is (``--client-prompts``): token ids, or text as the benchmark
 CLIENT_SIDES = {"token_ids": "client", "words": "client_words"}
+#: the side of the rounds where the benchmark replays the client's own requests (``--replay``)
+TRACE = "bench_trace"
 
 
 def client_config(
@@ -225,6 +243,38 @@ def missing_inputs(config: dict[str, Any]) -> list[str]:
     return [path for path in plan.inputs(plan.cells[0]).values() if not Path(path).exists()]
 
 
+def client_requests(config: dict[str, Any]) -> list[PlannedRequest]:
+    """The requests the project's client's cell (``client_config``'s) sends at its one load, as its sweep plans
+    them: their arrivals, prompt lengths and output lengths."""
+    plan = client_plan(config)
+    cell = plan.cells[0]
+    settings = LoadSettings.from_dict(plan.scenario_settings[cell])
+    rate = settings.load_shares[0] * (settings.capacity_per_s or 0.0)
+    # arrivals and lengths are drawn before the prompts' tokens: any vocabulary gives the same ones
+    new_tokens = int(plan.variant(cell)["new_tokens"])
+    return settings.plan(settings.planned_count(rate), rate=rate, seed=settings.load_seed(0),
+                         prompt_tokens=cell.seq_len, output_tokens=new_tokens, vocab=1)  # fmt: skip
+
+
+#: tokens a timed trace's hash id stands for (`vllm bench serve`'s --timed-trace-chunk-hash-size default)
+TRACE_CHUNK = 16
+
+
+def write_trace(requests: Sequence[PlannedRequest], path: Path) -> Path:
+    """``requests`` as a `vllm bench serve` timed trace (``--dataset-name timed_trace``): one JSON line each, its
+    arrival, prompt length and output length. Its hash ids are its own, so that no two prompts share a chunk and the
+    server's prefix cache meets none, as with the client's random prompts."""
+    lines, next_id = [], 0
+    for request in requests:
+        chunks = -(-len(request.prompt) // TRACE_CHUNK)
+        entry = {"timestamp": request.arrival_s, "input_length": len(request.prompt),
+                 "output_length": request.max_tokens, "hash_ids": list(range(next_id, next_id + chunks))}  # fmt: skip
+        lines.append(json.dumps(entry))
+        next_id += chunks
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def client_figures(config: dict[str, Any], out: Path) -> dict[str, Any]:
     """The project's client: the one cell of ``config`` measured by run-cell in a fresh process; its load's figures,
     named as `vllm bench serve` names its own."""
@@ -253,11 +303,13 @@ def rounds_row(record: dict[str, Any], load: dict[str, Any], rounds: list[dict[s
     """The rounds of one load: each side's median and range over its rounds, the benchmark's steady window
     (``bench_window``) a side too where its runs kept one. For each client, against the benchmark's whole runs
     (``_bench``) and against their windows (``_window``): the ratio of the medians (``over``), and the median of
-    each round's ratio (``paired``: what drifts from one round to the next meets both sides of a round alike)."""
+    each round's ratio (``paired``: what drifts from one round to the next meets both sides of a round alike); where
+    the benchmark replayed the client's own requests too (``TRACE``), against that run's window (``_trace``)."""
     runs = [{k: v for k, v in r.items() if k not in ("round", "first")} for r in rounds]
     for run in runs:
-        if "window" in run["bench"]:
-            run["bench_window"] = run["bench"]["window"]
+        for bench in ("bench", TRACE):
+            if "window" in run.get(bench, {}):
+                run[f"{bench}_window"] = run[bench]["window"]
     keys = {"request_per_s": "request_throughput", **FIGURES}
 
     def values(name: str, key: str) -> list[float]:
@@ -270,7 +322,7 @@ def rounds_row(record: dict[str, Any], load: dict[str, Any], rounds: list[dict[s
     sides = {name: side(name) for name in runs[0]}
     row = {"cell": record["cell"]["cell_id"], "load": load.get("load"), "offered_per_s": load["offered_per_s"],
            "rounds": rounds, **sides}  # fmt: skip
-    yardsticks = {"bench": "bench", "window": "bench_window"}
+    yardsticks = {"bench": "bench", "window": "bench_window", "trace": f"{TRACE}_window"}
     for name in CLIENT_SIDES.values():
         for suffix, bench in yardsticks.items():
             if name not in sides or bench not in sides:
@@ -293,11 +345,13 @@ def measure(
     pace_ms: tuple[float, float] = (0.0, 0.0),
     client_prompts: Sequence[str] = ("token_ids",),
     most_loads: int | None = None,
+    replay: bool = False,
 ) -> list[dict[str, Any]]:
     """Each VALID load of the cell's sweep through `vllm bench serve` against its server, started once; with
     ``rounds``, the project's client too, in turn with it (``in_turn``), from ``config`` (the run's), once for each
-    way of sending prompts in ``client_prompts``; with ``floor``, against the null server instead; at most
-    ``most_loads`` loads (``valid_loads``)."""
+    way of sending prompts in ``client_prompts``; with ``replay``, the benchmark a second time, sending the client's
+    own requests (``write_trace``): the same arrivals and lengths; with ``floor``, against the null server instead;
+    at most ``most_loads`` loads (``valid_loads``)."""
     port = free_port()
     loads = valid_loads(record, most_loads)
     if rounds and loads:
@@ -332,6 +386,14 @@ def measure(
                         record, load, server.url, folder / f"b{i}-{n}.json", tokenizer
                     )
                 }
+                if replay:  # every way of sending prompts sends the same requests: the first's
+                    trace = write_trace(
+                        client_requests(client_config(config or {}, record, load, server.url, client_prompts[0])),
+                        folder / f"trace{index}.jsonl",
+                    )
+                    sides[TRACE] = lambda n, load=load, i=index, trace=trace: bench_figures(
+                        record, load, server.url, folder / f"t{i}-{n}.json", tokenizer, trace
+                    )
                 for prompts in client_prompts:
                     settings = client_config(config or {}, record, load, server.url, prompts)
                     sides[CLIENT_SIDES[prompts]] = lambda n, settings=settings, i=index, p=prompts: client_figures(
@@ -353,11 +415,13 @@ def valid_loads(record: dict[str, Any], most: int | None = None) -> list[dict[st
 
 def rounds_markdown(rows: list[dict[str, Any]]) -> str:
     """Each load's rounds in turn: the project's client (each way it sent prompts) and `vllm bench serve` against
-    one running server, over its whole runs and, where they kept one, over the cell's steady window."""
+    one running server, over its whole runs and, where they kept one, over the cell's steady window; and the
+    benchmark replaying the client's requests, over that window, where it ran."""
     lines = [
         "| load | offered /s | rounds | client | figure | client: median (range) | bench: median (range) "
-        "| client / bench: medians, paired | bench's window: median (range) | client / window: medians, paired |",
-        "| ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| client / bench: medians, paired | bench's window: median (range) | client / window: medians, paired "
+        "| client's requests replayed: window | client / replayed: medians, paired |",
+        "| ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
 
     def cell(side: dict[str, Any] | None) -> str:
@@ -376,7 +440,8 @@ def rounds_markdown(rows: list[dict[str, Any]]) -> str:
                     f"| {row['load']} | {row['offered_per_s']:.3g} | {len(row['rounds'])} | {prompts} | {figure} "
                     f"| {cell(row[name][figure])} | {cell(row['bench'][figure])} "
                     f"| {ratios(row, name, 'bench', figure)} | {cell((row.get('bench_window') or {}).get(figure))} "
-                    f"| {ratios(row, name, 'window', figure)} |"
+                    f"| {ratios(row, name, 'window', figure)} | {cell((row.get(f'{TRACE}_window') or {}).get(figure))} "
+                    f"| {ratios(row, name, 'trace', figure)} |"
                 )
     return "\n".join(lines) + "\n"
 
@@ -437,12 +502,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --in-turn: how the project's client sends prompts, a side each")  # fmt: skip
     parser.add_argument("--loads", type=positive, default=None, metavar="N",
                         help="at most N of each cell's VALID loads, the lowest rates first (default: all)")  # fmt: skip
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="with --in-turn: the benchmark replays the client's requests too, a side of its own",
+    )
     parser.add_argument("--floor", action="store_true", help="with --in-turn: against the null server (each floor)")
     parser.add_argument("--pace", type=pace_ms, default=(0.0, 0.0), metavar="FIRST_MS,TOKEN_MS",
                         help="with --floor: the null server's wait before a first token and between two")  # fmt: skip
     args = parser.parse_args(argv)
     if args.floor and not args.in_turn:
         parser.error("--floor compares the two clients in turn: give --in-turn ROUNDS too")
+    if args.replay and not args.in_turn:
+        parser.error("--replay is a side of the rounds in turn: give --in-turn ROUNDS too")
     if any(args.pace) and not args.floor:
         parser.error("--pace paces the null server: give --floor too")
     records = vllm_cells(args.cells, llm_load=True, impl="vllm_serve")
@@ -454,7 +526,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = [
             row
             for record in records
-            for row in measure(record, args.in_turn, config, args.floor, args.pace, args.client_prompts, args.loads)
+            for row in measure(
+                record, args.in_turn, config, args.floor, args.pace, args.client_prompts, args.loads, args.replay
+            )
         ]
     except MissingInputs as missing:
         print(missing, file=sys.stderr)

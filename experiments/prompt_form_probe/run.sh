@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One-off probe (issue 73): `vllm bench serve` sends text prompts, which vLLM's front end tokenizes in a thread
-# pool; the project's client sends token ids, which skip that step. Does the prompt's form explain why the benchmark
-# reads a higher TTFT p50 than the client on the same server?
+# One-off probe (issue 73): the project's client reads a lower TTFT p50 than `vllm bench serve` on the same server.
+# The prompt's form does not explain it (text and token ids read alike). Do the requests themselves? Each tool draws
+# its own arrivals and lengths from the same seed; `--replay` makes the benchmark send the client's own requests (a
+# timed trace: the same arrivals and lengths), a side of the rounds between the two.
 #
 # On the lent GPU machine, after carrying each .carry_serving/NN but the last in its own call, carry the last and run
 #   bash experiments/prompt_form_probe/run.sh [ROUNDS]
@@ -9,10 +10,11 @@
 # (same command, nothing carried) wait up to PROBE_WAIT_S (540) and bring back what is done, $OUT/prompt_form.tgz.
 # The probe makes what the client's cell reads (the model's checkpoint and description, the parity reference) with
 # snakemake, saves that checkpoint where the record's server command reads it, and runs
-# benchmarks/tools/vllm_bench_serve.py --in-turn ROUNDS (3) --client-prompts words token_ids --loads 1 against
+# benchmarks/tools/vllm_bench_serve.py --in-turn ROUNDS (3) --client-prompts ... --loads 1 [--replay] against
 # cells/: a `vllm_serve` cell's record (its samples left out), whose sweep gives the load and settings. No workflow
 # cell runs: the record stands in for the endpoint stage, which takes eight minutes. About 9 minutes at 3 rounds,
-# 12 at 4.
+# 12 at 4. REPLAY=1 (the default): bench, the replay, the client sending token ids; REPLAY=0: bench, the client
+# sending text, then token ids (text in the middle, next to both sides it is compared with).
 set -uo pipefail
 here=experiments/prompt_form_probe
 run=/tmp/prompt-form-run
@@ -35,8 +37,10 @@ save_served_checkpoint(spec.module.model.half(), folder)  # the weights the clie
 print(folder)
 PY
   echo "inputs and checkpoint after $(( $(date +%s) - began )) s" >> "$run/out/timing.txt"
-  # text in the middle of every round (bench, text, ids; then reversed): next to both sides it is compared with
-  python benchmarks/tools/vllm_bench_serve.py "$here/cells" --in-turn "$2" --client-prompts words token_ids \
+  # the middle side of every round (bench, middle, client; then reversed) sits next to both it is compared with
+  sides=(--client-prompts token_ids --replay)
+  [ "${REPLAY:-1}" = 1 ] || sides=(--client-prompts words token_ids)
+  python benchmarks/tools/vllm_bench_serve.py "$here/cells" --in-turn "$2" "${sides[@]}" \
     --loads 1 --out "$run/out/prompt_form.json" --md "$run/out/prompt_form.md" > "$run/out/prompt_form.log" 2>&1
   echo "probe rc=$? after $(( $(date +%s) - began )) s" >> "$run/out/timing.txt"
   touch "$run/done"

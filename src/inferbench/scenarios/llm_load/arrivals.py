@@ -184,6 +184,10 @@ class LoadSettings:
         after it, so that the window's last requests finish under the same load."""
         return math.ceil(rate * (2 * self.ramp_s + self.window_s(rate))) + 1
 
+    def load_seed(self, index: int) -> int:
+        """The seed of the sweep's ``index``-th load (0: the lightest): each load draws requests of its own."""
+        return self.seed + 1 + index
+
     @property
     def by_concurrency(self) -> bool:
         return self.arrivals == "concurrency"

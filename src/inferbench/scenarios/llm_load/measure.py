@@ -445,7 +445,7 @@ class LoadRuns:
         counts)."""
         settings, sweep = self.settings, []
         for index, load in enumerate(settings.loads):
-            seed, prefix = settings.seed + 1 + index, f"s{index}-"
+            seed, prefix = settings.load_seed(index), f"s{index}-"
             if settings.by_concurrency:
                 traces, run_start = self.driver.run(self.plan(settings.requests, None, seed, prefix), int(load))
                 step = traces_figures(traces, run_start, settings.objective)
@@ -484,7 +484,7 @@ class LoadRuns:
             traces, run_start = self.driver.run(requests, settings.requests)
             at_loads = [
                 {"load": step["load"], "offered_per_s": step["offered_per_s"], "concurrency": None}
-                | self.at_rate(step["offered_per_s"], settings.seed + 1 + index, f"f{index}-")
+                | self.at_rate(step["offered_per_s"], settings.load_seed(index), f"f{index}-")
                 for index, step in enumerate(sweep)
                 if step.get("offered_per_s") is not None
             ]
