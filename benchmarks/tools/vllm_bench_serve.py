@@ -23,6 +23,8 @@ project's own client (a run-cell of an ``endpoint`` variant at the server's URL,
 rate: the cell's load share of the capacity it was offered, ``capacity_per_s``), every other round in reverse
 order. The medians of the rounds stand side by side, with each side's range over its rounds, and the median of
 each round's client / bench ratio: a server can move between runs more than the clients differ (docs/generation.md).
+``--replay`` adds a side: `vllm bench serve` sending the client's own requests (a timed trace of their arrivals and
+lengths, ``write_trace``), so that the two clients meet the same requests and only the tools differ.
 
 ``--floor`` (with ``--in-turn``) puts the null server in the vLLM server's place (inferbench.engines.endpoint.
 null_server: canned tokens at once): each client's own floor at each load, the same rounds in turn, so that a
@@ -33,7 +35,7 @@ vLLM, and each client's figures above the pace are its own cost under that load.
 lowest VALID rates, where a lease's time does not allow them all.
 
     python benchmarks/tools/vllm_bench_serve.py results/cells [--out vllm_bench_serve.json] [--md F.md]
-        [--in-turn 3 [--configfile config/config.yaml] [--floor [--pace 25,3.5]]] [--loads N]
+        [--in-turn 3 [--configfile config/config.yaml] [--replay] [--floor [--pace 25,3.5]]] [--loads N]
 """
 
 from __future__ import annotations
