@@ -19,7 +19,8 @@
 #   bench_serve      `vllm bench serve` and the project's own client in turn, BENCH_ROUNDS (3) rounds, against one
 #                    server started with each vllm_serve cell's command, at its VALID loads
 #                    (benchmarks/tools/vllm_bench_serve.py --in-turn); the client once for each way of sending
-#                    prompts in BENCH_CLIENT_PROMPTS ('token_ids words': ids, and text as the benchmark sends it);
+#                    prompts in BENCH_CLIENT_PROMPTS ('token_ids'; 'token_ids words' adds text as the benchmark
+#                    sends it), and the benchmark replaying the client's requests (--replay; BENCH_REPLAY=0: not);
 #                    BENCH_LOADS=N: the N lowest VALID loads only
 #   endpoint_rest    llm_endpoint_gpu whole: the cells `endpoint` left out (ENDPOINT_ENGINES), measured after the
 #                    yardstick, so that a lease that ends early keeps the yardstick
@@ -73,9 +74,11 @@ stages() {  # the detached sequence, in the run's tree, with the install's envir
   stage endpoint "${workflow[@]}" --configfile \
     "$(narrow llm_endpoint_gpu "engines: [${ENDPOINT_ENGINES:-vllm, vllm_serve}]")" --config 'run=[llm_endpoint_gpu]'
   keep endpoint
+  replay=(--replay)
+  [ "${BENCH_REPLAY:-1}" = 1 ] || replay=()
   # shellcheck disable=SC2086  # the list of ways and the loads option are split into words on purpose
   stage bench_serve python benchmarks/tools/vllm_bench_serve.py results/cells --in-turn "${BENCH_ROUNDS:-3}" \
-    --client-prompts ${BENCH_CLIENT_PROMPTS:-token_ids words} ${BENCH_LOADS:+--loads "$BENCH_LOADS"} \
+    --client-prompts ${BENCH_CLIENT_PROMPTS:-token_ids} ${BENCH_LOADS:+--loads "$BENCH_LOADS"} "${replay[@]}" \
     --md "$run/out/bench_serve.md" --out "$run/out/bench_serve.json"
   stage endpoint_rest "${workflow[@]}" --config 'run=[llm_endpoint_gpu]'
   keep endpoint_rest
