@@ -359,10 +359,10 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
     assert "| words | ttft | 44 (44–44) | 41 (40–42) | 1.073×, 1.073× | 39 (38–40) | 1.128×, 1.128× |" in table
 
     # the benchmark replaying the client's own requests: a side of its own, each client held to its window too
-    def replayed(n):
+    def replayed(n):  # the clients are held to its window, not its whole run
         calls.append(f"trace{n}")
         window = {"request_throughput": 15.2, "median_ttft_ms": 42.0, "median_tpot_ms": 5.0, "median_itl_ms": 2.5}
-        return {**window, "window": window}
+        return {**window, "median_ttft_ms": 50.0, "median_tpot_ms": 9.0, "window": window}
 
     row = tool.rounds_row(record, load, tool.in_turn(2, {"bench": bench, tool.TRACE: replayed, "client": client}))
     assert calls[-6:] == ["bench0", "trace0", "client0", "client1", "trace1", "bench1"]
@@ -384,9 +384,14 @@ def test_the_project_s_client_and_vllm_s_take_turns_against_one_server_at_the_ce
     command = tool.bench_command(record, load, "http://127.0.0.1:5555", tmp_path / "t.json", trace=trace)
     assert command[command.index("--dataset-name") + 1 :][:4] == ["timed_trace", "--dataset-path", str(trace),
                                                                    "--num-prompts"]  # fmt: skip
-    assert command[command.index("--num-prompts") + 1] == str(len(requests)) and "--random-input-len" not in command
+    assert command[command.index("--num-prompts") + 1] == str(len(requests))
+    assert command[command.index("--timed-trace-chunk-hash-size") + 1] == str(tool.TRACE_CHUNK)
+    # the trace's arrivals set the pace: no rate, no random dataset's lengths
+    assert "--random-input-len" not in command and "--request-rate" not in command
+    capsys.readouterr()
     with pytest.raises(SystemExit):
         tool.main([str(tmp_path), "--replay"])
+    assert "--replay is a side of the rounds in turn" in capsys.readouterr().err
     # the benchmark's per-request lists judged over the cell's window: 2 s of ramp, then 6 s (40 requests at 15/s
     # arrive sooner); one request a second, each 50 ms to its first token and 10 ms to each of its 3 others
     starts = [100.0 + t for t in range(12)]

@@ -142,7 +142,8 @@ def test_the_project_s_client_in_turn_measures_one_cell_at_the_given_rate_in_a_f
     reference = "results/reference/llama_mini-s64.npz"
     subprocess.run([sys.executable, "-m", "inferbench", "reference", "--checkpoint", model, "--model-meta", meta,
                     "--seq", "64", "--out", reference], check=True, capture_output=True)  # fmt: skip
-    settings = {"requests": 20, "steady_s": 2, "ramp_s": 0.5, "seed": 3, "load_shares": [0.5, 1.0]}
+    # lengths spread, so that the replay's check below meets each request's own output length
+    settings = {"requests": 20, "steady_s": 2, "ramp_s": 0.5, "seed": 3, "load_shares": [0.5, 1.0], "output_range": 0.5}
     record = {"cell": {"cell_id": "x", "workload": "llama_mini", "precision": "fp32", "device": "cpu", "batch_size": 4,
                        "seq_len": 64, "threads": 1},
               "engine": {"model": "mini", "options": {"new_tokens": 8}},
@@ -167,6 +168,7 @@ def test_the_project_s_client_in_turn_measures_one_cell_at_the_given_rate_in_a_f
     # the requests the benchmark replays (--replay) are the ones the client sent: every token of its run, and the
     # arrivals its steady window counted, as far apart as it measured them
     requests = tool.client_requests(narrowed)
+    assert len({request.max_tokens for request in requests}) > 1, "lengths that differ from one request to the next"
     assert sum(request.max_tokens for request in requests) == step["run_output_tokens"]
     window = [r.arrival_s for r in requests if 0.5 <= r.arrival_s < 0.5 + step["window_s"]]
     assert len(window) == round(step["arrived_per_s"] * step["window_s"])

@@ -24,7 +24,7 @@ rate: the cell's load share of the capacity it was offered, ``capacity_per_s``),
 order. The medians of the rounds stand side by side, with each side's range over its rounds, and the median of
 each round's client / bench ratio: a server can move between runs more than the clients differ (docs/generation.md).
 ``--replay`` adds a side: `vllm bench serve` sending the client's own requests (a timed trace of their arrivals and
-lengths, ``write_trace``), so that the two clients meet the same requests and only the tools differ.
+lengths, ``write_trace``), so that both tools meet the same arrivals and lengths; the prompts' tokens still differ.
 
 ``--floor`` (with ``--in-turn``) puts the null server in the vLLM server's place (inferbench.engines.endpoint.
 null_server: canned tokens at once): each client's own floor at each load, the same rounds in turn, so that a
@@ -87,25 +87,27 @@ def bench_command(
     trace: Path | None = None,
 ) -> list[str]:
     """`vllm bench serve` at one load of the cell: its requests, rate, lengths, range ratio and seed (``tokenizer``:
-    another than the cell's model's); with ``trace`` (``write_trace``), the requests of that timed trace instead:
-    their arrivals and lengths, prompts of the benchmark's own tokens."""
+    another than the cell's model's); with ``trace`` (``write_trace``), the requests of that timed trace instead,
+    sent at its arrivals: its lengths, prompts of the benchmark's own tokens."""
     serving, key = load_section(record), record["cell"]
     settings, model = serving["settings"], record["engine"]["model"]
-    ratio = max(settings.get("prompt_range", 0.0), settings.get("output_range", 0.0))
-    # as many requests as the cell planned at that rate: its ramp, steady window and the ramp after
-    count = load_settings(record).planned_count(load["offered_per_s"])
-    dataset = (
-        ["--dataset-name", "timed_trace", "--dataset-path", str(trace),
-         "--num-prompts", str(len(trace.read_text().splitlines()))]
-        if trace else
-        ["--dataset-name", "random", "--num-prompts", str(count), "--random-input-len", str(serving["prompt_tokens"]),
-         "--random-output-len", str(serving["output_tokens"]), "--random-range-ratio", str(ratio)]
-    )  # fmt: skip
+    if trace:
+        requests = len(trace.read_text().splitlines())
+        dataset = ["--dataset-name", "timed_trace", "--dataset-path", str(trace), "--num-prompts", str(requests),
+                   "--timed-trace-chunk-hash-size", str(TRACE_CHUNK)]  # fmt: skip
+    else:
+        ratio = max(settings.get("prompt_range", 0.0), settings.get("output_range", 0.0))
+        # as many requests as the cell planned at that rate: its ramp, steady window and the ramp after
+        count = load_settings(record).planned_count(load["offered_per_s"])
+        dataset = [
+            "--dataset-name", "random", "--num-prompts", str(count),
+            "--random-input-len", str(serving["prompt_tokens"]), "--random-output-len", str(serving["output_tokens"]),
+            "--random-range-ratio", str(ratio), "--request-rate", str(load["offered_per_s"]),
+        ]  # fmt: skip
     return [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai",
         "--base-url", url, "--endpoint", "/v1/completions", "--model", model, "--tokenizer", tokenizer or model,
-        *dataset, "--request-rate", str(load["offered_per_s"]),
-        "--max-concurrency", str(key["batch_size"]), "--seed", str(settings.get("seed", 0)), "--ignore-eos",
+        *dataset, "--max-concurrency", str(key["batch_size"]), "--seed", str(settings.get("seed", 0)), "--ignore-eos",
         "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
         "--save-result", "--save-detailed", "--result-dir", str(out.parent), "--result-filename", out.name,
     ]  # fmt: skip
@@ -251,7 +253,9 @@ def client_requests(config: dict[str, Any]) -> list[PlannedRequest]:
     plan = client_plan(config)
     cell = plan.cells[0]
     settings = LoadSettings.from_dict(plan.scenario_settings[cell])
-    rate = settings.load_shares[0] * (settings.capacity_per_s or 0.0)
+    if settings.capacity_per_s is None:
+        raise ValueError("the client's cell offers shares of a given capacity: its config needs capacity_per_s")
+    rate = settings.load_shares[0] * settings.capacity_per_s
     # arrivals and lengths are drawn before the prompts' tokens: any vocabulary gives the same ones
     new_tokens = int(plan.variant(cell)["new_tokens"])
     return settings.plan(settings.planned_count(rate), rate=rate, seed=settings.load_seed(0),
@@ -264,8 +268,9 @@ TRACE_CHUNK = 16
 
 def write_trace(requests: Sequence[PlannedRequest], path: Path) -> Path:
     """``requests`` as a `vllm bench serve` timed trace (``--dataset-name timed_trace``): one JSON line each, its
-    arrival, prompt length and output length. Its hash ids are its own, so that no two prompts share a chunk and the
-    server's prefix cache meets none, as with the client's random prompts."""
+    arrival, prompt length and output length. Its hash ids are its own: no two prompts share a chunk, as the
+    client's random prompts share none. The benchmark decodes each prompt's ids to text; the served word vocabulary
+    encodes that text back to as many tokens, so the lengths hold (a subword tokenizer's need not)."""
     lines, next_id = [], 0
     for request in requests:
         chunks = -(-len(request.prompt) // TRACE_CHUNK)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One-off probe (issue 73): the project's client reads a lower TTFT p50 than `vllm bench serve` on the same server.
 # The prompt's form does not explain it (text and token ids read alike). Do the requests themselves? Each tool draws
-# its own arrivals and lengths from the same seed; `--replay` makes the benchmark send the client's own requests (a
-# timed trace: the same arrivals and lengths), a side of the rounds between the two.
+# its own arrivals and lengths, each with its own seeded generator; `--replay` makes the benchmark send the client's
+# own requests (a timed trace: the same arrivals and lengths), a side of the rounds between the two.
 #
 # On the lent GPU machine, after carrying each .carry_serving/NN but the last in its own call, carry the last and run
 #   bash experiments/prompt_form_probe/run.sh [ROUNDS]
