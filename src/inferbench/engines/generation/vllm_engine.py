@@ -101,8 +101,8 @@ def decode_iteration(rows: int) -> re.Pattern[str]:
 #: the share of the GPU's memory the tracing engine takes beside the timed one (weights, a small KV cache)
 TRACE_GPU_MEMORY = 0.2
 #: a tracing process that has not finished after this long is ended, its threads' stacks and its engine core's
-#: written to its log first (faulthandler, on SIGABRT); an engine start takes a minute or more (docs/generation.md,
-#: vLLM)
+#: written to its log first (faulthandler, on SIGABRT); long enough for an engine's start, which compiles
+#: (docs/generation.md, vLLM, says how long that takes)
 TRACE_TIMEOUT_S = 300
 #: the tracing process: a fresh engine with vLLM's torch profiler, the request twice, then once profiled
 TRACE_SCRIPT = """
